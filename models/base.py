@@ -1,0 +1,178 @@
+"""The model program contract: what a SpeechLM must provide so the engine can serve it.
+
+A model program is one object per loaded checkpoint. The engine never looks inside it; it only
+calls the stages below, always with a *batch of rows* (rows of different lengths may share a batch):
+
+    prepare(request)       host: text/voice/reference audio -> Prompt (raises InputError)
+    prefill(rows)          LM lane: write each row's prompt into its KV pages, sample its first token
+    decode(rows)           LM lane: one audio frame per row (depth transformer + sampling inside)
+    codec(items)           codec lanes: chunk codes -> PCM, per-request state in a slot table
+
+Ownership: the engine allocates KV pages (`Row.pages`) and codec slots (`Row.slot`, `CodecItem.slot`)
+from bounded pools and hands them to the program; the program owns the device tensors behind them
+(`init_kv`, `init_codec_slots`). A request's chunks reach `codec` strictly in order; chunks of
+different requests may share a batch and arrive on two lanes concurrently (disjoint slots).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from voxcli.config import ChunkSchedule
+
+
+class ModelError(Exception):
+    """Base of the errors a model program raises on purpose (never a bare torch traceback)."""
+
+
+class InputError(ModelError):
+    """The request cannot be served by this model: empty text, unknown voice, bad reference audio..."""
+
+
+class CheckpointError(ModelError):
+    """A checkpoint is missing, incomplete or does not match the architecture (names key and path)."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    sample_rate: int  # Hz of the PCM the codec emits
+    frame_rate: float  # audio frames (backbone steps) per second of audio
+    samples_per_frame: int  # PCM samples per frame
+    codebooks: int  # codes per frame
+    chunk: ChunkSchedule  # default chunk schedule (a recipe may override it)
+    max_context: int  # longest prompt + generation the backbone supports
+    voices: tuple[str, ...] = ()
+    languages: tuple[str, ...] = ()
+    modes: tuple[str, ...] = ()  # e.g. ("custom_voice",), ("voice_design",), ("clone_xvec", "clone_icl")
+
+    @property
+    def frame_seconds(self) -> float:
+        return self.samples_per_frame / self.sample_rate
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Sampling settings; `None` means the checkpoint's own default (generation_config.json)."""
+
+    greedy: bool = False  # model's own greedy rules (may still apply penalties / masks)
+    temperature: float | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+    repetition_penalty: float | None = None
+    sub_greedy: bool | None = None  # depth transformer (sub-talker) settings, separately
+    sub_temperature: float | None = None
+    sub_top_k: int | None = None
+    sub_top_p: float | None = None
+
+
+@dataclass
+class SynthesisRequest:
+    """What a user asks for. Model-neutral; a program rejects what it cannot do with InputError."""
+
+    text: str
+    voice: str | None = None  # a speaker name (CustomVoice)
+    language: str | None = None  # None/"auto" = let the model decide
+    instructions: str | None = None  # VoiceDesign / instructable models
+    ref_audio: np.ndarray | None = None  # voice clone: mono float32 PCM
+    ref_sample_rate: int | None = None
+    ref_text: str | None = None  # voice clone ICL mode needs the transcript; absent -> x-vector only
+    seed: int | None = None
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    max_frames: int | None = None
+    streaming_text: bool | None = None  # None = the model's default text mode
+    request_id: str | None = None
+    # Bench/sim only: force an exact number of frames (random weights cannot run away).
+    fixed_frames: int | None = None
+
+
+@dataclass
+class Prompt:
+    """Host-side result of `prepare`: everything prefill needs. `length` is the number of prefill
+    positions (KV tokens) so the engine can reserve pages before admitting the request."""
+
+    length: int
+    data: Any  # model-private (embeddings, trailing text, reference codes...)
+    max_frames: int
+    fixed_frames: int | None = None
+
+
+@dataclass
+class Row:
+    """One request as the LM stages see it. The engine owns the object; the program reads `pages`,
+    `prompt` and writes `state` (model-private per-request decode state: sampler RNG, previous tokens,
+    position, pending residual codes...). `kv_len` is maintained by the program."""
+
+    request_id: int
+    prompt: Prompt
+    pages: list[int]
+    slot: int = -1
+    kv_len: int = 0
+    frames_emitted: int = 0
+    state: Any = None
+
+
+@dataclass
+class StepOutput:
+    """Per row: the frame produced by this step (codes [codebooks], int64) or None, and whether the
+    request is finished (no more frames will come). A finished row's KV pages may be freed."""
+
+    frame: np.ndarray | None
+    done: bool
+
+
+@dataclass
+class CodecItem:
+    """One chunk for the codec: the request's slot, its frames [n, codebooks] and whether this is the
+    request's first chunk (reset the slot's state first) / last chunk (flush any tail)."""
+
+    slot: int
+    codes: np.ndarray
+    first: bool
+    last: bool
+
+
+class ModelProgram(ABC):
+    spec: ModelSpec
+
+    @classmethod
+    @abstractmethod
+    def load(cls, source: str, device: str = "cpu", dtype: str = "float32") -> ModelProgram:
+        """Read a Hugging Face layout checkpoint (local dir or hub id). Raise CheckpointError."""
+
+    @abstractmethod
+    def prepare(self, request: SynthesisRequest) -> Prompt:
+        """Validate and tokenize on the host. Raise InputError with a sentence for the user."""
+
+    # --- device resources, sized by the engine -------------------------------------------------
+    @abstractmethod
+    def init_kv(self, num_pages: int, page_size: int) -> None:
+        """Allocate the paged KV pool: `num_pages` pages of `page_size` positions each."""
+
+    @abstractmethod
+    def init_codec_slots(self, num_slots: int) -> None:
+        """Allocate the codec state slot table."""
+
+    def kv_tokens(self, prompt: Prompt) -> int:
+        """Positions a request will occupy at most (prompt + generation) for page reservation."""
+        return prompt.length + (prompt.fixed_frames or prompt.max_frames) + 1
+
+    # --- stages ---------------------------------------------------------------------------------
+    @abstractmethod
+    def prefill(self, rows: list[Row]) -> list[StepOutput]:
+        """Run the prompts of `rows` (fresh requests) into their KV pages; sample each first token."""
+
+    @abstractmethod
+    def decode(self, rows: list[Row]) -> list[StepOutput]:
+        """Advance every row by one frame."""
+
+    @abstractmethod
+    def codec(self, items: list[CodecItem]) -> list[np.ndarray]:
+        """Decode each item's chunk to float32 mono PCM (gather slots -> decode -> scatter)."""
+
+    def release(self, row: Row) -> None:  # noqa: B027 - optional hook
+        """Called once when a request ends (done, cancelled, failed)."""

@@ -1,0 +1,199 @@
+"""The one configuration object of voxcli.
+
+Every knob of the engine lives in `EngineConfig`. Values come, in this order of precedence, from
+dataclass defaults < a recipe TOML in `recipes/` < explicit overrides (`--set key=value` on the CLI).
+Nothing else in the code base invents its own settings: lanes, executors and the scheduler all read
+this object.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+Policy = Literal["sync", "sync2", "lanes", "full"]
+Admission = Literal["deadline", "prefill-first"]
+ExecutorKind = Literal["cpu", "sim", "cuda"]
+
+POLICIES: tuple[str, ...] = ("sync", "sync2", "lanes", "full")
+ADMISSIONS: tuple[str, ...] = ("deadline", "prefill-first")
+
+
+class ConfigError(ValueError):
+    """A recipe or override that cannot be used; the message says which key and why."""
+
+
+@dataclass(frozen=True)
+class ChunkSchedule:
+    """How a request's frames are cut into codec chunks: `first` frames, then each `ramp` size in
+    turn, then `steady` frames per chunk until the end (the last chunk may be shorter)."""
+
+    first: int = 4
+    ramp: tuple[int, ...] = ()
+    steady: int = 10
+
+    def size(self, index: int) -> int:
+        if index == 0:
+            return self.first
+        if index - 1 < len(self.ramp):
+            return self.ramp[index - 1]
+        return self.steady
+
+    def validate(self) -> None:
+        for n in (self.first, *self.ramp, self.steady):
+            if n < 1:
+                raise ConfigError(f"chunk sizes must be >= 1 frame, got {n}")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    # --- which model and where ---------------------------------------------------------------
+    model: str = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
+    executor: ExecutorKind = "cpu"
+    device: str = "cpu"
+    dtype: str = "float32"
+    gpu: str = ""  # sim/profile: name of a cost profile in recipes/gpus/ (h100, h200, b200)
+
+    # --- scheduling policy --------------------------------------------------------------------
+    policy: Policy = "full"
+    admission: Admission = "deadline"
+    background_min_batch: int = 8  # B: background codec lane waits for this many ready chunks
+    urgent_margin_s: float = 0.100  # delta_u: a chunk whose deadline is this close is urgent
+    max_defer_s: float = 0.100  # deadline-aware admission defers a prefill at most this long in a row
+    ttfa_target_s: float = 0.200  # SLO: time to first audio
+    urgent_buckets: tuple[int, ...] = (1, 2, 4, 8)
+    background_buckets: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+    decode_buckets: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+    max_prefill_batch: int = 4
+    max_prefill_tokens: int = 4096
+    chunk: ChunkSchedule = field(default_factory=ChunkSchedule)
+
+    # --- SM split (cuda executor, sim) ---------------------------------------------------------
+    lm_sms: int = 96
+    codec_sms: int = 32
+
+    # --- bounded resources ---------------------------------------------------------------------
+    max_running: int = 256  # decode rows in flight
+    max_queue: int = 1024  # waiting requests; beyond this a request is refused with a reason
+    kv_page_size: int = 16
+    kv_pages: int = 8192
+    codec_slots: int = 256
+    max_frames: int = 2048  # hard cap per request (the model's own stop rules come first)
+
+    # --- host ---------------------------------------------------------------------------------
+    seed: int = 0
+    threads: int = 0  # torch CPU threads; 0 = torch's default
+
+    def validate(self) -> EngineConfig:
+        if self.policy not in POLICIES:
+            raise ConfigError(f"policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
+        if self.admission not in ADMISSIONS:
+            raise ConfigError(f"admission must be one of {', '.join(ADMISSIONS)}, got {self.admission!r}")
+        if self.executor not in ("cpu", "sim", "cuda"):
+            raise ConfigError(f"executor must be cpu, sim or cuda, got {self.executor!r}")
+        for name in ("urgent_buckets", "background_buckets", "decode_buckets"):
+            b = getattr(self, name)
+            if not b or list(b) != sorted(set(b)) or b[0] < 1:
+                raise ConfigError(f"{name} must be increasing positive sizes, got {b}")
+        positive = ("background_min_batch", "max_running", "max_queue", "kv_page_size", "kv_pages",
+                    "codec_slots", "max_frames", "max_prefill_batch", "max_prefill_tokens")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("urgent_margin_s", "max_defer_s", "ttfa_target_s"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
+        self.chunk.validate()
+        return self
+
+    def replace(self, **changes: Any) -> EngineConfig:
+        return dataclasses.replace(self, **changes).validate()
+
+    def with_overrides(self, overrides: dict[str, Any] | list[str] | None) -> EngineConfig:
+        """Apply `{"key": value}` or `["key=value", ...]` (CLI `--set`); `chunk.first=2` reaches
+        into the chunk schedule. Values from strings are parsed as TOML scalars/arrays."""
+        if not overrides:
+            return self
+        if isinstance(overrides, list):
+            overrides = dict(_parse_assignment(s) for s in overrides)
+        return _merge(self, overrides)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _parse_assignment(text: str) -> tuple[str, Any]:
+    if "=" not in text:
+        raise ConfigError(f"override {text!r} is not of the form key=value")
+    key, raw = text.split("=", 1)
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw  # a bare word such as `policy=sync`
+    return key.strip(), value
+
+
+def _merge(cfg: EngineConfig, values: dict[str, Any]) -> EngineConfig:
+    known = {f.name: f for f in dataclasses.fields(EngineConfig)}
+    changes: dict[str, Any] = {}
+    chunk_changes: dict[str, Any] = {}
+    for key, value in values.items():
+        key = key.replace("-", "_")
+        if key.startswith("chunk."):
+            chunk_changes[key.split(".", 1)[1]] = value
+            continue
+        if key == "chunk" and isinstance(value, dict):
+            chunk_changes.update(value)
+            continue
+        if key not in known:
+            raise ConfigError(f"unknown setting {key!r}; known settings: {', '.join(sorted(known))}")
+        current = getattr(cfg, key)
+        if isinstance(current, tuple):
+            value = tuple(value) if isinstance(value, list | tuple) else (value,)
+        elif isinstance(current, bool):
+            value = bool(value)
+        elif isinstance(current, float) and isinstance(value, int):
+            value = float(value)
+        elif type(current) is not type(value) and not (isinstance(current, str) and isinstance(value, str)):
+            raise ConfigError(f"setting {key!r} wants a {type(current).__name__}, got {value!r}")
+        changes[key] = value
+    if chunk_changes:
+        chunk_fields = {f.name for f in dataclasses.fields(ChunkSchedule)}
+        bad = set(chunk_changes) - chunk_fields
+        if bad:
+            raise ConfigError(f"unknown chunk setting(s) {sorted(bad)}; known: {sorted(chunk_fields)}")
+        if "ramp" in chunk_changes:
+            chunk_changes["ramp"] = tuple(chunk_changes["ramp"])
+        changes["chunk"] = dataclasses.replace(cfg.chunk, **chunk_changes)
+    return dataclasses.replace(cfg, **changes).validate()
+
+
+def recipe_path(name: str) -> Path:
+    """A recipe by file path, or by name inside the shipped `recipes/` package."""
+    p = Path(name)
+    if p.suffix == ".toml" and p.exists():
+        return p
+    shipped = resources.files("voxcli.recipes")
+    for candidate in (f"{name}.toml", name):
+        ref = shipped.joinpath(candidate)
+        if ref.is_file():
+            return Path(str(ref))
+    raise ConfigError(f"no recipe named {name!r} (looked for a file and in voxcli/recipes)")
+
+
+def load_recipe(name: str | None, overrides: dict[str, Any] | list[str] | None = None) -> EngineConfig:
+    """Defaults, then the recipe's `[engine]` table (or its top level), then overrides."""
+    cfg = EngineConfig()
+    if name:
+        path = recipe_path(name)
+        try:
+            data = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"recipe {path} is not valid TOML: {e}") from e
+        cfg = _merge(cfg, data.get("engine", {k: v for k, v in data.items() if not isinstance(v, dict)
+                                              or k == "chunk"}))
+    return cfg.with_overrides(overrides).validate()

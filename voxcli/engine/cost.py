@@ -1,0 +1,113 @@
+"""Per-stage cost model: how long a stage takes for a batch on a given number of SMs.
+
+Used by the scheduler's latency estimates (slack, prefill duration, background launch time) on every
+executor, and by the `sim` executor as the device itself. Profiles live in `recipes/gpus/*.toml`
+(calibrated from micro facts, or measured by `vox profile` / `scripts/gpu_check.py`); the `cpu`
+executor measures its own table at startup.
+
+TOML layout:
+
+    [gpu]
+    name = "h100"
+    sms = 132
+    interference = 1.35        # slowdown of each of two unpartitioned lanes running at once
+
+    [stages.decode]            # latency on the whole device, per batch size (rows)
+    batch = [1, 8, 64, 256]
+    ms    = [6.0, 6.5, 9.0, 16.0]
+    sm    = [24, 64, 108, 132] # SM counts ...
+    speed = [0.35, 0.8, 0.96, 1.0]   # ... and the fraction of whole-device speed there
+    [stages.prefill]
+    batch = [1]
+    ms = [8.0]
+    per_token_ms = 0.01        # plus this per prompt token
+    [stages.codec]             # batch = chunks of `frames_ref` frames
+    batch = [1, 16]
+    ms = [1.9, 10.0]
+    frames_ref = 10
+"""
+
+from __future__ import annotations
+
+import bisect
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def _interp(xs: tuple[float, ...], ys: tuple[float, ...], x: float) -> float:
+    """Piecewise-linear, extrapolated linearly past the last point, clamped below the first."""
+    if len(xs) == 1:
+        return ys[0] * (x / xs[0] if x > xs[0] else 1.0)
+    if x <= xs[0]:
+        return ys[0]
+    i = bisect.bisect_left(xs, x)
+    if i >= len(xs):
+        i = len(xs) - 1
+    x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+    return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+
+
+@dataclass(frozen=True)
+class StageCost:
+    batch: tuple[float, ...]
+    ms: tuple[float, ...]
+    sm: tuple[float, ...] = ()
+    speed: tuple[float, ...] = ()
+    per_token_ms: float = 0.0
+    frames_ref: int = 0  # codec: batch is counted in chunks of this many frames (0 = per item)
+
+    def seconds(self, batch: float, sms: int | None, total_sms: int, tokens: int = 0) -> float:
+        ms = _interp(self.batch, self.ms, max(batch, self.batch[0] if batch <= 0 else batch))
+        ms += self.per_token_ms * tokens
+        if sms is not None and sms < total_sms and self.sm:
+            ms /= max(1e-3, min(1.0, _interp(self.sm, self.speed, sms)))
+        return ms / 1000.0
+
+
+@dataclass(frozen=True)
+class CostProfile:
+    name: str
+    sms: int
+    stages: dict[str, StageCost] = field(default_factory=dict)
+    interference: float = 1.0
+
+    def latency(self, stage: str, batch: float, sms: int | None = None, tokens: int = 0,
+                frames: int = 0) -> float:
+        """Seconds for one call of `stage` with `batch` rows/chunks on `sms` SMs (None = all).
+        For the codec, `frames` (total frames in the batch) replaces `batch` when frames_ref is set."""
+        cost = self.stages[stage]
+        if cost.frames_ref and frames:
+            batch = frames / cost.frames_ref
+        return cost.seconds(batch, sms, self.sms, tokens)
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> CostProfile:
+        data = tomllib.loads(Path(path).read_text())
+        return cls.from_dict(data, default_name=Path(path).stem)
+
+    @classmethod
+    def from_dict(cls, data: dict, default_name: str = "profile") -> CostProfile:
+        gpu = data.get("gpu", {})
+        stages = {}
+        for name, s in data.get("stages", {}).items():
+            stages[name] = StageCost(
+                batch=tuple(float(b) for b in s["batch"]), ms=tuple(float(m) for m in s["ms"]),
+                sm=tuple(float(x) for x in s.get("sm", ())), speed=tuple(float(x) for x in s.get("speed", ())),
+                per_token_ms=float(s.get("per_token_ms", 0.0)), frames_ref=int(s.get("frames_ref", 0)))
+        return cls(name=gpu.get("name", default_name), sms=int(gpu.get("sms", 1)), stages=stages,
+                   interference=float(gpu.get("interference", 1.0)))
+
+    def to_dict(self) -> dict:
+        stages = {}
+        for name, s in self.stages.items():
+            d = {"batch": list(s.batch), "ms": list(s.ms)}
+            if s.sm:
+                d["sm"], d["speed"] = list(s.sm), list(s.speed)
+            if s.per_token_ms:
+                d["per_token_ms"] = s.per_token_ms
+            if s.frames_ref:
+                d["frames_ref"] = s.frames_ref
+            stages[name] = d
+        return {"gpu": {"name": self.name, "sms": self.sms, "interference": self.interference},
+                "stages": stages}
