@@ -1,0 +1,42 @@
+"""Shared fixtures: tiny random-weight Qwen3-TTS checkpoints in the official layout, built once per
+test session by the project's own builder (`voxcli.models.qwen3_tts.tiny`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+torch.set_num_threads(2)
+
+
+@pytest.fixture(scope="session")
+def tiny_root(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("tiny_ckpts")
+
+
+def _build(root: Path, name: str, **kw) -> Path:
+    from voxcli.models.qwen3_tts.tiny import build_tiny
+
+    out = root / name
+    if not (out / "config.json").exists():
+        build_tiny(out, **kw)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_custom_voice(tiny_root) -> Path:
+    """0.6B-like CustomVoice (predictor width = talker width, no projection)."""
+    return _build(tiny_root, "tiny-custom-voice", variant="custom_voice")
+
+
+@pytest.fixture(scope="session")
+def tiny_base_proj(tiny_root) -> Path:
+    """1.7B-like Base (voice clone) with the small_to_mtp projection."""
+    return _build(tiny_root, "tiny-base-proj", variant="base", proj=True)
+
+
+@pytest.fixture(scope="session")
+def tiny_voice_design(tiny_root) -> Path:
+    return _build(tiny_root, "tiny-voice-design", variant="voice_design")
