@@ -1,0 +1,307 @@
+"""The cuda executor: three lanes on CUDA streams, per-(partition, stage, bucket) CUDA graphs.
+
+Lanes and where they run (policy `full`; see `lane_layout` for the others):
+
+    lm           decode graphs on the backbone green partition (priority greatest+1); prefill runs
+                 eagerly on a whole-device stream of the same priority
+    background   codec graphs on the codec green partition (priority least)
+    urgent       codec graphs for buckets 1, 2, 4, 8 on the whole device (priority greatest)
+
+A graph keeps the SM partition of the stream it was captured on, whatever stream replays it, so the
+table is keyed by partition: `graphs[(partition, stage, bucket)]`, captured at startup with lanes
+idle, each lane with its own graph memory pool (lanes replay concurrently; a shared pool would alias
+their intermediates). Completion is a CUDA event per launch, polled from the scheduler thread.
+Outputs are copied into pinned host mirrors on the lane stream before the event, so `finish` never
+touches the device.
+
+## The graph hook a model program may offer
+
+    program.graph_stage(stage, bucket, lane, device) -> GraphStage | None
+
+`GraphStage.run()` is the fixed-shape device work of one step for `bucket` rows: it reads only
+tensors the program allocated once (static inputs, KV pool, codec slot table; slots are gathered and
+scattered inside `run` by a static index tensor) and returns its outputs as a dict of tensors.
+`load(rows)` fills the static inputs for a batch (host, before replay, on the lane's stream:
+non-blocking copies from pinned staging, `PagedDecodeAttention.plan`), padding rows up to the bucket.
+`finish(rows, host_outputs)` turns the pinned host copies of the outputs into per-row results
+(`StepOutput`s for decode, PCM arrays for codec) and runs the host token logic. A program without
+the hook (or returning None for a stage/bucket) runs that stage eagerly: its `decode/codec/prefill`
+method is called on a per-lane worker thread with the lane's stream current, so lanes still overlap.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from voxcli.config import EngineConfig
+from voxcli.engine.executors.base import LANES, Completion, Executor, LaneName, StageName, Work
+
+log = logging.getLogger("voxcli.cuda")
+
+GraphKey = tuple[str, str, int]  # (partition, stage, bucket)
+StreamRole = str  # "lm" | "codec" | "device": which LaneStreams stream a lane uses
+
+
+class BucketError(ValueError):
+    """A batch larger than every bucket built for its lane/stage."""
+
+
+def pick_bucket(n: int, buckets: Sequence[int]) -> int:
+    """The smallest bucket that holds `n` rows."""
+    if n < 1:
+        raise BucketError(f"a batch needs at least one row, got {n}")
+    for b in sorted(buckets):
+        if b >= n:
+            return b
+    raise BucketError(f"a batch of {n} rows exceeds the largest bucket {max(buckets)}; raise the "
+                      "bucket list in the recipe or let the scheduler cap batches at it")
+
+
+@dataclass(frozen=True)
+class LanePlace:
+    partition: str  # graph-table partition name: graphs are bound to it at capture
+    stream: StreamRole
+
+
+def lane_layout(policy: str) -> dict[LaneName, LanePlace]:
+    """Where each lane runs for a policy. Only `full` splits SMs; without a split every lane still
+    gets its own partition NAME (own graphs, own pool), because lanes that share a stream would
+    otherwise share static outputs still waiting to be read."""
+    if policy == "full":
+        return {"lm": LanePlace("backbone", "lm"), "background": LanePlace("codec", "codec"),
+                "urgent": LanePlace("device", "device")}
+    streams = {"sync": ("lm", "lm", "lm"),  # one stream: nothing overlaps
+               "sync2": ("lm", "codec", "codec"),  # codec beside the LM step
+               "lanes": ("lm", "codec", "codec")}  # async lanes, no urgent lane: urgent queues behind
+    if policy not in streams:
+        raise ValueError(f"unknown policy {policy!r}")
+    lm, bg, ur = streams[policy]
+    return {"lm": LanePlace("whole/lm", lm), "background": LanePlace("whole/background", bg),
+            "urgent": LanePlace("whole/urgent", ur)}
+
+
+def lane_stages(config: EngineConfig) -> dict[LaneName, list[tuple[StageName, tuple[int, ...]]]]:
+    """Which (stage, buckets) each lane captures graphs for. Prefill is eager (variable length)."""
+    return {"lm": [("decode", config.decode_buckets)],
+            "background": [("codec", config.background_buckets)],
+            "urgent": [("codec", config.urgent_buckets)]}
+
+
+def graph_keys(config: EngineConfig) -> list[GraphKey]:
+    """Every key the executor captures at startup, largest bucket first within a lane (so later,
+    smaller captures reuse the pool's blocks)."""
+    layout = lane_layout(config.policy)
+    keys: list[GraphKey] = []
+    for lane, stages in lane_stages(config).items():
+        for stage, buckets in stages:
+            keys.extend((layout[lane].partition, stage, b) for b in sorted(buckets, reverse=True))
+    return keys
+
+
+def codec_slots(rows: Sequence[Any]) -> set[int]:
+    return {int(r.slot) for r in rows if getattr(r, "slot", -1) >= 0}
+
+
+@dataclass
+class GraphStage:
+    """See the module docstring: the program's fixed-shape step for one (stage, bucket, lane)."""
+
+    run: Callable[[], dict[str, Any]]
+    load: Callable[[list[Any]], None]
+    finish: Callable[[list[Any], dict[str, Any]], list[Any]]
+
+
+@dataclass
+class Captured:
+    stage: GraphStage
+    graph: Any
+    outputs: dict[str, Any]
+    host: dict[str, Any]
+
+
+@dataclass
+class _Flight:
+    work: Work
+    started: float
+    stream: Any
+    event: Any = None
+    captured: Captured | None = None
+    future: Future | None = None
+    error: BaseException | None = None
+    slots: set[int] = field(default_factory=set)
+
+
+class CudaExecutor(Executor):
+    """Executor on CUDA streams. `streams` (LaneStreams) and `ops` are injectable for tests."""
+
+    poll_interval_s = 50e-6
+
+    def __init__(self, program: Any, config: EngineConfig, *, device_index: int = 0, streams: Any = None,
+                 ops: Any = None, capture: bool = True) -> None:
+        self.program, self.config = program, config
+        if ops is None:
+            from voxcli.engine.executors.cuda_ops import TorchCudaOps
+
+            ops = TorchCudaOps(device_index)
+        self.ops = ops
+        if streams is None:
+            from voxcli.engine.partitions import build_partitions
+
+            streams = build_partitions(config.lm_sms, config.codec_sms, device_index=device_index,
+                                       split=config.policy == "full")
+        self.streams = streams
+        self.layout = lane_layout(config.policy)
+        self.stream_of: dict[LaneName, Any] = {
+            lane: getattr(streams, p.stream) for lane, p in self.layout.items()}
+        # Prefill takes the whole device: on a green backbone stream it would be confined to 96 SMs.
+        prefill = getattr(streams, "prefill", None)
+        self.prefill_stream = prefill if prefill is not None else self.stream_of["lm"]
+        self.pools = {lane: ops.pool() for lane in LANES}
+        self.graphs: dict[GraphKey, Captured] = {}
+        self.eager_keys: list[GraphKey] = []
+        self._flights: dict[LaneName, _Flight] = {}
+        self._last: dict[LaneName, tuple[Any, Any]] = {}  # lane -> (stream, event) of its last batch
+        self._workers = {lane: ThreadPoolExecutor(1, thread_name_prefix=f"vox-{lane}") for lane in LANES}
+        self.buckets = {(lane, stage): tuple(b)
+                        for lane, st in lane_stages(config).items() for stage, b in st}
+        if capture:
+            self.capture_all()
+        log.info("voxcli cuda executor: %s; %d graphs, %d eager stage/buckets",
+                 streams.summary(), len(self.graphs), len(self.eager_keys))
+
+    # -- startup -------------------------------------------------------------------------------------
+    def capture_all(self) -> None:
+        """Capture every (partition, stage, bucket) the program offers a graph for, lanes idle."""
+        hook = getattr(self.program, "graph_stage", None)
+        for lane, stages in lane_stages(self.config).items():
+            place = self.layout[lane]
+            for stage, buckets in stages:
+                for bucket in sorted(buckets, reverse=True):
+                    key = (place.partition, stage, bucket)
+                    gs = hook(stage, bucket, lane, getattr(self.ops, "device", None)) if hook else None
+                    if gs is None:
+                        self.eager_keys.append(key)
+                        continue
+                    graph, outputs = self.ops.capture(gs.run, self.stream_of[lane], self.pools[lane])
+                    host = {k: self.ops.host_mirror(v) for k, v in outputs.items()}
+                    self.graphs[key] = Captured(gs, graph, outputs, host)
+        self.ops.synchronize()
+
+    # -- Executor ------------------------------------------------------------------------------------
+    def now(self) -> float:
+        return time.perf_counter()
+
+    def busy(self, lane: LaneName) -> bool:
+        return lane in self._flights
+
+    def launch(self, work: Work) -> None:
+        lane = work.lane
+        if lane in self._flights:
+            busy_id = self._flights[lane].work.batch_id
+            raise RuntimeError(f"lane {lane!r} already has batch {busy_id} in flight")
+        started = self.now()
+        stream = self.prefill_stream if work.stage == "prefill" else self.stream_of[lane]
+        slots = codec_slots(work.rows) if work.stage == "codec" else set()
+        flight = _Flight(work, started, stream, slots=slots)
+        self._flights[lane] = flight
+        try:
+            captured = None
+            if work.stage != "prefill":
+                bucket = pick_bucket(len(work.rows), self.buckets[(lane, work.stage)])
+                captured = self.graphs.get((self.layout[lane].partition, work.stage, bucket))
+            if captured is not None:
+                self._launch_graph(flight, captured)
+            else:
+                flight.future = self._workers[lane].submit(self._run_eager, flight)
+        except Exception as e:  # bad batch or a load() error: report through the completion
+            flight.error = e
+
+    def _order(self, flight: _Flight) -> None:
+        """Device-side ordering, no host blocking: (1) a lane moving between its two streams (prefill
+        on the whole device, decode on the backbone) waits for its previous batch (KV writes);
+        (2) a codec batch waits for the other codec lane's in-flight batch if they share a slot
+        (a request's chunks must decode in order through its slot state)."""
+        lane = flight.work.lane
+        prev = self._last.get(lane)
+        if prev is not None and prev[0] is not flight.stream:
+            self.ops.wait_event(flight.stream, prev[1])
+        if flight.slots:
+            for other, f in list(self._flights.items()):
+                if other != lane and f.slots & flight.slots and f.event is not None:
+                    self.ops.wait_event(flight.stream, f.event)
+
+    def _launch_graph(self, flight: _Flight, captured: Captured) -> None:
+        with self.ops.on(flight.stream):
+            self._order(flight)
+            captured.stage.load(flight.work.rows)
+            self.ops.replay(captured.graph)
+            for k, dev in captured.outputs.items():
+                captured.host[k].copy_(dev, non_blocking=True)
+            flight.event = self.ops.event()
+            self.ops.record(flight.event, flight.stream)
+        flight.captured = captured
+
+    def _run_eager(self, flight: _Flight) -> list[Any]:
+        stage = getattr(self.program, flight.work.stage)
+        with self.ops.on(flight.stream):
+            event = self.ops.event()
+            self._order(flight)
+            result = stage(flight.work.rows)
+            self.ops.record(event, flight.stream)
+        flight.event = event
+        return result
+
+    def _poll(self) -> list[Completion]:
+        out = []
+        for lane, f in list(self._flights.items()):
+            result, error = None, f.error
+            if error is None:
+                if f.future is not None:
+                    if not f.future.done():
+                        continue
+                    error = f.future.exception()
+                    result = None if error else f.future.result()
+                elif f.event is not None:
+                    if not self.ops.done(f.event):
+                        continue
+                    try:
+                        result = f.captured.stage.finish(f.work.rows, f.captured.host)
+                    except Exception as e:
+                        error = e
+            del self._flights[lane]
+            if f.event is not None:
+                self._last[lane] = (f.stream, f.event)
+            out.append(Completion(f.work, f.started, self.now(), result=result, error=error))
+        return out
+
+    def wait(self, until: float | None) -> list[Completion]:
+        while True:
+            done = self._poll()
+            if done:
+                return done
+            if not self._flights and until is None:
+                return []
+            t = self.now()
+            if until is not None and t >= until:
+                return []
+            nap = self.poll_interval_s if until is None else min(self.poll_interval_s, until - t)
+            time.sleep(max(0.0, nap))
+
+    def close(self) -> None:
+        for w in self._workers.values():
+            w.shutdown(wait=True)
+        try:
+            self.ops.synchronize()
+        finally:
+            # Graph execs captured on green streams must go before the streams and contexts.
+            self.graphs.clear()
+            self._flights.clear()
+            self._last.clear()
+            close = getattr(self.streams, "close", None)
+            if close is not None:
+                close()
