@@ -25,6 +25,15 @@ TOML layout:
     batch = [1, 16]
     ms = [1.9, 10.0]
     frames_ref = 10
+
+Optional, when SM scaling depends on the batch size (a small batch is latency-bound and barely slows
+on fewer SMs; a big one is throughput-bound and slows in proportion): latency tables at given SM counts,
+over the same `batch` points. They replace `sm`/`speed` for that stage; between two tabled SM counts
+(and the whole device, `ms`) speed (1/latency) is interpolated linearly in SMs, below the smallest it
+falls in proportion to the SMs.
+
+    [stages.codec.sm_ms]
+    24 = [5.0, 49.0]
 """
 
 from __future__ import annotations
@@ -56,13 +65,28 @@ class StageCost:
     speed: tuple[float, ...] = ()
     per_token_ms: float = 0.0
     frames_ref: int = 0  # codec: batch is counted in chunks of this many frames (0 = per item)
+    sm_ms: tuple[tuple[float, tuple[float, ...]], ...] = ()  # (SM count, ms per batch point), ascending
 
     def seconds(self, batch: float, sms: int | None, total_sms: int, tokens: int = 0) -> float:
-        ms = _interp(self.batch, self.ms, max(batch, self.batch[0] if batch <= 0 else batch))
-        ms += self.per_token_ms * tokens
-        if sms is not None and sms < total_sms and self.sm:
+        b = max(batch, self.batch[0] if batch <= 0 else batch)
+        ms = _interp(self.batch, self.ms, b)
+        if sms is not None and sms < total_sms and self.sm_ms:
+            ms = self._ms_on_sms(b, sms, total_sms, ms)
+        elif sms is not None and sms < total_sms and self.sm:
             ms /= max(1e-3, min(1.0, _interp(self.sm, self.speed, sms)))
+        ms += self.per_token_ms * tokens
         return ms / 1000.0
+
+    def _ms_on_sms(self, batch: float, sms: float, total_sms: int, whole_ms: float) -> float:
+        points = [(s, _interp(self.batch, t, batch)) for s, t in self.sm_ms if s < total_sms]
+        points.append((float(total_sms), whole_ms))
+        if sms <= points[0][0]:
+            return points[0][1] * points[0][0] / max(sms, 1e-3)
+        for (s0, m0), (s1, m1) in zip(points, points[1:], strict=False):
+            if sms <= s1:
+                speed = 1 / m0 + (1 / m1 - 1 / m0) * (sms - s0) / (s1 - s0)
+                return 1 / speed
+        return whole_ms
 
 
 @dataclass(frozen=True)
@@ -93,8 +117,11 @@ class CostProfile:
         for name, s in data.get("stages", {}).items():
             stages[name] = StageCost(
                 batch=tuple(float(b) for b in s["batch"]), ms=tuple(float(m) for m in s["ms"]),
-                sm=tuple(float(x) for x in s.get("sm", ())), speed=tuple(float(x) for x in s.get("speed", ())),
-                per_token_ms=float(s.get("per_token_ms", 0.0)), frames_ref=int(s.get("frames_ref", 0)))
+                sm=tuple(float(x) for x in s.get("sm", ())),
+                speed=tuple(float(x) for x in s.get("speed", ())),
+                per_token_ms=float(s.get("per_token_ms", 0.0)), frames_ref=int(s.get("frames_ref", 0)),
+                sm_ms=tuple(sorted((float(k), tuple(float(m) for m in v))
+                                   for k, v in s.get("sm_ms", {}).items())))
         return cls(name=gpu.get("name", default_name), sms=int(gpu.get("sms", 1)), stages=stages,
                    interference=float(gpu.get("interference", 1.0)))
 
@@ -108,6 +135,8 @@ class CostProfile:
                 d["per_token_ms"] = s.per_token_ms
             if s.frames_ref:
                 d["frames_ref"] = s.frames_ref
+            if s.sm_ms:
+                d["sm_ms"] = {str(int(k)): list(v) for k, v in s.sm_ms}
             stages[name] = d
         return {"gpu": {"name": self.name, "sms": self.sms, "interference": self.interference},
                 "stages": stages}

@@ -1,0 +1,358 @@
+"""Qwen3-TTS (12 Hz) as a voxcli model program: the stages the engine drives (see models/base.py).
+
+Per decode step and row: the code predictor turns the pending (h_t, c0_t) into the 15 residual codes of
+frame t (emitted now), then the talker runs on frame t's summed embedding + the text term and samples
+c0_{t+1}. So N talker tokens without EOS give N-1 frames and EOS at token k gives k frames, exactly as the
+reference. All rows of a batch run together; KV lives in a paged pool whose pages the engine assigns.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from voxcli.config import ChunkSchedule
+
+from ..base import (
+    CodecItem,
+    InputError,
+    ModelProgram,
+    ModelSpec,
+    Prompt,
+    Row,
+    SamplingParams,
+    StepOutput,
+    SynthesisRequest,
+)
+from .checkpoint import load_weights, read_json, read_state_dict, resolve
+from .config import GenerationDefaults, Qwen3TTSConfig, parse_config
+from .layers import PagedBatch
+from .prompt import PromptEmbeds, build_prompt
+from .sampling import BatchSampling, RowSampling, select, talker_masks
+from .talker import Qwen3TTSWeights
+from .text_tokenizer import TextTokenizer
+
+SAMPLE_RATE = 24000
+SAMPLES_PER_FRAME = 1920
+MIN_NEW_TOKENS = 2  # the reference masks EOS for the first two talker tokens
+# Codec chunks: a 1-frame first chunk gives the earliest first audio (80 ms of audio per frame), then
+# the chunks grow so the codec runs fewer, larger (more efficient) batches once playback is buffered.
+DEFAULT_CHUNKS = ChunkSchedule(first=1, ramp=(2, 4, 8), steady=10)
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def assistant_text(text: str) -> str:
+    return f"<|im_start|>assistant\n{text}<|im_end|>\n<|im_start|>assistant\n"
+
+
+def ref_text(text: str) -> str:
+    return f"<|im_start|>assistant\n{text}<|im_end|>\n"
+
+
+def instruct_text(text: str) -> str:
+    return f"<|im_start|>user\n{text}<|im_end|>\n"
+
+
+@dataclass
+class RowState:
+    """Per-request decode state (lives in Row.state)."""
+
+    sampling: RowSampling
+    gen: torch.Generator  # CPU generator: the request's own random stream
+    seen: torch.Tensor  # [V] bool: c0 tokens produced so far (repetition penalty)
+    generated: int  # talker tokens produced so far
+    h: torch.Tensor  # [H] final-norm hidden that produced the pending c0
+    c0: torch.Tensor  # [] pending codebook-0 token
+    trailing: torch.Tensor  # [N, H]
+    tts_pad: torch.Tensor  # [H]
+    limit: int  # frames after which the request stops
+    fixed: bool  # bench: ignore EOS, emit exactly `limit` frames
+
+
+class Qwen3TTSProgram(ModelProgram):
+    def __init__(self, root: Path, cfg: Qwen3TTSConfig, gen: GenerationDefaults, weights: Qwen3TTSWeights,
+                 tokenizer: TextTokenizer, device: torch.device, dtype: torch.dtype, name: str) -> None:
+        self.root, self.cfg, self.gen, self.weights, self.tokenizer = root, cfg, gen, weights, tokenizer
+        self.talker = weights.talker
+        self.device, self.dtype = device, dtype
+        tc = cfg.talker
+        modes = {"custom_voice": ("custom_voice",), "voice_design": ("voice_design",),
+                 "base": ("clone_xvec", "clone_icl")}.get(cfg.model_type, (cfg.model_type,))
+        self.spec = ModelSpec(name=name, sample_rate=SAMPLE_RATE, frame_rate=SAMPLE_RATE / SAMPLES_PER_FRAME,
+                              samples_per_frame=SAMPLES_PER_FRAME, codebooks=tc.num_code_groups,
+                              chunk=DEFAULT_CHUNKS, max_context=tc.block.max_position_embeddings,
+                              voices=tuple(sorted(tc.speaker_ids)), languages=cfg.languages, modes=modes)
+        V = tc.vocab_size
+        self.suppress = torch.zeros(V, dtype=torch.bool, device=device)
+        self.suppress[V - 1024:] = True  # the reference suppresses the top 1024 ids...
+        self.suppress[tc.codec_eos_id] = False  # ...except EOS
+        self.k_pool: torch.Tensor | None = None
+        self.v_pool: torch.Tensor | None = None
+        self.page_size = 0
+        self._codec = None
+        self._speaker_encoder = None
+        self._slot_ref: dict[int, np.ndarray] = {}
+
+    # --- loading ---------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, source: str, device: str = "cpu", dtype: str = "float32") -> Qwen3TTSProgram:
+        root = resolve(source)
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        cfg = parse_config(read_json(root / "config.json"), str(root / "config.json"))
+        gpath = root / "generation_config.json"
+        gen = GenerationDefaults.from_dict(read_json(gpath)) if gpath.exists() else GenerationDefaults()
+        with torch.device("meta"):
+            weights = Qwen3TTSWeights(cfg.talker)
+        sd = read_state_dict(root)
+        # speaker_encoder.* belongs to the audio side (loaded with the speaker encoder on demand).
+        load_weights_meta(weights, sd, root, device, DTYPES[dtype])
+        tok = TextTokenizer.from_dir(root)
+        name = source if not Path(source).exists() else root.name
+        return cls(root, cfg, gen, weights.eval(), tok, torch.device(device), DTYPES[dtype], name)
+
+    # --- host: prompts -----------------------------------------------------------------------------
+    def resolve_sampling(self, p: SamplingParams) -> RowSampling:
+        g = self.gen
+
+        def pick(v, default):
+            return default if v is None else v
+
+        greedy = p.greedy or not g.do_sample
+        sub_greedy = (not g.subtalker_dosample) if p.sub_greedy is None else p.sub_greedy
+        if p.greedy and p.sub_greedy is None:
+            sub_greedy = True  # "greedy" asks for the deterministic path throughout
+        rs = RowSampling(greedy=greedy, temperature=pick(p.temperature, g.temperature), top_k=pick(p.top_k, g.top_k),
+                         top_p=pick(p.top_p, g.top_p),
+                         repetition_penalty=pick(p.repetition_penalty, g.repetition_penalty),
+                         sub_greedy=sub_greedy, sub_temperature=pick(p.sub_temperature, g.subtalker_temperature),
+                         sub_top_k=pick(p.sub_top_k, g.subtalker_top_k), sub_top_p=pick(p.sub_top_p, g.subtalker_top_p))
+        for name in ("temperature", "sub_temperature"):
+            if getattr(rs, name) <= 0:
+                raise InputError(f"sampling {name} must be > 0 (use greedy for deterministic output), "
+                                 f"got {getattr(rs, name)}")
+        for name in ("top_p", "sub_top_p"):
+            if not 0 < getattr(rs, name) <= 1:
+                raise InputError(f"sampling {name} must be in (0, 1], got {getattr(rs, name)}")
+        if rs.top_k < 0 or rs.sub_top_k < 0:
+            raise InputError("sampling top_k must be >= 0 (0 = off)")
+        if rs.repetition_penalty <= 0:
+            raise InputError(f"repetition_penalty must be > 0, got {rs.repetition_penalty}")
+        return rs
+
+    def prepare(self, request: SynthesisRequest, *, x_vector: torch.Tensor | None = None,
+                ref_codes: np.ndarray | None = None) -> Prompt:
+        """Validate a request and build its prefill embeddings. `x_vector` / `ref_codes` inject a voice-
+        clone prompt computed elsewhere (tests feed the reference package's own values)."""
+        from .validate import validate_request
+
+        v = validate_request(self.cfg, request, has_injected_clone=x_vector is not None)
+        tc = self.cfg.talker
+        speaker: torch.Tensor | None = None
+        ids_ref: list[int] | None = None
+        codes: np.ndarray | None = None
+        if v.speaker is not None:
+            speaker = self.talker.codec(torch.tensor(tc.speaker_ids[v.speaker], device=self.device))
+        if self.cfg.model_type == "base":
+            if x_vector is None:
+                x_vector = self.x_vector(request.ref_audio)
+            speaker = x_vector
+            if v.icl:
+                codes = ref_codes if ref_codes is not None else self.reference_codes(request.ref_audio)
+                ids_ref = self.tokenizer.encode(ref_text(request.ref_text or ""))
+        instruct = self.tokenizer.encode(instruct_text(request.instructions)) if v.instructions else None
+        emb = build_prompt(self.talker, self.cfg, self.tokenizer.encode(assistant_text(request.text)),
+                           language_id=v.language_id, speaker=speaker, instruct_ids=instruct,
+                           streaming=v.streaming, ref_ids=ids_ref, ref_codes=codes)
+        max_frames = request.max_frames if request.max_frames is not None else self.gen.max_new_tokens - 1
+        if max_frames < 1:
+            raise InputError(f"max_frames must be >= 1, got {max_frames}")
+        if request.fixed_frames is not None and request.fixed_frames < 1:
+            raise InputError(f"fixed_frames must be >= 1, got {request.fixed_frames}")
+        sampling = self.resolve_sampling(request.sampling)
+        data = PreparedPrompt(emb, sampling, request.seed)
+        return Prompt(length=int(emb.embeds.shape[0]), data=data, max_frames=max_frames,
+                      fixed_frames=request.fixed_frames)
+
+    def x_vector(self, wav: np.ndarray | None) -> torch.Tensor:
+        from .speaker_encoder import SpeakerEncoder
+
+        if self._speaker_encoder is None:
+            self._speaker_encoder = SpeakerEncoder.from_checkpoint(self.root, device=self.device, dtype=self.dtype)
+        return self._speaker_encoder.x_vector(np.asarray(wav, dtype=np.float32)).to(self.device, self.dtype)
+
+    def reference_codes(self, wav: np.ndarray | None) -> np.ndarray:
+        from .mimi_encoder import encode
+
+        return np.asarray(encode(self.root, np.asarray(wav, dtype=np.float32)), dtype=np.int64)
+
+    # --- device resources --------------------------------------------------------------------------
+    def init_kv(self, num_pages: int, page_size: int) -> None:
+        b = self.cfg.talker.block
+        shape = (b.num_hidden_layers, num_pages, page_size, b.num_key_value_heads, b.head_dim)
+        self.k_pool = torch.zeros(shape, device=self.device, dtype=self.dtype)
+        self.v_pool = torch.zeros(shape, device=self.device, dtype=self.dtype)
+        self.page_size = page_size
+
+    def init_codec_slots(self, num_slots: int) -> None:
+        self.codec_model.init_slots(num_slots)
+
+    @property
+    def codec_model(self):
+        if self._codec is None:
+            from .codec import Qwen3TTSCodec
+
+            self._codec = Qwen3TTSCodec.from_checkpoint(self.root, device=self.device, dtype=self.dtype)
+        return self._codec
+
+    # --- stages ------------------------------------------------------------------------------------
+    def _paged(self, rows: list[Row], starts: list[int], counts: list[int]) -> PagedBatch:
+        if self.k_pool is None:
+            raise RuntimeError("the KV pool is not allocated: call init_kv(num_pages, page_size) first")
+        ps = self.page_size
+        T = max(counts)
+        q_pos = torch.zeros(len(rows), T, dtype=torch.long)
+        slots = torch.full((len(rows), T), -1, dtype=torch.long)
+        n_pages = max(len(r.pages) for r in rows)
+        table = torch.zeros(len(rows), n_pages, dtype=torch.long)
+        for b, (r, s, n) in enumerate(zip(rows, starts, counts, strict=True)):
+            if (s + n) > len(r.pages) * ps:
+                raise RuntimeError(f"request {r.request_id} needs {s + n} KV positions but holds "
+                                   f"{len(r.pages)} pages of {ps}")
+            pos = torch.arange(s, s + n)
+            pages = torch.tensor(r.pages, dtype=torch.long)
+            q_pos[b, :n] = pos
+            slots[b, :n] = pages[pos // ps] * ps + pos % ps
+            table[b, : len(r.pages)] = pages
+        kv_len = torch.tensor([s + n for s, n in zip(starts, counts, strict=True)])
+        d = self.device
+        return PagedBatch(q_pos.to(d), slots.to(d), table.to(d), kv_len.to(d), ps)
+
+    def _uniforms(self, states: list[RowState]) -> torch.Tensor:
+        """16 uniforms per row per step from each request's own generator (15 predictor groups + c0)."""
+        return torch.stack([torch.rand(16, generator=s.gen, dtype=torch.float64) for s in states]).to(self.device)
+
+    def _sample_c0(self, logits: torch.Tensor, states: list[RowState], uniforms: torch.Tensor) -> torch.Tensor:
+        dev = logits.device
+        seen = torch.stack([s.seen for s in states])
+        penalty = torch.tensor([s.sampling.repetition_penalty for s in states], device=dev)
+        generated = torch.tensor([s.generated for s in states], device=dev)
+        eos = self.cfg.talker.codec_eos_id
+        scores = talker_masks(logits.float(), seen, penalty, generated, eos, MIN_NEW_TOKENS, self.suppress)
+        fixed = torch.tensor([s.fixed for s in states], device=dev)
+        if bool(fixed.any()):  # bench rows never stop on EOS (and EOS is no codec code)
+            scores[:, eos] = torch.where(fixed, torch.full_like(scores[:, eos], float("-inf")), scores[:, eos])
+        return select(scores, BatchSampling.talker([s.sampling for s in states], dev), uniforms)
+
+    @torch.inference_mode()
+    def prefill(self, rows: list[Row]) -> list[StepOutput]:
+        if not rows:
+            return []
+        preps: list[PreparedPrompt] = [r.prompt.data for r in rows]
+        lengths = [p.emb.embeds.shape[0] for p in preps]
+        H = self.cfg.talker.block.hidden_size
+        x = torch.zeros(len(rows), max(lengths), H, device=self.device, dtype=self.dtype)
+        for b, p in enumerate(preps):
+            x[b, : lengths[b]] = p.emb.embeds.to(self.dtype)
+        pb = self._paged(rows, [0] * len(rows), lengths)
+        hid = self.talker.forward_paged(x, pb, self.k_pool, self.v_pool)
+        last = hid[torch.arange(len(rows), device=self.device), torch.tensor(lengths, device=self.device) - 1]
+        logits = self.talker.codec_head(last)
+        V = self.cfg.talker.vocab_size
+        states = []
+        for r, p in zip(rows, preps, strict=True):
+            seed = p.seed if p.seed is not None else secrets.randbits(63)
+            limit = r.prompt.fixed_frames or r.prompt.max_frames
+            states.append(RowState(sampling=p.sampling, gen=torch.Generator().manual_seed(seed),
+                                   seen=torch.zeros(V, dtype=torch.bool, device=self.device), generated=0,
+                                   h=last[0], c0=last.new_zeros((), dtype=torch.long), trailing=p.emb.trailing,
+                                   tts_pad=p.emb.tts_pad, limit=limit, fixed=r.prompt.fixed_frames is not None))
+        c0 = self._sample_c0(logits, states, self._uniforms(states)[:, 15])
+        for b, (r, s) in enumerate(zip(rows, states, strict=True)):
+            s.h, s.c0, s.generated = last[b], c0[b], 1
+            s.seen[c0[b]] = True
+            r.state, r.kv_len, r.frames_emitted = s, lengths[b], 0
+            if preps[b].emb.ref_codes is not None and r.slot >= 0:
+                self._slot_ref[r.slot] = preps[b].emb.ref_codes
+        return [StepOutput(frame=None, done=False) for _ in rows]
+
+    @torch.inference_mode()
+    def decode(self, rows: list[Row]) -> list[StepOutput]:
+        if not rows:
+            return []
+        states: list[RowState] = [r.state for r in rows]
+        dev = self.device
+        u = self._uniforms(states)
+        h = torch.stack([s.h for s in states])
+        c0 = torch.stack([s.c0 for s in states])
+        c0_emb = self.talker.codec(c0)
+        sub = BatchSampling.sub([s.sampling for s in states], dev)
+        codes = self.talker.code_predictor.generate(h, c0_emb, lambda g, lg: select(lg.float(), sub, u[:, g]))
+        frames = torch.cat([c0[:, None], codes], dim=1).cpu().numpy().astype(np.int64)
+        steps = [s.generated - 1 for s in states]  # decode step index = trailing-text index
+        text = torch.stack([s.trailing[t] if t < s.trailing.shape[0] else s.tts_pad
+                            for s, t in zip(states, steps, strict=True)])
+        x = (self.talker.code_predictor.embed_frame_sum(c0_emb, codes) + text)[:, None]
+        pb = self._paged(rows, [r.kv_len for r in rows], [1] * len(rows))
+        hid = self.talker.forward_paged(x.to(self.dtype), pb, self.k_pool, self.v_pool)[:, 0]
+        nxt = self._sample_c0(self.talker.codec_head(hid), states, u[:, 15])
+        eos = self.cfg.talker.codec_eos_id
+        nxt_list = nxt.tolist()
+        out = []
+        for b, (r, s) in enumerate(zip(rows, states, strict=True)):
+            s.h, s.c0, s.generated = hid[b], nxt[b], s.generated + 1
+            s.seen[nxt[b]] = True
+            r.kv_len += 1
+            r.frames_emitted += 1
+            done = r.frames_emitted >= s.limit or (not s.fixed and nxt_list[b] == eos)
+            out.append(StepOutput(frame=frames[b], done=done))
+        return out
+
+    def codec(self, items: list[CodecItem]) -> list[np.ndarray]:
+        """Chunk decode through the slot table. A voice-clone (ICL) request's first chunk is decoded
+        after its reference codes, as the reference decodes `ref_code ++ codes`, and the reference part
+        of the audio is dropped."""
+        cut: dict[int, int] = {}
+        send = []
+        for it in items:
+            ref = self._slot_ref.get(it.slot) if it.first else None
+            if ref is not None:
+                cut[it.slot] = ref.shape[0] * SAMPLES_PER_FRAME
+                it = CodecItem(slot=it.slot, codes=np.concatenate([ref, np.asarray(it.codes)]), first=True,
+                               last=it.last)
+            send.append(it)
+        wavs = self.codec_model.decode_chunks(send)
+        return [w[cut.get(it.slot, 0):] if it.first else w for it, w in zip(items, wavs, strict=True)]
+
+    def release(self, row: Row) -> None:
+        if row.slot >= 0:
+            self._slot_ref.pop(row.slot, None)
+        row.state = None
+
+    # --- diagnostics (parity tests) ------------------------------------------------------------------
+    @torch.inference_mode()
+    def text_embeds(self, ids: list[int]) -> torch.Tensor:
+        return self.talker.text(torch.tensor([ids], device=self.device))[0]
+
+
+@dataclass
+class PreparedPrompt:
+    emb: PromptEmbeds
+    sampling: RowSampling
+    seed: int | None
+
+
+def load_weights_meta(weights: Qwen3TTSWeights, sd: dict[str, torch.Tensor], root: Path, device: str,
+                      dtype: torch.dtype) -> None:
+    """Materialise a meta-built module from the checkpoint tensors (strict keys and shapes)."""
+    from .checkpoint import check_state_dict
+
+    check_state_dict(weights, sd, root, ignore_prefixes=("speaker_encoder.",))
+    weights.to_empty(device=device)
+    load_weights(weights, {k: v.to(dtype) for k, v in sd.items() if not k.startswith("speaker_encoder.")}, root,
+                 ignore_prefixes=("speaker_encoder.",))
+    weights.to(dtype)

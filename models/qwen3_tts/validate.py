@@ -1,0 +1,97 @@
+"""Request validation for Qwen3-TTS: every refusal is an InputError with a sentence for the user.
+
+Where the reference silently ignores something (instructions on the 0.6B CustomVoice, a speaker on a
+Base model...) we refuse instead, so a user never gets audio that quietly ignored part of the request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..base import InputError, SynthesisRequest
+from .config import Qwen3TTSConfig
+
+REF_SAMPLE_RATE = 24000
+
+
+@dataclass(frozen=True)
+class Validated:
+    speaker: str | None  # CustomVoice speaker name (lowercase)
+    language_id: int | None  # None = auto
+    instructions: bool
+    streaming: bool  # text mode: streaming text (True) or the whole text up front (False)
+    icl: bool  # Base: in-context clone (reference transcript given) vs x-vector only
+
+
+def _names(xs) -> str:
+    return ", ".join(sorted(xs))
+
+
+def validate_request(cfg: Qwen3TTSConfig, req: SynthesisRequest, has_injected_clone: bool = False) -> Validated:
+    tc = cfg.talker
+    kind = cfg.model_type
+    if not isinstance(req.text, str) or not req.text.strip():
+        raise InputError("the text to speak is empty; give some words to synthesise")
+
+    speaker: str | None = None
+    if kind == "custom_voice":
+        voice = (req.voice or "").strip().lower()
+        if not voice:
+            voice = sorted(tc.speaker_ids)[0]
+        if voice not in tc.speaker_ids:
+            raise InputError(f"unknown voice {req.voice!r}; this model's voices are: {_names(tc.speaker_ids)}")
+        speaker = voice
+    elif req.voice:
+        what = "voice cloning from reference audio" if kind == "base" else "voice design from instructions"
+        raise InputError(f"this {kind} model has no named voices (it does {what}); drop the voice {req.voice!r}")
+
+    lang = (req.language or "auto").strip().lower()
+    if lang not in cfg.languages:
+        raise InputError(f"unknown language {req.language!r}; choose one of: {', '.join(cfg.languages)}")
+    language_id = None if lang == "auto" else tc.language_ids[lang]
+    if speaker is not None and lang in ("chinese", "auto"):
+        dialect = tc.speaker_dialect.get(speaker, False)
+        if dialect:  # dialect speakers speak their dialect when the language is Chinese or auto
+            language_id = tc.language_ids[str(dialect)]
+
+    instructions = bool(req.instructions and req.instructions.strip())
+    if instructions and not cfg.supports_instructions:
+        if kind == "custom_voice":
+            raise InputError("this CustomVoice model (0.6B) does not follow instructions; drop them, or use the "
+                             "1.7B CustomVoice or the VoiceDesign model")
+        raise InputError(f"this {kind} model does not take instructions; drop them or use a VoiceDesign model")
+    if kind == "voice_design" and not instructions:
+        instructions = False  # allowed: the reference treats an empty instruction as none
+
+    icl = False
+    if kind == "base":
+        if not has_injected_clone:
+            _check_reference_audio(req)
+        icl = req.ref_text is not None and bool(req.ref_text.strip())
+        if req.ref_text is not None and not req.ref_text.strip():
+            raise InputError("the reference transcript (ref_text) is empty; give the words spoken in the reference "
+                             "clip, or leave it out for x-vector-only cloning")
+    elif req.ref_audio is not None or req.ref_text is not None:
+        raise InputError(f"this {kind} model does not clone voices from reference audio; use a Base model "
+                         "(e.g. Qwen/Qwen3-TTS-12Hz-0.6B-Base) or drop the reference")
+
+    streaming = req.streaming_text if req.streaming_text is not None else kind == "base"
+    return Validated(speaker, language_id, instructions, bool(streaming), icl)
+
+
+def _check_reference_audio(req: SynthesisRequest) -> None:
+    if req.ref_audio is None:
+        raise InputError("voice cloning needs a reference recording (ref_audio): a mono clip of the voice at "
+                         f"{REF_SAMPLE_RATE} Hz")
+    wav = np.asarray(req.ref_audio)
+    if wav.ndim != 1:
+        raise InputError(f"the reference audio must be mono (one channel), got an array of shape {wav.shape}")
+    if wav.size == 0:
+        raise InputError("the reference audio is empty; give a clip of a few seconds of the voice to clone")
+    if req.ref_sample_rate != REF_SAMPLE_RATE:
+        raise InputError(f"the reference audio is at {req.ref_sample_rate} Hz but this model needs "
+                         f"{REF_SAMPLE_RATE} Hz; resample to {REF_SAMPLE_RATE} Hz first")
+    if not np.isfinite(wav).all():
+        raise InputError("the reference audio contains NaN or infinite samples")

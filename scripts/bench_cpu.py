@@ -1,0 +1,153 @@
+"""The real CPU measurement: the engine on the `cpu` executor with a random-weight Qwen3-TTS, policies
+`sync` and `full` swept in the same run, plus the official qwen-tts package as "what a user would run
+instead" (audio seconds per wall second at concurrency 1 and 16, same weights).
+
+    .venv/bin/python scripts/bench_cpu.py                       # cpu-bench size, defaults below
+    .venv/bin/python scripts/bench_cpu.py --size tiny --dilation 1 --rates 0.5:3:0.5
+
+Output lengths are fixed from the workload (the word-count estimator), so random weights cannot run
+away. `--dilation K` measures on a clock K times slower (see voxcli/bench/targets.py dilated_program):
+use it when this CPU cannot produce audio in real time even for one request, which would make every
+capacity 0 by definition; the SLO thresholds are then 200*K ms / 10*K ms of wall time and the report
+says so. K = 1 is the product SLO.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+from voxcli.bench.report import capacity_table, plot, rate_tables, write_json
+from voxcli.bench.sweep import SweepResult, SweepSpec, Variant, parse_rates, sweep_variant
+from voxcli.bench.targets import EngineTarget, dilate, dilated_program
+from voxcli.bench.workloads import load_workload
+from voxcli.config import EngineConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def checkpoint(size: str) -> Path:
+    from voxcli.models.qwen3_tts.tiny import build_tiny
+
+    out = ROOT / ".cache" / f"qwen3-tts-{size}"
+    if not (out / "config.json").exists():
+        build_tiny(out, variant="custom_voice", size=size)
+    return out
+
+
+def our_throughput(program, config: EngineConfig, n: int, frames: int) -> dict:
+    """N requests submitted at once to the engine (policy full); audio seconds per wall second."""
+    from voxcli.engine.engine import Engine
+    from voxcli.models.base import SynthesisRequest
+
+    texts = ["The beggar's plea, the politician's sceptre and the drummer's ablest assistant.",
+             "Get the trust fund to the bank early."]
+    with Engine(program, config.replace(policy="full")) as engine:
+        t0 = time.perf_counter()
+        streams = [engine.submit(SynthesisRequest(text=texts[i % 2], voice=program.spec.voices[0],
+                                                  fixed_frames=frames, seed=i)) for i in range(n)]
+        audio = sum(len(s.wait()) for s in streams) / program.spec.sample_rate
+        wall = time.perf_counter() - t0
+    return {"system": "voxcli", "concurrency": n, "audio_s": round(audio, 3), "wall_s": round(wall, 3),
+            "audio_s_per_wall_s": round(audio / wall, 4)}
+
+
+def qwen_throughput(ckpt: Path, concurrency: str, frames: int, threads: int) -> list[dict]:
+    py = os.environ.get("VOX_ORACLE_PYTHON") or str(ROOT / ".oracle-venv" / "bin" / "python")
+    if not Path(py).exists():
+        print(f"qwen-tts comparison skipped: no oracle interpreter at {py} (bash scripts/setup_oracle.sh)")
+        return []
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.run([py, str(ROOT / "scripts" / "qwen_tts_throughput.py"), str(ckpt), "--concurrency",
+                           concurrency, "--frames", str(frames), "--threads", str(threads)],
+                          capture_output=True, text=True, env=env, timeout=1800)
+    if proc.returncode != 0:
+        raise RuntimeError(f"qwen-tts throughput run failed:\n{proc.stderr[-3000:]}")
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size", default="cpu-bench", choices=("cpu-bench", "tiny"))
+    ap.add_argument("--rates", default="0.25:3:0.25")
+    ap.add_argument("--duration", type=float, default=30.0)
+    ap.add_argument("--dilation", type=float, default=1.0)
+    ap.add_argument("--workload", default="seed-tts")
+    ap.add_argument("--frames-scale", type=float, default=1.0)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--warmup", type=int, default=4)
+    ap.add_argument("--frames", type=int, default=60, help="frames per request in the throughput comparison")
+    ap.add_argument("--concurrency", default="1,16")
+    ap.add_argument("--skip-sweep", action="store_true")
+    ap.add_argument("--skip-throughput", action="store_true")
+    ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench-cpu")
+    args = ap.parse_args()
+    console = Console()
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from voxcli.models import load_model
+
+    t0 = time.perf_counter()
+    ckpt = checkpoint(args.size)
+    program = load_model(str(ckpt), "cpu", "float32")
+    config = EngineConfig(model=str(ckpt), executor="cpu", device="cpu", threads=args.threads,
+                          chunk=program.spec.chunk)
+    summary: dict = {"size": args.size, "dilation": args.dilation, "workload": args.workload,
+                     "chunk": str(program.spec.chunk)}
+    if not args.skip_throughput:
+        ours = [our_throughput(program, config, int(n), args.frames) for n in args.concurrency.split(",")]
+        theirs = qwen_throughput(ckpt, args.concurrency, args.frames, args.threads)
+        summary["throughput"] = ours + theirs
+        for row in ours + theirs:
+            console.print(f"{row['system']:9s} concurrency {row['concurrency']:3d}: {row['audio_s_per_wall_s']:.3f} "
+                          f"audio s per wall s ({row['audio_s']:.1f} s audio in {row['wall_s']:.1f} s)")
+    if not args.skip_sweep:
+        k = args.dilation
+        spec = SweepSpec(rates=parse_rates(args.rates), duration_s=args.duration, warmup=args.warmup,
+                         timeout_s=600.0, frames_scale=args.frames_scale, ttfa_target_s=0.2 * k, stall_s=0.01 * k)
+        utts = load_workload(args.workload)
+        prog = dilated_program(program, k)
+        sweeps = []
+        for policy in ("sync", "full"):
+            v = Variant.policy(policy)
+            target = EngineTarget(_engine(prog, dilate(config, k).replace(policy=policy)), policy)
+            try:
+                sweeps.append(sweep_variant(target, v, spec, utts, lambda sw, r: console.print(
+                    f"[dim]{sw.variant.label} {r.rate:g} req/s: {r.attainment * 100:.0f}% "
+                    f"p99 TTFA {(r.ttfa_p99 or 0) * 1e3:.0f} ms[/dim]")))
+            finally:
+                target.close()
+        result = SweepResult(spec, sweeps, {"executor": "cpu", **summary})
+        for t in rate_tables(result):
+            console.print(t)
+        console.print(capacity_table(result))
+        caps = {s.variant.label: (s.capacity90, s.capacity99) for s in sweeps}
+        ratio = caps["full"][0] / caps["sync"][0] if caps["sync"][0] else float("inf")
+        console.print(f"capacity@90%: full {caps['full'][0]:g} vs sync {caps['sync'][0]:g} req/s "
+                      f"(ratio {ratio:.2f}); dilation {k:g} (SLO {200 * k:g} ms TTFA, {10 * k:g} ms stall)")
+        summary["capacity"] = caps
+        write_json(result, args.out / "bench-cpu.json")
+        plot(result, args.out / "bench-cpu.png", f"cpu, Qwen3-TTS {args.size}, dilation {k:g}")
+    (args.out).mkdir(parents=True, exist_ok=True)
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    console.print(f"total {time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+def _engine(program, config):
+    from voxcli.engine.engine import Engine
+
+    return Engine(program, config)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

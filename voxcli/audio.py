@@ -1,0 +1,236 @@
+"""Audio out: sinks that take float32 mono PCM chunks as they stream.
+
+    FileSink     wav / flac / mp3 / opus / ogg through libsndfile, or headerless 16-bit `pcm`; the
+                 audio goes to `<name>.part` while it streams and is renamed to `<name>` only when
+                 complete, so a file under its final name is always whole.
+    StreamSink   stdout (or any binary stream): a WAV header whose sizes say "unknown length" (the
+                 convention streaming WAV writers use; readers read to the end of the stream), or raw
+                 16-bit little-endian PCM. A seekable stream gets the real sizes patched in at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+from typing import BinaryIO, Protocol
+
+import numpy as np
+
+# Our name -> (libsndfile format, subtype); None = we write it ourselves.
+_FORMATS: dict[str, tuple[str, str] | None] = {
+    "wav": ("WAV", "PCM_16"),
+    "flac": ("FLAC", "PCM_16"),
+    "mp3": ("MP3", "MPEG_LAYER_III"),
+    "opus": ("OGG", "OPUS"),
+    "ogg": ("OGG", "VORBIS"),
+    "pcm": None,
+}
+_SUFFIXES = {".wav": "wav", ".wave": "wav", ".flac": "flac", ".mp3": "mp3", ".opus": "opus", ".ogg": "ogg",
+             ".pcm": "pcm", ".raw": "pcm"}
+OPUS_RATES = (8000, 12000, 16000, 24000, 48000)
+PART_SUFFIX = ".part"
+
+
+class AudioOutputError(Exception):
+    """An output that cannot be written; the message says what and what to do."""
+
+
+class AudioSink(Protocol):
+    def write(self, pcm: np.ndarray) -> None: ...
+    def close(self) -> None: ...  # finish: the output is complete and valid
+    def abort(self) -> None: ...  # give up: remove anything that could look complete
+
+
+def to_int16(pcm: np.ndarray) -> np.ndarray:
+    """float32 [-1, 1] -> int16, clipped (a codec can overshoot slightly)."""
+    return np.round(np.clip(np.asarray(pcm, dtype=np.float32), -1.0, 1.0) * 32767.0).astype("<i2")
+
+
+def supported_formats() -> list[str]:
+    """Format names usable here: mp3/opus/ogg only when this libsndfile can encode them."""
+    import soundfile as sf
+
+    available = sf.available_formats()
+    names = []
+    for name, spec in _FORMATS.items():
+        if spec is None:
+            names.append(name)
+        elif spec[0] in available and spec[1] in sf.available_subtypes(spec[0]):
+            names.append(name)
+    return names
+
+
+def resolve_format(output: str | None, fmt: str | None, raw: bool) -> str:
+    """The format to write: --raw, then --format, then the output's suffix, then wav."""
+    if raw:
+        if fmt not in (None, "pcm"):
+            raise AudioOutputError(f"--raw writes headerless PCM; it cannot be combined with --format {fmt}.")
+        return "pcm"
+    if fmt is not None:
+        fmt = fmt.lower()
+        if fmt not in _FORMATS:
+            raise AudioOutputError(f"unknown audio format {fmt!r}; use one of "
+                                   f"{', '.join(supported_formats())}.")
+        if fmt not in supported_formats():
+            raise AudioOutputError(f"this installation's libsndfile cannot encode {fmt}; use one of "
+                                   f"{', '.join(supported_formats())}.")
+        return fmt
+    if output and output != "-":
+        suffix = Path(output).suffix.lower()
+        if suffix in _SUFFIXES:
+            return resolve_format(None, _SUFFIXES[suffix], False)
+        if suffix:
+            raise AudioOutputError(f"cannot tell the audio format from the file name {output!r}; add "
+                                   f"--format ({', '.join(supported_formats())}) or use a known suffix.")
+    return "wav"
+
+
+def extension(fmt: str) -> str:
+    return {"pcm": "pcm"}.get(fmt, fmt)
+
+
+class FileSink:
+    """Progressive file writer: `<path>.part` while streaming, atomically renamed on `close()`."""
+
+    def __init__(self, path: Path, sample_rate: int, fmt: str = "wav") -> None:
+        self.path = Path(path)
+        self.sample_rate = sample_rate
+        self.fmt = fmt
+        self.part = self.path.with_name(self.path.name + PART_SUFFIX)
+        self.samples = 0
+        if fmt == "opus" and sample_rate not in OPUS_RATES:
+            raise AudioOutputError(f"opus cannot store {sample_rate} Hz audio; use wav or flac.")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if fmt == "pcm":
+                self._raw: BinaryIO | None = open(self.part, "wb")  # noqa: SIM115 - closed in close()/abort()
+                self._sf = None
+            else:
+                import soundfile as sf
+
+                spec = _FORMATS[fmt]
+                assert spec is not None
+                self._raw = None
+                self._sf = sf.SoundFile(str(self.part), "w", samplerate=sample_rate, channels=1,
+                                        format=spec[0], subtype=spec[1])
+        except OSError as e:
+            raise AudioOutputError(f"cannot write {self.path}: {e.strerror or e}; choose a writable "
+                                   "location.") from None
+        except RuntimeError as e:  # libsndfile's "Error opening ..."
+            raise AudioOutputError(f"cannot write {self.path}: {e}; choose a writable location.") from None
+
+    def write(self, pcm: np.ndarray) -> None:
+        pcm = np.asarray(pcm, dtype=np.float32).reshape(-1)
+        if not pcm.size:
+            return
+        if self._raw is not None:
+            self._raw.write(to_int16(pcm).tobytes())
+            self._raw.flush()  # progressive: readers of the .part file see audio as it streams
+        elif self._sf is not None:
+            # 16-bit formats get our own rounding so a file and the stdout stream hold the same samples
+            # (libsndfile's float->int conversion rounds differently); lossy codecs take float.
+            self._sf.write(to_int16(pcm) if self._sf.subtype == "PCM_16" else pcm)
+            self._sf.flush()
+        self.samples += pcm.size
+
+    @property
+    def duration_s(self) -> float:
+        return self.samples / self.sample_rate
+
+    def _close_handles(self) -> None:
+        if self._raw is not None:
+            self._raw.close()
+            self._raw = None
+        if self._sf is not None:
+            self._sf.close()
+            self._sf = None
+
+    def close(self) -> None:
+        self._close_handles()
+        os.replace(self.part, self.path)  # atomic on one file system
+
+    def abort(self) -> None:
+        try:
+            self._close_handles()
+        finally:
+            self.part.unlink(missing_ok=True)
+
+
+def wav_header(sample_rate: int, data_bytes: int | None) -> bytes:
+    """A 44-byte PCM16 mono WAV header. `data_bytes=None`: length unknown, both sizes 0xFFFFFFFF —
+    what streaming writers emit when they cannot seek back (readers then read until end of stream)."""
+    data_size = 0xFFFFFFFF if data_bytes is None else data_bytes
+    riff_size = 0xFFFFFFFF if data_bytes is None else 36 + data_bytes
+    return (b"RIFF" + struct.pack("<I", riff_size) + b"WAVE"
+            + b"fmt " + struct.pack("<IHHIIHH", 16, 1, 1, sample_rate, sample_rate * 2, 2, 16)
+            + b"data" + struct.pack("<I", data_size))
+
+
+class StreamSink:
+    """WAV (unknown-length header) or raw PCM16 onto a binary stream such as stdout."""
+
+    def __init__(self, stream: BinaryIO, sample_rate: int, fmt: str = "wav") -> None:
+        if fmt not in ("wav", "pcm"):
+            raise AudioOutputError(f"{fmt} cannot be streamed to standard output; use --format wav or "
+                                   "--raw there, or give a file name with -o.")
+        self.stream = stream
+        self.sample_rate = sample_rate
+        self.fmt = fmt
+        self.samples = 0
+        self._header_at: int | None = None
+        if fmt == "wav":
+            self._header_at = _tell(stream)
+            self._put(wav_header(sample_rate, None))
+
+    def _put(self, data: bytes) -> None:
+        try:
+            self.stream.write(data)
+            self.stream.flush()
+        except BrokenPipeError:
+            raise AudioOutputError("the program reading vox's output closed the pipe; audio "
+                                   "stopped.") from None
+
+    def write(self, pcm: np.ndarray) -> None:
+        data = to_int16(np.asarray(pcm, dtype=np.float32).reshape(-1))
+        if data.size:
+            self._put(data.tobytes())
+            self.samples += data.size
+
+    def close(self) -> None:
+        if self._header_at is None:
+            return
+        # A regular file behind stdout (vox say - -o - > x.wav) gets exact sizes; a pipe keeps the
+        # unknown-length header, which players and libsndfile accept.
+        try:
+            end = self.stream.tell()
+            self.stream.seek(self._header_at)
+            self.stream.write(wav_header(self.sample_rate, self.samples * 2))
+            self.stream.seek(end)
+            self.stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def abort(self) -> None:
+        try:
+            self.stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+def _tell(stream: BinaryIO) -> int | None:
+    try:
+        if stream.seekable():
+            return stream.tell()
+    except (OSError, ValueError, AttributeError):
+        pass
+    return None
+
+
+def open_sink(output: str, sample_rate: int, fmt: str, stdout: BinaryIO | None = None) -> AudioSink:
+    """`-` = the binary stdout (or `stdout` given), anything else a file path."""
+    if output == "-":
+        import sys
+
+        return StreamSink(stdout if stdout is not None else sys.stdout.buffer, sample_rate, fmt)
+    return FileSink(Path(output), sample_rate, fmt)

@@ -1,0 +1,273 @@
+"""`vox batch`: many utterances through one engine, resumable.
+
+Up to `concurrency` items are in the engine at once (one worker thread per slot: a worker only waits on
+its item's stream, the engine batches them together). Each item is written to `<id>.<ext>.part` and
+renamed when whole; `manifest.jsonl` gets one line per finished item (file, duration, TTFA, wall time,
+error). Running the same command again skips items whose output exists and whose inputs did not change
+(resume), and retries failed ones. Ctrl-C cancels the items in flight, deletes their partial files,
+and leaves the manifest describing exactly what is done.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from voxcli.audio import PART_SUFFIX, AudioOutputError, FileSink, extension
+from voxcli.errors import VoxError
+from voxcli.models.base import InputError, ModelSpec
+from voxcli.speak import RequestTemplate, SpeechFailed, Stopped, check_request, segment_requests, speak
+from voxcli.text import BatchItem
+
+MANIFEST = "manifest.jsonl"
+
+
+@dataclass
+class BatchOptions:
+    out_dir: Path
+    fmt: str = "wav"
+    concurrency: int = 8
+    force: bool = False  # regenerate items that are already done
+    max_chars: int = 300  # sentence segment size for long lines (as `vox say`)
+    progress: bool = True
+    frame_cap: Callable[[str], int] | None = None  # see speak.segment_requests
+    # Test hook: behave as if Ctrl-C came after this many items finished in this run.
+    interrupt_after: int | None = None
+
+
+@dataclass
+class BatchResult:
+    total: int
+    done: int = 0
+    failed: int = 0
+    skipped: int = 0
+    audio_s: float = 0.0
+    wall_s: float = 0.0
+    interrupted: bool = False
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def rtf(self) -> float | None:
+        return self.wall_s / self.audio_s if self.audio_s else None
+
+
+def prepare_out_dir(out_dir: Path) -> None:
+    """Create the output directory and prove it is writable before any audio is generated."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        probe = out_dir / f".vox-write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except FileExistsError:
+        raise VoxError(f"output {out_dir} exists and is not a directory; choose another -o.") from None
+    except OSError as e:
+        raise VoxError(f"cannot write to output directory {out_dir}: {e.strerror or e}; choose a writable "
+                       "directory with -o.") from None
+
+
+def read_manifest(path: Path) -> dict[str, dict[str, Any]]:
+    """Latest record per id. A torn last line (killed mid-write) is ignored."""
+    records: dict[str, dict[str, Any]] = {}
+    if not path.exists():
+        return records
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("id"), str):
+            records[rec["id"]] = rec
+    return records
+
+
+def is_finished(rec: dict[str, Any] | None, item: BatchItem, out_dir: Path, file_name: str) -> bool:
+    return (rec is not None and rec.get("status") == "ok" and rec.get("file") == file_name
+            and rec.get("fingerprint") == item.fingerprint() and (out_dir / file_name).is_file())
+
+
+class _Manifest:
+    """Append-only while running (every finished item is durable at once); compacted at the end to one
+    record per id, in input order, via a temporary file and a rename."""
+
+    def __init__(self, out_dir: Path) -> None:
+        self.path = out_dir / MANIFEST
+        self.records = read_manifest(self.path)
+        self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+
+    def add(self, rec: dict[str, Any]) -> None:
+        self.records[rec["id"]] = rec
+        self._fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        self._fh.flush()
+
+    def close(self, order: list[str]) -> None:
+        self._fh.close()
+        in_order = set(order)
+        ordered = [self.records[i] for i in order if i in self.records]
+        ordered += [r for i, r in self.records.items() if i not in in_order]
+        tmp = self.path.with_name(self.path.name + PART_SUFFIX)
+        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in ordered), encoding="utf-8")
+        os.replace(tmp, self.path)
+
+
+def run_batch(engine: Any, spec: ModelSpec, model_name: str, items: list[BatchItem],
+              template: RequestTemplate, opts: BatchOptions, console: Any = None) -> BatchResult:
+    started = time.monotonic()
+    prepare_out_dir(opts.out_dir)
+    ext = extension(opts.fmt)
+    result = BatchResult(total=len(items))
+    for item in items:  # a killed earlier run may have left partial files; they are never "done"
+        (opts.out_dir / f"{item.id}.{ext}{PART_SUFFIX}").unlink(missing_ok=True)
+
+    manifest = _Manifest(opts.out_dir)
+    todo: list[BatchItem] = []
+    for item in items:
+        name = f"{item.id}.{ext}"
+        if not opts.force and is_finished(manifest.records.get(item.id), item, opts.out_dir, name):
+            result.skipped += 1
+        else:
+            todo.append(item)
+
+    stop = threading.Event()
+    work: queue.Queue[BatchItem | None] = queue.Queue()
+    results: queue.Queue[dict[str, Any]] = queue.Queue()
+    for item in todo:
+        work.put(item)
+    workers = [threading.Thread(target=_worker, args=(engine, spec, model_name, template, opts, work, results,
+                                                      stop), name=f"vox-batch-{n}", daemon=True)
+               for n in range(max(1, min(opts.concurrency, len(todo))))]
+    for _ in workers:
+        work.put(None)
+
+    progress = _Progress(len(items), result.skipped, enabled=opts.progress, console=console)
+    finished_now = 0
+    try:
+        for w in workers:
+            w.start()
+        while finished_now < len(todo):
+            try:
+                rec = results.get(timeout=0.1)
+            except queue.Empty:
+                if not any(w.is_alive() for w in workers):
+                    break
+                continue
+            finished_now += 1
+            if rec.get("status") == "stopped":
+                continue
+            manifest.add(rec)
+            if rec["status"] == "ok":
+                result.done += 1
+                result.audio_s += rec["duration_s"]
+            else:
+                result.failed += 1
+                result.errors.append(f"{rec['id']}: {rec['error']}")
+            progress.update(result, time.monotonic() - started)
+            if opts.interrupt_after is not None and result.done + result.failed >= opts.interrupt_after:
+                raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        result.interrupted = True
+        stop.set()
+        for w in workers:
+            w.join(timeout=30)
+        # Items that finished while we were stopping are real results: keep them.
+        while not results.empty():
+            rec = results.get()
+            if rec.get("status") in ("ok", "error"):
+                manifest.add(rec)
+                result.done += rec["status"] == "ok"
+                result.failed += rec["status"] == "error"
+    finally:
+        progress.close()
+        manifest.close([i.id for i in items])
+        result.wall_s = time.monotonic() - started
+    return result
+
+
+def _worker(engine: Any, spec: ModelSpec, model_name: str, template: RequestTemplate, opts: BatchOptions,
+            work: queue.Queue, results: queue.Queue, stop: threading.Event) -> None:
+    while (item := work.get()) is not None:
+        if stop.is_set():
+            results.put({"id": item.id, "status": "stopped"})
+            continue
+        results.put(_synthesize_item(engine, spec, model_name, template, opts, item, stop))
+
+
+def _synthesize_item(engine: Any, spec: ModelSpec, model_name: str, template: RequestTemplate,
+                     opts: BatchOptions, item: BatchItem, stop: threading.Event) -> dict[str, Any]:
+    name = f"{item.id}.{extension(opts.fmt)}"
+    rec: dict[str, Any] = {"id": item.id, "source": item.source, "file": name,
+                           "fingerprint": item.fingerprint(), "text": item.text[:200]}
+    t0 = time.monotonic()
+    if item.error:
+        return {**rec, "file": None, "status": "error", "error": item.error}
+    sink: FileSink | None = None
+    try:
+        item_template = template.with_fields(voice=item.voice, language=item.language,
+                                             instructions=item.instructions, seed=item.seed)
+        check_request(spec, model_name, item_template)
+        requests = segment_requests(item.text, item_template, max_chars=opts.max_chars,
+                                    frame_cap=opts.frame_cap)
+        sink = FileSink(opts.out_dir / name, spec.sample_rate, opts.fmt)
+        stats = speak(engine, requests, sink.write, spec.sample_rate, stop=stop)
+        if stats.samples == 0:
+            raise SpeechFailed("the model produced no audio for this text.")
+        sink.close()
+        return {**rec, "status": "ok", "duration_s": round(stats.audio_s, 4),
+                "ttfa_s": _round(stats.ttfa_s), "wall_s": round(stats.wall_s, 4),
+                "segments": len(requests), "error": None}
+    except Stopped:
+        if sink is not None:
+            sink.abort()
+        return {"id": item.id, "status": "stopped"}
+    except (InputError, SpeechFailed, AudioOutputError) as e:
+        if sink is not None:
+            sink.abort()
+        return {**rec, "file": None, "status": "error", "error": str(e),
+                "wall_s": round(time.monotonic() - t0, 4)}
+    except Exception as e:  # noqa: BLE001 - one item's failure is recorded; the batch goes on
+        if sink is not None:
+            sink.abort()
+        return {**rec, "file": None, "status": "error", "error": f"{type(e).__name__}: {e}",
+                "wall_s": round(time.monotonic() - t0, 4)}
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
+
+
+class _Progress:
+    """rich progress on stderr: items, audio seconds, real-time factor."""
+
+    def __init__(self, total: int, skipped: int, enabled: bool, console: Any = None) -> None:
+        self._progress = None
+        self._update: Callable[..., None] | None = None
+        if not enabled:
+            return
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._progress = Progress(TextColumn("[bold]vox batch"), BarColumn(), MofNCompleteColumn(),
+                                  TextColumn("{task.fields[info]}"), TimeElapsedColumn(),
+                                  console=console or Console(stderr=True), transient=False)
+        self._task = self._progress.add_task("batch", total=total, completed=skipped,
+                                             info=f"{skipped} already done" if skipped else "")
+        self._skipped = skipped
+        self._progress.start()
+
+    def update(self, r: BatchResult, elapsed: float) -> None:
+        if self._progress is None:
+            return
+        rtf = f" · RTF {elapsed / r.audio_s:.2f}" if r.audio_s else ""
+        failed = f" · {r.failed} failed" if r.failed else ""
+        self._progress.update(self._task, completed=self._skipped + r.done + r.failed,
+                              info=f"{r.audio_s:.1f} s audio{rtf}{failed}")
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()

@@ -1,0 +1,217 @@
+"""Cost profiles for the simulated GPUs (Qwen3-TTS 1.7B), derived from micro facts only.
+
+Nothing here is fitted to a capacity except ONE parameter, `step_floor_ms` (see below); everything else
+comes from published per-call latencies, the SM-scaling fact, datasheet bandwidth/FLOPs and FLOP/byte
+arithmetic on the model's dimensions. `scripts/calibrate_sim.py` fits that one parameter against ONE
+published capacity point and then predicts the others with the simulator.
+
+Backbone step (LM lane: talker step + 15 depth-transformer passes + 16 samplings), whole device:
+
+    decode_ms(b) = step_floor_ms                                  # latency floor: ~800 sequential
+                                                                  # kernels + 16 samplings (FITTED)
+                 + weight_bytes / (BW * BW_EFF)                   # every weight read once per step
+                 + b * ctx * kv_bytes_per_token / (BW * BW_EFF)   # talker KV reads per row
+                 + b * flops_per_row / (FLOPS * FLOP_EFF)         # 2 FLOP per parameter per row
+
+On `s` of the device's `S` SMs: decode_ms * (1 + p(b) * (S/s - 1)) (Amdahl), with p chosen so that on
+108 of 132 SMs the step keeps 99% of its speed at batch 1 and 93% at batch 256 (paper §2.3, O1:
+"93-99%"); p is interpolated in log2(batch).
+
+Codec (chunks of 10 frames), from the paper's four latencies (§2.3, O3): whole H100 1.9 ms for one chunk
+and 10 ms for 16; on 24 SMs beside the backbone 5.0 and 49 ms. Split as serial + per-chunk work:
+
+    codec_ms(b, s) = c0 * (132/s)^m + c1 * b * (132/s)^k
+
+whole device: c1 = (10-1.9)/15, c0 = 1.9 - c1; 24 SMs: the same two equations give k (~0.99: the work
+scales with SMs) and m (~0.25: the serial part barely does). Tables at every multiple of 8 SMs go in
+the profile's `sm_ms` so the simulator sees the batch-dependent scaling.
+
+Interference (two lanes sharing the device without a partition, each slowed by the factor while they
+overlap): 2 / (lm speed on 100 SMs + codec speed on 32 SMs), i.e. colocation does no better than the
+paper's 100/32 partition and its loss is shared evenly.
+
+Other GPUs: H200 is an H100 with 4.8 TB/s; B200 has 148 SMs, 8 TB/s and 2.25 PFLOP/s. The step floor
+is assumed the same (same kernel count, similar clocks) and the codec's per-SM speed equal to H100's
+(no codec micro facts exist for them): both are stated assumptions, checked against the paper's B200
+result where possible.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+# --- Qwen3-TTS 1.7B dimensions (qwen3-tts-notes.md) ---------------------------------------------------
+TALKER = dict(hidden=2048, layers=28, heads=16, kv_heads=8, head_dim=128, mlp=6144, codec_vocab=3072)
+PREDICTOR = dict(hidden=1024, layers=5, heads=16, kv_heads=8, head_dim=128, mlp=3072, vocab=2048,
+                 passes=15, talker_hidden=2048)
+CHUNK_FRAMES = 10
+BYTES_BF16 = 2
+
+
+def _layer_params(hidden: int, heads: int, kv_heads: int, head_dim: int, mlp: int) -> int:
+    q, kv, o = hidden * heads * head_dim, 2 * hidden * kv_heads * head_dim, heads * head_dim * hidden
+    return q + kv + o + 3 * hidden * mlp
+
+
+def talker_params() -> int:
+    t = TALKER
+    return t["layers"] * _layer_params(t["hidden"], t["heads"], t["kv_heads"], t["head_dim"], t["mlp"]) \
+        + t["hidden"] * t["codec_vocab"]
+
+
+def predictor_pass_params() -> int:
+    """Weights one depth-transformer pass reads: its layers, the 2048->1024 projection, one lm head."""
+    p = PREDICTOR
+    layers = p["layers"] * _layer_params(p["hidden"], p["heads"], p["kv_heads"], p["head_dim"], p["mlp"])
+    return layers + p["talker_hidden"] * p["hidden"] + p["hidden"] * p["vocab"]
+
+
+def kv_bytes_per_token() -> int:
+    t = TALKER
+    return t["layers"] * 2 * t["kv_heads"] * t["head_dim"] * BYTES_BF16
+
+
+# --- GPUs ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GpuSpec:
+    name: str
+    sms: int
+    bandwidth: float  # bytes/s (datasheet)
+    flops: float  # dense bf16 FLOP/s (datasheet)
+    paper_split: tuple[int, int]  # (lm, codec) SMs the paper uses (or the analogous one)
+
+
+GPUS: dict[str, GpuSpec] = {
+    "h100": GpuSpec("h100", 132, 3.35e12, 989e12, (100, 32)),
+    "h200": GpuSpec("h200", 132, 4.8e12, 989e12, (100, 32)),
+    "b200": GpuSpec("b200", 148, 8.0e12, 2250e12, (84, 64)),
+}
+
+# Priors (not fitted): achievable fraction of datasheet bandwidth for streaming weight reads, and of
+# peak FLOP/s for skinny (batch <= 256 rows) GEMMs.
+BW_EFF = 0.80
+FLOP_EFF = 0.50
+CTX_TOKENS = 64  # average talker context per row during decode (~10 prompt rows + half of ~98 frames)
+
+# Paper §2.3 micro facts (H100, 132 SMs).
+REF_SMS = 132
+CODEC_WHOLE = {1: 1.9, 16: 10.0}
+CODEC_24_BESIDE = {1: 5.0, 16: 49.0}
+SPEED_108_OF_132 = {1: 0.99, 256: 0.93}
+
+DECODE_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+CODEC_BATCHES = (1, 2, 4, 8, 16, 32)
+
+
+def codec_coefficients() -> dict[str, float]:
+    c1 = (CODEC_WHOLE[16] - CODEC_WHOLE[1]) / 15
+    c0 = CODEC_WHOLE[1] - c1
+    c1_24 = (CODEC_24_BESIDE[16] - CODEC_24_BESIDE[1]) / 15
+    c0_24 = CODEC_24_BESIDE[1] - c1_24
+    ratio = math.log(REF_SMS / 24)
+    return {"c0": c0, "c1": c1, "k": math.log(c1_24 / c1) / ratio, "m": math.log(c0_24 / c0) / ratio}
+
+
+def codec_ms(batch: float, sms: float) -> float:
+    c = codec_coefficients()
+    x = REF_SMS / sms
+    return c["c0"] * x ** c["m"] + c["c1"] * batch * x ** c["k"]
+
+
+def amdahl_p(batch: float) -> float:
+    """Fraction of the step that scales with SMs, from the 93-99% on 108/132 fact."""
+    x = REF_SMS / 108 - 1
+    p1 = (1 / SPEED_108_OF_132[1] - 1) / x
+    p256 = (1 / SPEED_108_OF_132[256] - 1) / x
+    f = min(1.0, max(0.0, math.log2(max(1.0, batch)) / 8))
+    return p1 + (p256 - p1) * f
+
+
+def decode_speed(batch: float, sms: float, total_sms: int) -> float:
+    return 1 / (1 + amdahl_p(batch) * (total_sms / sms - 1))
+
+
+def decode_terms_ms(gpu: GpuSpec, batch: float) -> dict[str, float]:
+    """The arithmetic parts of one backbone step (without the fitted floor)."""
+    weights = (talker_params() + PREDICTOR["passes"] * predictor_pass_params()) * BYTES_BF16
+    flops_row = 2 * (talker_params() + PREDICTOR["passes"] * predictor_pass_params())
+    bw = gpu.bandwidth * BW_EFF
+    return {"weights": weights / bw * 1e3,
+            "kv": batch * CTX_TOKENS * kv_bytes_per_token() / bw * 1e3,
+            "flops": batch * flops_row / (gpu.flops * FLOP_EFF) * 1e3}
+
+
+def decode_ms(gpu: GpuSpec, batch: float, step_floor_ms: float) -> float:
+    return step_floor_ms + sum(decode_terms_ms(gpu, batch).values())
+
+
+def interference(gpu: GpuSpec, step_floor_ms: float) -> float:
+    lm, cd = gpu.paper_split
+    lm_speed = decode_speed(64, lm, gpu.sms)
+    codec_speed = codec_ms(16, gpu.sms) / codec_ms(16, cd)
+    return 2 / (lm_speed + codec_speed)
+
+
+def build_profile(gpu_name: str, step_floor_ms: float) -> dict:
+    """A CostProfile dict (TOML layout of voxcli/engine/cost.py) for `gpu_name`."""
+    gpu = GPUS[gpu_name]
+    sm_counts = [s for s in range(8, gpu.sms, 8)]
+    decode = {"batch": list(DECODE_BATCHES),
+              "ms": [round(decode_ms(gpu, b, step_floor_ms), 4) for b in DECODE_BATCHES],
+              "sm_ms": {str(s): [round(decode_ms(gpu, b, step_floor_ms) / decode_speed(b, s, gpu.sms), 4)
+                                 for b in DECODE_BATCHES] for s in sm_counts}}
+    talker_share = (TALKER["layers"] + 1) / (TALKER["layers"] + PREDICTOR["passes"] * PREDICTOR["layers"] + 16)
+    talker_weights_ms = talker_params() * BYTES_BF16 / (gpu.bandwidth * BW_EFF) * 1e3
+    prefill_ms = step_floor_ms * talker_share + talker_weights_ms
+    prefill = {"batch": [1, 4], "ms": [round(prefill_ms, 4)] * 2,
+               "per_token_ms": round(2 * talker_params() / (gpu.flops * FLOP_EFF) * 1e3, 6)}
+    codec = {"batch": list(CODEC_BATCHES), "ms": [round(codec_ms(b, gpu.sms), 4) for b in CODEC_BATCHES],
+             "frames_ref": CHUNK_FRAMES,
+             "sm_ms": {str(s): [round(codec_ms(b, s), 4) for b in CODEC_BATCHES] for s in sm_counts}}
+    return {"gpu": {"name": gpu.name, "sms": gpu.sms,
+                    "interference": round(interference(gpu, step_floor_ms), 4)},
+            "stages": {"decode": decode, "prefill": prefill, "codec": codec}}
+
+
+def derivation_lines(gpu_name: str, step_floor_ms: float) -> list[str]:
+    """Human-readable derivation, written as comments at the top of the recipe."""
+    gpu = GPUS[gpu_name]
+    c = codec_coefficients()
+    t = decode_terms_ms(gpu, 64)
+    return [
+        f"{gpu.name}: {gpu.sms} SMs, {gpu.bandwidth / 1e12:.2f} TB/s, {gpu.flops / 1e12:.0f} TFLOP/s bf16 (datasheet)",
+        f"talker {talker_params() / 1e6:.1f} M params, predictor pass {predictor_pass_params() / 1e6:.1f} M x 15, "
+        f"KV {kv_bytes_per_token() / 1024:.0f} KiB/token, ctx {CTX_TOKENS}",
+        f"decode(64) = floor {step_floor_ms:.3f} (fitted) + weights {t['weights']:.3f} + kv {t['kv']:.3f} "
+        f"+ flops {t['flops']:.3f} ms  (BW_EFF {BW_EFF}, FLOP_EFF {FLOP_EFF})",
+        f"SM scaling: Amdahl p {amdahl_p(1):.3f} (batch 1) .. {amdahl_p(256):.3f} (batch 256) from 99%/93% on 108/132",
+        f"codec: c0 {c['c0']:.3f} ms x (132/s)^{c['m']:.3f} + c1 {c['c1']:.3f} ms/chunk x (132/s)^{c['k']:.3f}",
+        f"interference {interference(gpu, step_floor_ms):.3f} = 2 / (lm speed on {gpu.paper_split[0]} + "
+        f"codec speed on {gpu.paper_split[1]} SMs)",
+    ]
+
+
+def profile_toml(gpu_name: str, step_floor_ms: float, header: list[str] | None = None) -> str:
+    """The profile as TOML text with its derivation as comments."""
+    data = build_profile(gpu_name, step_floor_ms)
+    lines = [f"# {s}" for s in (header or [])] + [f"# {s}" for s in derivation_lines(gpu_name, step_floor_ms)]
+    lines += ["", "[gpu]"]
+    lines += [f"{k} = {_toml_value(v)}" for k, v in data["gpu"].items()]
+    lines.append(f"step_floor_ms = {step_floor_ms!r}  # the one fitted parameter (see header)")
+    for stage, table in data["stages"].items():
+        lines += ["", f"[stages.{stage}]"]
+        lines += [f"{k} = {_toml_value(v)}" for k, v in table.items() if not isinstance(v, dict)]
+        for k, v in table.items():
+            if isinstance(v, dict):
+                lines += ["", f"[stages.{stage}.{k}]"]
+                lines += [f"{kk} = {_toml_value(vv)}" for kk, vv in v.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(v: object) -> str:
+    if isinstance(v, str):
+        return f'"{v}"'
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return repr(v)

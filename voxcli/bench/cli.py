@@ -1,0 +1,214 @@
+"""`vox bench` and `vox profile`, registered on the main Typer app by `voxcli.cli` via `register(app)`.
+
+Heavy imports (the engine, torch, matplotlib) happen inside the commands so `vox --help` stays fast."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+BENCH_HELP = """Open-loop SLO sweep: Poisson arrivals on an absolute schedule, attainment per offered rate
+(TTFA <= 200 ms and no stall >= 10 ms; rejected/failed requests are misses), capacity at 90% / 99%.
+
+[bold]Examples[/bold]
+
+  vox bench --executor sim --gpu h100 --model qwen3-tts-1.7b --policy full,sync2,lanes,sync --rates 2:60:2
+
+  vox bench --executor cpu --model cpu-bench --policy sync,full --rates 0.5:4:0.5 --duration 30
+"""
+
+PROFILE_HELP = """Per-stage latency per batch and SM count, the backbone/codec SM split, GPU placements.
+
+On a CUDA machine (no --gpu) the stages of --model are measured; elsewhere --gpu loads a calibrated
+profile. Prints the tables, plots backbone vs codec throughput per split against time sharing, names
+the chosen split and writes an engine recipe with it.
+
+[bold]Examples[/bold]
+
+  vox profile --gpu h100 --model qwen3-tts-1.7b
+
+  vox profile --gpu b200 --model qwen3-tts-1.7b --gpus 4
+"""
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"vox: error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def bench(
+    executor: Annotated[str, typer.Option(help="sim (virtual time over a GPU cost profile), cpu or cuda.")] = "sim",
+    gpu: Annotated[str, typer.Option(help="Cost profile for the sim: h100, h200 or b200.")] = "",
+    model: Annotated[str, typer.Option(help="A model recipe (qwen3-tts-1.7b), a checkpoint path/hub id, or "
+                                            "cpu-bench (random-weight Qwen3-TTS sized for this CPU).")]
+    = "qwen3-tts-1.7b",
+    policy: Annotated[str, typer.Option(help="Comma-separated policies: full, sync2, lanes, sync.")] = "full",
+    rates: Annotated[str, typer.Option(help="Offered rates in req/s: start:stop:step or a list.")] = "2:60:2",
+    duration: Annotated[float, typer.Option(help="Seconds of arrivals per rate.")] = 60.0,
+    workload: Annotated[str, typer.Option(help="libritts, seed-tts, or an id<TAB>text file.")] = "libritts",
+    seed: Annotated[int, typer.Option(help="Arrival/order seed.")] = 0,
+    seeds: Annotated[int, typer.Option(help="Seeds pooled per rate (the paper pools 3).")] = 1,
+    warmup: Annotated[int, typer.Option(help="Uncounted warm-up burst size (0 = none).")] = 64,
+    timeout: Annotated[float, typer.Option(help="Max seconds to wait for a rate's last requests.")] = 900.0,
+    frames_scale: Annotated[float, typer.Option(help="Scale the estimated output lengths.")] = 1.0,
+    max_frames: Annotated[int, typer.Option(help="Cap each request's frames (0 = no cap).")] = 0,
+    no_stop: Annotated[bool, typer.Option("--no-stop", help="Run every rate (no stop rule).")] = False,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Engine override key=value (repeatable).")]
+    = None,
+    out: Annotated[Path, typer.Option(help="Directory for the JSON and PNG results.")] = Path("out/bench"),
+    plot: Annotated[bool, typer.Option(help="Write the PNG plots.")] = True,
+) -> None:
+    from rich.console import Console
+
+    from voxcli.bench.report import capacity_table, plot as plot_sweep, rate_tables, write_json
+    from voxcli.bench.sweep import SweepSpec, Variant, parse_rates, run_sweep
+    from voxcli.bench.targets import cpu_bench_checkpoint, engine_target, model_config, sim_target
+    from voxcli.bench.workloads import load_workload
+    from voxcli.cli import friendly_errors
+
+    console = Console()
+    with friendly_errors():
+        try:
+            rate_list = parse_rates(rates)
+        except ValueError as e:
+            _fail(str(e))
+        names = [p.strip() for p in policy.split(",") if p.strip()]
+        if executor not in ("sim", "cpu", "cuda"):
+            _fail(f"--executor must be sim, cpu or cuda, got {executor!r}")
+        if executor == "sim" and not gpu:
+            _fail("--executor sim needs --gpu h100, h200 or b200 (the cost profile to simulate)")
+        if model == "cpu-bench":
+            model = str(cpu_bench_checkpoint(Path(".cache")))
+        config = model_config(model, executor, gpu, set_)
+        for name in names:
+            config.replace(policy=name)  # a clear ConfigError for an unknown policy, before any run
+        utts = load_workload(workload)
+        spec = SweepSpec(rates=rate_list, duration_s=duration, seed=seed, seeds=seeds, warmup=warmup,
+                         timeout_s=timeout, frames_scale=frames_scale, max_frames=max_frames or None,
+                         stop_rule=not no_stop, frame_rate=12.5)
+        program = None
+        if executor != "sim":
+            from voxcli.models import load_model
+
+            program = load_model(config.model, config.device, config.dtype)
+
+        def make_target(v: Variant):
+            if executor == "sim":
+                return sim_target(config, v, seed)
+            return engine_target(config, v, seed, program=program)
+
+        def progress(sw, r) -> None:
+            console.print(f"[dim]{sw.variant.label:8s} {r.rate:6g} req/s: {r.attainment * 100:5.1f}% SLO, "
+                          f"p99 TTFA {(r.ttfa_p99 or 0) * 1e3:6.0f} ms, {r.completed_rps:5.1f} done/s[/dim]")
+
+        meta = {"executor": executor, "gpu": gpu, "model": model, "workload": workload,
+                "policies": names, "config": {k: v for k, v in config.to_dict().items() if k != "chunk"}}
+        result = run_sweep(make_target, [Variant.policy(n) for n in names], spec, utts, meta, progress)
+        for t in rate_tables(result):
+            console.print(t)
+        console.print(capacity_table(result))
+        stem = f"bench-{executor}{'-' + gpu if gpu else ''}"
+        console.print(f"JSON: {write_json(result, out / f'{stem}.json')}")
+        if plot:
+            console.print(f"plot: {plot_sweep(result, out / f'{stem}.png', f'{model} on {executor} {gpu}')}")
+
+
+def profile(
+    gpu: Annotated[str, typer.Option(help="Load recipes/gpus/<gpu>.toml (h100, h200, b200) instead of "
+                                          "measuring on a CUDA device.")] = "",
+    model: Annotated[str, typer.Option(help="Model recipe name or checkpoint.")] = "qwen3-tts-1.7b",
+    target_rate: Annotated[float, typer.Option(help="Target load in req/s (0 = the highest load some split "
+                                                    "sustains).")] = 0.0,
+    workload: Annotated[str, typer.Option(help="Workload whose lengths define the load.")] = "libritts",
+    gpus: Annotated[int, typer.Option(help="Rank placements of roles over this many GPUs.")] = 1,
+    out: Annotated[Path, typer.Option(help="Directory for the plot, the recipe and the JSON.")]
+    = Path("out/profile"),
+) -> None:
+    import json
+
+    from rich.console import Console
+
+    from voxcli.bench.workloads import estimate_frames, load_workload, mean_chunks
+    from voxcli.cli import friendly_errors
+    from voxcli.config import ConfigError, recipe_path
+    from voxcli.engine.cost import CostProfile
+    from voxcli.profile import (LoadShape, choose_split, max_sustainable_rate, plot_splits, profile_tables,
+                                rank_placements, recipe_text, role_throughputs, split_points, split_table,
+                                summary_dict, time_sharing)
+
+    console = Console()
+    with friendly_errors():
+        if gpus < 1:
+            _fail(f"--gpus must be >= 1, got {gpus}")
+        if gpu:
+            try:
+                path = recipe_path(f"gpus/{gpu}")
+            except ConfigError:
+                _fail(f"no cost profile for --gpu {gpu!r}: use h100, h200 or b200 (recipes/gpus/)")
+            prof = CostProfile.from_toml(path)
+            source = f"profile {path.name} (calibrated simulation profile)"
+        else:
+            from voxcli.profile import measure_cuda_profile
+
+            data = measure_cuda_profile(model)
+            prof = CostProfile.from_dict(data)
+            out.mkdir(parents=True, exist_ok=True)
+            from voxcli.bench.calibrate import _toml_value
+
+            lines = []
+            for sect, table in (("gpu", data["gpu"]),):
+                lines += [f"[{sect}]"] + [f"{k} = {_toml_value(v)}" for k, v in table.items()]
+            for stage, table in data["stages"].items():
+                lines += ["", f"[stages.{stage}]"]
+                lines += [f"{k} = {_toml_value(v)}" for k, v in table.items() if not isinstance(v, dict)]
+                sub = {k: v for k, v in table.items() if isinstance(v, dict)}
+                for k, v in sub.items():
+                    lines += ["", f"[stages.{stage}.{k}]"] + [f"{kk} = {_toml_value(vv)}" for kk, vv in v.items()]
+            gpu = "measured"
+            prof_path = out / "gpus" / "measured.toml"
+            prof_path.parent.mkdir(parents=True, exist_ok=True)
+            prof_path.write_text("\n".join(lines) + "\n")
+            source = f"measured on {data['gpu']['name']} -> {prof_path}"
+        utts = load_workload(workload)
+        frames = sum(estimate_frames(u.text) for u in utts) / len(utts)
+        shape = LoadShape(frames_per_request=frames, chunks_per_request=mean_chunks(utts))
+        console.print(f"[bold]{model}[/bold] on [bold]{prof.name}[/bold] ({prof.sms} SMs) from {source}")
+        console.print(f"load shape ({workload}): {frames:.1f} frames and {shape.chunks_per_request:.2f} chunks "
+                      "per request")
+        for t in profile_tables(prof, shape):
+            console.print(t)
+        rate = target_rate or max_sustainable_rate(prof, shape)
+        points = split_points(prof, rate, shape)
+        chosen = choose_split(points)
+        console.print(split_table(points, chosen, rate))
+        out.mkdir(parents=True, exist_ok=True)
+        stem = f"{Path(model).name}-{gpu}"
+        png = plot_splits(points, time_sharing(prof, rate, shape), chosen, out / f"{stem}-splits.png",
+                          f"{model} on {prof.name} at {rate:.1f} req/s")
+        recipe = out / f"{stem}.toml"
+        recipe.write_text(recipe_text(model, gpu, chosen, rate, gpu))
+        summary = summary_dict(points, chosen, rate)
+        note = "" if chosen.keeps_up else " (no split sustains this load)"
+        console.print(f"chosen split: [bold]{chosen.lm_sms}/{chosen.codec_sms}[/bold] (backbone/codec SMs) at "
+                      f"a target load of {rate:.1f} req/s: backbone up to {chosen.lm_capacity_rps:.1f} req/s, "
+                      f"codec up to {chosen.codec_capacity_rps:.1f} req/s{note}")
+        if not target_rate:
+            console.print("[dim]target load = the highest load any split sustains (an upper bound); pass "
+                          "--target-rate with your expected load to size the split for it[/dim]")
+        if gpus > 1:
+            roles = role_throughputs(prof, chosen, shape)
+            ranked = rank_placements(roles, gpus)
+            console.print(f"per-GPU role throughput (req/s): both {roles['both']:.1f}, LM-only "
+                          f"{roles['lm_only']:.1f}, codec-only {roles['codec_only']:.1f}")
+            for i, p in enumerate(ranked[:8], 1):
+                console.print(f"  {i}. {p.describe():40s} {p.rps:7.1f} req/s")
+            summary["placements"] = [{"placement": p.describe(), "rps": p.rps} for p in ranked]
+        (out / f"{stem}.json").write_text(json.dumps(summary, indent=1))
+        console.print(f"plot: {png}\nrecipe: {recipe} (use with --recipe or load_recipe)")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("bench", help=BENCH_HELP)(bench)
+    app.command("profile", help=PROFILE_HELP)(profile)

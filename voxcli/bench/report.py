@@ -1,0 +1,80 @@
+"""Sweep output: a rich table in the terminal, JSON for machines, PNG plots (matplotlib, imported only
+when a plot is written): attainment and p99 TTFA vs offered rate, one line per policy variant."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from voxcli.bench.sweep import SweepResult
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x * 1e3:.0f}"
+
+
+def rate_tables(result: SweepResult) -> list:
+    from rich.table import Table
+
+    tables = []
+    for sw in result.sweeps:
+        t = Table(title=f"{sw.variant.label}: per offered rate")
+        for col in ("req/s", "sent", "SLO %", "goodput", "done/s", "TTFA p50", "p90", "p99 (ms)", "stalled",
+                    "rejected", "failed", "audio<1s %"):
+            t.add_column(col, justify="right")
+        for r in sw.results:
+            t.add_row(f"{r.rate:g}", str(r.sent), f"{r.attainment * 100:.1f}", f"{r.goodput:.1f}",
+                      f"{r.completed_rps:.1f}", _ms(r.ttfa_p50), _ms(r.ttfa_p90), _ms(r.ttfa_p99), str(r.stalled),
+                      str(r.rejected), str(r.failed), f"{r.audio_within_1s * 100:.0f}")
+        tables.append(t)
+    return tables
+
+
+def capacity_table(result: SweepResult):
+    from rich.table import Table
+
+    t = Table(title="SLO capacity (TTFA <= 200 ms, no stall >= 10 ms)")
+    for col in ("policy", "capacity @90%", "capacity @99%", "peak goodput", "stopped after", "wall s"):
+        t.add_column(col, justify="right")
+    for sw in result.sweeps:
+        peak = max((r.goodput for r in sw.results), default=0.0)
+        t.add_row(sw.variant.label, f"{sw.capacity90:g}", f"{sw.capacity99:g}", f"{peak:.1f}",
+                  "-" if sw.stopped_after is None else f"{sw.stopped_after:g}", f"{sw.wall_s:.1f}")
+    return t
+
+
+def write_json(result: SweepResult, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result.to_dict(), indent=1))
+    return path
+
+
+def plot(result: SweepResult, path: Path, title: str = "") -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(14, 4))
+    for sw in result.sweeps:
+        rates = [r.rate for r in sw.results]
+        ax1.plot(rates, [r.attainment * 100 for r in sw.results], marker="o", ms=3, label=sw.variant.label)
+        ax2.plot(rates, [(r.ttfa_p99 or float("nan")) * 1e3 for r in sw.results], marker="o", ms=3,
+                 label=sw.variant.label)
+        ax3.plot(rates, [r.goodput for r in sw.results], marker="o", ms=3, label=sw.variant.label)
+    ax1.axhline(90, color="gray", ls="--", lw=0.8)
+    ax1.axhline(99, color="gray", ls=":", lw=0.8)
+    ax1.set(xlabel="offered load (req/s)", ylabel="SLO attainment (%)", ylim=(0, 101))
+    ax2.axhline(200, color="gray", ls="--", lw=0.8)
+    ax2.set(xlabel="offered load (req/s)", ylabel="p99 TTFA (ms)", yscale="log")
+    ax3.set(xlabel="offered load (req/s)", ylabel="goodput (req/s)")
+    for ax in (ax1, ax2, ax3):
+        ax.grid(alpha=0.3)
+    ax1.legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,139 @@
+"""A sweep: for each policy variant, offered rates in steps, one open-loop schedule per rate, metrics per
+rate, capacities at 90/99%. Rates run back to back against the same target (as against one server),
+after an uncounted warm-up burst; the sweep of a variant stops after a rate where fewer than half of
+the requests got audio within 1 s."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from voxcli.bench.client import Target, burst, schedule
+from voxcli.bench.metrics import RateResult, capacity, rate_result, should_stop
+from voxcli.bench.workloads import Utterance
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One line of the plots: a policy plus config overrides (e.g. a split or an admission policy)."""
+
+    label: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def policy(cls, name: str) -> Variant:
+        return cls(name, {"policy": name})
+
+
+@dataclass
+class SweepSpec:
+    rates: list[float]
+    duration_s: float = 60.0
+    seed: int = 0
+    seeds: int = 1  # arrival seeds pooled per rate (the paper pools three)
+    warmup: int = 64  # concurrent requests before the first rate, not counted (0 = none)
+    timeout_s: float = 900.0  # wait for the last requests of a rate at most this long
+    frames_scale: float = 1.0  # scale the estimated output lengths (small CPU models)
+    max_frames: int | None = None
+    stop_rule: bool = True
+    stop_below: float | None = None  # also stop at the first rate under this attainment (fits)
+    frame_rate: float = 12.5
+    ttfa_target_s: float = 0.200  # SLO thresholds (scaled only by a time-dilated CPU run, see targets.py)
+    stall_s: float = 0.010
+
+
+@dataclass
+class VariantSweep:
+    variant: Variant
+    results: list[RateResult] = field(default_factory=list)
+    stopped_after: float | None = None  # rate after which the stop rule fired
+    wall_s: float = 0.0
+
+    @property
+    def capacity90(self) -> float:
+        return capacity(self.results, 0.90)
+
+    @property
+    def capacity99(self) -> float:
+        return capacity(self.results, 0.99)
+
+    def to_dict(self) -> dict:
+        return {"label": self.variant.label, "overrides": self.variant.overrides,
+                "capacity90": self.capacity90, "capacity99": self.capacity99,
+                "stopped_after": self.stopped_after, "wall_s": round(self.wall_s, 3),
+                "rates": [r.to_dict() for r in self.results]}
+
+
+@dataclass
+class SweepResult:
+    spec: SweepSpec
+    sweeps: list[VariantSweep]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        s = self.spec
+        return {"meta": self.meta,
+                "spec": {"rates": s.rates, "duration_s": s.duration_s, "seed": s.seed, "seeds": s.seeds,
+                         "warmup": s.warmup, "timeout_s": s.timeout_s, "frames_scale": s.frames_scale,
+                         "max_frames": s.max_frames},
+                "variants": [v.to_dict() for v in self.sweeps]}
+
+
+def parse_rates(text: str) -> list[float]:
+    """`2:60:2` (start:stop:step, stop included) or `2,4,8`."""
+    try:
+        if ":" in text:
+            parts = [float(x) for x in text.split(":")]
+            if len(parts) != 3 or parts[2] <= 0 or parts[0] <= 0 or parts[1] < parts[0]:
+                raise ValueError
+            start, stop, step = parts
+            n = int(round((stop - start) / step))
+            rates = [round(start + i * step, 6) for i in range(n + 1) if start + i * step <= stop + 1e-9]
+        else:
+            rates = sorted(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ValueError(f"rates {text!r}: use start:stop:step (e.g. 2:60:2) or a list (e.g. 2,4,8) of "
+                         "positive requests per second") from None
+    if not rates or any(r <= 0 for r in rates):
+        raise ValueError(f"rates {text!r}: need at least one rate > 0")
+    return rates
+
+
+def sweep_variant(target: Target, variant: Variant, spec: SweepSpec, utterances: Sequence[Utterance],
+                  progress: Callable[[VariantSweep, RateResult], None] | None = None) -> VariantSweep:
+    out = VariantSweep(variant)
+    t0 = time.perf_counter()
+    kw = dict(frame_rate=spec.frame_rate, frames_scale=spec.frames_scale, max_frames=spec.max_frames)
+    if spec.warmup > 0:
+        target.play(burst(spec.warmup, utterances, spec.seed, **kw), spec.timeout_s)
+    for i, rate in enumerate(spec.rates):
+        # each (seed, rate) draws its own arrival times and utterance order; seeds are pooled
+        records = []
+        for k in range(spec.seeds):
+            arrivals = schedule(rate, spec.duration_s, (spec.seed + k) * 1000 + i, utterances, **kw)
+            records.extend(target.play(arrivals, spec.timeout_s))
+        res = rate_result(rate, records, spec.duration_s * spec.seeds, spec.ttfa_target_s, spec.stall_s)
+        out.results.append(res)
+        if progress:
+            progress(out, res)
+        if (spec.stop_rule and should_stop(res)) or (spec.stop_below is not None
+                                                      and res.attainment < spec.stop_below):
+            out.stopped_after = rate
+            break
+    out.wall_s = time.perf_counter() - t0
+    return out
+
+
+def run_sweep(make_target: Callable[[Variant], Target], variants: Sequence[Variant], spec: SweepSpec,
+              utterances: Sequence[Utterance], meta: dict[str, Any] | None = None,
+              progress: Callable[[VariantSweep, RateResult], None] | None = None) -> SweepResult:
+    sweeps = []
+    for v in variants:
+        target = make_target(v)
+        try:
+            sweeps.append(sweep_variant(target, v, spec, utterances, progress))
+        finally:
+            target.close()
+    return SweepResult(spec, sweeps, dict(meta or {}))

@@ -1,0 +1,124 @@
+"""Build the bench target for a policy variant: the in-process engine on the sim (virtual time) or on a
+real-clock executor (cpu, cuda)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from voxcli.bench.client import EngineTarget, SimTarget, Target
+from voxcli.bench.sweep import Variant
+from voxcli.config import ConfigError, EngineConfig, load_recipe, recipe_path
+
+
+def model_config(model: str, executor: str, gpu: str = "", overrides: list[str] | None = None) -> EngineConfig:
+    """Engine settings for `model`: its recipe in recipes/ when one exists by that name (e.g.
+    `qwen3-tts-1.7b`), else defaults with `model` as the checkpoint (a path or hub id); then the
+    executor/gpu, then `--set` overrides."""
+    try:
+        recipe_path(model)
+        cfg = load_recipe(model)
+    except ConfigError:
+        if executor == "sim":
+            raise ConfigError(f"no recipe named {model!r} for the simulator: use a model recipe such as "
+                              "qwen3-tts-1.7b (recipes/*.toml)") from None
+        cfg = EngineConfig(model=model)
+    changes: dict[str, Any] = {"executor": executor}
+    if gpu:
+        changes["gpu"] = gpu
+    if executor == "cpu":
+        changes["device"] = "cpu"
+    cfg = cfg.replace(**changes)
+    return cfg.with_overrides(overrides)
+
+
+def sim_target(config: EngineConfig, variant: Variant, seed: int = 0, profile: Any = None) -> Target:
+    """The engine on the sim executor; `profile` (a CostProfile) replaces recipes/gpus/<gpu>.toml."""
+    if not config.gpu and profile is None:
+        raise ConfigError("the sim executor needs a GPU cost profile: pass --gpu h100|h200|b200")
+    cfg = config.with_overrides(variant.overrides)
+
+    def make() -> Any:
+        from voxcli.engine.engine import Engine
+        from voxcli.engine.synthetic import SyntheticProgram
+
+        return Engine(SyntheticProgram(chunk=cfg.chunk), cfg, profile=profile)
+
+    return SimTarget(make, variant.label, seed)
+
+
+def engine_target(config: EngineConfig, variant: Variant, seed: int = 0, program: Any = None) -> Target:
+    """A real-clock engine; `program` (already loaded) is shared between variants to save the load."""
+    from voxcli.engine.engine import Engine
+
+    cfg = config.with_overrides(variant.overrides)
+    if program is None:
+        from voxcli.models import load_model
+
+        program = load_model(cfg.model, cfg.device, cfg.dtype)
+    voice = program.spec.voices[0] if program.spec.voices else None
+    return EngineTarget(Engine(program, cfg), variant.label, seed, voice=voice)
+
+
+def dilate(config: EngineConfig, factor: float) -> EngineConfig:
+    """Engine settings for a world `factor` times slower (see `DilatedProgram`)."""
+    return config.replace(ttfa_target_s=config.ttfa_target_s * factor, urgent_margin_s=config.urgent_margin_s * factor,
+                          max_defer_s=config.max_defer_s * factor)
+
+
+def dilated_program(program: Any, factor: float) -> Any:
+    """The program with its sample rate divided by `factor`: every audio sample then "plays" `factor`
+    times longer, so frame durations, playback deadlines and the modelled player all run on a clock
+    `factor` times slower. A CPU that cannot produce audio in real time can then still be measured for
+    what the scheduler does with it (sync vs full); the SLO thresholds are scaled by the same factor and
+    the report says so. factor 1 = the real SLO."""
+    import dataclasses
+
+    from voxcli.models.base import ModelProgram
+
+    if factor == 1.0:
+        return program
+    spec = dataclasses.replace(program.spec, sample_rate=program.spec.sample_rate / factor)
+
+    class Dilated(ModelProgram):
+        @classmethod
+        def load(cls, source: str, device: str = "cpu", dtype: str = "float32") -> ModelProgram:
+            raise NotImplementedError("a dilated program wraps an already loaded one")
+
+        def prepare(self, request):  # type: ignore[no-untyped-def]
+            return program.prepare(request)
+
+        def init_kv(self, num_pages: int, page_size: int) -> None:
+            program.init_kv(num_pages, page_size)
+
+        def init_codec_slots(self, num_slots: int) -> None:
+            program.init_codec_slots(num_slots)
+
+        def kv_tokens(self, prompt):  # type: ignore[no-untyped-def]
+            return program.kv_tokens(prompt)
+
+        def prefill(self, rows):  # type: ignore[no-untyped-def]
+            return program.prefill(rows)
+
+        def decode(self, rows):  # type: ignore[no-untyped-def]
+            return program.decode(rows)
+
+        def codec(self, items):  # type: ignore[no-untyped-def]
+            return program.codec(items)
+
+        def release(self, row) -> None:  # type: ignore[no-untyped-def]
+            program.release(row)
+
+    d = Dilated()
+    d.spec = spec
+    return d
+
+
+def cpu_bench_checkpoint(cache: Path) -> Path:
+    """The `cpu-bench` Qwen3-TTS size (random weights), built once into `cache`."""
+    from voxcli.models.qwen3_tts.tiny import build_tiny
+
+    out = cache / "qwen3-tts-cpu-bench"
+    if not (out / "config.json").exists():
+        build_tiny(out, variant="custom_voice", size="cpu-bench")
+    return out

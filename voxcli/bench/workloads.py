@@ -1,0 +1,109 @@
+"""Benchmark text workloads shipped with voxcli (see `data/SOURCES.md` for origin and licences).
+
+The files are tab-separated with a header `id<TAB>text` and are NOT CSV-quoted: many LibriTTS lines
+start with a double quote that is part of the text. Every line is therefore split on its first tab,
+never parsed with CSV quoting rules.
+
+Output lengths: random-weight and simulated models cannot decide when to stop, so each utterance gets
+a fixed number of frames from its word count (`estimate_audio_seconds`). The estimator is a straight
+line through the two published workload means of the design paper (LibriTTS test-clean: 18.674 words
+-> 7.8 s of audio; Seed-TTS en: 10.853 words -> 4.7 s):
+
+    audio_s = 0.398 s + 0.3964 s/word * words
+
+It reproduces both means by construction; per utterance it is an estimate (speaking rate varies), and
+its LibriTTS chunk count can be checked against the paper's 10.2 chunks per request.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+# name -> file in voxcli/bench/data
+WORKLOADS: dict[str, str] = {
+    "libritts": "libritts_test_clean.tsv",
+    "seed-tts": "seed_tts_eval_en.tsv",
+}
+
+# The estimator's two anchor points (words, audio seconds) from the paper's workload descriptions.
+_ANCHORS = ((18.674, 7.8), (10.853, 4.7))
+SECONDS_PER_WORD = (_ANCHORS[0][1] - _ANCHORS[1][1]) / (_ANCHORS[0][0] - _ANCHORS[1][0])
+SECONDS_OFFSET = _ANCHORS[0][1] - SECONDS_PER_WORD * _ANCHORS[0][0]
+
+
+class WorkloadError(ValueError):
+    """A workload name or file that cannot be used; the message says which and what to do."""
+
+
+@dataclass(frozen=True)
+class Utterance:
+    id: str
+    text: str
+
+    @property
+    def words(self) -> int:
+        return len(self.text.split())
+
+
+def estimate_audio_seconds(text: str) -> float:
+    """Expected seconds of speech for `text` (see the module docstring for the estimator)."""
+    return SECONDS_OFFSET + SECONDS_PER_WORD * max(1, len(text.split()))
+
+
+def estimate_frames(text: str, frame_rate: float = 12.5) -> int:
+    """Frames the backbone generates for `text` at `frame_rate` frames per second of audio."""
+    return max(1, round(estimate_audio_seconds(text) * frame_rate))
+
+
+def parse_tsv(text: str, source: str = "<text>") -> list[Utterance]:
+    """Parse `id<TAB>text` lines (header first). Splits on the first tab only and keeps quotes."""
+    lines = text.split("\n")
+    if not lines or lines[0].rstrip("\r") != "id\ttext":
+        raise WorkloadError(f"{source}: the first line must be the header 'id<TAB>text'")
+    out: list[Utterance] = []
+    for number, line in enumerate(lines[1:], start=2):
+        line = line.rstrip("\r")
+        if not line:
+            continue
+        if "\t" not in line:
+            raise WorkloadError(f"{source}:{number}: no tab between id and text")
+        uid, body = line.split("\t", 1)
+        if not uid or not body:
+            raise WorkloadError(f"{source}:{number}: empty id or text")
+        out.append(Utterance(uid, body))
+    if not out:
+        raise WorkloadError(f"{source}: no utterances after the header")
+    return out
+
+
+def load_workload(name: str) -> list[Utterance]:
+    """A shipped workload by name (`libritts`, `seed-tts`) or a path to a TSV file of the same format."""
+    if name in WORKLOADS:
+        ref = resources.files("voxcli.bench").joinpath("data", WORKLOADS[name])
+        return parse_tsv(ref.read_text(encoding="utf-8"), source=WORKLOADS[name])
+    path = Path(name)
+    if path.is_file():
+        return parse_tsv(path.read_text(encoding="utf-8"), source=str(path))
+    raise WorkloadError(f"unknown workload {name!r}: use one of {', '.join(WORKLOADS)} or a path to an "
+                        "id<TAB>text file")
+
+
+def seeded_order(utterances: list[Utterance], seed: int) -> list[Utterance]:
+    """The utterances in a random order fixed by `seed` (each seed draws its own order)."""
+    order = list(utterances)
+    random.Random(seed).shuffle(order)
+    return order
+
+
+def mean_chunks(utterances: list[Utterance], first: int = 10, steady: int = 10,
+                frame_rate: float = 12.5) -> float:
+    """Average codec chunks per request under the estimator (first chunk `first` frames, then `steady`)."""
+    total = 0
+    for u in utterances:
+        frames = estimate_frames(u.text, frame_rate)
+        total += 1 + (math.ceil(max(0, frames - first) / steady) if frames > first else 0)
+    return total / len(utterances)

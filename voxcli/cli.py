@@ -1,0 +1,487 @@
+"""`vox`: the command line. Commands: say, batch, voices, models (+ pull), and the bench engineer's
+bench/profile when installed.
+
+Every error reaches the user as one line on stderr and a non-zero exit code; `vox --debug …` shows the
+traceback instead. Heavy imports (torch, the engine, the models) happen inside the commands so that
+`vox --help` stays instant.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from voxcli import __version__
+from voxcli.errors import VoxError
+
+app = typer.Typer(name="vox", no_args_is_help=True, add_completion=False, rich_markup_mode="rich",
+                  context_settings={"help_option_names": ["-h", "--help"]},
+                  help="Streaming text-to-speech with speech language models.\n\n"
+                       "[bold]Examples[/bold]\n\n"
+                       "  vox say -m demo \"Hello there.\" -o hello.wav\n\n"
+                       "  echo \"Hello. How are you?\" | vox say - --play\n\n"
+                       "  vox batch lines.txt -o out/\n\n"
+                       "  vox voices -m demo")
+models_app = typer.Typer(help="Known models and the local cache.\n\n[bold]Examples[/bold]\n\n"
+                              "  vox models\n\n  vox models pull Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice",
+                         invoke_without_command=True, no_args_is_help=False)
+app.add_typer(models_app, name="models")
+
+
+@dataclass
+class _State:
+    debug: bool = False
+
+
+STATE = _State()
+DEMO_NOTE = "note: the demo model has tiny random weights; its audio is noise-like, not speech."
+
+
+def _err(message: str) -> None:
+    typer.echo(f"vox: {message}", err=True)
+
+
+@contextlib.contextmanager
+def friendly_errors() -> Iterator[None]:
+    """Known failures -> one sentence on stderr + exit code; anything else too, with a hint to --debug."""
+    from voxcli.audio import AudioOutputError
+    from voxcli.config import ConfigError
+    from voxcli.models.base import ModelError
+    from voxcli.playback import PlaybackError
+    from voxcli.speak import SpeechFailed
+    from voxcli.text import TextInputError
+
+    try:
+        yield
+    except (typer.Exit, typer.Abort, SystemExit):
+        raise
+    except Exception as e:
+        import click
+
+        if isinstance(e, click.ClickException):
+            raise
+        if STATE.debug:
+            raise
+        if isinstance(e, VoxError):
+            _err(f"error: {e}")
+            raise typer.Exit(e.exit_code) from None
+        if isinstance(e, TextInputError | ConfigError | AudioOutputError | PlaybackError | ModelError
+                      | SpeechFailed):
+            _err(f"error: {e}")
+            raise typer.Exit(2 if isinstance(e, TextInputError | ConfigError) else 1) from None
+        _err(f"internal error: {type(e).__name__}: {e} (run vox --debug … for the traceback, and please "
+             "report it).")
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        if STATE.debug:
+            raise
+        _err("interrupted.")
+        raise typer.Exit(130) from None
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"vox {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+          version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Print the version and exit.")] = False) -> None:
+    STATE.debug = debug
+
+
+# --- engine setup shared by say and batch ------------------------------------------------------
+
+
+@dataclass
+class EngineOptions:
+    model: str | None
+    recipe: str | None
+    sets: list[str]
+    policy: str | None
+    executor: str | None
+    device: str | None
+
+
+@dataclass
+class Session:
+    engine: Any
+    spec: Any  # ModelSpec
+    model: str
+    # Bounds generation when the user gave no --max-frames: set for the demo model, whose random
+    # weights would otherwise run to the engine's hard cap (minutes of noise).
+    frame_cap: Any = None
+
+
+def build_config(o: EngineOptions) -> Any:
+    from voxcli.config import load_recipe
+
+    cfg = load_recipe(o.recipe, o.sets)
+    changes = {k: v for k, v in (("model", o.model), ("policy", o.policy), ("executor", o.executor),
+                                 ("device", o.device)) if v is not None}
+    return cfg.replace(**changes) if changes else cfg
+
+
+def default_engine_factory(config: Any) -> Session:
+    """Load the model and start an engine on it (the cpu executor unless the config says otherwise)."""
+    from voxcli.models_cmd import ensure_available
+
+    ensure_available(config.model)
+    from voxcli.engine.engine import Engine
+    from voxcli.models import load_model
+
+    if config.threads:
+        import torch
+
+        torch.set_num_threads(config.threads)
+    program = load_model(config.model, config.device, config.dtype)
+    cap = None
+    if config.model == "demo":
+        from voxcli.speak import speech_length_cap
+
+        cap = speech_length_cap(program.spec.frame_rate)
+    return Session(engine=Engine(program, config), spec=program.spec, model=config.model, frame_cap=cap)
+
+
+# Tests may replace this (monkeypatch) to run the CLI over a different engine.
+engine_factory = default_engine_factory
+
+
+@contextlib.contextmanager
+def open_session(o: EngineOptions, quiet: bool) -> Iterator[Session]:
+    config = build_config(o)
+    if config.model == "demo":
+        if not quiet:
+            _err(DEMO_NOTE)
+        import voxcli.models as models
+
+        models._demo_warned = True  # the CLI said it already (and --quiet means quiet)
+    session = engine_factory(config)
+    try:
+        yield session
+    finally:
+        close = getattr(session.engine, "close", None)
+        if close is not None:
+            close()
+
+
+def _sampling(greedy: bool, temperature: float | None, top_k: int | None, top_p: float | None,
+              repetition_penalty: float | None) -> Any:
+    from voxcli.models.base import SamplingParams
+
+    for name, value, lo in (("--temperature", temperature, 0.0), ("--top-p", top_p, 0.0)):
+        if value is not None and value <= lo:
+            raise VoxError(f"{name} must be above {lo}, got {value}.", 2)
+    if top_k is not None and top_k < 1:
+        raise VoxError(f"--top-k must be at least 1, got {top_k}.", 2)
+    return SamplingParams(greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p,
+                          repetition_penalty=repetition_penalty,
+                          sub_greedy=True if greedy else None)
+
+
+def _read_ref_audio(path: Path | None) -> tuple[Any, int | None]:
+    if path is None:
+        return None, None
+    import numpy as np
+    import soundfile as sf
+
+    try:
+        data, sr = sf.read(str(path), dtype="float32", always_2d=True)
+    except (OSError, RuntimeError) as e:  # soundfile raises LibsndfileError (a RuntimeError)
+        raise VoxError(f"cannot read reference audio {path}: {e}; give a WAV/FLAC/OGG file.", 2) from None
+    if data.size == 0:
+        raise VoxError(f"reference audio {path} is empty; give a few seconds of speech.", 2)
+    return np.ascontiguousarray(data.mean(axis=1), dtype=np.float32), int(sr)
+
+
+# Common options (typer Annotated aliases keep the command signatures readable).
+ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Hub id, local checkpoint folder, or "
+                                              "'demo' (tiny, offline). Default: the recipe's model "
+                                              "(Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice).")]
+VoiceOpt = Annotated[str | None, typer.Option("--voice", "-v", help="Speaker name (see vox voices).")]
+LangOpt = Annotated[str | None, typer.Option("--lang", help="Language (see vox voices); default auto.")]
+InstrOpt = Annotated[str | None, typer.Option("--instructions", help="Style / voice description for "
+                                              "instructable models.")]
+SeedOpt = Annotated[int | None, typer.Option("--seed", help="Sampling seed, for repeatable output.")]
+GreedyOpt = Annotated[bool, typer.Option("--greedy", help="Greedy decoding with the model's own rules "
+                                         "(reproducible).")]
+TempOpt = Annotated[float | None, typer.Option("--temperature", help="Sampling temperature.")]
+TopKOpt = Annotated[int | None, typer.Option("--top-k", help="Top-k sampling.")]
+TopPOpt = Annotated[float | None, typer.Option("--top-p", help="Top-p (nucleus) sampling.")]
+RepOpt = Annotated[float | None, typer.Option("--repetition-penalty", help="Repetition penalty.")]
+MaxFramesOpt = Annotated[int | None, typer.Option("--max-frames", help="Cap on audio frames per sentence.")]
+RecipeOpt = Annotated[str | None, typer.Option("--recipe", help="Engine recipe name or TOML file.")]
+SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Engine setting key=value (repeatable), "
+                                                   "e.g. --set policy=sync --set chunk.first=2.")]
+PolicyOpt = Annotated[str | None, typer.Option("--policy", help="Scheduling policy: sync, sync2, lanes, "
+                                               "full.")]
+ExecOpt = Annotated[str | None, typer.Option("--executor", help="Executor backend: cpu, cuda, sim.")]
+DeviceOpt = Annotated[str | None, typer.Option("--device", help="Torch device: cpu or cuda.")]
+FormatOpt = Annotated[str | None, typer.Option("--format", help="wav, flac, pcm (and mp3, opus, ogg when "
+                                               "libsndfile can encode them). Default: from the file name, "
+                                               "else wav.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress or timing lines on stderr.")]
+
+
+@app.command(help="Speak text: to the speakers, a file, or stdout.\n\n[bold]Examples[/bold]\n\n"
+                  "  vox say -m demo \"Hello there.\" -o hello.wav\n\n"
+                  "  vox say \"Hello there.\" --voice Ryan --play\n\n"
+                  "  echo \"Hello. How are you?\" | vox say -m demo - -o - > hello.wav\n\n"
+                  "  vox say -m demo \"Raw audio.\" --raw -o - | aplay -r 24000 -f S16_LE -c 1")
+def say(
+    text: Annotated[str | None, typer.Argument(help="Text to say; '-' or nothing reads stdin.")] = None,
+    output: Annotated[str | None, typer.Option("--output", "-o",
+                                               help="Output file, or '-' for stdout.")] = None,
+    play: Annotated[bool, typer.Option("--play", help="Play through the speakers while it streams.")] = False,
+    fmt: FormatOpt = None,
+    raw: Annotated[bool, typer.Option("--raw", help="Headerless 16-bit little-endian PCM.")] = False,
+    text_file: Annotated[Path | None, typer.Option("--text-file", "-f",
+                                                   help="Read the text from a file.")] = None,
+    model: ModelOpt = None, voice: VoiceOpt = None, lang: LangOpt = None, instructions: InstrOpt = None,
+    ref_audio: Annotated[Path | None, typer.Option("--ref-audio", help="Reference speech to clone the voice "
+                                                   "of (Base models).")] = None,
+    ref_text: Annotated[str | None, typer.Option("--ref-text", help="Transcript of --ref-audio (better "
+                                                 "clone).")] = None,
+    seed: SeedOpt = None, greedy: GreedyOpt = False, temperature: TempOpt = None, top_k: TopKOpt = None,
+    top_p: TopPOpt = None, repetition_penalty: RepOpt = None, max_frames: MaxFramesOpt = None,
+    recipe: RecipeOpt = None, set_: SetOpt = None, policy: PolicyOpt = None, executor: ExecOpt = None,
+    device: DeviceOpt = None, quiet: QuietOpt = False,
+) -> None:
+    with friendly_errors():
+        from voxcli.audio import open_sink, resolve_format
+        from voxcli.playback import Player
+        from voxcli.speak import RequestTemplate, check_request, segment_requests, speak
+        from voxcli.text import read_say_text
+
+        if set_ is None:
+            set_ = []
+        words = read_say_text(text, text_file=text_file)
+        stdout_tty = _isatty(sys.stdout)
+        if output is None and not play:
+            if stdout_tty:
+                play = True  # nothing else was asked for: the speakers are the natural place
+            else:
+                output = "-"  # piped: `vox say hi | aplay`
+        if output == "-" and stdout_tty and not raw and fmt is None:
+            raise VoxError("refusing to write binary audio to a terminal; redirect it (> out.wav) or pipe "
+                           "it.", 2)
+        audio_format = resolve_format(output, fmt, raw) if output is not None else None
+        template = RequestTemplate(voice=voice, language=lang, instructions=instructions, seed=seed,
+                                   sampling=_sampling(greedy, temperature, top_k, top_p, repetition_penalty),
+                                   max_frames=max_frames)
+        template.ref_audio, template.ref_sample_rate = _read_ref_audio(ref_audio)
+        template.ref_text = ref_text
+        if play:
+            from voxcli.playback import check_playback
+
+            check_playback()  # before minutes of model loading, not after
+        with open_session(EngineOptions(model, recipe, set_, policy, executor, device), quiet) as session:
+            check_request(session.spec, session.model, template)
+            requests = segment_requests(words, template, frame_cap=session.frame_cap)
+            sr = session.spec.sample_rate
+            sink = open_sink(output, sr, audio_format) if output is not None else None
+            player = Player(sr) if play else None
+            try:
+                def on_audio(pcm: Any) -> None:
+                    if sink is not None:
+                        sink.write(pcm)
+                    if player is not None:
+                        player.feed(pcm)
+
+                stats = speak(session.engine, requests, on_audio, sr)
+                if stats.samples == 0:
+                    raise VoxError("the model produced no audio for this text.")
+                if player is not None:
+                    player.finish()
+                if sink is not None:
+                    sink.close()
+            except BaseException:
+                if sink is not None:
+                    sink.abort()
+                if player is not None:
+                    player.abort()
+                raise
+        if not quiet:
+            where = "" if output in (None, "-") else f" → {output}"
+            rtf = f"{stats.rtf:.2f}" if stats.rtf is not None else "n/a"
+            seg = f" in {stats.segments} sentences" if stats.segments > 1 else ""
+            _err(f"TTFA {stats.ttfa_s * 1000:.0f} ms · {stats.audio_s:.2f} s audio{seg} in "
+                 f"{stats.wall_s:.2f} s (RTF {rtf}){where}")
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+@app.command(help="Synthesize many lines into one file each, resumably.\n\n"
+                  "Inputs: text files (one utterance per line), TSV (id<TAB>text), JSONL "
+                  "({\"id\", \"text\", \"voice\", \"language\", \"instructions\", \"seed\"}), "
+                  "or '-' for stdin. "
+                  "Outputs <id>.<format> and manifest.jsonl in DIR; rerunning the same command skips "
+                  "finished items and retries failed ones.\n\n[bold]Examples[/bold]\n\n"
+                  "  vox batch lines.txt -o out/\n\n"
+                  "  vox batch -m demo prompts.jsonl -o out/ --format flac --concurrency 16\n\n"
+                  "  cat lines.txt | vox batch - -o out/")
+def batch(
+    inputs: Annotated[list[str], typer.Argument(help="Input files (text, TSV or JSONL), '-' for stdin.")],
+    out_dir: Annotated[Path, typer.Option("--output", "-o", help="Output directory.")],
+    fmt: FormatOpt = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", help="Items in the engine at once.")] = 8,
+    force: Annotated[bool, typer.Option("--force", help="Regenerate items that are already done.")] = False,
+    model: ModelOpt = None, voice: VoiceOpt = None, lang: LangOpt = None, instructions: InstrOpt = None,
+    seed: SeedOpt = None, greedy: GreedyOpt = False, temperature: TempOpt = None, top_k: TopKOpt = None,
+    top_p: TopPOpt = None, repetition_penalty: RepOpt = None, max_frames: MaxFramesOpt = None,
+    recipe: RecipeOpt = None, set_: SetOpt = None, policy: PolicyOpt = None, executor: ExecOpt = None,
+    device: DeviceOpt = None, quiet: QuietOpt = False,
+) -> None:
+    with friendly_errors():
+        import os
+
+        from voxcli.audio import resolve_format
+        from voxcli.batch import BatchOptions, prepare_out_dir, run_batch
+        from voxcli.speak import RequestTemplate, check_request
+        from voxcli.text import read_batch_inputs
+
+        if concurrency < 1:
+            raise VoxError(f"--concurrency must be at least 1, got {concurrency}.", 2)
+        audio_format = resolve_format(None, fmt, False) if fmt else "wav"
+        if audio_format == "pcm":
+            audio_format = "pcm"
+        items = read_batch_inputs(inputs)
+        prepare_out_dir(out_dir)  # fail before loading a model
+        template = RequestTemplate(voice=voice, language=lang, instructions=instructions, seed=seed,
+                                   sampling=_sampling(greedy, temperature, top_k, top_p, repetition_penalty),
+                                   max_frames=max_frames)
+        hook = os.environ.get("VOX_TEST_INTERRUPT_AFTER")  # tests: simulate Ctrl-C after N items
+        opts = BatchOptions(out_dir=out_dir, fmt=audio_format, concurrency=concurrency, force=force,
+                            progress=not quiet, interrupt_after=int(hook) if hook else None)
+        engine_options = EngineOptions(model, recipe, set_ or [], policy, executor, device)
+        with open_session(engine_options, quiet) as session:
+            check_request(session.spec, session.model, template)  # command-wide flags: fail the command
+            opts.frame_cap = session.frame_cap
+            with _sigterm_as_interrupt():
+                result = run_batch(session.engine, session.spec, session.model, items, template, opts)
+        summary = (f"{result.done} written, {result.failed} failed, {result.skipped} already done "
+                   f"({result.audio_s:.1f} s audio in {result.wall_s:.1f} s"
+                   + (f", RTF {result.rtf:.2f}" if result.rtf else "") + f") → {out_dir}")
+        if not quiet:
+            _err(summary)
+            for line in result.errors[:20]:
+                _err(f"  failed {line}")
+            if len(result.errors) > 20:
+                _err(f"  … and {len(result.errors) - 20} more; see {out_dir / 'manifest.jsonl'}")
+        if result.interrupted:
+            raise VoxError("interrupted; nothing half-written was kept. Run the same command again to finish "
+                           "the rest.", 130)
+        if result.failed:
+            raise typer.Exit(1)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """A batch killed politely (SIGTERM) stops as cleanly as one interrupted with Ctrl-C."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@app.command(help="List a model's voices, languages and modes.\n\n[bold]Examples[/bold]\n\n"
+                  "  vox voices -m demo\n\n  vox voices -m Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice")
+def voices(model: ModelOpt = None, device: DeviceOpt = None) -> None:
+    with friendly_errors():
+        from voxcli.config import EngineConfig
+        from voxcli.models_cmd import ensure_available
+
+        source = model or EngineConfig().model
+        ensure_available(source)
+        from voxcli.models import load_model
+
+        spec = load_model(source, device or "cpu", "float32").spec
+        typer.echo(f"model:     {source}")
+        typer.echo(f"voices:    {', '.join(spec.voices) or '(none: ' + ', '.join(spec.modes) + ')'}")
+        languages = ["auto", *(x for x in spec.languages if x.lower() != "auto")]
+        typer.echo(f"languages: {', '.join(languages)}")
+        typer.echo(f"modes:     {', '.join(spec.modes)}")
+        typer.echo(f"audio:     {spec.sample_rate} Hz, {spec.frame_rate:g} frames/s")
+
+
+@models_app.callback()
+def models_list(ctx: typer.Context) -> None:
+    """List known models and which are cached locally."""
+    if ctx.invoked_subcommand is not None:
+        return
+    with friendly_errors():
+        from rich.console import Console
+        from rich.table import Table
+
+        from voxcli.models_cmd import list_models
+
+        table = Table(box=None, pad_edge=False)
+        table.add_column("model", no_wrap=True)
+        for name in ("cached", "size", "about"):
+            table.add_column(name)
+        for e in list_models():
+            size = f"{e.size_bytes / 1e9:.1f} GB" if e.size_bytes else ""
+            table.add_row(e.name, "yes" if e.cached else "no", size, e.description)
+        Console(soft_wrap=True).print(table)
+
+
+@models_app.command("pull", help="Download a model into the Hugging Face cache.\n\n[bold]Example[/bold]\n\n"
+                                 "  vox models pull Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice")
+def models_pull(model_id: Annotated[str, typer.Argument(help="Hugging Face model id.")]) -> None:
+    with friendly_errors():
+        from voxcli.models_cmd import pull
+
+        path = pull(model_id)
+        typer.echo(f"{model_id} → {path}")
+
+
+def _register_extensions() -> None:
+    """`vox bench` / `vox profile` come from voxcli.bench.cli when it is present and importable. A broken
+    bench module must never break `vox say`, so problems here only show up under --debug."""
+    try:
+        from voxcli.bench import cli as bench_cli
+    except ImportError:
+        return
+    register = getattr(bench_cli, "register", None)
+    if register is None:
+        return
+    try:
+        register(app)
+    except Exception:  # noqa: BLE001
+        if "--debug" in sys.argv:
+            raise
+
+
+_register_extensions()
+
+
+def main() -> None:
+    """Console-script entry point (`vox`)."""
+    try:
+        app()
+    except BrokenPipeError:  # `vox … | head`: the reader left; not an error worth a traceback
+        sys.stderr.close()
+        sys.exit(1)

@@ -1,0 +1,305 @@
+"""The engine: requests in, audio streams out.
+
+    engine = Engine(program, config)            # or Engine.from_config(config)
+    stream = engine.submit(SynthesisRequest(text="Hello"))
+    for chunk in stream: ...                    # AudioChunk(pcm, sample_rate, index, t_delivered, ...)
+    engine.close()                              # or `with Engine(...) as engine:`
+
+Chunk schedule: `config.chunk` when a recipe or override set it, else the model's `spec.chunk`
+(`engine.config` holds the schedule in effect).
+
+Real-clock executors (cpu, cuda): one host thread runs the loop (decide -> launch -> wait -> complete);
+`submit`, `cancel` and `close` are thread-safe and may be called from any number of threads.
+`submit` runs `program.prepare` on the caller's thread, so a bad request raises `InputError` right
+there with the model's message. A refusal (queue full, request larger than the KV pool) is decided on
+the host thread and fails the stream: iterating it or `wait()` raises `RequestRejected(reason)`.
+
+Virtual time (sim executor): nothing runs in the background. `submit(request, at=t)` schedules an
+arrival at virtual time t, `cancel(id, at=t)` a cancel, and `run(until=None)` drives the loop until
+every submitted request has finished (or until time t). Streams pump `run()` themselves when read.
+
+An exception inside a stage fails the requests of that batch (with the stage's message as reason) and
+nothing else. A bug in the loop itself fails every open stream with the reason and closes the engine.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import warnings
+from collections.abc import Iterable
+from typing import Any
+
+from voxcli.config import ChunkSchedule, ConfigError, EngineConfig
+from voxcli.engine.cost import CostProfile
+from voxcli.engine.estimates import LatencyEstimator, load_profile
+from voxcli.engine.executors.base import Completion, Executor
+from voxcli.engine.lanes import LaneLayout, lane_layout
+from voxcli.engine.request import Request, Timeline
+from voxcli.engine.scheduler import Delivered, Ended, Event, Released, Scheduler
+from voxcli.engine.stream import (
+    AudioChunk,
+    AudioStream,
+    EngineClosed,
+    EngineError,
+    RequestCancelled,
+    RequestFailed,
+    RequestRejected,
+)
+from voxcli.models.base import ModelProgram, SynthesisRequest
+
+__all__ = ["Engine", "AudioStream", "AudioChunk", "Timeline", "EngineError", "EngineClosed", "RequestFailed",
+           "RequestRejected", "RequestCancelled", "make_executor"]
+
+
+def make_executor(config: EngineConfig, program: ModelProgram, profile: CostProfile,
+                  layout: LaneLayout) -> Executor:
+    if config.executor == "sim":
+        from voxcli.engine.executors.sim import SimExecutor
+
+        return SimExecutor(program, profile, layout)
+    if config.executor == "cpu":
+        from voxcli.engine.executors.cpu import CpuExecutor
+
+        return CpuExecutor(program, layout, threads=config.threads)
+    try:
+        from voxcli.engine.executors.cuda import CudaExecutor  # type: ignore[import-not-found]
+    except ImportError as e:
+        raise ConfigError(f"the cuda executor is not available in this install ({e}); use executor=cpu "
+                          f"or executor=sim") from e
+    return CudaExecutor(program=program, config=config, layout=layout, profile=profile)
+
+
+class Engine:
+    def __init__(self, program: ModelProgram, config: EngineConfig, executor: Executor | None = None,
+                 profile: CostProfile | None = None) -> None:
+        config.validate()
+        if config.chunk == ChunkSchedule() and program.spec.chunk != config.chunk:
+            # the config left the chunk schedule at its default: the model's own schedule applies
+            config = config.replace(chunk=program.spec.chunk)
+        self.program = program
+        self.config = config
+        self.layout = lane_layout(config)
+        self.profile = profile or load_profile(config)
+        self.estimator = LatencyEstimator(self.profile, config, self.layout)
+        self.executor = executor or make_executor(config, program, self.profile, self.layout)
+        self.realtime: bool = getattr(self.executor, "realtime", True)
+        program.init_kv(config.kv_pages, config.kv_page_size)
+        program.init_codec_slots(config.codec_slots)
+        self.scheduler = Scheduler(config, program.spec, self.estimator, program.kv_tokens, self.layout)
+        self.spec = program.spec
+        self._ids = itertools.count(1)
+        self._streams: dict[int, AudioStream] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._inbox: list[tuple[str, Any]] = []
+        self._arrivals: list[tuple[float, int, str, Any]] = []  # virtual time: (t, seq, kind, payload)
+        self._seq = itertools.count()
+        self._closed = False
+        self._dead: str | None = None
+        self.timelines: list[Timeline] = []  # every submitted request's timeline, in submission order
+        self._thread: threading.Thread | None = None
+        if self.realtime:
+            self._thread = threading.Thread(target=self._host_loop, name="vox-engine", daemon=True)
+            self._thread.start()
+
+    @classmethod
+    def from_config(cls, config: EngineConfig) -> Engine:
+        if config.executor == "sim":
+            from voxcli.engine.synthetic import SyntheticProgram
+
+            program: ModelProgram = SyntheticProgram()
+        else:
+            from voxcli.models import load_model  # type: ignore[attr-defined]
+
+            program = load_model(config.model, config.device, config.dtype)
+        return cls(program, config)
+
+    # ------------------------------------------------------------------ public API
+    def submit(self, request: SynthesisRequest, at: float | None = None) -> AudioStream:
+        """Queue a request; returns its stream at once. Raises InputError (from the model) for a bad
+        request, EngineClosed after close(). `at` (virtual time only) schedules the arrival."""
+        if self._closed:
+            raise EngineClosed(self._dead or "the engine is closed")
+        if at is not None and self.realtime:
+            raise ValueError("submit(at=...) schedules virtual time; it needs the sim executor")
+        arrival = self.executor.now() if at is None else float(at)
+        prompt = self.program.prepare(request)
+        with self._lock:
+            rid = next(self._ids)
+        pump = None if self.realtime else self._pump
+        stream = AudioStream(rid, request.request_id, self.spec.sample_rate, Timeline(rid), self.cancel, pump)
+        r = self.scheduler.new_request(rid, prompt, arrival, request, stream)
+        stream.timeline = r.timeline
+        with self._wake:
+            if self._closed:
+                raise EngineClosed(self._dead or "the engine is closed")
+            self._streams[rid] = stream
+            self.timelines.append(r.timeline)
+            if self.realtime:
+                self._inbox.append(("add", r))
+                self._wake.notify_all()
+            else:
+                heapq.heappush(self._arrivals, (arrival, next(self._seq), "add", r))
+        if self.realtime:
+            self._interrupt()
+        return stream
+
+    def cancel(self, request_id: int, at: float | None = None) -> None:
+        """Cancel a request (idempotent; unknown or finished ids are ignored)."""
+        if self.realtime:
+            with self._wake:
+                self._inbox.append(("cancel", request_id))
+                self._wake.notify_all()
+            self._interrupt()
+            return
+        t = self.executor.now() if at is None else float(at)
+        heapq.heappush(self._arrivals, (t, next(self._seq), "cancel", request_id))
+
+    def run(self, until: float | None = None) -> None:
+        """Virtual time: drive the loop until every submitted request has finished (or until `until`)."""
+        if self.realtime:
+            raise RuntimeError("run() drives virtual time; a real-clock engine runs on its own thread")
+        if self._dead:
+            raise EngineClosed(self._dead)
+        try:
+            self._run_virtual(until)
+        except Exception as e:
+            self._die(f"engine loop failed: {type(e).__name__}: {e}")
+            raise
+
+    def close(self) -> None:
+        with self._wake:
+            if self._closed and self._thread is None:
+                return
+            self._closed = True
+            self._wake.notify_all()
+        self._interrupt()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+        self._fail_open("cancelled", "the engine was closed")
+        self.executor.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def now(self) -> float:
+        return self.executor.now()
+
+    # ------------------------------------------------------------------ the loop
+    def _step(self, now: float) -> None:
+        free = [lane for lane in self.layout.lanes if not self.executor.busy(lane)]
+        if free:
+            for work in self.scheduler.decide(now, free):
+                self.executor.launch(work)
+
+    def _in_flight(self) -> bool:
+        return any(self.executor.busy(lane) for lane in self.layout.lanes)
+
+    def _complete(self, completions: Iterable[Completion]) -> None:
+        for c in completions:
+            if self.realtime and c.error is None:
+                self.estimator.observe(c.work, c.finished - c.started)
+            self._handle(self.scheduler.complete(c))
+
+    def _handle(self, events: list[Event]) -> None:
+        frame_s = self.spec.frame_seconds
+        for ev in events:
+            stream: AudioStream = ev.request.user
+            if isinstance(ev, Delivered):
+                ch = ev.chunk
+                stream._push(AudioChunk(ev.pcm, self.spec.sample_rate, ch.index, ev.t, ch.start * frame_s,
+                                        ch.last))
+            elif isinstance(ev, Ended):
+                stream._finish(ev.request.state.value, ev.request.reason)
+                with self._lock:
+                    self._streams.pop(ev.request.id, None)
+            elif isinstance(ev, Released) and ev.request.row is not None:
+                try:
+                    self.program.release(ev.request.row)
+                except Exception as e:  # a release hook must not take the engine down
+                    warnings.warn(f"program.release failed for request {ev.request.id}: {e}", stacklevel=1)
+
+    def _admit(self, kind: str, payload: Any, now: float) -> None:
+        if kind == "add":
+            self._handle(self.scheduler.add(payload, now))
+        else:
+            self._handle(self.scheduler.cancel(payload, now))
+            # a request that has not arrived yet (virtual time) is cancelled where it waits
+            for i, item in enumerate(self._arrivals):
+                if item[2] == "add" and item[3].id == payload:
+                    r: Request = item[3]
+                    self._arrivals.pop(i)
+                    heapq.heapify(self._arrivals)
+                    self._handle(self.scheduler.cancel_unarrived(r, now))
+                    break
+
+    def _run_virtual(self, until: float | None) -> None:
+        ex, sched = self.executor, self.scheduler
+        while True:
+            now = ex.now()
+            while self._arrivals and self._arrivals[0][0] <= now:
+                _, _, kind, payload = heapq.heappop(self._arrivals)
+                self._admit(kind, payload, now)
+            if until is not None and now >= until:
+                return
+            self._step(now)
+            arrival = self._arrivals[0][0] if self._arrivals else None
+            wake = [t for t in (sched.next_timer(now), arrival, until) if t is not None]
+            if not self._in_flight() and not wake:
+                if sched.idle:
+                    return
+                raise RuntimeError(f"engine stalled at t={now:.6f}: {len(sched.requests)} requests open, "
+                                   f"nothing in flight and no timer (a scheduler bug)")
+            self._complete(ex.wait(min(wake) if wake else None))
+
+    def _pump(self) -> None:
+        self.run()
+
+    def _interrupt(self) -> None:
+        interrupt = getattr(self.executor, "interrupt", None)
+        if interrupt is not None:
+            interrupt()
+
+    def _host_loop(self) -> None:
+        try:
+            self._host_loop_inner()
+        except Exception as e:  # a bug in the loop: fail everything loudly, never hang the callers
+            self._die(f"engine loop failed: {type(e).__name__}: {e}")
+
+    def _host_loop_inner(self) -> None:
+        ex, sched = self.executor, self.scheduler
+        while True:
+            with self._wake:
+                inbox, self._inbox = self._inbox, []
+                closing = self._closed
+            if closing:
+                return
+            now = ex.now()
+            for kind, payload in inbox:
+                self._admit(kind, payload, now)
+            self._step(now)
+            timer = sched.next_timer(now)
+            if not self._in_flight() and timer is None:
+                with self._wake:  # nothing to do until someone submits, cancels or closes
+                    self._wake.wait_for(lambda: bool(self._inbox) or self._closed)
+                continue
+            self._complete(ex.wait(timer))
+
+    def _die(self, reason: str) -> None:
+        self._dead = reason
+        self._closed = True
+        self._fail_open("failed", reason)
+
+    def _fail_open(self, status: str, reason: str) -> None:
+        with self._lock:
+            streams = list(self._streams.values())
+            self._streams.clear()
+        for s in streams:
+            s._finish(status, reason)

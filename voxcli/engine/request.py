@@ -1,0 +1,179 @@
+"""A request's life inside the engine: its state, its frames, its chunks and its timeline.
+
+    queued -> prefill -> decode -> draining -> done
+                 \\________\\_________\\____-> failed | cancelled      (queued -> rejected)
+
+`queued`: waiting for admission (KV pages, a codec slot, a running row). `prefill`: its prompt is on
+the LM lane. `decode`: the LM adds one frame per step. `draining`: the LM is finished, chunks are still
+going through the codec. The chunk schedule cuts frames into chunks; a chunk is *ready* once all of its
+frames exist (or the LM has finished and it is the short tail).
+
+Deadlines: the playback deadline of chunk c >= 1 is `t_first_audio + start_frame(c) * frame_seconds`
+(the audio delivered before c runs out then). The first chunk has no playback deadline; for ordering
+we give it `arrival + ttfa_target`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from voxcli.config import ChunkSchedule
+from voxcli.models.base import Prompt, Row, SynthesisRequest
+
+
+class RequestState(enum.Enum):
+    QUEUED = "queued"
+    PREFILL = "prefill"
+    DECODE = "decode"
+    DRAINING = "draining"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    REJECTED = "rejected"
+
+    @property
+    def terminal(self) -> bool:
+        return self in _TERMINAL
+
+
+_TERMINAL = frozenset({RequestState.DONE, RequestState.FAILED, RequestState.CANCELLED, RequestState.REJECTED})
+
+
+@dataclass
+class ChunkRecord:
+    """One delivered chunk, for metrics: when it was delivered and how much audio it carried."""
+
+    index: int
+    start_frame: int
+    frames: int
+    t_ready: float
+    t_dispatched: float
+    t_delivered: float
+    audio_s: float
+    lane: str
+    deadline: float | None  # playback deadline (None for the first chunk)
+
+
+@dataclass
+class Timeline:
+    """Everything the metrics need about one request, as plain data (times on the engine clock)."""
+
+    request_id: int
+    name: str | None = None
+    arrival: float = 0.0
+    admitted: float | None = None  # prefill launched
+    first_frame: float | None = None
+    first_audio: float | None = None  # first chunk delivered
+    finished: float | None = None
+    status: str = "queued"
+    reason: str | None = None
+    frames: int = 0
+    chunks: list[ChunkRecord] = field(default_factory=list)
+
+    @property
+    def ttfa(self) -> float | None:
+        return None if self.first_audio is None else self.first_audio - self.arrival
+
+    @property
+    def audio_s(self) -> float:
+        return sum(c.audio_s for c in self.chunks)
+
+
+@dataclass
+class Chunk:
+    """A dispatchable chunk: frames [start, end) of its request."""
+
+    request: Request
+    index: int
+    start: int
+    end: int
+    last: bool
+    t_ready: float
+    deadline: float  # playback deadline; for the first chunk arrival + ttfa target (ordering only)
+    t_dispatched: float = -1.0
+    lane: str = ""
+
+    @property
+    def first(self) -> bool:
+        return self.index == 0
+
+    @property
+    def frames(self) -> int:
+        return self.end - self.start
+
+
+class Request:
+    """Engine-side record of one synthesis request. Owned by the scheduler; mutated only on the host
+    thread. `key` caches the LM slack key (slack = key - now) so decisions need no recomputation."""
+
+    __slots__ = ("id", "name", "synthesis", "prompt", "row", "state", "arrival", "timeline", "frames",
+                 "n_frames", "schedule", "frame_s", "ttfa_target", "next_chunk", "next_start",
+                 "gen_chunk", "gen_start", "gen_end", "chunk_inflight", "lm_inflight", "t_first_audio",
+                 "key", "pages", "slot", "reason", "user", "need_pages", "frame_cap")
+
+    def __init__(self, request_id: int, prompt: Prompt, arrival: float, schedule: ChunkSchedule,
+                 frame_s: float, ttfa_target: float, synthesis: SynthesisRequest | None = None,
+                 user: Any = None) -> None:
+        self.id = request_id
+        self.synthesis = synthesis
+        self.name = synthesis.request_id if synthesis is not None else None
+        self.prompt = prompt
+        self.row: Row | None = None
+        self.state = RequestState.QUEUED
+        self.arrival = arrival
+        self.timeline = Timeline(request_id=request_id, name=self.name, arrival=arrival)
+        self.frames: list[Any] = []
+        self.n_frames = 0
+        self.schedule = schedule
+        self.frame_s = frame_s
+        self.ttfa_target = ttfa_target
+        # next chunk to hand to the codec (strict order): its index and first frame
+        self.next_chunk = 0
+        self.next_start = 0
+        # chunk the LM is currently generating frames for (slack is measured on it)
+        self.gen_chunk = 0
+        self.gen_start = 0
+        self.gen_end = schedule.size(0)
+        self.chunk_inflight = False
+        self.lm_inflight = False
+        self.t_first_audio: float | None = None
+        self.key = 0.0
+        self.pages: list[int] = []
+        self.slot = -1
+        self.reason: str | None = None
+        self.user = user  # engine-side handle (the AudioStream); opaque here
+        self.need_pages = 0  # KV pages reserved at admission
+        self.frame_cap = prompt.max_frames  # the LM is stopped here if the model has not stopped itself
+
+    # --- deadlines ---------------------------------------------------------------------------
+    def deadline_of(self, start_frame: int) -> float:
+        """Playback deadline of the chunk starting at `start_frame` (see module docstring)."""
+        if start_frame == 0:
+            return self.arrival + self.ttfa_target
+        base = self.t_first_audio if self.t_first_audio is not None else self.arrival + self.ttfa_target
+        return base + start_frame * self.frame_s
+
+    # --- frames ------------------------------------------------------------------------------
+    def add_frame(self, frame: Any) -> None:
+        self.frames.append(frame)
+        self.n_frames += 1
+        while self.n_frames >= self.gen_end:  # the LM moves on to the next chunk
+            self.gen_chunk += 1
+            self.gen_start = self.gen_end
+            self.gen_end += self.schedule.size(self.gen_chunk)
+
+    def ready_chunk_bounds(self) -> tuple[int, int, bool] | None:
+        """(start, end, last) of the next chunk if it is ready to decode, else None."""
+        start = self.next_start
+        end = start + self.schedule.size(self.next_chunk)
+        lm_done = self.state is RequestState.DRAINING
+        if self.n_frames >= end:
+            return start, end, lm_done and self.n_frames == end
+        if lm_done:
+            # the tail: shorter than its schedule size; may be empty when the previous chunk ended
+            # exactly at the last frame but was sent before the LM said it was done (flush only)
+            if self.n_frames > start or self.next_chunk > 0:
+                return start, self.n_frames, True
+        return None

@@ -1,0 +1,552 @@
+"""The scheduler: a pure policy object. No threads, no sleeping, no clock of its own.
+
+The engine drives it with times from its executor's clock:
+
+    add(request, now)            a prepared request arrives (queued, or rejected with a reason)
+    cancel(request_id, now)      the user gives up on a request
+    decide(now, free_lanes)      -> list[Work]: what each free lane runs next
+    complete(completion)         a batch finished (or failed): frames, chunks, deliveries
+    next_timer(now)              the earliest time a waiting decision could change without a completion
+
+Errors: a stage that raises fails every request of its batch (their state after a partial batch is
+unknown). A program may instead put an exception object in place of one row's result (StepOutput or
+PCM): then only that request fails and the rest of the batch goes on.
+
+Every method returns what happened as events (`Delivered`, `Ended`, `Released`) so the engine can feed
+its audio streams; the scheduler never calls the model or the user. Same inputs at the same times give
+the same decisions: all orderings use stable keys (deadline, request id), never dict order of floats
+or object identity.
+
+Decisions by policy (see `lanes.py` for how lanes share the device):
+  LM lane (every policy): a prefill batch from the head of the queue when pages, a codec slot and a
+    running row are free for each request; with `admission = "deadline"` it is deferred while the
+    smallest running slack is below its estimated duration, never `max_defer_s` or more in a row.
+    Otherwise one decode step for the running rows: least slack first (deadline admission) or
+    admission order (prefill-first), up to the largest decode bucket.
+  full: urgent lane = first chunks and chunks within `urgent_margin_s` of their deadline, deadline
+    order, up to the largest urgent bucket, whenever the lane is free. Background lane = the other
+    ready chunks, in deadline order up to the largest background bucket, launched when at least B are
+    ready, or when the earliest deadline minus the batch's estimated latency comes within the urgent
+    margin (the last moment the batch can finish before its first chunk would turn urgent), or when the
+    LM lane has no request left to generate for.
+  lanes: one asynchronous codec lane ("background", no partition, no urgent lane) with the same slack
+    batching, except that an urgent chunk (first, or near its deadline) launches the batch at once.
+  sync2: one host loop; each iteration launches an LM step and a codec batch of every ready chunk
+    together and waits for both.
+  sync: one host loop; an LM step, then a codec batch of every ready chunk, one after the other.
+A request's next chunk becomes dispatchable only after its previous chunk has been delivered.
+"""
+
+from __future__ import annotations
+
+import heapq
+from bisect import bisect_left, insort
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from heapq import merge
+from itertools import islice
+from typing import Any
+
+import numpy as np
+
+from voxcli.config import EngineConfig
+from voxcli.engine.codec_slots import CodecSlotTable
+from voxcli.engine.estimates import LatencyEstimator
+from voxcli.engine.executors.base import Completion, LaneName, Work
+from voxcli.engine.kv_cache import KVPagePool
+from voxcli.engine.lanes import LaneLayout, lane_layout
+from voxcli.engine.request import Chunk, ChunkRecord, Request, RequestState
+from voxcli.models.base import CodecItem, ModelSpec, Prompt, Row, SynthesisRequest
+
+S = RequestState
+
+
+@dataclass
+class Delivered:
+    """A chunk's PCM is ready for the user."""
+
+    request: Request
+    chunk: Chunk
+    pcm: np.ndarray
+    t: float
+
+
+@dataclass
+class Ended:
+    """A request reached a terminal state (done, failed, cancelled, rejected); see request.state/reason."""
+
+    request: Request
+    t: float
+
+
+@dataclass
+class Released:
+    """A request's pages and slot went back to the pools (the program may drop its per-row state)."""
+
+    request: Request
+
+
+Event = Delivered | Ended | Released
+
+
+def bucket_for(n: int, buckets: tuple[int, ...]) -> int:
+    for b in buckets:
+        if b >= n:
+            return b
+    return n  # callers never exceed the largest bucket; keep the true size if one does
+
+
+class Scheduler:
+    def __init__(self, config: EngineConfig, spec: ModelSpec, estimator: LatencyEstimator,
+                 kv_tokens: Callable[[Prompt], int], layout: LaneLayout | None = None) -> None:
+        self.config = config
+        self.spec = spec
+        self.est = estimator
+        self.layout = layout or lane_layout(config)
+        self.kv_tokens = kv_tokens
+        self.kv = KVPagePool(config.kv_pages, config.kv_page_size)
+        self.slots = CodecSlotTable(config.codec_slots)
+        self.frame_s = spec.frame_seconds
+        self.policy = config.policy
+        self.deadline_admission = config.admission == "deadline"
+        self.margin = config.urgent_margin_s
+        self.max_urgent = max(config.urgent_buckets)
+        self.max_background = max(config.background_buckets)
+        self.max_decode = max(config.decode_buckets)
+        self.empty_codes = np.zeros((0, spec.codebooks), dtype=np.int64)
+
+        self.requests: dict[int, Request] = {}  # every non-terminal request, by id
+        self.waiting: deque[Request] = deque()
+        self.decoding: dict[int, Request] = {}  # admission order
+        self.prefilling = 0
+        self.pending: dict[int, Chunk] = {}  # dispatchable chunks, at most one per request
+        self._firsts: dict[int, Chunk] = {}
+        self._order: list[tuple[float, int]] = []
+        self.busy: dict[str, bool] = {lane: False for lane in self.layout.lanes}
+        self.defer_since: float | None = None
+        self._sync_codec_turn = False
+
+    # ------------------------------------------------------------------ requests in and out
+    def new_request(self, request_id: int, prompt: Prompt, arrival: float,
+                    synthesis: SynthesisRequest | None = None, user: Any = None) -> Request:
+        schedule = self.config.chunk
+        r = Request(request_id, prompt, arrival, schedule, self.frame_s, self.config.ttfa_target_s,
+                    synthesis, user)
+        r.frame_cap = min(prompt.max_frames, self.config.max_frames)
+        return r
+
+    def add(self, r: Request, now: float) -> list[Event]:
+        if r.id in self.requests:
+            raise ValueError(f"request id {r.id} is already in the engine")
+        r.need_pages = self.kv.pages_for(self.kv_tokens(r.prompt))
+        if r.need_pages > self.kv.num_pages:
+            return self._end(r, S.REJECTED, now,
+                             f"the request needs {r.need_pages} KV pages of {self.kv.page_size} positions "
+                             f"but the pool has only {self.kv.num_pages}; shorten the text, lower max_frames "
+                             f"or raise kv_pages")
+        if len(self.waiting) >= self.config.max_queue:
+            return self._end(r, S.REJECTED, now,
+                             f"the queue is full ({self.config.max_queue} requests waiting); retry later or "
+                             f"raise max_queue")
+        self.requests[r.id] = r
+        self.waiting.append(r)
+        return []
+
+    def cancel(self, request_id: int, now: float) -> list[Event]:
+        r = self.requests.get(request_id)
+        if r is None:
+            return []  # already finished (or unknown): cancelling is idempotent
+        return self._end(r, S.CANCELLED, now, "cancelled by the user")
+
+    def cancel_unarrived(self, r: Request, now: float) -> list[Event]:
+        """End a request that was submitted but never reached `add` (virtual-time arrivals)."""
+        return self._end(r, S.CANCELLED, now, "cancelled by the user")
+
+    @property
+    def idle(self) -> bool:
+        return not self.requests
+
+    # ------------------------------------------------------------------ decisions
+    def next_work(self, lane: LaneName, now: float) -> Work | None:
+        works = self.decide(now, (lane,))
+        return works[0] if works else None
+
+    def decide(self, now: float, free_lanes: Iterable[str] | None = None) -> list[Work]:
+        free = {lane for lane in self.layout.lanes if not self.busy[lane]}
+        if free_lanes is not None:
+            free &= set(free_lanes)
+        works: list[Work] = []
+        policy = self.policy
+        if policy == "full":
+            if "urgent" in free:
+                self._add(works, self._urgent_batch(now))
+            if "lm" in free:
+                self._add(works, self._lm_work(now))
+            if "background" in free:
+                self._add(works, self._background_batch(now, urgent_lane=True))
+        elif policy == "lanes":
+            if "lm" in free:
+                self._add(works, self._lm_work(now))
+            if "background" in free:
+                self._add(works, self._background_batch(now, urgent_lane=False))
+        elif policy == "sync2":
+            if len(free) == len(self.layout.lanes):  # wait for both halves of the iteration
+                self._add(works, self._lm_work(now))
+                self._add(works, self._codec_all(now))
+        else:  # sync: LM step, then codec batch, never both
+            if len(free) == len(self.layout.lanes):
+                if self._sync_codec_turn:
+                    self._sync_codec_turn = False
+                    self._add(works, self._codec_all(now))
+                if not works:
+                    self._add(works, self._lm_work(now))
+                    if works:
+                        self._sync_codec_turn = True
+                    else:
+                        self._add(works, self._codec_all(now))
+        return works
+
+    def _add(self, works: list[Work], work: Work | None) -> None:
+        if work is not None:
+            self.busy[work.lane] = True
+            works.append(work)
+
+    # --- LM lane
+    def _prefill_candidates(self) -> list[Request]:
+        cfg = self.config
+        room = cfg.max_running - len(self.decoding) - self.prefilling
+        pages, slots, tokens = self.kv.free, self.slots.free, 0
+        out: list[Request] = []
+        for r in self.waiting:  # FIFO, no overtaking: a big request is not starved by small ones
+            if len(out) >= min(room, cfg.max_prefill_batch) or r.need_pages > pages or slots < 1:
+                break
+            if out and tokens + r.prompt.length > cfg.max_prefill_tokens:
+                break
+            out.append(r)
+            pages -= r.need_pages
+            slots -= 1
+            tokens += r.prompt.length
+        return out
+
+    def _lm_work(self, now: float) -> Work | None:
+        cands = self._prefill_candidates() if self.waiting else []
+        if cands:
+            admit = True
+            if self.deadline_admission and self.decoding:
+                est = self.est.prefill(sum(r.prompt.length for r in cands), len(cands))
+                min_slack = min(r.key for r in self.decoding.values()) - now
+                if min_slack < est:
+                    if self.defer_since is None:
+                        self.defer_since = now
+                    if now - self.defer_since < self.config.max_defer_s:
+                        admit = False
+            if admit:
+                self.defer_since = None
+                return self._launch_prefill(cands, now)
+        else:
+            self.defer_since = None  # waiting for resources is not a deferral
+        if self.decoding:
+            return self._launch_decode(now)
+        return None
+
+    def _launch_prefill(self, cands: list[Request], now: float) -> Work:
+        rows: list[Row] = []
+        for r in cands:
+            self.waiting.popleft()  # candidates are the queue's head, in order
+            r.pages = self.kv.allocate(r.need_pages, r.id)
+            slot = self.slots.acquire(r.id)
+            assert slot is not None  # checked by _prefill_candidates
+            r.slot = slot
+            r.row = Row(request_id=r.id, prompt=r.prompt, pages=r.pages, slot=slot)
+            r.state = S.PREFILL
+            r.lm_inflight = True
+            r.timeline.admitted = now
+            r.timeline.status = S.PREFILL.value
+            rows.append(r.row)
+        self.prefilling += len(cands)
+        return Work(lane="lm", stage="prefill", rows=rows, bucket=len(rows), tag=cands,
+                    tokens=sum(r.prompt.length for r in cands))
+
+    def _launch_decode(self, now: float) -> Work:
+        if len(self.decoding) <= self.max_decode:
+            reqs = list(self.decoding.values())
+        elif self.deadline_admission:
+            reqs = heapq.nsmallest(self.max_decode, self.decoding.values(), key=lambda r: (r.key, r.id))
+        else:
+            reqs = list(self.decoding.values())[: self.max_decode]
+        for r in reqs:
+            r.lm_inflight = True
+        return Work(lane="lm", stage="decode", rows=[r.row for r in reqs],
+                    bucket=bucket_for(len(reqs), self.config.decode_buckets), tag=reqs)
+
+    # --- codec lanes
+    # Pending chunks live in two ordered structures so decisions never sort everything: first chunks
+    # (always urgent, few) in `_firsts`, continuation chunks in `_order`, a list of (deadline, id) kept
+    # sorted; their deadlines are fixed once the chunk is ready, so urgency is a prefix of `_order`.
+    def _pend(self, ch: Chunk) -> None:
+        self.pending[ch.request.id] = ch
+        if ch.index == 0:
+            self._firsts[ch.request.id] = ch
+        else:
+            insort(self._order, (ch.deadline, ch.request.id))
+
+    def _unpend(self, ch: Chunk) -> None:
+        rid = ch.request.id
+        del self.pending[rid]
+        if ch.index == 0:
+            del self._firsts[rid]
+        else:
+            i = bisect_left(self._order, (ch.deadline, rid))
+            del self._order[i]
+
+    def _urgent_prefix(self, now: float) -> int:
+        """How many chunks at the front of `_order` are within the urgent margin of their deadline."""
+        order, margin, i = self._order, self.margin, 0
+        while i < len(order) and order[i][0] - now < margin:
+            i += 1
+        return i
+
+    def _chunks(self, keys: list[tuple[float, int]]) -> list[Chunk]:
+        pending = self.pending
+        return [pending[rid] for _, rid in keys]
+
+    def _all_in_order(self, limit: int) -> list[Chunk]:
+        firsts = sorted(self._firsts.values(), key=_chunk_order)
+        rest = self._chunks(self._order[:limit])
+        return list(islice(merge(firsts, rest, key=_chunk_order), limit))
+
+    def _urgent_batch(self, now: float) -> Work | None:
+        if not self.pending:
+            return None
+        n_near = self._urgent_prefix(now)
+        if not n_near and not self._firsts:
+            return None
+        firsts = sorted(self._firsts.values(), key=_chunk_order)
+        near = self._chunks(self._order[: min(n_near, self.max_urgent)])
+        batch = list(islice(merge(firsts, near, key=_chunk_order), self.max_urgent))
+        return self._launch_codec("urgent", batch, now, self.config.urgent_buckets)
+
+    def _background_batch(self, now: float, urgent_lane: bool) -> Work | None:
+        if not self.pending:
+            return None
+        if urgent_lane:
+            i0 = self._urgent_prefix(now)
+            batch = self._chunks(self._order[i0: i0 + self.max_background])
+            if not batch:
+                return None
+            force = False
+        else:
+            batch = self._all_in_order(self.max_background)
+            force = bool(self._firsts) or self._urgent_prefix(now) > 0
+        if not (force or len(batch) >= self.config.background_min_batch
+                or now >= self._background_trigger(batch) or self._lm_has_nothing_left()):
+            return None
+        return self._launch_codec("background", batch, now, self.config.background_buckets)
+
+    def _background_trigger(self, batch: list[Chunk]) -> float:
+        """Latest launch time at which the batch still ends before its earliest chunk turns urgent."""
+        frames = sum(ch.frames for ch in batch)
+        return batch[0].deadline - self.margin - self.est.codec("background", len(batch), frames)
+
+    def _lm_has_nothing_left(self) -> bool:
+        return not self.decoding and not self.prefilling
+
+    def _codec_all(self, now: float) -> Work | None:
+        if not self.pending:
+            return None
+        return self._launch_codec("background", self._all_in_order(self.max_background), now,
+                                  self.config.background_buckets)
+
+    def _launch_codec(self, lane: LaneName, chunks: list[Chunk], now: float,
+                      buckets: tuple[int, ...]) -> Work:
+        items: list[CodecItem] = []
+        frames = 0
+        for ch in chunks:
+            r = ch.request
+            self._unpend(ch)
+            r.chunk_inflight = True
+            ch.t_dispatched = now
+            ch.lane = lane
+            codes = np.stack(r.frames[ch.start:ch.end]) if ch.end > ch.start else self.empty_codes
+            items.append(CodecItem(slot=r.slot, codes=codes, first=ch.index == 0, last=ch.last))
+            frames += ch.frames
+        return Work(lane=lane, stage="codec", rows=items, bucket=bucket_for(len(items), buckets), tag=chunks,
+                    frames=frames)
+
+    # ------------------------------------------------------------------ timers
+    def next_timer(self, now: float) -> float | None:
+        """Earliest future time at which `decide` could act without a completion or arrival."""
+        times: list[float] = []
+        if self.defer_since is not None:
+            times.append(self.defer_since + self.config.max_defer_s)
+        if self._order and self.policy in ("full", "lanes"):
+            i0 = self._urgent_prefix(now)
+            if i0 < len(self._order):
+                times.append(self._order[i0][0] - self.margin)  # promotion to urgent
+                if not self.busy["background"]:
+                    batch = self._chunks(self._order[i0: i0 + self.max_background])
+                    times.append(self._background_trigger(batch))
+        future = [t for t in times if t > now]
+        return min(future) if future else None
+
+    # ------------------------------------------------------------------ completions
+    def complete(self, c: Completion) -> list[Event]:
+        work = c.work
+        self.busy[work.lane] = False
+        if work.stage == "codec":
+            return self._complete_codec(c)
+        return self._complete_lm(c)
+
+    def _complete_lm(self, c: Completion) -> list[Event]:
+        work = c.work
+        reqs: list[Request] = work.tag
+        events: list[Event] = []
+        now = c.finished
+        if work.stage == "prefill":
+            self.prefilling -= len(reqs)
+        if c.error is not None or c.result is None or len(c.result) != len(reqs):
+            reason = _stage_reason(work.stage, c)
+            for r in reqs:
+                r.lm_inflight = False
+                if r.state.terminal:
+                    events += self._maybe_release(r)
+                else:
+                    events += self._end(r, S.FAILED, now, reason)
+            return events
+        step = self.est.decode_step(len(self.decoding) + len(reqs) * (work.stage == "prefill"))
+        codec1 = self.est.codec("urgent" if self.policy == "full" else "background", 1)
+        prefill = work.stage == "prefill"
+        requests = self.requests
+        for r, out in zip(reqs, c.result, strict=True):
+            r.lm_inflight = False
+            if r.id not in requests:  # cancelled or failed while the batch ran
+                events += self._maybe_release(r)
+                continue
+            if isinstance(out, BaseException):  # a per-row error: this request alone fails
+                events += self._end(r, S.FAILED, now, f"the {work.stage} stage failed: {_describe(out)}")
+                continue
+            if prefill:
+                r.state = S.DECODE
+                r.timeline.status = S.DECODE.value
+                self.decoding[r.id] = r
+            if out.frame is not None:
+                if r.n_frames == 0:
+                    r.timeline.first_frame = now
+                r.add_frame(out.frame)
+            if out.done or r.n_frames >= r.frame_cap:
+                self._lm_finished(r)
+            else:
+                r.key = r.deadline_of(r.gen_start) - (r.gen_end - r.n_frames) * step - codec1
+            if not r.chunk_inflight and r.id not in self.pending:
+                events += self._advance_chunks(r, now)
+        return events
+
+    def _lm_finished(self, r: Request) -> None:
+        r.state = S.DRAINING
+        r.timeline.status = S.DRAINING.value
+        r.timeline.frames = r.n_frames
+        del self.decoding[r.id]
+        # the LM will never touch these pages again: hand them back now, before the codec drains
+        if r.pages:
+            self.kv.release(r.pages, r.id)
+            r.pages = []
+
+    def _advance_chunks(self, r: Request, now: float) -> list[Event]:
+        """Make the request's next chunk dispatchable if it is ready; finish a request with no chunks."""
+        bounds = r.ready_chunk_bounds()
+        if bounds is None:
+            if r.state is S.DRAINING and r.next_chunk == 0:  # the LM produced no frame at all
+                return self._end(r, S.DONE, now, None)
+            return []
+        start, end, last = bounds
+        self._pend(Chunk(request=r, index=r.next_chunk, start=start, end=end, last=last, t_ready=now,
+                         deadline=r.deadline_of(start)))
+        return []
+
+    def _complete_codec(self, c: Completion) -> list[Event]:
+        chunks: list[Chunk] = c.work.tag
+        events: list[Event] = []
+        now = c.finished
+        failed = c.error is not None or c.result is None or len(c.result) != len(chunks)
+        reason = _stage_reason("codec", c) if failed else None
+        for i, ch in enumerate(chunks):
+            r = ch.request
+            r.chunk_inflight = False
+            if r.state.terminal:
+                events += self._maybe_release(r)
+                continue
+            if failed:
+                events += self._end(r, S.FAILED, now, reason)
+                continue
+            pcm = c.result[i]
+            if isinstance(pcm, BaseException):
+                events += self._end(r, S.FAILED, now, f"the codec stage failed: {_describe(pcm)}")
+                continue
+            audio_s = ch.frames * self.frame_s
+            deadline = None if ch.index == 0 else ch.deadline
+            r.timeline.chunks.append(ChunkRecord(ch.index, ch.start, ch.frames, ch.t_ready, ch.t_dispatched,
+                                                 now, audio_s, ch.lane, deadline))
+            if ch.index == 0:
+                r.t_first_audio = now
+                r.timeline.first_audio = now
+            events.append(Delivered(r, ch, pcm, now))
+            r.next_chunk += 1
+            r.next_start = ch.end
+            if ch.last:
+                events += self._end(r, S.DONE, now, None)
+                continue
+            if ch.index == 0 and r.state is S.DECODE:
+                # the real playback clock is known now: re-key the request's slack on it
+                if r.gen_start > 0:
+                    r.key += now - (r.arrival + r.ttfa_target)
+            events += self._advance_chunks(r, now)
+        return events
+
+    # ------------------------------------------------------------------ endings
+    def _end(self, r: Request, state: RequestState, now: float, reason: str | None) -> list[Event]:
+        if r.state is S.QUEUED:
+            try:
+                self.waiting.remove(r)
+            except ValueError:
+                pass  # a rejected request never entered the queue
+        self.decoding.pop(r.id, None)
+        if r.id in self.pending:
+            self._unpend(self.pending[r.id])
+        self.requests.pop(r.id, None)
+        r.state = state
+        r.reason = reason
+        tl = r.timeline
+        tl.status, tl.reason, tl.finished, tl.frames = state.value, reason, now, r.n_frames
+        events: list[Event] = [Ended(r, now)]
+        if not self.waiting:
+            self.defer_since = None  # nothing left to defer
+        return events + self._maybe_release(r)
+
+    def _maybe_release(self, r: Request) -> list[Event]:
+        """Pages and slot go back as soon as no batch in flight still uses them."""
+        if r.lm_inflight or r.chunk_inflight:
+            return []
+        had = bool(r.pages) or r.slot >= 0
+        if r.pages:
+            self.kv.release(r.pages, r.id)
+            r.pages = []
+        if r.slot >= 0:
+            self.slots.release(r.slot, r.id)
+            r.slot = -1
+        return [Released(r)] if had else []
+
+
+def _chunk_order(ch: Chunk) -> tuple[float, int]:
+    return (ch.deadline, ch.request.id)
+
+
+def _describe(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}"
+
+
+def _stage_reason(stage: str, c: Completion) -> str:
+    if c.error is not None:
+        return f"the {stage} stage failed: {_describe(c.error)}"
+    return f"the {stage} stage returned {0 if c.result is None else len(c.result)} results for " \
+           f"{len(c.work.rows)} rows"

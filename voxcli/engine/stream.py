@@ -1,0 +1,142 @@
+"""AudioStream: what `Engine.submit` hands back. A thread-safe, single-consumer stream of PCM chunks.
+
+Iterating yields `AudioChunk`s as the engine delivers them (blocking on a real-clock engine) and
+stops after the last one. If the request fails or is refused, iteration raises `RequestFailed` /
+`RequestRejected` after the chunks delivered so far; a cancelled stream just stops. `wait()` returns
+the whole waveform (or raises, `RequestCancelled` included). On a virtual-time (sim) engine the stream
+drives `engine.run()` itself when it needs more."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from voxcli.engine.request import Timeline
+
+
+class EngineError(Exception):
+    """Base of the engine's errors."""
+
+
+class RequestRejected(EngineError):
+    """The engine refused the request (queue full, too large for the KV pool...). Message says why."""
+
+
+class RequestFailed(EngineError):
+    """The request failed while being served (a stage raised). Message says which stage and why."""
+
+
+class RequestCancelled(EngineError):
+    """The request was cancelled before it finished."""
+
+
+class EngineClosed(EngineError):
+    """The engine is closed (or its host loop died; the message says why)."""
+
+
+@dataclass(frozen=True)
+class AudioChunk:
+    pcm: np.ndarray  # float32 mono
+    sample_rate: int
+    index: int  # chunk number within the request
+    t_delivered: float  # engine clock (seconds)
+    audio_offset_s: float  # where this chunk starts in the request's audio
+    last: bool
+
+
+_DONE_STATES = ("done", "failed", "cancelled", "rejected")
+
+
+class AudioStream:
+    def __init__(self, request_id: int, name: str | None, sample_rate: int, timeline: Timeline,
+                 cancel: Callable[[int], None], pump: Callable[[], None] | None = None) -> None:
+        self.request_id = request_id
+        self.name = name
+        self.sample_rate = sample_rate
+        self.timeline = timeline
+        self._cancel = cancel
+        self._pump = pump  # virtual time: run the engine instead of blocking
+        self._cond = threading.Condition()
+        self._chunks: list[AudioChunk] = []
+        self._read = 0
+        self._status = "queued"
+        self._reason: str | None = None
+
+    # --- engine side (host thread) -----------------------------------------------------------
+    def _push(self, chunk: AudioChunk) -> None:
+        with self._cond:
+            self._chunks.append(chunk)
+            if self._status == "queued":
+                self._status = "streaming"
+            self._cond.notify_all()
+
+    def _finish(self, status: str, reason: str | None) -> None:
+        with self._cond:
+            if self._status in _DONE_STATES:
+                return
+            self._status, self._reason = status, reason
+            self._cond.notify_all()
+
+    # --- user side -----------------------------------------------------------------------------
+    @property
+    def status(self) -> str:
+        """queued | streaming | done | failed | cancelled | rejected"""
+        return self._status
+
+    @property
+    def reason(self) -> str | None:
+        return self._reason
+
+    @property
+    def finished(self) -> bool:
+        return self._status in _DONE_STATES
+
+    def cancel(self) -> None:
+        self._cancel(self.request_id)
+
+    def _raise_for_status(self, cancelled_raises: bool) -> None:
+        if self._status == "failed":
+            raise RequestFailed(f"request {self.request_id} failed: {self._reason}")
+        if self._status == "rejected":
+            raise RequestRejected(f"request {self.request_id} was refused: {self._reason}")
+        if self._status == "cancelled" and cancelled_raises:
+            raise RequestCancelled(f"request {self.request_id} was cancelled ({self._reason})")
+
+    def _next_chunk(self, timeout: float | None) -> AudioChunk | None:
+        """The next unread chunk, or None once the stream is over. Raises TimeoutError."""
+        if self._pump is not None:
+            with self._cond:
+                need = self._read >= len(self._chunks) and not self.finished
+            if need:
+                self._pump()
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._read < len(self._chunks) or self.finished, timeout):
+                raise TimeoutError(f"request {self.request_id}: no audio within {timeout} s")
+            if self._read < len(self._chunks):
+                chunk = self._chunks[self._read]
+                self._read += 1
+                return chunk
+            return None
+
+    def __iter__(self) -> Iterator[AudioChunk]:
+        while True:
+            chunk = self._next_chunk(None)
+            if chunk is None:
+                self._raise_for_status(cancelled_raises=False)
+                return
+            yield chunk
+
+    def wait(self, timeout: float | None = None) -> np.ndarray:
+        """The whole waveform once the request is done (all chunks, including ones already iterated)."""
+        if self._pump is not None and not self.finished:
+            self._pump()
+        with self._cond:
+            if not self._cond.wait_for(lambda: self.finished, timeout):
+                raise TimeoutError(f"request {self.request_id} not finished within {timeout} s")
+            self._raise_for_status(cancelled_raises=True)
+            if not self._chunks:
+                return np.zeros(0, dtype=np.float32)
+            return np.concatenate([c.pcm for c in self._chunks]).astype(np.float32, copy=False)

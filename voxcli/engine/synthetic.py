@@ -1,0 +1,178 @@
+"""SyntheticProgram: a ModelProgram with no tensors, for the sim and for engine tests.
+
+Frames: `SynthesisRequest.fixed_frames` when given, else an estimate from the text length (about 15
+characters per second of speech). Frame k of a request is the code vector filled with k, and the codec
+turns each frame into `samples_per_frame` samples of the value `code[0] * pcm_scale` (0 by default:
+silence of the right length), so a test can read back which frames reached the audio and in what order.
+
+Failure injection for tests, written into the text: `[fail:prefill]` (the prefill batch holding the
+request raises), `[fail:decode@K]` (the decode step that would produce frame K reports an error for that
+row only), `[fail:codec@C]` (chunk C reports an error for that item only), `[fail:input]` (prepare raises
+InputError). Per-row errors use the engine's convention: an exception object in place of a row's result
+fails that request alone; a raised exception fails the whole batch. The codec also checks the contract it
+is given: a slot's chunks must arrive in order, starting with `first`, continuing frame after frame."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from voxcli.config import ChunkSchedule
+from voxcli.models.base import (
+    CodecItem,
+    InputError,
+    ModelProgram,
+    ModelSpec,
+    Prompt,
+    Row,
+    StepOutput,
+    SynthesisRequest,
+)
+
+_FAIL = re.compile(r"\[fail:(prefill|input|decode@(\d+)|codec@(\d+))\]")
+
+
+class InjectedFailure(RuntimeError):
+    """A failure a test asked for."""
+
+
+@dataclass
+class _Plan:
+    frames: int
+    fail_prefill: bool = False
+    fail_decode_at: int | None = None
+    fail_codec_at: int | None = None
+
+
+@dataclass
+class _RowState:
+    emitted: int = 0
+
+
+class SyntheticProgram(ModelProgram):
+    def __init__(self, sample_rate: int = 24000, frame_rate: float = 12.5, samples_per_frame: int = 1920,
+                 codebooks: int = 16, chunk: ChunkSchedule | None = None, max_context: int = 4096,
+                 chars_per_second: float = 15.0, pcm_scale: float = 0.0) -> None:
+        self.spec = ModelSpec(name="synthetic", sample_rate=sample_rate, frame_rate=frame_rate,
+                              samples_per_frame=samples_per_frame, codebooks=codebooks,
+                              chunk=chunk or ChunkSchedule(), max_context=max_context,
+                              voices=("any",), modes=("custom_voice",))
+        self.chars_per_second = chars_per_second
+        self.pcm_scale = pcm_scale
+        self._frames: list[np.ndarray] = []  # frame k is shared by every request (no allocation)
+        self._slot_next: dict[int, int] = {}  # slot -> next expected frame index
+        self._slot_chunk: dict[int, int] = {}
+        self._slot_plan: dict[int, _Plan] = {}  # slot -> the plan of the request holding it
+        self.kv_pages = 0
+        self.slots = 0
+
+    @classmethod
+    def load(cls, source: str, device: str = "cpu", dtype: str = "float32") -> SyntheticProgram:
+        return cls()
+
+    def prepare(self, request: SynthesisRequest) -> Prompt:
+        text = request.text or ""
+        plan = _Plan(frames=0)
+        for m in _FAIL.finditer(text):
+            if m.group(1) == "input":
+                raise InputError("this request asked to be refused ([fail:input] in its text)")
+            if m.group(1) == "prefill":
+                plan.fail_prefill = True
+            elif m.group(2) is not None:
+                plan.fail_decode_at = int(m.group(2))
+            else:
+                plan.fail_codec_at = int(m.group(3))
+        clean = _FAIL.sub("", text).strip()
+        if not clean:
+            raise InputError("the text is empty; give at least one word to speak")
+        max_frames = request.max_frames or 2048
+        if request.fixed_frames is not None:
+            if request.fixed_frames < 0:
+                raise InputError(f"fixed_frames must be >= 0, got {request.fixed_frames}")
+            plan.frames = request.fixed_frames
+        else:
+            seconds = len(clean) / self.chars_per_second
+            plan.frames = max(1, math.ceil(seconds * self.spec.frame_rate))
+        plan.frames = min(plan.frames, max_frames)
+        return Prompt(length=8 + len(clean) // 4, data=plan, max_frames=max_frames, fixed_frames=plan.frames)
+
+    def kv_tokens(self, prompt: Prompt) -> int:
+        # base's `fixed_frames or max_frames` would reserve max_frames for a 0-frame request
+        frames = prompt.fixed_frames if prompt.fixed_frames is not None else prompt.max_frames
+        return prompt.length + frames + 1
+
+    def init_kv(self, num_pages: int, page_size: int) -> None:
+        self.kv_pages = num_pages
+
+    def init_codec_slots(self, num_slots: int) -> None:
+        self.slots = num_slots
+
+    def _frame(self, k: int) -> np.ndarray:
+        while len(self._frames) <= k:
+            self._frames.append(np.full(self.spec.codebooks, len(self._frames), dtype=np.int64))
+        return self._frames[k]
+
+    def _step(self, row: Row) -> StepOutput | InjectedFailure:
+        plan: _Plan = row.prompt.data
+        st: _RowState = row.state
+        if st.emitted >= plan.frames:
+            return StepOutput(frame=None, done=True)
+        if plan.fail_decode_at is not None and st.emitted == plan.fail_decode_at:
+            # a per-row failure: reported in place of this row's output, the batch's other rows go on
+            return InjectedFailure(f"injected decode failure at frame {st.emitted} "
+                                   f"(request {row.request_id})")
+        frame = self._frame(st.emitted)
+        st.emitted += 1
+        row.kv_len += 1
+        return StepOutput(frame=frame, done=st.emitted >= plan.frames)
+
+    def prefill(self, rows: list[Row]) -> list[StepOutput]:
+        for row in rows:
+            if row.prompt.data.fail_prefill:
+                raise InjectedFailure(f"injected prefill failure (request {row.request_id})")
+        out = []
+        for row in rows:
+            row.state = _RowState()
+            self._slot_plan[row.slot] = row.prompt.data
+            row.kv_len = row.prompt.length
+            plan: _Plan = row.prompt.data
+            # like Qwen3-TTS, the prefill samples a token but no complete frame exists yet
+            out.append(StepOutput(frame=None, done=plan.frames == 0))
+        return out
+
+    def decode(self, rows: list[Row]) -> list[StepOutput]:  # type: ignore[override]
+        return [self._step(row) for row in rows]
+
+    def codec(self, items: list[CodecItem]) -> list[np.ndarray]:
+        # check everything first so a failing batch leaves every slot as it was
+        for item in items:
+            chunk_index = 0 if item.first else self._slot_chunk.get(item.slot)
+            if chunk_index is None:
+                raise RuntimeError(f"codec slot {item.slot} got a continuation chunk before its first chunk")
+            expected = 0 if item.first else self._slot_next[item.slot]
+            n = item.codes.shape[0]
+            if n and int(item.codes[0, 0]) != expected:
+                raise RuntimeError(f"codec slot {item.slot}: chunk starts at frame {int(item.codes[0, 0])}, "
+                                   f"expected {expected} (chunks out of order)")
+        spf = self.spec.samples_per_frame
+        out = []
+        for item in items:
+            n = item.codes.shape[0]
+            chunk_index = 0 if item.first else self._slot_chunk[item.slot]
+            plan = self._slot_plan.get(item.slot)
+            if plan is not None and plan.fail_codec_at == chunk_index:
+                out.append(InjectedFailure(f"injected codec failure at chunk {chunk_index} "
+                                           f"(slot {item.slot})"))
+                continue
+            start = 0 if item.first else self._slot_next[item.slot]
+            self._slot_next[item.slot] = start + n
+            self._slot_chunk[item.slot] = (0 if item.first else self._slot_chunk[item.slot]) + 1
+            if self.pcm_scale == 0.0 or n == 0:
+                pcm = np.zeros(n * spf, np.float32)  # silence: cheap, the sim decodes ~1000 chunks/s
+            else:
+                pcm = np.repeat(item.codes[:, 0].astype(np.float32) * np.float32(self.pcm_scale), spf)
+            out.append(pcm)
+        return out

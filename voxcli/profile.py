@@ -1,0 +1,372 @@
+"""`vox profile`: per-stage latency per batch bucket and SM count, the backbone/codec split, placements.
+
+Where the numbers come from:
+- on a CUDA machine, `measure_cuda_profile` times each stage of the real model program per batch bucket
+  on each SM partition (green contexts through `voxcli.engine.partitions`) and writes a cost profile;
+- elsewhere `--gpu h100|h200|b200` loads `recipes/gpus/<gpu>.toml` (the calibrated simulation profile).
+
+Then (paper §3.1 / Fig. 3b): at the target load, the backbone runs at its expected decode batch and the
+codec at its expected background batch; for every split (codec SMs in multiples of 8, the backbone the
+rest) compute both throughputs, compare with the time-sharing line, and choose the split that gives the
+backbone the most throughput while the codec still keeps up with the background chunks of the target
+load. If no split keeps up, choose the one with the highest sustainable load (codec-bound models end up
+giving the codec most of the SMs). `--gpus N` ranks role placements (both / LM-only / codec-only) from
+per-role throughputs (paper §3.3: backbones sharing a codec sustain min(codec, sum of backbones)).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from voxcli.engine.cost import CostProfile
+
+GRANULARITY = 8  # SMs per green-context group on compute capability 9.0+ (gpu-notes.md)
+
+
+@dataclass(frozen=True)
+class LoadShape:
+    """What one request costs: backbone frames and codec chunks (the first one goes to the urgent lane),
+    and the latency limits a backbone step must respect (first chunk within the TTFA target)."""
+
+    frames_per_request: float
+    chunks_per_request: float
+    frames_per_chunk: int = 10
+    first_chunk_frames: int = 10
+    ttfa_target_s: float = 0.200
+    background_min_batch: int = 8
+    max_codec_batch: int = 32
+    max_decode_batch: int = 256
+
+    @property
+    def background_chunks(self) -> float:
+        return max(1e-9, self.chunks_per_request - 1)
+
+
+@dataclass(frozen=True)
+class SplitPoint:
+    lm_sms: int
+    codec_sms: int
+    lm_batch: float  # expected decode batch at the target load
+    codec_batch: float  # expected background batch at the target load
+    lm_frames_s: float  # backbone throughput at its expected batch on its partition
+    codec_chunks_s: float  # codec throughput at its expected batch on its partition
+    lm_capacity_rps: float  # most req/s the backbone sustains within the step-latency budget
+    codec_capacity_rps: float  # most req/s the codec sustains (largest background bucket)
+    keeps_up: bool  # both sustain the target load
+
+    @property
+    def sustainable_rps(self) -> float:
+        return min(self.lm_capacity_rps, self.codec_capacity_rps)
+
+
+def decode_ms(profile: CostProfile, batch: float, sms: int | None) -> float:
+    return profile.latency("decode", batch, sms) * 1e3
+
+
+def codec_ms(profile: CostProfile, chunks: float, sms: int | None, frames_per_chunk: int) -> float:
+    return profile.latency("codec", chunks, sms, frames=round(chunks * frames_per_chunk)) * 1e3
+
+
+def step_budget_ms(profile: CostProfile, shape: LoadShape) -> float:
+    """Longest backbone step that still gets a first chunk out within the TTFA target: the first chunk
+    needs `first_chunk_frames` steps plus the step already running, then one urgent codec call."""
+    first_codec = codec_ms(profile, 1, None, shape.frames_per_chunk)
+    return (shape.ttfa_target_s * 1e3 - first_codec) / (shape.first_chunk_frames + 1)
+
+
+def expected_decode_batch(profile: CostProfile, rate: float, shape: LoadShape,
+                          sms: int | None = None) -> float:
+    """Rows in flight at `rate` (Little's law): rate x frames per request x step time, a fixed point."""
+    b = 1.0
+    for _ in range(100):
+        nb = rate * shape.frames_per_request * decode_ms(profile, b, sms) / 1e3
+        nb = min(shape.max_decode_batch, max(1.0, nb))
+        if abs(nb - b) < 1e-3:
+            break
+        b = nb
+    return b
+
+
+def expected_codec_batch(profile: CostProfile, rate: float, shape: LoadShape, sms: int | None) -> float:
+    """Background chunks that pile up while one batch runs (a fixed point), at least B, at most the
+    largest bucket."""
+    need = rate * shape.background_chunks
+    b = float(shape.background_min_batch)
+    for _ in range(100):
+        nb = need * codec_ms(profile, b, sms, shape.frames_per_chunk) / 1e3
+        nb = min(shape.max_codec_batch, max(shape.background_min_batch, nb))
+        if abs(nb - b) < 1e-3:
+            break
+        b = nb
+    return b
+
+
+def lm_capacity_rps(profile: CostProfile, sms: int | None, shape: LoadShape) -> float:
+    """Most req/s the backbone sustains on `sms`: the largest batch whose step fits the budget."""
+    budget = step_budget_ms(profile, shape)
+    best = 0.0
+    for b in range(1, shape.max_decode_batch + 1):
+        ms = decode_ms(profile, b, sms)
+        if ms > budget:
+            break
+        best = b / (ms / 1e3)
+    return best / shape.frames_per_request
+
+
+def codec_capacity_rps(profile: CostProfile, sms: int | None, shape: LoadShape) -> float:
+    b = shape.max_codec_batch
+    return b / (codec_ms(profile, b, sms, shape.frames_per_chunk) / 1e3) / shape.background_chunks
+
+
+def split_points(profile: CostProfile, rate: float, shape: LoadShape,
+                 granularity: int = GRANULARITY) -> list[SplitPoint]:
+    total = profile.sms
+    lm_batch = expected_decode_batch(profile, rate, shape)
+    out = []
+    for codec in range(granularity, total - granularity + 1, granularity):
+        lm = total - codec
+        cb = expected_codec_batch(profile, rate, shape, codec)
+        lm_fps = lm_batch / (decode_ms(profile, lm_batch, lm) / 1e3)
+        cd_cps = cb / (codec_ms(profile, cb, codec, shape.frames_per_chunk) / 1e3)
+        lm_cap = lm_capacity_rps(profile, lm, shape)
+        cd_cap = codec_capacity_rps(profile, codec, shape)
+        out.append(SplitPoint(lm, codec, lm_batch, cb, lm_fps, cd_cps, lm_cap, cd_cap,
+                              cd_cap >= rate and lm_cap >= rate))
+    return out
+
+
+def time_sharing(profile: CostProfile, rate: float, shape: LoadShape) -> tuple[float, float]:
+    """(backbone frames/s alone on the whole device, codec chunks/s alone): the two ends of the
+    time-sharing line; every split of time between the two lies on the segment between them."""
+    lm_batch = expected_decode_batch(profile, rate, shape)
+    cb = expected_codec_batch(profile, rate, shape, None)
+    return (lm_batch / (decode_ms(profile, lm_batch, None) / 1e3),
+            cb / (codec_ms(profile, cb, None, shape.frames_per_chunk) / 1e3))
+
+
+def choose_split(points: list[SplitPoint]) -> SplitPoint:
+    """The most backbone throughput among splits that sustain the target load; if none does, the split
+    that sustains the most load (codec-bound models end up giving the codec most of the SMs)."""
+    if not points:
+        raise ValueError("no SM split to choose from (the device has too few SMs for two partitions)")
+    ok = [p for p in points if p.keeps_up]
+    if ok:
+        return max(ok, key=lambda p: (p.lm_frames_s, -p.codec_sms))
+    return max(points, key=lambda p: (p.sustainable_rps, p.codec_sms))
+
+
+def max_sustainable_rate(profile: CostProfile, shape: LoadShape, granularity: int = GRANULARITY) -> float:
+    """The highest load (req/s) some split sustains (backbone within its step budget, codec at its
+    largest background batch)."""
+    total = profile.sms
+    return max((min(lm_capacity_rps(profile, total - c, shape), codec_capacity_rps(profile, c, shape))
+                for c in range(granularity, total - granularity + 1, granularity)), default=0.0)
+
+
+# --- placements over several GPUs (paper §3.3) ----------------------------------------------------------
+@dataclass(frozen=True)
+class Placement:
+    both: int
+    lm_only: int
+    codec_only: int
+    rps: float
+
+    def describe(self) -> str:
+        parts = [f"{n}x {name}" for n, name in ((self.both, "both"), (self.lm_only, "LM-only"),
+                                                (self.codec_only, "codec-only")) if n]
+        return " + ".join(parts)
+
+
+def role_throughputs(profile: CostProfile, chosen: SplitPoint, shape: LoadShape) -> dict[str, float]:
+    """Requests/s one GPU sustains in each role, measured on its own (GPUs do not slow each other)."""
+    return {"both": chosen.sustainable_rps, "lm_only": lm_capacity_rps(profile, None, shape),
+            "codec_only": codec_capacity_rps(profile, None, shape)}
+
+
+def rank_placements(roles: dict[str, float], n_gpus: int) -> list[Placement]:
+    if n_gpus < 1:
+        raise ValueError(f"--gpus must be >= 1, got {n_gpus}")
+    out = []
+    for both, lm in itertools.product(range(n_gpus + 1), repeat=2):
+        codec = n_gpus - both - lm
+        if codec < 0:
+            continue
+        shared = min(lm * roles["lm_only"], codec * roles["codec_only"]) if lm and codec else 0.0
+        out.append(Placement(both, lm, codec, both * roles["both"] + shared))
+    return sorted(out, key=lambda p: (-p.rps, -p.both, p.codec_only))
+
+
+# --- output -----------------------------------------------------------------------------------------------
+def profile_tables(profile: CostProfile, shape: LoadShape) -> list:
+    """Rich tables: decode ms per batch x backbone SMs, codec ms per batch x codec SMs, prefill."""
+    from rich.table import Table
+
+    total = profile.sms
+    lm_sms = [total] + [total - c for c in range(GRANULARITY, 8 * GRANULARITY + 1, GRANULARITY)]
+    cd_sms = [c for c in range(GRANULARITY, 8 * GRANULARITY + 1, GRANULARITY)] + [total]
+    tables = []
+    dec = Table(title=f"{profile.name}: backbone step (ms) per decode batch x SMs")
+    dec.add_column("batch", justify="right")
+    for s in lm_sms:
+        dec.add_column(f"{s}", justify="right")
+    for b in profile.stages["decode"].batch:
+        dec.add_row(str(int(b)), *[f"{decode_ms(profile, b, s if s < total else None):.2f}" for s in lm_sms])
+    tables.append(dec)
+    cod = Table(title=f"{profile.name}: codec batch (ms) per chunks x SMs")
+    cod.add_column("chunks", justify="right")
+    for s in cd_sms:
+        cod.add_column(f"{s}", justify="right")
+    for b in profile.stages["codec"].batch:
+        cod.add_row(str(int(b)), *[f"{codec_ms(profile, b, s if s < total else None, shape.frames_per_chunk):.2f}"
+                                   for s in cd_sms])
+    tables.append(cod)
+    if "prefill" in profile.stages:
+        pre = Table(title=f"{profile.name}: prefill (ms, whole device) per prompt tokens")
+        pre.add_column("tokens", justify="right")
+        pre.add_column("ms", justify="right")
+        for t in (32, 64, 128, 256, 512):
+            pre.add_row(str(t), f"{profile.latency('prefill', 1, None, tokens=t) * 1e3:.2f}")
+        tables.append(pre)
+    return tables
+
+
+def split_table(points: list[SplitPoint], chosen: SplitPoint, rate: float):
+    from rich.table import Table
+
+    t = Table(title=f"SM splits (backbone/codec) at a target load of {rate:.1f} req/s; * = chosen")
+    for col in ("split", "dec. batch", "codec batch", "LM frames/s", "codec chunks/s", "LM max req/s",
+                "codec max req/s", "keeps up"):
+        t.add_column(col, justify="right")
+    for p in points:
+        mark = "*" if p == chosen else ""
+        t.add_row(f"{mark}{p.lm_sms}/{p.codec_sms}", f"{p.lm_batch:.1f}", f"{p.codec_batch:.1f}",
+                  f"{p.lm_frames_s:.0f}", f"{p.codec_chunks_s:.0f}", f"{p.lm_capacity_rps:.1f}",
+                  f"{p.codec_capacity_rps:.1f}", "yes" if p.keeps_up else "no")
+    return t
+
+
+def plot_splits(points: list[SplitPoint], line: tuple[float, float], chosen: SplitPoint, path: Path,
+                title: str) -> Path:
+    """Backbone vs codec throughput per split against the time-sharing line (paper Fig. 3b)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    lm0, cd0 = line
+    ax.plot([0, lm0], [cd0, 0], "--", color="gray", label="time sharing")
+    ax.scatter([p.lm_frames_s for p in points], [p.codec_chunks_s for p in points], color="tab:blue",
+               label="SM split (backbone/codec)")
+    for p in points:
+        ax.annotate(f"{p.lm_sms}/{p.codec_sms}", (p.lm_frames_s, p.codec_chunks_s), fontsize=7,
+                    xytext=(3, 3), textcoords="offset points")
+    ax.scatter([chosen.lm_frames_s], [chosen.codec_chunks_s], s=120, facecolors="none", edgecolors="tab:red",
+               label=f"chosen {chosen.lm_sms}/{chosen.codec_sms}")
+    ax.set_xlabel("backbone throughput (frames/s)")
+    ax.set_ylabel("codec throughput (chunks/s)")
+    ax.set_title(title)
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def recipe_text(model: str, gpu: str, chosen: SplitPoint, rate: float, profile_ref: str) -> str:
+    return "\n".join([
+        f"# written by `vox profile`: {model} on {gpu}, split chosen at a target load of {rate:.1f} req/s",
+        f"# backbone {chosen.lm_frames_s:.0f} frames/s at batch {chosen.lm_batch:.1f}; codec "
+        f"{chosen.codec_chunks_s:.0f} chunks/s at batch {chosen.codec_batch:.1f}",
+        "[engine]",
+        f'gpu = "{profile_ref}"',
+        f"lm_sms = {chosen.lm_sms}",
+        f"codec_sms = {chosen.codec_sms}",
+        "",
+    ])
+
+
+def summary_dict(points: list[SplitPoint], chosen: SplitPoint, rate: float) -> dict:
+    return {"target_rps": rate, "chosen": asdict(chosen), "splits": [asdict(p) for p in points]}
+
+
+# --- CUDA measurement ---------------------------------------------------------------------------------------
+def measure_cuda_profile(model: str, *, decode_batches: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256),
+                         codec_batches: tuple[int, ...] = (1, 2, 4, 8, 16, 32), prompt_tokens: int = 64,
+                         repeats: int = 5, dtype: str = "bfloat16") -> dict:
+    """Time each stage of the real model program on a CUDA device: decode per batch on the whole device
+    and on every backbone partition (total - 8k SMs), the codec per batch on the whole device and on every
+    codec partition (8k SMs), prefill on the whole device. Returns a CostProfile dict (cost.py layout).
+
+    Only runs on a CUDA machine: torch.cuda and the model are imported here, never at module import."""
+    import time
+
+    import numpy as np
+    import torch
+
+    from voxcli.engine.partitions import build_partitions
+    from voxcli.models import load_model
+    from voxcli.models.base import CodecItem, Row, SynthesisRequest
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("measuring a profile needs a CUDA device; on this machine use --gpu h100|h200|b200 "
+                           "to load a calibrated profile instead")
+    props = torch.cuda.get_device_properties(0)
+    total = int(props.multi_processor_count)
+    program = load_model(model, "cuda", dtype)
+    spec = program.spec
+    max_rows = max(decode_batches)
+    page = 16
+    pages_per_row = (prompt_tokens + 2 * len(decode_batches) * repeats + 64) // page + 1
+    program.init_kv(max_rows * pages_per_row + 1, page)
+    program.init_codec_slots(max(codec_batches))
+    text = " ".join(["hello"] * max(1, prompt_tokens // 2))
+    prompt = program.prepare(SynthesisRequest(text=text, voice=(spec.voices[0] if spec.voices else None)))
+
+    def rows(n: int) -> list[Row]:
+        return [Row(request_id=i, prompt=prompt, pages=list(range(i * pages_per_row, (i + 1) * pages_per_row)))
+                for i in range(n)]
+
+    def timed(fn, stream) -> float:
+        with torch.cuda.stream(stream):
+            fn()  # warm-up (allocations, autotuning)
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(repeats):
+                fn()
+            torch.cuda.synchronize()
+        return (time.perf_counter() - t0) / repeats * 1e3
+
+    codes = np.zeros((spec.chunk.steady, spec.codebooks), dtype=np.int64)
+
+    def codec_fn(n: int):
+        items = [CodecItem(slot=i, codes=codes, first=True, last=False) for i in range(n)]
+        return lambda: program.codec(items)
+
+    def decode_fn(n: int):
+        rs = rows(n)
+        program.prefill(rs)
+        return lambda: program.decode(rs)
+
+    whole = torch.cuda.current_stream()
+    decode = {"batch": list(decode_batches), "ms": [timed(decode_fn(b), whole) for b in decode_batches],
+              "sm_ms": {}}
+    codec = {"batch": list(codec_batches), "ms": [timed(codec_fn(b), whole) for b in codec_batches],
+             "frames_ref": spec.chunk.steady, "sm_ms": {}}
+    for c in range(GRANULARITY, total - GRANULARITY + 1, GRANULARITY):
+        lanes = build_partitions(total - c - (total % GRANULARITY), c)
+        if not lanes.green:
+            raise RuntimeError(f"green contexts are unavailable here ({lanes.reason}); cannot measure SM splits")
+        decode["sm_ms"][str(lanes.lm_sms)] = [timed(decode_fn(b), lanes.lm) for b in decode_batches]
+        codec["sm_ms"][str(lanes.codec_sms)] = [timed(codec_fn(b), lanes.codec) for b in codec_batches]
+        lanes.close()
+    one = rows(1)
+    pre_ms = timed(lambda: program.prefill(one), whole)
+    return {"gpu": {"name": props.name, "sms": total, "interference": 1.0},
+            "stages": {"decode": decode, "codec": codec,
+                       "prefill": {"batch": [1], "ms": [pre_ms], "per_token_ms": 0.0}}}
