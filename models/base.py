@@ -159,7 +159,8 @@ class ModelProgram(ABC):
 
     def kv_tokens(self, prompt: Prompt) -> int:
         """Positions a request will occupy at most (prompt + generation) for page reservation."""
-        return prompt.length + (prompt.fixed_frames or prompt.max_frames) + 1
+        frames = prompt.max_frames if prompt.fixed_frames is None else prompt.fixed_frames
+        return prompt.length + frames + 1
 
     # --- stages ---------------------------------------------------------------------------------
     @abstractmethod

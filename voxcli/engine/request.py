@@ -111,7 +111,7 @@ class Request:
     __slots__ = ("id", "name", "synthesis", "prompt", "row", "state", "arrival", "timeline", "frames",
                  "n_frames", "schedule", "frame_s", "ttfa_target", "next_chunk", "next_start",
                  "gen_chunk", "gen_start", "gen_end", "chunk_inflight", "lm_inflight", "t_first_audio",
-                 "key", "pages", "slot", "reason", "user", "need_pages", "frame_cap")
+                 "key", "pages", "slot", "reason", "user", "need_pages", "frame_cap", "next_end")
 
     def __init__(self, request_id: int, prompt: Prompt, arrival: float, schedule: ChunkSchedule,
                  frame_s: float, ttfa_target: float, synthesis: SynthesisRequest | None = None,
@@ -132,6 +132,7 @@ class Request:
         # next chunk to hand to the codec (strict order): its index and first frame
         self.next_chunk = 0
         self.next_start = 0
+        self.next_end = schedule.size(0)  # the next chunk is complete once n_frames reaches this
         # chunk the LM is currently generating frames for (slack is measured on it)
         self.gen_chunk = 0
         self.gen_start = 0

@@ -438,7 +438,9 @@ class Scheduler:
                 self._lm_finished(r)
             else:
                 r.key = r.deadline_of(r.gen_start) - (r.gen_end - r.n_frames) * step - codec1
-            if not r.chunk_inflight and r.id not in self.pending:
+            # cheap test first: most steps complete no chunk
+            if (r.n_frames >= r.next_end or r.state is S.DRAINING) and not r.chunk_inflight \
+                    and r.id not in self.pending:
                 events += self._advance_chunks(r, now)
         return events
 
@@ -493,6 +495,7 @@ class Scheduler:
             events.append(Delivered(r, ch, pcm, now))
             r.next_chunk += 1
             r.next_start = ch.end
+            r.next_end = ch.end + r.schedule.size(r.next_chunk)
             if ch.last:
                 events += self._end(r, S.DONE, now, None)
                 continue

@@ -99,11 +99,6 @@ class SyntheticProgram(ModelProgram):
         plan.frames = min(plan.frames, max_frames)
         return Prompt(length=8 + len(clean) // 4, data=plan, max_frames=max_frames, fixed_frames=plan.frames)
 
-    def kv_tokens(self, prompt: Prompt) -> int:
-        # base's `fixed_frames or max_frames` would reserve max_frames for a 0-frame request
-        frames = prompt.fixed_frames if prompt.fixed_frames is not None else prompt.max_frames
-        return prompt.length + frames + 1
-
     def init_kv(self, num_pages: int, page_size: int) -> None:
         self.kv_pages = num_pages
 
