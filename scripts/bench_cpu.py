@@ -44,19 +44,31 @@ def checkpoint(size: str) -> Path:
 
 def our_throughput(program, config: EngineConfig, n: int, frames: int) -> dict:
     """N requests submitted at once to the engine (policy full); audio seconds per wall second."""
-    from voxcli.engine.engine import Engine
     from voxcli.models.base import SynthesisRequest
 
-    texts = ["The beggar's plea, the politician's sceptre and the drummer's ablest assistant.",
-             "Get the trust fund to the bank early."]
+    from voxcli.engine.engine import Engine
+
+    texts = [
+        "The beggar's plea, the politician's sceptre and the drummer's ablest assistant.",
+        "Get the trust fund to the bank early.",
+    ]
     with Engine(program, config.replace(policy="full")) as engine:
         t0 = time.perf_counter()
-        streams = [engine.submit(SynthesisRequest(text=texts[i % 2], voice=program.spec.voices[0],
-                                                  fixed_frames=frames, seed=i)) for i in range(n)]
+        streams = [
+            engine.submit(
+                SynthesisRequest(text=texts[i % 2], voice=program.spec.voices[0], fixed_frames=frames, seed=i)
+            )
+            for i in range(n)
+        ]
         audio = sum(len(s.wait()) for s in streams) / program.spec.sample_rate
         wall = time.perf_counter() - t0
-    return {"system": "voxcli", "concurrency": n, "audio_s": round(audio, 3), "wall_s": round(wall, 3),
-            "audio_s_per_wall_s": round(audio / wall, 4)}
+    return {
+        "system": "voxcli",
+        "concurrency": n,
+        "audio_s": round(audio, 3),
+        "wall_s": round(wall, 3),
+        "audio_s_per_wall_s": round(audio / wall, 4),
+    }
 
 
 def qwen_throughput(ckpt: Path, concurrency: str, frames: int, threads: int) -> list[dict]:
@@ -66,9 +78,23 @@ def qwen_throughput(ckpt: Path, concurrency: str, frames: int, threads: int) -> 
         return []
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     env.pop("PYTHONPATH", None)
-    proc = subprocess.run([py, str(ROOT / "scripts" / "qwen_tts_throughput.py"), str(ckpt), "--concurrency",
-                           concurrency, "--frames", str(frames), "--threads", str(threads)],
-                          capture_output=True, text=True, env=env, timeout=1800)
+    proc = subprocess.run(
+        [
+            py,
+            str(ROOT / "scripts" / "qwen_tts_throughput.py"),
+            str(ckpt),
+            "--concurrency",
+            concurrency,
+            "--frames",
+            str(frames),
+            "--threads",
+            str(threads),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1800,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"qwen-tts throughput run failed:\n{proc.stderr[-3000:]}")
     return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
@@ -99,21 +125,35 @@ def main() -> int:
     t0 = time.perf_counter()
     ckpt = checkpoint(args.size)
     program = load_model(str(ckpt), "cpu", "float32")
-    config = EngineConfig(model=str(ckpt), executor="cpu", device="cpu", threads=args.threads,
-                          chunk=program.spec.chunk)
-    summary: dict = {"size": args.size, "dilation": args.dilation, "workload": args.workload,
-                     "chunk": str(program.spec.chunk)}
+    config = EngineConfig(
+        model=str(ckpt), executor="cpu", device="cpu", threads=args.threads, chunk=program.spec.chunk
+    )
+    summary: dict = {
+        "size": args.size,
+        "dilation": args.dilation,
+        "workload": args.workload,
+        "chunk": str(program.spec.chunk),
+    }
     if not args.skip_throughput:
         ours = [our_throughput(program, config, int(n), args.frames) for n in args.concurrency.split(",")]
         theirs = qwen_throughput(ckpt, args.concurrency, args.frames, args.threads)
         summary["throughput"] = ours + theirs
         for row in ours + theirs:
-            console.print(f"{row['system']:9s} concurrency {row['concurrency']:3d}: {row['audio_s_per_wall_s']:.3f} "
-                          f"audio s per wall s ({row['audio_s']:.1f} s audio in {row['wall_s']:.1f} s)")
+            console.print(
+                f"{row['system']:9s} concurrency {row['concurrency']:3d}: {row['audio_s_per_wall_s']:.3f} "
+                f"audio s per wall s ({row['audio_s']:.1f} s audio in {row['wall_s']:.1f} s)"
+            )
     if not args.skip_sweep:
         k = args.dilation
-        spec = SweepSpec(rates=parse_rates(args.rates), duration_s=args.duration, warmup=args.warmup,
-                         timeout_s=600.0, frames_scale=args.frames_scale, ttfa_target_s=0.2 * k, stall_s=0.01 * k)
+        spec = SweepSpec(
+            rates=parse_rates(args.rates),
+            duration_s=args.duration,
+            warmup=args.warmup,
+            timeout_s=600.0,
+            frames_scale=args.frames_scale,
+            ttfa_target_s=0.2 * k,
+            stall_s=0.01 * k,
+        )
         utts = load_workload(args.workload)
         prog = dilated_program(program, k)
         sweeps = []
@@ -121,9 +161,18 @@ def main() -> int:
             v = Variant.policy(policy)
             target = EngineTarget(_engine(prog, dilate(config, k).replace(policy=policy)), policy)
             try:
-                sweeps.append(sweep_variant(target, v, spec, utts, lambda sw, r: console.print(
-                    f"[dim]{sw.variant.label} {r.rate:g} req/s: {r.attainment * 100:.0f}% "
-                    f"p99 TTFA {(r.ttfa_p99 or 0) * 1e3:.0f} ms[/dim]")))
+                sweeps.append(
+                    sweep_variant(
+                        target,
+                        v,
+                        spec,
+                        utts,
+                        lambda sw, r: console.print(
+                            f"[dim]{sw.variant.label} {r.rate:g} req/s: {r.attainment * 100:.0f}% "
+                            f"p99 TTFA {(r.ttfa_p99 or 0) * 1e3:.0f} ms[/dim]"
+                        ),
+                    )
+                )
             finally:
                 target.close()
         result = SweepResult(spec, sweeps, {"executor": "cpu", **summary})
@@ -132,8 +181,10 @@ def main() -> int:
         console.print(capacity_table(result))
         caps = {s.variant.label: (s.capacity90, s.capacity99) for s in sweeps}
         ratio = caps["full"][0] / caps["sync"][0] if caps["sync"][0] else float("inf")
-        console.print(f"capacity@90%: full {caps['full'][0]:g} vs sync {caps['sync'][0]:g} req/s "
-                      f"(ratio {ratio:.2f}); dilation {k:g} (SLO {200 * k:g} ms TTFA, {10 * k:g} ms stall)")
+        console.print(
+            f"capacity@90%: full {caps['full'][0]:g} vs sync {caps['sync'][0]:g} req/s "
+            f"(ratio {ratio:.2f}); dilation {k:g} (SLO {200 * k:g} ms TTFA, {10 * k:g} ms stall)"
+        )
         summary["capacity"] = caps
         write_json(result, args.out / "bench-cpu.json")
         plot(result, args.out / "bench-cpu.png", f"cpu, Qwen3-TTS {args.size}, dilation {k:g}")

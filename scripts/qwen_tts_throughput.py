@@ -21,9 +21,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "oracl
 import official  # noqa: E402  (imports qwen_tts offline)
 import torch  # noqa: E402
 
-TEXTS = ["The beggar's plea, the politician's sceptre and the drummer's ablest assistant.",
-         "Get the trust fund to the bank early.", "One by one, the campfires were extinguished.",
-         "The boy knew the desert sensed his fear."]
+TEXTS = [
+    "The beggar's plea, the politician's sceptre and the drummer's ablest assistant.",
+    "Get the trust fund to the bank early.",
+    "One by one, the campfires were extinguished.",
+    "The boy knew the desert sensed his fear.",
+]
 
 
 def main() -> None:
@@ -40,12 +43,23 @@ def main() -> None:
     for n in (int(x) for x in args.concurrency.split(",")):
         texts = [TEXTS[i % len(TEXTS)] for i in range(n)]
         t0 = time.perf_counter()
-        wavs, sr = tts.generate_custom_voice(text=texts, speaker=[speakers[0]] * n, language=["English"] * n,
-                                             max_new_tokens=args.frames)
+        wavs, sr = tts.generate_custom_voice(
+            text=texts, speaker=[speakers[0]] * n, language=["English"] * n, max_new_tokens=args.frames
+        )
         wall = time.perf_counter() - t0
         audio = sum(len(w) for w in wavs) / sr
-        print(json.dumps({"system": "qwen-tts", "concurrency": n, "audio_s": round(audio, 3),
-                          "wall_s": round(wall, 3), "audio_s_per_wall_s": round(audio / wall, 4)}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "system": "qwen-tts",
+                    "concurrency": n,
+                    "audio_s": round(audio, 3),
+                    "wall_s": round(wall, 3),
+                    "audio_s_per_wall_s": round(audio / wall, 4),
+                }
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
 from oracle_util import run_oracle
 
 SR = 24000
@@ -39,8 +38,11 @@ def synthetic_reference(seconds: float = 1.7) -> np.ndarray:
 
 @functools.cache
 def audio_case(root: Path) -> AudioCase:
-    from voxcli.models.qwen3_tts.tiny_audio import (build_speech_tokenizer, speaker_encoder_config,
-                                                    speaker_encoder_weights)
+    from voxcli.models.qwen3_tts.tiny_audio import (
+        build_speech_tokenizer,
+        speaker_encoder_config,
+        speaker_encoder_weights,
+    )
 
     build_speech_tokenizer(root, "tiny", seed=1235)
     g = torch.Generator().manual_seed(7)
@@ -55,8 +57,16 @@ def audio_case(root: Path) -> AudioCase:
 def oracle_outputs(root: Path) -> dict:
     case = audio_case(root)
     inp, out = root / "oracle_in.pt", root / "oracle_out.pt"
-    torch.save({"st_dir": str(root / "speech_tokenizer"), "codes": case.codes, "ref": torch.from_numpy(case.ref),
-                "short_refs": [torch.from_numpy(r) for r in case.short_refs],
-                "spk_config": case.spk_config, "spk_state": case.spk_state}, inp)
+    torch.save(
+        {
+            "st_dir": str(root / "speech_tokenizer"),
+            "codes": case.codes,
+            "ref": torch.from_numpy(case.ref),
+            "short_refs": [torch.from_numpy(r) for r in case.short_refs],
+            "spk_config": case.spk_config,
+            "spk_state": case.spk_state,
+        },
+        inp,
+    )
     run_oracle("run_audio.py", str(inp), str(out))
     return torch.load(out, weights_only=False)

@@ -11,7 +11,6 @@ import pytest
 import torch
 from audio_case import ORACLE_FRAMES, audio_case, oracle_outputs
 from safetensors.torch import load_file, save_file
-
 from voxcli.models.base import CheckpointError, CodecItem
 from voxcli.models.qwen3_tts.codec import Qwen3TTSCodec
 
@@ -58,7 +57,9 @@ def _schedule(kind: str, total: int, seed: int = 0) -> list[int]:
     return out
 
 
-def _run_interleaved(codec: Qwen3TTSCodec, requests: list[tuple[int, np.ndarray, list[int]]]) -> list[np.ndarray]:
+def _run_interleaved(
+    codec: Qwen3TTSCodec, requests: list[tuple[int, np.ndarray, list[int]]]
+) -> list[np.ndarray]:
     """Decode several requests (slot, codes [T,16], schedule) concurrently: every step sends one batch
     holding the next chunk of every unfinished request."""
     pos = [0] * len(requests)
@@ -69,8 +70,11 @@ def _run_interleaved(codec: Qwen3TTSCodec, requests: list[tuple[int, np.ndarray,
         for r, (slot, codes, sched) in enumerate(requests):
             if idx[r] < len(sched):
                 n = sched[idx[r]]
-                batch.append(CodecItem(slot, codes[pos[r] : pos[r] + n], first=pos[r] == 0,
-                                       last=pos[r] + n == len(codes)))
+                batch.append(
+                    CodecItem(
+                        slot, codes[pos[r] : pos[r] + n], first=pos[r] == 0, last=pos[r] + n == len(codes)
+                    )
+                )
                 owners.append(r)
                 pos[r] += n
                 idx[r] += 1
@@ -180,8 +184,11 @@ def test_checkpoint_errors_name_key_and_path(root, tmp_path):
     def truncate(f):
         f.write_bytes(f.read_bytes()[:1000])
 
-    for name, edit, words in (("missing", drop, [key, "missing"]), ("shape", reshape, [key, "shape"]),
-                              ("corrupt", truncate, ["corrupt"])):
+    for name, edit, words in (
+        ("missing", drop, [key, "missing"]),
+        ("shape", reshape, [key, "shape"]),
+        ("corrupt", truncate, ["corrupt"]),
+    ):
         ck = _broken_copy(root, tmp_path / name, edit)
         with pytest.raises(CheckpointError) as e:
             Qwen3TTSCodec.from_checkpoint(ck)

@@ -24,6 +24,7 @@ pytestmark = pytest.mark.oracle
 LONG = "The quick brown fox jumps over the lazy dog."
 CAL = "Hello world. This is a tiny test."
 MAX_NEW = 50  # 49 frames: N talker tokens without EOS give N-1 frames
+SHORT = 13
 TIE = 1e-3
 
 CASES = {
@@ -34,14 +35,16 @@ CASES = {
         dict(name="dialect", text=CAL, language="Auto", speaker="dylan", stream=False, max_new=4),
     ],
     "vd": [
-        dict(name="stream", text=LONG, language="Auto", instruct="A warm, calm voice.", stream=True, max_new=MAX_NEW),
+        # Both text modes are already run for >= 48 frames on the other checkpoints; here the prompt
+        # layout with instructions matters, so short runs keep the suite fast.
+        dict(name="stream", text=LONG, language="Auto", instruct="A warm, calm voice.", stream=True, max_new=SHORT),
         dict(name="nonstream", text=LONG, language="English", instruct="Speak slowly and clearly.", stream=False,
-             max_new=MAX_NEW),
+             max_new=SHORT),
     ],
     "base": [
         dict(name="xvec_stream", text=LONG, language="English", clone="xvec", stream=True, max_new=MAX_NEW),
         dict(name="icl_stream", text=LONG, language="English", clone="icl", ref_text="Hello world.", stream=True,
-             max_new=MAX_NEW),
+             max_new=SHORT),
         dict(name="icl_nonstream", text=LONG, language="English", clone="icl", ref_text="Hello world.",
              stream=False, max_new=MAX_NEW),
     ],
@@ -103,7 +106,10 @@ def assert_codes_match(ours: np.ndarray, ref: dict, min_frames: int) -> None:
     assert m < TIE, f"code mismatch at frame {t}, codebook {g} with reference margin {m:.2e} (not a tie)"
 
 
-def check_case(program: Qwen3TTSProgram, case: dict, ref: dict, min_frames: int = 48, **prepare_kw) -> None:
+def check_case(program: Qwen3TTSProgram, case: dict, ref: dict, min_frames: int | None = None,
+               **prepare_kw) -> None:
+    if min_frames is None:
+        min_frames = 48 if case["max_new"] == MAX_NEW else case["max_new"] - 1
     trace = Trace(prompt=None)  # type: ignore[arg-type]
     codes, wav = generate(program, _request(case), trace=trace, **prepare_kw)
     prefill = trace.prompt.data.emb.embeds
@@ -158,7 +164,7 @@ def test_voice_clone_with_reference_prompt(programs, oracle_base, name):
     check_case(programs["base"], case, ref, x_vector=ref["spk"], ref_codes=codes)
 
 
-@pytest.mark.parametrize("name", ["xvec_stream", "icl_stream"])
+@pytest.mark.parametrize("name", ["xvec_stream", "icl_nonstream"])
 def test_voice_clone_end_to_end(programs, oracle_base, name):
     """Our own speaker encoder and Mimi encoder on the same reference clip."""
     case = dict(next(c for c in CASES["base"] if c["name"] == name))
@@ -168,4 +174,4 @@ def test_voice_clone_end_to_end(programs, oracle_base, name):
     trace = Trace(prompt=None)  # type: ignore[arg-type]
     codes, _ = generate(programs["base"], req, trace=trace, with_wav=False)
     assert float((trace.prompt.data.emb.embeds - ref["prefill"]).abs().max()) <= 1e-4
-    assert_codes_match(codes, ref, 48)
+    assert_codes_match(codes, ref, 48 if case["max_new"] == MAX_NEW else case["max_new"] - 1)

@@ -10,10 +10,13 @@ import pytest
 import torch
 from audio_case import SR, audio_case, oracle_outputs
 from safetensors.torch import save_file
-
 from voxcli.models.base import CheckpointError, InputError
-from voxcli.models.qwen3_tts.speaker_encoder import (SpeakerEncoder, SpeakerEncoderConfig, log_mel,
-                                                     slaney_mel_filters)
+from voxcli.models.qwen3_tts.speaker_encoder import (
+    SpeakerEncoder,
+    SpeakerEncoderConfig,
+    log_mel,
+    slaney_mel_filters,
+)
 
 
 @pytest.fixture(scope="module")

@@ -76,8 +76,9 @@ def step_budget_ms(profile: CostProfile, shape: LoadShape) -> float:
     return (shape.ttfa_target_s * 1e3 - first_codec) / (shape.first_chunk_frames + 1)
 
 
-def expected_decode_batch(profile: CostProfile, rate: float, shape: LoadShape,
-                          sms: int | None = None) -> float:
+def expected_decode_batch(
+    profile: CostProfile, rate: float, shape: LoadShape, sms: int | None = None
+) -> float:
     """Rows in flight at `rate` (Little's law): rate x frames per request x step time, a fixed point."""
     b = 1.0
     for _ in range(100):
@@ -120,8 +121,9 @@ def codec_capacity_rps(profile: CostProfile, sms: int | None, shape: LoadShape) 
     return b / (codec_ms(profile, b, sms, shape.frames_per_chunk) / 1e3) / shape.background_chunks
 
 
-def split_points(profile: CostProfile, rate: float, shape: LoadShape,
-                 granularity: int = GRANULARITY) -> list[SplitPoint]:
+def split_points(
+    profile: CostProfile, rate: float, shape: LoadShape, granularity: int = GRANULARITY
+) -> list[SplitPoint]:
     total = profile.sms
     lm_batch = expected_decode_batch(profile, rate, shape)
     out = []
@@ -132,8 +134,11 @@ def split_points(profile: CostProfile, rate: float, shape: LoadShape,
         cd_cps = cb / (codec_ms(profile, cb, codec, shape.frames_per_chunk) / 1e3)
         lm_cap = lm_capacity_rps(profile, lm, shape)
         cd_cap = codec_capacity_rps(profile, codec, shape)
-        out.append(SplitPoint(lm, codec, lm_batch, cb, lm_fps, cd_cps, lm_cap, cd_cap,
-                              cd_cap >= rate and lm_cap >= rate))
+        out.append(
+            SplitPoint(
+                lm, codec, lm_batch, cb, lm_fps, cd_cps, lm_cap, cd_cap, cd_cap >= rate and lm_cap >= rate
+            )
+        )
     return out
 
 
@@ -142,8 +147,10 @@ def time_sharing(profile: CostProfile, rate: float, shape: LoadShape) -> tuple[f
     time-sharing line; every split of time between the two lies on the segment between them."""
     lm_batch = expected_decode_batch(profile, rate, shape)
     cb = expected_codec_batch(profile, rate, shape, None)
-    return (lm_batch / (decode_ms(profile, lm_batch, None) / 1e3),
-            cb / (codec_ms(profile, cb, None, shape.frames_per_chunk) / 1e3))
+    return (
+        lm_batch / (decode_ms(profile, lm_batch, None) / 1e3),
+        cb / (codec_ms(profile, cb, None, shape.frames_per_chunk) / 1e3),
+    )
 
 
 def choose_split(points: list[SplitPoint]) -> SplitPoint:
@@ -161,8 +168,13 @@ def max_sustainable_rate(profile: CostProfile, shape: LoadShape, granularity: in
     """The highest load (req/s) some split sustains (backbone within its step budget, codec at its
     largest background batch)."""
     total = profile.sms
-    return max((min(lm_capacity_rps(profile, total - c, shape), codec_capacity_rps(profile, c, shape))
-                for c in range(granularity, total - granularity + 1, granularity)), default=0.0)
+    return max(
+        (
+            min(lm_capacity_rps(profile, total - c, shape), codec_capacity_rps(profile, c, shape))
+            for c in range(granularity, total - granularity + 1, granularity)
+        ),
+        default=0.0,
+    )
 
 
 # --- placements over several GPUs (paper §3.3) ----------------------------------------------------------
@@ -174,15 +186,21 @@ class Placement:
     rps: float
 
     def describe(self) -> str:
-        parts = [f"{n}x {name}" for n, name in ((self.both, "both"), (self.lm_only, "LM-only"),
-                                                (self.codec_only, "codec-only")) if n]
+        parts = [
+            f"{n}x {name}"
+            for n, name in ((self.both, "both"), (self.lm_only, "LM-only"), (self.codec_only, "codec-only"))
+            if n
+        ]
         return " + ".join(parts)
 
 
 def role_throughputs(profile: CostProfile, chosen: SplitPoint, shape: LoadShape) -> dict[str, float]:
     """Requests/s one GPU sustains in each role, measured on its own (GPUs do not slow each other)."""
-    return {"both": chosen.sustainable_rps, "lm_only": lm_capacity_rps(profile, None, shape),
-            "codec_only": codec_capacity_rps(profile, None, shape)}
+    return {
+        "both": chosen.sustainable_rps,
+        "lm_only": lm_capacity_rps(profile, None, shape),
+        "codec_only": codec_capacity_rps(profile, None, shape),
+    }
 
 
 def rank_placements(roles: dict[str, float], n_gpus: int) -> list[Placement]:
@@ -219,8 +237,13 @@ def profile_tables(profile: CostProfile, shape: LoadShape) -> list:
     for s in cd_sms:
         cod.add_column(f"{s}", justify="right")
     for b in profile.stages["codec"].batch:
-        cod.add_row(str(int(b)), *[f"{codec_ms(profile, b, s if s < total else None, shape.frames_per_chunk):.2f}"
-                                   for s in cd_sms])
+        cod.add_row(
+            str(int(b)),
+            *[
+                f"{codec_ms(profile, b, s if s < total else None, shape.frames_per_chunk):.2f}"
+                for s in cd_sms
+            ],
+        )
     tables.append(cod)
     if "prefill" in profile.stages:
         pre = Table(title=f"{profile.name}: prefill (ms, whole device) per prompt tokens")
@@ -236,19 +259,35 @@ def split_table(points: list[SplitPoint], chosen: SplitPoint, rate: float):
     from rich.table import Table
 
     t = Table(title=f"SM splits (backbone/codec) at a target load of {rate:.1f} req/s; * = chosen")
-    for col in ("split", "dec. batch", "codec batch", "LM frames/s", "codec chunks/s", "LM max req/s",
-                "codec max req/s", "keeps up"):
+    for col in (
+        "split",
+        "dec. batch",
+        "codec batch",
+        "LM frames/s",
+        "codec chunks/s",
+        "LM max req/s",
+        "codec max req/s",
+        "keeps up",
+    ):
         t.add_column(col, justify="right")
     for p in points:
         mark = "*" if p == chosen else ""
-        t.add_row(f"{mark}{p.lm_sms}/{p.codec_sms}", f"{p.lm_batch:.1f}", f"{p.codec_batch:.1f}",
-                  f"{p.lm_frames_s:.0f}", f"{p.codec_chunks_s:.0f}", f"{p.lm_capacity_rps:.1f}",
-                  f"{p.codec_capacity_rps:.1f}", "yes" if p.keeps_up else "no")
+        t.add_row(
+            f"{mark}{p.lm_sms}/{p.codec_sms}",
+            f"{p.lm_batch:.1f}",
+            f"{p.codec_batch:.1f}",
+            f"{p.lm_frames_s:.0f}",
+            f"{p.codec_chunks_s:.0f}",
+            f"{p.lm_capacity_rps:.1f}",
+            f"{p.codec_capacity_rps:.1f}",
+            "yes" if p.keeps_up else "no",
+        )
     return t
 
 
-def plot_splits(points: list[SplitPoint], line: tuple[float, float], chosen: SplitPoint, path: Path,
-                title: str) -> Path:
+def plot_splits(
+    points: list[SplitPoint], line: tuple[float, float], chosen: SplitPoint, path: Path, title: str
+) -> Path:
     """Backbone vs codec throughput per split against the time-sharing line (paper Fig. 3b)."""
     import matplotlib
 
@@ -258,13 +297,28 @@ def plot_splits(points: list[SplitPoint], line: tuple[float, float], chosen: Spl
     fig, ax = plt.subplots(figsize=(6, 4.5))
     lm0, cd0 = line
     ax.plot([0, lm0], [cd0, 0], "--", color="gray", label="time sharing")
-    ax.scatter([p.lm_frames_s for p in points], [p.codec_chunks_s for p in points], color="tab:blue",
-               label="SM split (backbone/codec)")
+    ax.scatter(
+        [p.lm_frames_s for p in points],
+        [p.codec_chunks_s for p in points],
+        color="tab:blue",
+        label="SM split (backbone/codec)",
+    )
     for p in points:
-        ax.annotate(f"{p.lm_sms}/{p.codec_sms}", (p.lm_frames_s, p.codec_chunks_s), fontsize=7,
-                    xytext=(3, 3), textcoords="offset points")
-    ax.scatter([chosen.lm_frames_s], [chosen.codec_chunks_s], s=120, facecolors="none", edgecolors="tab:red",
-               label=f"chosen {chosen.lm_sms}/{chosen.codec_sms}")
+        ax.annotate(
+            f"{p.lm_sms}/{p.codec_sms}",
+            (p.lm_frames_s, p.codec_chunks_s),
+            fontsize=7,
+            xytext=(3, 3),
+            textcoords="offset points",
+        )
+    ax.scatter(
+        [chosen.lm_frames_s],
+        [chosen.codec_chunks_s],
+        s=120,
+        facecolors="none",
+        edgecolors="tab:red",
+        label=f"chosen {chosen.lm_sms}/{chosen.codec_sms}",
+    )
     ax.set_xlabel("backbone throughput (frames/s)")
     ax.set_ylabel("codec throughput (chunks/s)")
     ax.set_title(title)
@@ -279,16 +333,24 @@ def plot_splits(points: list[SplitPoint], line: tuple[float, float], chosen: Spl
 
 
 def recipe_text(model: str, gpu: str, chosen: SplitPoint, rate: float, profile_ref: str) -> str:
-    return "\n".join([
-        f"# written by `vox profile`: {model} on {gpu}, split chosen at a target load of {rate:.1f} req/s",
-        f"# backbone {chosen.lm_frames_s:.0f} frames/s at batch {chosen.lm_batch:.1f}; codec "
-        f"{chosen.codec_chunks_s:.0f} chunks/s at batch {chosen.codec_batch:.1f}",
-        "[engine]",
-        f'gpu = "{profile_ref}"',
-        f"lm_sms = {chosen.lm_sms}",
-        f"codec_sms = {chosen.codec_sms}",
-        "",
-    ])
+    """An engine recipe with the chosen split. Green contexts hand out whole groups of 8 SMs, so the
+    backbone gets the largest multiple of 8 that fits beside the codec; the rest stays spare."""
+    lm = chosen.lm_sms - chosen.lm_sms % GRANULARITY
+    return "\n".join(
+        [
+            f"# written by `vox profile`: {model} on {gpu}, split chosen at a target load of "
+            f"{rate:.1f} req/s",
+            f"# backbone {chosen.lm_frames_s:.0f} frames/s at batch {chosen.lm_batch:.1f}; codec "
+            f"{chosen.codec_chunks_s:.0f} chunks/s at batch {chosen.codec_batch:.1f}",
+            f"# split {chosen.lm_sms}/{chosen.codec_sms}: backbone {lm} SMs in groups of {GRANULARITY}, "
+            f"{chosen.lm_sms - lm} spare",
+            "[engine]",
+            f'gpu = "{profile_ref}"',
+            f"lm_sms = {lm}",
+            f"codec_sms = {chosen.codec_sms}",
+            "",
+        ]
+    )
 
 
 def summary_dict(points: list[SplitPoint], chosen: SplitPoint, rate: float) -> dict:
@@ -296,9 +358,15 @@ def summary_dict(points: list[SplitPoint], chosen: SplitPoint, rate: float) -> d
 
 
 # --- CUDA measurement ---------------------------------------------------------------------------------------
-def measure_cuda_profile(model: str, *, decode_batches: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256),
-                         codec_batches: tuple[int, ...] = (1, 2, 4, 8, 16, 32), prompt_tokens: int = 64,
-                         repeats: int = 5, dtype: str = "bfloat16") -> dict:
+def measure_cuda_profile(
+    model: str,
+    *,
+    decode_batches: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256),
+    codec_batches: tuple[int, ...] = (1, 2, 4, 8, 16, 32),
+    prompt_tokens: int = 64,
+    repeats: int = 5,
+    dtype: str = "bfloat16",
+) -> dict:
     """Time each stage of the real model program on a CUDA device: decode per batch on the whole device
     and on every backbone partition (total - 8k SMs), the codec per batch on the whole device and on every
     codec partition (8k SMs), prefill on the whole device. Returns a CostProfile dict (cost.py layout).
@@ -314,8 +382,10 @@ def measure_cuda_profile(model: str, *, decode_batches: tuple[int, ...] = (1, 2,
     from voxcli.models.base import CodecItem, Row, SynthesisRequest
 
     if not torch.cuda.is_available():
-        raise RuntimeError("measuring a profile needs a CUDA device; on this machine use --gpu h100|h200|b200 "
-                           "to load a calibrated profile instead")
+        raise RuntimeError(
+            "measuring a profile needs a CUDA device; on this machine use --gpu h100|h200|b200 "
+            "to load a calibrated profile instead"
+        )
     props = torch.cuda.get_device_properties(0)
     total = int(props.multi_processor_count)
     program = load_model(model, "cuda", dtype)
@@ -329,8 +399,10 @@ def measure_cuda_profile(model: str, *, decode_batches: tuple[int, ...] = (1, 2,
     prompt = program.prepare(SynthesisRequest(text=text, voice=(spec.voices[0] if spec.voices else None)))
 
     def rows(n: int) -> list[Row]:
-        return [Row(request_id=i, prompt=prompt, pages=list(range(i * pages_per_row, (i + 1) * pages_per_row)))
-                for i in range(n)]
+        return [
+            Row(request_id=i, prompt=prompt, pages=list(range(i * pages_per_row, (i + 1) * pages_per_row)))
+            for i in range(n)
+        ]
 
     def timed(fn, stream) -> float:
         with torch.cuda.stream(stream):
@@ -354,19 +426,33 @@ def measure_cuda_profile(model: str, *, decode_batches: tuple[int, ...] = (1, 2,
         return lambda: program.decode(rs)
 
     whole = torch.cuda.current_stream()
-    decode = {"batch": list(decode_batches), "ms": [timed(decode_fn(b), whole) for b in decode_batches],
-              "sm_ms": {}}
-    codec = {"batch": list(codec_batches), "ms": [timed(codec_fn(b), whole) for b in codec_batches],
-             "frames_ref": spec.chunk.steady, "sm_ms": {}}
+    decode = {
+        "batch": list(decode_batches),
+        "ms": [timed(decode_fn(b), whole) for b in decode_batches],
+        "sm_ms": {},
+    }
+    codec = {
+        "batch": list(codec_batches),
+        "ms": [timed(codec_fn(b), whole) for b in codec_batches],
+        "frames_ref": spec.chunk.steady,
+        "sm_ms": {},
+    }
     for c in range(GRANULARITY, total - GRANULARITY + 1, GRANULARITY):
         lanes = build_partitions(total - c - (total % GRANULARITY), c)
         if not lanes.green:
-            raise RuntimeError(f"green contexts are unavailable here ({lanes.reason}); cannot measure SM splits")
+            raise RuntimeError(
+                f"green contexts are unavailable here ({lanes.reason}); cannot measure SM splits"
+            )
         decode["sm_ms"][str(lanes.lm_sms)] = [timed(decode_fn(b), lanes.lm) for b in decode_batches]
         codec["sm_ms"][str(lanes.codec_sms)] = [timed(codec_fn(b), lanes.codec) for b in codec_batches]
         lanes.close()
     one = rows(1)
     pre_ms = timed(lambda: program.prefill(one), whole)
-    return {"gpu": {"name": props.name, "sms": total, "interference": 1.0},
-            "stages": {"decode": decode, "codec": codec,
-                       "prefill": {"batch": [1], "ms": [pre_ms], "per_token_ms": 0.0}}}
+    return {
+        "gpu": {"name": props.name, "sms": total, "interference": 1.0},
+        "stages": {
+            "decode": decode,
+            "codec": codec,
+            "prefill": {"batch": [1], "ms": [pre_ms], "per_token_ms": 0.0},
+        },
+    }

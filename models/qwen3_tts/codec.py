@@ -61,17 +61,25 @@ class CodecDecoderConfig:
     def from_dict(cls, d: dict[str, Any]) -> CodecDecoderConfig:
         heads = d.get("num_attention_heads", 16)
         return cls(
-            codebook_size=d.get("codebook_size", 2048), codebook_dim=d.get("codebook_dim", 512),
-            hidden_size=d.get("hidden_size", 1024), latent_dim=d.get("latent_dim", 1024),
-            num_heads=heads, num_kv_heads=d.get("num_key_value_heads", 16),
+            codebook_size=d.get("codebook_size", 2048),
+            codebook_dim=d.get("codebook_dim", 512),
+            hidden_size=d.get("hidden_size", 1024),
+            latent_dim=d.get("latent_dim", 1024),
+            num_heads=heads,
+            num_kv_heads=d.get("num_key_value_heads", 16),
             head_dim=d.get("head_dim") or d.get("hidden_size", 1024) // heads,
-            intermediate_size=d.get("intermediate_size", 3072), num_layers=d.get("num_hidden_layers", 8),
-            window=d.get("sliding_window", 72), rope_theta=float(d.get("rope_theta", 10000.0)),
-            rms_eps=d.get("rms_norm_eps", 1e-5), attention_bias=d.get("attention_bias", False),
-            num_quantizers=d.get("num_quantizers", 16), num_semantic=1,  # the decoder hard-codes 1
+            intermediate_size=d.get("intermediate_size", 3072),
+            num_layers=d.get("num_hidden_layers", 8),
+            window=d.get("sliding_window", 72),
+            rope_theta=float(d.get("rope_theta", 10000.0)),
+            rms_eps=d.get("rms_norm_eps", 1e-5),
+            attention_bias=d.get("attention_bias", False),
+            num_quantizers=d.get("num_quantizers", 16),
+            num_semantic=1,  # the decoder hard-codes 1
             upsample_rates=tuple(d.get("upsample_rates", (8, 5, 4, 3))),
             upsampling_ratios=tuple(d.get("upsampling_ratios", (2, 2))),
-            decoder_dim=d.get("decoder_dim", 1536))
+            decoder_dim=d.get("decoder_dim", 1536),
+        )
 
     @property
     def samples_per_frame(self) -> int:
@@ -127,8 +135,9 @@ class SplitRVQ(nn.Module):
         dim = cfg.codebook_dim // 2
         self.n_semantic = cfg.num_semantic
         self.rvq_first = ResidualVQ(cfg.num_semantic, cfg.codebook_size, dim, cfg.codebook_dim)
-        self.rvq_rest = ResidualVQ(cfg.num_quantizers - cfg.num_semantic, cfg.codebook_size, dim,
-                                   cfg.codebook_dim)
+        self.rvq_rest = ResidualVQ(
+            cfg.num_quantizers - cfg.num_semantic, cfg.codebook_size, dim, cfg.codebook_dim
+        )
 
     def decode(self, codes: torch.Tensor) -> torch.Tensor:
         s = self.n_semantic
@@ -145,19 +154,35 @@ class CodecDecoder(nn.Module):
         self.cfg = cfg
         self.quantizer = SplitRVQ(cfg)
         self.pre_conv = CausalConv(cfg.codebook_dim, cfg.latent_dim, 3)
-        self.pre_transformer = PreTransformer(TransformerDims(
-            latent_dim=cfg.latent_dim, hidden_size=cfg.hidden_size, intermediate_size=cfg.intermediate_size,
-            num_layers=cfg.num_layers, num_heads=cfg.num_heads, num_kv_heads=cfg.num_kv_heads,
-            head_dim=cfg.head_dim, window=cfg.window, rope_theta=cfg.rope_theta, rms_eps=cfg.rms_eps,
-            attention_bias=cfg.attention_bias))
-        self.upsample = nn.ModuleList([
-            nn.ModuleList([CausalTransConv(cfg.latent_dim, cfg.latent_dim, r, r), ConvNeXtBlock(cfg.latent_dim)])
-            for r in cfg.upsampling_ratios])
+        self.pre_transformer = PreTransformer(
+            TransformerDims(
+                latent_dim=cfg.latent_dim,
+                hidden_size=cfg.hidden_size,
+                intermediate_size=cfg.intermediate_size,
+                num_layers=cfg.num_layers,
+                num_heads=cfg.num_heads,
+                num_kv_heads=cfg.num_kv_heads,
+                head_dim=cfg.head_dim,
+                window=cfg.window,
+                rope_theta=cfg.rope_theta,
+                rms_eps=cfg.rms_eps,
+                attention_bias=cfg.attention_bias,
+            )
+        )
+        self.upsample = nn.ModuleList(
+            [
+                nn.ModuleList(
+                    [CausalTransConv(cfg.latent_dim, cfg.latent_dim, r, r), ConvNeXtBlock(cfg.latent_dim)]
+                )
+                for r in cfg.upsampling_ratios
+            ]
+        )
         dims = [cfg.decoder_dim // 2**i for i in range(len(cfg.upsample_rates) + 1)]
         self.decoder = nn.ModuleList(
             [CausalConv(cfg.latent_dim, cfg.decoder_dim, 7)]
             + [DecoderBlock(dims[i], dims[i + 1], r) for i, r in enumerate(cfg.upsample_rates)]
-            + [SnakeBeta(dims[-1]), CausalConv(dims[-1], 1, 7)])
+            + [SnakeBeta(dims[-1]), CausalConv(dims[-1], 1, 7)]
+        )
         for name, m in self.named_modules():
             if isinstance(m, CausalConv | CausalTransConv):
                 m.state_key = name
@@ -215,14 +240,17 @@ class Qwen3TTSCodec(nn.Module):
 
     # --- loading ----------------------------------------------------------------------------------
     @classmethod
-    def from_checkpoint(cls, path: str | Path, device: str | torch.device = "cpu",
-                        dtype: torch.dtype = torch.float32) -> Qwen3TTSCodec:
+    def from_checkpoint(
+        cls, path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32
+    ) -> Qwen3TTSCodec:
         """`path` is the model dir (holding speech_tokenizer/) or the speech_tokenizer dir itself."""
         st_dir = speech_tokenizer_dir(path)
         cfg = CodecDecoderConfig.from_dict(read_tokenizer_config(st_dir)["decoder_config"])
         with torch.device("meta"):
             codec = cls(cfg)
-        load_checked(codec.decoder, st_dir / "model.safetensors", prefix="decoder.", device=device, dtype=dtype)
+        load_checked(
+            codec.decoder, st_dir / "model.safetensors", prefix="decoder.", device=device, dtype=dtype
+        )
         return codec.eval()
 
     # --- offline ----------------------------------------------------------------------------------
@@ -237,9 +265,12 @@ class Qwen3TTSCodec(nn.Module):
         if n < 1:
             raise ValueError(f"the codec slot table needs at least 1 slot, got {n}")
         dtype = next(self.parameters()).dtype
-        self.slots = {k: torch.zeros((n, *shape), device=self._device,
-                                     dtype=torch.int64 if k.endswith(".pos") else dtype)
-                      for k, shape in self.decoder.state_shapes().items()}
+        self.slots = {
+            k: torch.zeros(
+                (n, *shape), device=self._device, dtype=torch.int64 if k.endswith(".pos") else dtype
+            )
+            for k, shape in self.decoder.state_shapes().items()
+        }
         self.num_slots = n
 
     def slot_bytes(self) -> int:
@@ -286,8 +317,10 @@ class Qwen3TTSCodec(nn.Module):
     def _check_chunk(self, item: CodecItem) -> int:
         c = np.asarray(item.codes)
         if c.ndim != 2 or c.shape[1] != self.cfg.num_quantizers or c.shape[0] < 1:
-            raise ValueError(f"a codec chunk must be [n >= 1, {self.cfg.num_quantizers}] codes, "
-                             f"got shape {c.shape} (slot {item.slot})")
+            raise ValueError(
+                f"a codec chunk must be [n >= 1, {self.cfg.num_quantizers}] codes, "
+                f"got shape {c.shape} (slot {item.slot})"
+            )
         self._check_codes(c.shape[1], c)
         return int(c.shape[0])
 
@@ -305,8 +338,10 @@ def speech_tokenizer_dir(path: str | Path) -> Path:
         return p / "speech_tokenizer"
     if (p / "config.json").exists() and (p / "model.safetensors").exists():
         return p
-    raise CheckpointError(f"no speech tokenizer found at {p}: expected {p}/speech_tokenizer/config.json "
-                          "and model.safetensors (the official Qwen3-TTS layout)")
+    raise CheckpointError(
+        f"no speech tokenizer found at {p}: expected {p}/speech_tokenizer/config.json "
+        "and model.safetensors (the official Qwen3-TTS layout)"
+    )
 
 
 def read_tokenizer_config(st_dir: Path) -> dict[str, Any]:

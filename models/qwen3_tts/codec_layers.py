@@ -139,8 +139,10 @@ class DecoderBlock(nn.Module):
     def __init__(self, cin: int, cout: int, rate: int) -> None:
         super().__init__()
         self.rate = rate
-        self.block = nn.ModuleList([SnakeBeta(cin), CausalTransConv(cin, cout, 2 * rate, rate)]
-                                   + [ResidualUnit(cout, d) for d in (1, 3, 9)])
+        self.block = nn.ModuleList(
+            [SnakeBeta(cin), CausalTransConv(cin, cout, 2 * rate, rate)]
+            + [ResidualUnit(cout, d) for d in (1, 3, 9)]
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for m in self.block:

@@ -12,8 +12,8 @@ of speech_tokenizer/model.safetensors.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -68,22 +68,34 @@ class MimiEncoderConfig:
             raise ValueError("only the causal, shortcut-free Mimi encoder (as in Qwen3-TTS) is supported")
         hidden, heads = d.get("hidden_size", 512), d.get("num_attention_heads", 8)
         return cls(
-            sampling_rate=d.get("sampling_rate", 24000), frame_rate=d.get("frame_rate", d.get("_frame_rate", 12.5)),
-            audio_channels=d.get("audio_channels", 1), hidden_size=hidden, num_filters=d.get("num_filters", 64),
+            sampling_rate=d.get("sampling_rate", 24000),
+            frame_rate=d.get("frame_rate", d.get("_frame_rate", 12.5)),
+            audio_channels=d.get("audio_channels", 1),
+            hidden_size=hidden,
+            num_filters=d.get("num_filters", 64),
             num_residual_layers=d.get("num_residual_layers", 1),
             upsampling_ratios=tuple(d.get("upsampling_ratios", (8, 6, 5, 4))),
-            kernel_size=d.get("kernel_size", 7), last_kernel_size=d.get("last_kernel_size", 3),
+            kernel_size=d.get("kernel_size", 7),
+            last_kernel_size=d.get("last_kernel_size", 3),
             residual_kernel_size=d.get("residual_kernel_size", 3),
-            dilation_growth_rate=d.get("dilation_growth_rate", 2), compress=d.get("compress", 2),
-            codebook_size=d.get("codebook_size", 2048), codebook_dim=d.get("codebook_dim", 256),
-            num_quantizers=d.get("num_quantizers", 32), num_semantic_quantizers=d.get("num_semantic_quantizers", 1),
+            dilation_growth_rate=d.get("dilation_growth_rate", 2),
+            compress=d.get("compress", 2),
+            codebook_size=d.get("codebook_size", 2048),
+            codebook_dim=d.get("codebook_dim", 256),
+            num_quantizers=d.get("num_quantizers", 32),
+            num_semantic_quantizers=d.get("num_semantic_quantizers", 1),
             vq_hidden_dim=d.get("vector_quantization_hidden_dimension", 256),
-            num_layers=d.get("num_hidden_layers", 8), intermediate_size=d.get("intermediate_size", 2048),
-            num_heads=heads, num_kv_heads=d.get("num_key_value_heads", heads),
-            head_dim=d.get("head_dim") or hidden // heads, rope_theta=float(d.get("rope_theta", 10000.0)),
-            norm_eps=d.get("norm_eps", 1e-5), attention_bias=d.get("attention_bias", False),
+            num_layers=d.get("num_hidden_layers", 8),
+            intermediate_size=d.get("intermediate_size", 2048),
+            num_heads=heads,
+            num_kv_heads=d.get("num_key_value_heads", heads),
+            head_dim=d.get("head_dim") or hidden // heads,
+            rope_theta=float(d.get("rope_theta", 10000.0)),
+            norm_eps=d.get("norm_eps", 1e-5),
+            attention_bias=d.get("attention_bias", False),
             layer_scale_initial_scale=d.get("layer_scale_initial_scale", 0.01),
-            pad_mode=d.get("pad_mode", "constant"))
+            pad_mode=d.get("pad_mode", "constant"),
+        )
 
     @property
     def encodec_frame_rate(self) -> int:
@@ -94,8 +106,16 @@ class MimiConv(nn.Module):
     """Causal Conv1d with Mimi's padding: (k_eff - stride) on the left and just enough on the right
     for a whole number of strides, both in `pad_mode`."""
 
-    def __init__(self, cin: int, cout: int, kernel: int, stride: int = 1, dilation: int = 1,
-                 bias: bool = True, pad_mode: str = "constant") -> None:
+    def __init__(
+        self,
+        cin: int,
+        cout: int,
+        kernel: int,
+        stride: int = 1,
+        dilation: int = 1,
+        bias: bool = True,
+        pad_mode: str = "constant",
+    ) -> None:
         super().__init__()
         self.conv = nn.Conv1d(cin, cout, kernel, stride, dilation=dilation, bias=bias)
         self.k_eff = (kernel - 1) * dilation + 1
@@ -115,9 +135,14 @@ class ResnetBlock(nn.Module):
     def __init__(self, cfg: MimiEncoderConfig, dim: int, dilation: int) -> None:
         super().__init__()
         hidden = dim // cfg.compress
-        self.block = nn.ModuleList([
-            nn.ELU(), MimiConv(dim, hidden, cfg.residual_kernel_size, dilation=dilation, pad_mode=cfg.pad_mode),
-            nn.ELU(), MimiConv(hidden, dim, 1, pad_mode=cfg.pad_mode)])
+        self.block = nn.ModuleList(
+            [
+                nn.ELU(),
+                MimiConv(dim, hidden, cfg.residual_kernel_size, dilation=dilation, pad_mode=cfg.pad_mode),
+                nn.ELU(),
+                MimiConv(hidden, dim, 1, pad_mode=cfg.pad_mode),
+            ]
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = x
@@ -130,14 +155,21 @@ class SEANetEncoder(nn.Module):
     def __init__(self, cfg: MimiEncoderConfig) -> None:
         super().__init__()
         pm = cfg.pad_mode
-        layers: list[nn.Module] = [MimiConv(cfg.audio_channels, cfg.num_filters, cfg.kernel_size, pad_mode=pm)]
+        layers: list[nn.Module] = [
+            MimiConv(cfg.audio_channels, cfg.num_filters, cfg.kernel_size, pad_mode=pm)
+        ]
         scale = 1
         for ratio in reversed(cfg.upsampling_ratios):
             dim = scale * cfg.num_filters
-            layers += [ResnetBlock(cfg, dim, cfg.dilation_growth_rate**j) for j in range(cfg.num_residual_layers)]
+            layers += [
+                ResnetBlock(cfg, dim, cfg.dilation_growth_rate**j) for j in range(cfg.num_residual_layers)
+            ]
             layers += [nn.ELU(), MimiConv(dim, dim * 2, 2 * ratio, stride=ratio, pad_mode=pm)]
             scale *= 2
-        layers += [nn.ELU(), MimiConv(scale * cfg.num_filters, cfg.hidden_size, cfg.last_kernel_size, pad_mode=pm)]
+        layers += [
+            nn.ELU(),
+            MimiConv(scale * cfg.num_filters, cfg.hidden_size, cfg.last_kernel_size, pad_mode=pm),
+        ]
         self.layers = nn.ModuleList(layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -190,7 +222,9 @@ class EncoderTransformer(nn.Module):
         """x [B, T, hidden], full causal attention from position 0."""
         c = self.cfg
         b, t, _ = x.shape
-        cos, sin = rope_cos_sin(torch.arange(t, device=x.device).expand(b, t), c.head_dim, c.rope_theta, x.dtype)
+        cos, sin = rope_cos_sin(
+            torch.arange(t, device=x.device).expand(b, t), c.head_dim, c.rope_theta, x.dtype
+        )
         groups = c.num_heads // c.num_kv_heads
         for layer in self.layers:
             a = layer.self_attn
@@ -262,7 +296,8 @@ class SplitRVQEncoder(nn.Module):
         self.n_semantic = cfg.num_semantic_quantizers
         self.semantic_residual_vector_quantizer = ResidualVQEncoder(cfg, cfg.num_semantic_quantizers)
         self.acoustic_residual_vector_quantizer = ResidualVQEncoder(
-            cfg, cfg.num_quantizers - cfg.num_semantic_quantizers)
+            cfg, cfg.num_quantizers - cfg.num_semantic_quantizers
+        )
 
     def encode(self, emb: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
         c1, g1 = self.semantic_residual_vector_quantizer.encode(emb, self.n_semantic)
@@ -273,7 +308,9 @@ class SplitRVQEncoder(nn.Module):
 class MimiEncoderModel(nn.Module):
     """Holds the official `encoder.*` submodules: encoder, encoder_transformer, downsample, quantizer."""
 
-    def __init__(self, cfg: MimiEncoderConfig, valid_quantizers: int = 16, downsample_rate: int = 1920) -> None:
+    def __init__(
+        self, cfg: MimiEncoderConfig, valid_quantizers: int = 16, downsample_rate: int = 1920
+    ) -> None:
         super().__init__()
         self.cfg = cfg
         self.valid_quantizers = valid_quantizers
@@ -281,23 +318,29 @@ class MimiEncoderModel(nn.Module):
         self.encoder = SEANetEncoder(cfg)
         self.encoder_transformer = EncoderTransformer(cfg)
         stride = cfg.encodec_frame_rate / cfg.frame_rate
-        self.downsample = MimiConv(cfg.hidden_size, cfg.hidden_size, 2 * int(stride), stride=2, bias=False,
-                                   pad_mode="replicate")
+        self.downsample = MimiConv(
+            cfg.hidden_size, cfg.hidden_size, 2 * int(stride), stride=2, bias=False, pad_mode="replicate"
+        )
         self.quantizer = SplitRVQEncoder(cfg)
 
     @classmethod
-    def from_checkpoint(cls, path: str | Path, device: str | torch.device = "cpu",
-                        dtype: torch.dtype = torch.float32) -> MimiEncoderModel:
+    def from_checkpoint(
+        cls, path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32
+    ) -> MimiEncoderModel:
         st_dir = speech_tokenizer_dir(path)
         full = read_tokenizer_config(st_dir)
         cfg = MimiEncoderConfig.from_dict(full.get("encoder_config", {}))
         with torch.device("meta"):
-            model = cls(cfg, full.get("encoder_valid_num_quantizers", 16), full.get("encode_downsample_rate", 1920))
+            model = cls(
+                cfg, full.get("encoder_valid_num_quantizers", 16), full.get("encode_downsample_rate", 1920)
+            )
         load_checked(model, st_dir / "model.safetensors", prefix="encoder.", device=device, dtype=dtype)
         return model.eval()
 
     @torch.inference_mode()
-    def encode_with_gaps(self, wav: np.ndarray, sample_rate: int = SAMPLE_RATE) -> tuple[np.ndarray, np.ndarray]:
+    def encode_with_gaps(
+        self, wav: np.ndarray, sample_rate: int = SAMPLE_RATE
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Codes [T, 16] int64 and, per code, the distance gap between the nearest and second-nearest
         centroid (small gaps are where float noise may flip a code)."""
         x = check_reference_audio(wav, sample_rate, self.cfg.sampling_rate)
@@ -308,8 +351,10 @@ class MimiEncoderModel(nn.Module):
         h = self.downsample(h)
         codes, gaps = self.quantizer.encode(h, self.valid_quantizers)
         frames = -(-x.shape[0] // self.downsample_rate)
-        return (codes[:, 0, :frames].T.cpu().numpy().astype(np.int64),
-                gaps[:, 0, :frames].T.float().cpu().numpy())
+        return (
+            codes[:, 0, :frames].T.cpu().numpy().astype(np.int64),
+            gaps[:, 0, :frames].T.float().cpu().numpy(),
+        )
 
     def encode(self, wav: np.ndarray, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
         """Reference waveform (mono float32 at 24 kHz) -> codes [ceil(n / 1920), 16] int64."""
@@ -319,8 +364,10 @@ class MimiEncoderModel(nn.Module):
 def check_reference_audio(wav: np.ndarray, sample_rate: int, expected_rate: int = SAMPLE_RATE) -> np.ndarray:
     """Validate a reference clip; return it as a 1-D float32 array. Raises InputError."""
     if sample_rate != expected_rate:
-        raise InputError(f"the reference audio is sampled at {sample_rate} Hz but this model needs "
-                         f"{expected_rate} Hz: resample it to {expected_rate} Hz first")
+        raise InputError(
+            f"the reference audio is sampled at {sample_rate} Hz but this model needs "
+            f"{expected_rate} Hz: resample it to {expected_rate} Hz first"
+        )
     x = np.asarray(wav, dtype=np.float32)
     if x.ndim == 2 and 1 in x.shape:
         x = x.reshape(-1)
@@ -338,7 +385,12 @@ def _cached_encoder(path: str, device: str, dtype: torch.dtype) -> MimiEncoderMo
     return MimiEncoderModel.from_checkpoint(path, device=device, dtype=dtype)
 
 
-def encode(checkpoint: str | Path, wav: np.ndarray, sample_rate: int = SAMPLE_RATE, device: str = "cpu",
-           dtype: torch.dtype = torch.float32) -> np.ndarray:
+def encode(
+    checkpoint: str | Path,
+    wav: np.ndarray,
+    sample_rate: int = SAMPLE_RATE,
+    device: str = "cpu",
+    dtype: torch.dtype = torch.float32,
+) -> np.ndarray:
     """Reference codes [T, 16] for `wav` with the speech tokenizer of `checkpoint` (loaded once)."""
     return _cached_encoder(str(Path(checkpoint).resolve()), str(device), dtype).encode(wav, sample_rate)

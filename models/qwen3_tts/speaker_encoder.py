@@ -47,8 +47,9 @@ def _mel_to_hz(m: np.ndarray) -> np.ndarray:
 
 
 @lru_cache(maxsize=4)
-def slaney_mel_filters(sr: int = SAMPLE_RATE, n_fft: int = N_FFT, n_mels: int = N_MELS,
-                       fmin: float = FMIN, fmax: float = FMAX) -> np.ndarray:
+def slaney_mel_filters(
+    sr: int = SAMPLE_RATE, n_fft: int = N_FFT, n_mels: int = N_MELS, fmin: float = FMIN, fmax: float = FMAX
+) -> np.ndarray:
     """[n_mels, n_fft//2 + 1] float32 triangular filters, each scaled to unit area (slaney norm)."""
     fft_freqs = np.fft.rfftfreq(n=n_fft, d=1.0 / sr)
     mel_f = _mel_to_hz(np.linspace(_hz_to_mel(np.array(fmin)), _hz_to_mel(np.array(fmax)), n_mels + 2))
@@ -69,8 +70,17 @@ def log_mel(wav: torch.Tensor) -> torch.Tensor:
     basis = torch.from_numpy(slaney_mel_filters()).to(wav.device)
     pad = (N_FFT - HOP) // 2
     y = F.pad(wav.float().unsqueeze(1), (pad, pad), mode="reflect").squeeze(1)
-    spec = torch.stft(y, N_FFT, hop_length=HOP, win_length=WIN, window=torch.hann_window(WIN, device=wav.device),
-                      center=False, normalized=False, onesided=True, return_complex=True)
+    spec = torch.stft(
+        y,
+        N_FFT,
+        hop_length=HOP,
+        win_length=WIN,
+        window=torch.hann_window(WIN, device=wav.device),
+        center=False,
+        normalized=False,
+        onesided=True,
+        return_complex=True,
+    )
     mag = torch.sqrt(torch.view_as_real(spec).pow(2).sum(-1) + 1e-9)
     return torch.log(torch.clamp(torch.matmul(basis, mag), min=1e-5)).transpose(1, 2)
 
@@ -90,16 +100,23 @@ class SpeakerEncoderConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SpeakerEncoderConfig:
-        known = {k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items()
-                 if k in cls.__dataclass_fields__}
+        known = {
+            k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items() if k in cls.__dataclass_fields__
+        }
         return cls(**known)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"mel_dim": self.mel_dim, "enc_dim": self.enc_dim, "enc_channels": list(self.enc_channels),
-                "enc_kernel_sizes": list(self.enc_kernel_sizes), "enc_dilations": list(self.enc_dilations),
-                "enc_attention_channels": self.enc_attention_channels,
-                "enc_res2net_scale": self.enc_res2net_scale, "enc_se_channels": self.enc_se_channels,
-                "sample_rate": self.sample_rate}
+        return {
+            "mel_dim": self.mel_dim,
+            "enc_dim": self.enc_dim,
+            "enc_channels": list(self.enc_channels),
+            "enc_kernel_sizes": list(self.enc_kernel_sizes),
+            "enc_dilations": list(self.enc_dilations),
+            "enc_attention_channels": self.enc_attention_channels,
+            "enc_res2net_scale": self.enc_res2net_scale,
+            "enc_se_channels": self.enc_se_channels,
+            "sample_rate": self.sample_rate,
+        }
 
 
 def _same_conv(cin: int, cout: int, kernel: int, dilation: int = 1) -> nn.Conv1d:
@@ -121,8 +138,9 @@ class Res2NetBlock(nn.Module):
     def __init__(self, channels: int, scale: int, kernel: int, dilation: int) -> None:
         super().__init__()
         self.scale = scale
-        self.blocks = nn.ModuleList([TDNNBlock(channels // scale, channels // scale, kernel, dilation)
-                                     for _ in range(scale - 1)])
+        self.blocks = nn.ModuleList(
+            [TDNNBlock(channels // scale, channels // scale, kernel, dilation) for _ in range(scale - 1)]
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         outs: list[torch.Tensor] = []
@@ -193,9 +211,13 @@ class SpeakerEncoder(nn.Module):
         if not len(ch) == len(ks) == len(dl):
             raise ValueError("enc_channels, enc_kernel_sizes and enc_dilations must have the same length")
         self.cfg = cfg
-        self.blocks = nn.ModuleList([TDNNBlock(cfg.mel_dim, ch[0], ks[0], dl[0])] + [
-            SERes2NetBlock(ch[i - 1], ch[i], cfg.enc_res2net_scale, cfg.enc_se_channels, ks[i], dl[i])
-            for i in range(1, len(ch) - 1)])
+        self.blocks = nn.ModuleList(
+            [TDNNBlock(cfg.mel_dim, ch[0], ks[0], dl[0])]
+            + [
+                SERes2NetBlock(ch[i - 1], ch[i], cfg.enc_res2net_scale, cfg.enc_se_channels, ks[i], dl[i])
+                for i in range(1, len(ch) - 1)
+            ]
+        )
         self.mfa = TDNNBlock(ch[-1], ch[-1], ks[-1], dl[-1])
         self.asp = AttentiveStatsPool(ch[-1], cfg.enc_attention_channels)
         self.fc = _same_conv(ch[-1] * 2, cfg.enc_dim, 1)
@@ -216,15 +238,18 @@ class SpeakerEncoder(nn.Module):
         x = check_reference_audio(wav, sample_rate, self.cfg.sample_rate)
         # The reflect padding of the front end needs more than 384 samples.
         if x.size <= (N_FFT - HOP) // 2:
-            raise InputError(f"the reference audio is too short ({x.size} samples): give at least "
-                             f"{N_FFT} samples (about 0.05 s), ideally a few seconds")
+            raise InputError(
+                f"the reference audio is too short ({x.size} samples): give at least "
+                f"{N_FFT} samples (about 0.05 s), ideally a few seconds"
+            )
         p = next(self.parameters())
         mels = log_mel(torch.from_numpy(x).to(p.device)[None])
         return self(mels.to(p.dtype))[0]
 
     @classmethod
-    def from_checkpoint(cls, path: str | Path, device: str | torch.device = "cpu",
-                        dtype: torch.dtype = torch.float32) -> SpeakerEncoder:
+    def from_checkpoint(
+        cls, path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32
+    ) -> SpeakerEncoder:
         """Load from a Base checkpoint dir: config.json `speaker_encoder_config` + model.safetensors."""
         root = Path(path)
         try:
@@ -232,8 +257,10 @@ class SpeakerEncoder(nn.Module):
         except (OSError, json.JSONDecodeError) as e:
             raise CheckpointError(f"cannot read {root / 'config.json'}: {e}") from e
         if "speaker_encoder_config" not in cfg_all:
-            raise CheckpointError(f"{root / 'config.json'} has no speaker_encoder_config: only Base (voice "
-                                  "clone) checkpoints carry a speaker encoder")
+            raise CheckpointError(
+                f"{root / 'config.json'} has no speaker_encoder_config: only Base (voice "
+                "clone) checkpoints carry a speaker encoder"
+            )
         with torch.device("meta"):
             enc = cls(SpeakerEncoderConfig.from_dict(cfg_all["speaker_encoder_config"]))
         load_checked(enc, root / "model.safetensors", prefix="speaker_encoder.", device=device, dtype=dtype)

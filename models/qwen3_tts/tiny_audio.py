@@ -33,20 +33,56 @@ WAV_STD = 0.1
 # "last 1024 ids are specials" rule); "cpu-bench" = the real 2048 codebook with moderate widths, for
 # CPU serving benchmarks (about 4x the tiny decoder's width, 4 transformer layers).
 _DECODER: dict[str, dict[str, Any]] = {
-    "tiny": dict(codebook_size=128, codebook_dim=32, hidden_size=32, latent_dim=48, head_dim=8,
-                 num_attention_heads=4, num_key_value_heads=4, intermediate_size=64, num_hidden_layers=2,
-                 decoder_dim=32),
-    "cpu-bench": dict(codebook_size=2048, codebook_dim=64, hidden_size=128, latent_dim=128, head_dim=32,
-                      num_attention_heads=4, num_key_value_heads=4, intermediate_size=256, num_hidden_layers=4,
-                      decoder_dim=128),
+    "tiny": dict(
+        codebook_size=128,
+        codebook_dim=32,
+        hidden_size=32,
+        latent_dim=48,
+        head_dim=8,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        decoder_dim=32,
+    ),
+    "cpu-bench": dict(
+        codebook_size=2048,
+        codebook_dim=64,
+        hidden_size=128,
+        latent_dim=128,
+        head_dim=32,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        intermediate_size=256,
+        num_hidden_layers=4,
+        decoder_dim=128,
+    ),
 }
 _ENCODER: dict[str, dict[str, Any]] = {
-    "tiny": dict(hidden_size=32, num_filters=4, codebook_size=128, codebook_dim=16,
-                 vector_quantization_hidden_dimension=16, num_hidden_layers=1, intermediate_size=64,
-                 num_attention_heads=2, num_key_value_heads=2, head_dim=16),
-    "cpu-bench": dict(hidden_size=64, num_filters=8, codebook_size=2048, codebook_dim=32,
-                      vector_quantization_hidden_dimension=32, num_hidden_layers=2, intermediate_size=128,
-                      num_attention_heads=4, num_key_value_heads=4, head_dim=16),
+    "tiny": dict(
+        hidden_size=32,
+        num_filters=4,
+        codebook_size=128,
+        codebook_dim=16,
+        vector_quantization_hidden_dimension=16,
+        num_hidden_layers=1,
+        intermediate_size=64,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        head_dim=16,
+    ),
+    "cpu-bench": dict(
+        hidden_size=64,
+        num_filters=8,
+        codebook_size=2048,
+        codebook_dim=32,
+        vector_quantization_hidden_dimension=32,
+        num_hidden_layers=2,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        head_dim=16,
+    ),
 }
 SIZES = tuple(_DECODER)
 
@@ -55,31 +91,78 @@ def speech_tokenizer_config(size: str = "tiny") -> dict[str, Any]:
     """config.json of the speech tokenizer (Qwen3TTSTokenizerV2Config) for `size`."""
     if size not in _DECODER:
         raise ValueError(f"unknown speech tokenizer size {size!r}; choose one of {', '.join(SIZES)}")
-    enc = dict(sampling_rate=24000, frame_rate=12.5, audio_channels=1, num_residual_layers=1,
-               upsampling_ratios=[8, 6, 5, 4], kernel_size=7, last_kernel_size=3, residual_kernel_size=3,
-               dilation_growth_rate=2, use_causal_conv=True, use_conv_shortcut=False, pad_mode="constant",
-               compress=2, trim_right_ratio=1.0, num_quantizers=16, num_semantic_quantizers=1,
-               upsample_groups=32, sliding_window=250, max_position_embeddings=8000, rope_theta=10000.0,
-               norm_eps=1e-5, hidden_act="gelu", layer_scale_initial_scale=0.01, use_cache=False,
-               model_type="mimi", **_ENCODER[size])
-    dec = dict(sliding_window=72, max_position_embeddings=8000, rope_theta=10000, rms_norm_eps=1e-5,
-               layer_scale_initial_scale=0.01, num_quantizers=16, num_semantic_quantizers=1,
-               upsample_rates=[8, 5, 4, 3], upsampling_ratios=[2, 2], hidden_act="silu", attention_bias=False,
-               attention_dropout=0.0, **_DECODER[size])
-    return dict(architectures=["Qwen3TTSTokenizerV2Model"], model_type="qwen3_tts_tokenizer_12hz",
-                encoder_config=enc, decoder_config=dec, encoder_valid_num_quantizers=16,
-                input_sample_rate=24000, output_sample_rate=24000, decode_upsample_rate=1920,
-                encode_downsample_rate=1920)
+    enc = dict(
+        sampling_rate=24000,
+        frame_rate=12.5,
+        audio_channels=1,
+        num_residual_layers=1,
+        upsampling_ratios=[8, 6, 5, 4],
+        kernel_size=7,
+        last_kernel_size=3,
+        residual_kernel_size=3,
+        dilation_growth_rate=2,
+        use_causal_conv=True,
+        use_conv_shortcut=False,
+        pad_mode="constant",
+        compress=2,
+        trim_right_ratio=1.0,
+        num_quantizers=16,
+        num_semantic_quantizers=1,
+        upsample_groups=32,
+        sliding_window=250,
+        max_position_embeddings=8000,
+        rope_theta=10000.0,
+        norm_eps=1e-5,
+        hidden_act="gelu",
+        layer_scale_initial_scale=0.01,
+        use_cache=False,
+        model_type="mimi",
+        **_ENCODER[size],
+    )
+    dec = dict(
+        sliding_window=72,
+        max_position_embeddings=8000,
+        rope_theta=10000,
+        rms_norm_eps=1e-5,
+        layer_scale_initial_scale=0.01,
+        num_quantizers=16,
+        num_semantic_quantizers=1,
+        upsample_rates=[8, 5, 4, 3],
+        upsampling_ratios=[2, 2],
+        hidden_act="silu",
+        attention_bias=False,
+        attention_dropout=0.0,
+        **_DECODER[size],
+    )
+    return dict(
+        architectures=["Qwen3TTSTokenizerV2Model"],
+        model_type="qwen3_tts_tokenizer_12hz",
+        encoder_config=enc,
+        decoder_config=dec,
+        encoder_valid_num_quantizers=16,
+        input_sample_rate=24000,
+        output_sample_rate=24000,
+        decode_upsample_rate=1920,
+        encode_downsample_rate=1920,
+    )
 
 
-PREPROCESSOR_CONFIG = {"feature_extractor_type": "EncodecFeatureExtractor", "feature_size": 1,
-                       "padding_side": "right", "padding_value": 0.0, "return_attention_mask": True,
-                       "sampling_rate": 24000, "chunk_length_s": None, "overlap": None}
+PREPROCESSOR_CONFIG = {
+    "feature_extractor_type": "EncodecFeatureExtractor",
+    "feature_size": 1,
+    "padding_side": "right",
+    "padding_value": 0.0,
+    "return_attention_mask": True,
+    "sampling_rate": 24000,
+    "chunk_length_s": None,
+    "overlap": None,
+}
 
 
 @torch.no_grad()
 def randomize(model: nn.Module, g: torch.Generator) -> None:
     """Overwrite every parameter and codebook buffer with O(1)-scale values drawn from `g`."""
+
     def rn(shape: torch.Size) -> torch.Tensor:
         return torch.randn(shape, generator=g)
 
@@ -167,12 +250,16 @@ def speaker_encoder_config(enc_dim: int, channels: tuple[int, ...] = (32, 32, 32
     attention / SE widths (the oracle's tiny: 16); real checkpoints use 128."""
     small = max(channels) < 512
     return SpeakerEncoderConfig(
-        enc_dim=enc_dim, enc_channels=tuple(channels), enc_attention_channels=16 if small else 128,
-        enc_se_channels=16 if small else 128).to_dict()
+        enc_dim=enc_dim,
+        enc_channels=tuple(channels),
+        enc_attention_channels=16 if small else 128,
+        enc_se_channels=16 if small else 128,
+    ).to_dict()
 
 
-def speaker_encoder_weights(enc_dim: int | dict[str, Any], channels: tuple[int, ...] = (32, 32, 32, 32, 96),
-                            seed: int = 1236) -> dict[str, torch.Tensor]:
+def speaker_encoder_weights(
+    enc_dim: int | dict[str, Any], channels: tuple[int, ...] = (32, 32, 32, 32, 96), seed: int = 1236
+) -> dict[str, torch.Tensor]:
     """`speaker_encoder.*` tensors (to merge into the main model.safetensors of a Base checkpoint).
     `enc_dim` may also be a whole `speaker_encoder_config` dict."""
     cfg = enc_dim if isinstance(enc_dim, dict) else speaker_encoder_config(enc_dim, channels)

@@ -13,8 +13,9 @@ from torch import nn
 from ..base import CheckpointError
 
 
-def load_checked(module: nn.Module, file: Path, prefix: str, device: str | torch.device,
-                 dtype: torch.dtype) -> None:
+def load_checked(
+    module: nn.Module, file: Path, prefix: str, device: str | torch.device, dtype: torch.dtype
+) -> None:
     """Fill `module` (typically on meta) from the keys `prefix + name` of `file`, cast to `dtype`."""
     if not file.exists():
         raise CheckpointError(f"missing weights file {file}")
@@ -26,16 +27,22 @@ def load_checked(module: nn.Module, file: Path, prefix: str, device: str | torch
             if missing:
                 more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
                 raise CheckpointError(f"tensor '{missing[0]}'{more} is missing from {file}")
-            unexpected = sorted(k for k in present if k.startswith(prefix) and k[len(prefix):] not in expected)
+            unexpected = sorted(
+                k for k in present if k.startswith(prefix) and k[len(prefix) :] not in expected
+            )
             if unexpected:
-                raise CheckpointError(f"unexpected tensor '{unexpected[0]}' in {file}: the checkpoint does not "
-                                      "match this architecture (config.json and weights disagree?)")
+                raise CheckpointError(
+                    f"unexpected tensor '{unexpected[0]}' in {file}: the checkpoint does not "
+                    "match this architecture (config.json and weights disagree?)"
+                )
             loaded: dict[str, torch.Tensor] = {}
             for name, ref in expected.items():
                 t = f.get_tensor(prefix + name)
                 if tuple(t.shape) != tuple(ref.shape):
-                    raise CheckpointError(f"tensor '{prefix + name}' in {file} has shape {tuple(t.shape)}, "
-                                          f"expected {tuple(ref.shape)} from config.json")
+                    raise CheckpointError(
+                        f"tensor '{prefix + name}' in {file} has shape {tuple(t.shape)}, "
+                        f"expected {tuple(ref.shape)} from config.json"
+                    )
                 if not torch.isfinite(t).all():
                     raise CheckpointError(f"tensor '{prefix + name}' in {file} holds NaN or inf values")
                 loaded[name] = t.to(device=device, dtype=dtype if t.is_floating_point() else t.dtype)

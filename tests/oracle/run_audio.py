@@ -2,10 +2,11 @@
 ECAPA x-vector on inputs prepared by the project's tests.
 
 usage: run_audio.py IN.pt OUT.pt
-IN.pt: {"st_dir": str, "codes": LongTensor [B, 16, T], "ref": float32 [n] (24 kHz), "short_refs": [float32 [n_i]],
-        "spk_config": dict, "spk_state": {speaker_encoder.* tensors}}
-OUT.pt: {"wav": decoder(codes) single full forward [B, 1, T*1920], "ref_codes": Qwen3TTSTokenizer.encode
-         [T_ref, 16], "short_codes": [[T_i, 16]], "mel_basis": librosa slaney filters [128, 513], "mel": official log-mel [1, frames, 128],
+IN.pt: {"st_dir": str, "codes": LongTensor [B, 16, T], "ref": float32 [n] (24 kHz),
+        "short_refs": [float32 [n_i]], "spk_config": dict, "spk_state": {speaker_encoder.* tensors}}
+OUT.pt: {"wav": decoder(codes), the single full forward [B, 1, T*1920],
+         "ref_codes": Qwen3TTSTokenizer.encode [T_ref, 16], "short_codes": [[T_i, 16]],
+         "mel_basis": librosa slaney filters [128, 513], "mel": official log-mel [1, frames, 128],
          "xvec": extract_speaker_embedding(ref) [enc_dim]}
 """
 
@@ -35,12 +36,19 @@ def main(inp: str, out: str) -> None:
     res["short_codes"] = [tok.encode(r.numpy(), sr=24000).audio_codes[0].cpu() for r in data["short_refs"]]
 
     res["mel_basis"] = torch.from_numpy(librosa_mel(sr=24000, n_fft=1024, n_mels=128, fmin=0, fmax=12000))
-    res["mel"] = M.mel_spectrogram(torch.from_numpy(ref).unsqueeze(0), n_fft=1024, num_mels=128,
-                                   sampling_rate=24000, hop_size=256, win_size=1024, fmin=0,
-                                   fmax=12000).transpose(1, 2)
+    res["mel"] = M.mel_spectrogram(
+        torch.from_numpy(ref).unsqueeze(0),
+        n_fft=1024,
+        num_mels=128,
+        sampling_rate=24000,
+        hop_size=256,
+        win_size=1024,
+        fmin=0,
+        fmax=12000,
+    ).transpose(1, 2)
     enc = M.Qwen3TTSSpeakerEncoder(Qwen3TTSSpeakerEncoderConfig(**data["spk_config"])).eval()
     prefix = "speaker_encoder."
-    enc.load_state_dict({k[len(prefix):]: v for k, v in data["spk_state"].items()}, strict=True)
+    enc.load_state_dict({k[len(prefix) :]: v for k, v in data["spk_state"].items()}, strict=True)
     host = types.SimpleNamespace(speaker_encoder=enc, device=torch.device("cpu"), dtype=torch.float32)
     with torch.no_grad():  # the official method body, run on the bare speaker encoder
         res["xvec"] = M.Qwen3TTSForConditionalGeneration.extract_speaker_embedding(host, ref, 24000)

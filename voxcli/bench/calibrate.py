@@ -43,8 +43,17 @@ from dataclasses import dataclass
 
 # --- Qwen3-TTS 1.7B dimensions (qwen3-tts-notes.md) ---------------------------------------------------
 TALKER = dict(hidden=2048, layers=28, heads=16, kv_heads=8, head_dim=128, mlp=6144, codec_vocab=3072)
-PREDICTOR = dict(hidden=1024, layers=5, heads=16, kv_heads=8, head_dim=128, mlp=3072, vocab=2048,
-                 passes=15, talker_hidden=2048)
+PREDICTOR = dict(
+    hidden=1024,
+    layers=5,
+    heads=16,
+    kv_heads=8,
+    head_dim=128,
+    mlp=3072,
+    vocab=2048,
+    passes=15,
+    talker_hidden=2048,
+)
 CHUNK_FRAMES = 10
 BYTES_BF16 = 2
 
@@ -56,8 +65,10 @@ def _layer_params(hidden: int, heads: int, kv_heads: int, head_dim: int, mlp: in
 
 def talker_params() -> int:
     t = TALKER
-    return t["layers"] * _layer_params(t["hidden"], t["heads"], t["kv_heads"], t["head_dim"], t["mlp"]) \
+    return (
+        t["layers"] * _layer_params(t["hidden"], t["heads"], t["kv_heads"], t["head_dim"], t["mlp"])
         + t["hidden"] * t["codec_vocab"]
+    )
 
 
 def predictor_pass_params() -> int:
@@ -137,9 +148,11 @@ def decode_terms_ms(gpu: GpuSpec, batch: float) -> dict[str, float]:
     weights = (talker_params() + PREDICTOR["passes"] * predictor_pass_params()) * BYTES_BF16
     flops_row = 2 * (talker_params() + PREDICTOR["passes"] * predictor_pass_params())
     bw = gpu.bandwidth * BW_EFF
-    return {"weights": weights / bw * 1e3,
-            "kv": batch * CTX_TOKENS * kv_bytes_per_token() / bw * 1e3,
-            "flops": batch * flops_row / (gpu.flops * FLOP_EFF) * 1e3}
+    return {
+        "weights": weights / bw * 1e3,
+        "kv": batch * CTX_TOKENS * kv_bytes_per_token() / bw * 1e3,
+        "flops": batch * flops_row / (gpu.flops * FLOP_EFF) * 1e3,
+    }
 
 
 def decode_ms(gpu: GpuSpec, batch: float, step_floor_ms: float) -> float:
@@ -157,21 +170,37 @@ def build_profile(gpu_name: str, step_floor_ms: float) -> dict:
     """A CostProfile dict (TOML layout of voxcli/engine/cost.py) for `gpu_name`."""
     gpu = GPUS[gpu_name]
     sm_counts = [s for s in range(8, gpu.sms, 8)]
-    decode = {"batch": list(DECODE_BATCHES),
-              "ms": [round(decode_ms(gpu, b, step_floor_ms), 4) for b in DECODE_BATCHES],
-              "sm_ms": {str(s): [round(decode_ms(gpu, b, step_floor_ms) / decode_speed(b, s, gpu.sms), 4)
-                                 for b in DECODE_BATCHES] for s in sm_counts}}
-    talker_share = (TALKER["layers"] + 1) / (TALKER["layers"] + PREDICTOR["passes"] * PREDICTOR["layers"] + 16)
+    decode = {
+        "batch": list(DECODE_BATCHES),
+        "ms": [round(decode_ms(gpu, b, step_floor_ms), 4) for b in DECODE_BATCHES],
+        "sm_ms": {
+            str(s): [
+                round(decode_ms(gpu, b, step_floor_ms) / decode_speed(b, s, gpu.sms), 4)
+                for b in DECODE_BATCHES
+            ]
+            for s in sm_counts
+        },
+    }
+    talker_share = (TALKER["layers"] + 1) / (
+        TALKER["layers"] + PREDICTOR["passes"] * PREDICTOR["layers"] + 16
+    )
     talker_weights_ms = talker_params() * BYTES_BF16 / (gpu.bandwidth * BW_EFF) * 1e3
     prefill_ms = step_floor_ms * talker_share + talker_weights_ms
-    prefill = {"batch": [1, 4], "ms": [round(prefill_ms, 4)] * 2,
-               "per_token_ms": round(2 * talker_params() / (gpu.flops * FLOP_EFF) * 1e3, 6)}
-    codec = {"batch": list(CODEC_BATCHES), "ms": [round(codec_ms(b, gpu.sms), 4) for b in CODEC_BATCHES],
-             "frames_ref": CHUNK_FRAMES,
-             "sm_ms": {str(s): [round(codec_ms(b, s), 4) for b in CODEC_BATCHES] for s in sm_counts}}
-    return {"gpu": {"name": gpu.name, "sms": gpu.sms,
-                    "interference": round(interference(gpu, step_floor_ms), 4)},
-            "stages": {"decode": decode, "prefill": prefill, "codec": codec}}
+    prefill = {
+        "batch": [1, 4],
+        "ms": [round(prefill_ms, 4)] * 2,
+        "per_token_ms": round(2 * talker_params() / (gpu.flops * FLOP_EFF) * 1e3, 6),
+    }
+    codec = {
+        "batch": list(CODEC_BATCHES),
+        "ms": [round(codec_ms(b, gpu.sms), 4) for b in CODEC_BATCHES],
+        "frames_ref": CHUNK_FRAMES,
+        "sm_ms": {str(s): [round(codec_ms(b, s), 4) for b in CODEC_BATCHES] for s in sm_counts},
+    }
+    return {
+        "gpu": {"name": gpu.name, "sms": gpu.sms, "interference": round(interference(gpu, step_floor_ms), 4)},
+        "stages": {"decode": decode, "prefill": prefill, "codec": codec},
+    }
 
 
 def derivation_lines(gpu_name: str, step_floor_ms: float) -> list[str]:
@@ -180,13 +209,17 @@ def derivation_lines(gpu_name: str, step_floor_ms: float) -> list[str]:
     c = codec_coefficients()
     t = decode_terms_ms(gpu, 64)
     return [
-        f"{gpu.name}: {gpu.sms} SMs, {gpu.bandwidth / 1e12:.2f} TB/s, {gpu.flops / 1e12:.0f} TFLOP/s bf16 (datasheet)",
-        f"talker {talker_params() / 1e6:.1f} M params, predictor pass {predictor_pass_params() / 1e6:.1f} M x 15, "
+        f"{gpu.name}: {gpu.sms} SMs, {gpu.bandwidth / 1e12:.2f} TB/s, {gpu.flops / 1e12:.0f} TFLOP/s bf16 "
+        "(datasheet)",
+        f"talker {talker_params() / 1e6:.1f} M params, predictor pass {predictor_pass_params() / 1e6:.1f} M "
+        "x 15, "
         f"KV {kv_bytes_per_token() / 1024:.0f} KiB/token, ctx {CTX_TOKENS}",
         f"decode(64) = floor {step_floor_ms:.3f} (fitted) + weights {t['weights']:.3f} + kv {t['kv']:.3f} "
         f"+ flops {t['flops']:.3f} ms  (BW_EFF {BW_EFF}, FLOP_EFF {FLOP_EFF})",
-        f"SM scaling: Amdahl p {amdahl_p(1):.3f} (batch 1) .. {amdahl_p(256):.3f} (batch 256) from 99%/93% on 108/132",
-        f"codec: c0 {c['c0']:.3f} ms x (132/s)^{c['m']:.3f} + c1 {c['c1']:.3f} ms/chunk x (132/s)^{c['k']:.3f}",
+        f"SM scaling: Amdahl p {amdahl_p(1):.3f} (batch 1) .. {amdahl_p(256):.3f} (batch 256) from "
+        "99%/93% on 108/132",
+        f"codec: c0 {c['c0']:.3f} ms x (132/s)^{c['m']:.3f} + c1 {c['c1']:.3f} ms/chunk x "
+        f"(132/s)^{c['k']:.3f}",
         f"interference {interference(gpu, step_floor_ms):.3f} = 2 / (lm speed on {gpu.paper_split[0]} + "
         f"codec speed on {gpu.paper_split[1]} SMs)",
     ]

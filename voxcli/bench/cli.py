@@ -39,11 +39,17 @@ def _fail(message: str) -> None:
 
 
 def bench(
-    executor: Annotated[str, typer.Option(help="sim (virtual time over a GPU cost profile), cpu or cuda.")] = "sim",
+    executor: Annotated[
+        str, typer.Option(help="sim (virtual time over a GPU cost profile), cpu or cuda.")
+    ] = "sim",
     gpu: Annotated[str, typer.Option(help="Cost profile for the sim: h100, h200 or b200.")] = "",
-    model: Annotated[str, typer.Option(help="A model recipe (qwen3-tts-1.7b), a checkpoint path/hub id, or "
-                                            "cpu-bench (random-weight Qwen3-TTS sized for this CPU).")]
-    = "qwen3-tts-1.7b",
+    model: Annotated[
+        str,
+        typer.Option(
+            help="A model recipe (qwen3-tts-1.7b), a checkpoint path/hub id, or "
+            "cpu-bench (random-weight Qwen3-TTS sized for this CPU)."
+        ),
+    ] = "qwen3-tts-1.7b",
     policy: Annotated[str, typer.Option(help="Comma-separated policies: full, sync2, lanes, sync.")] = "full",
     rates: Annotated[str, typer.Option(help="Offered rates in req/s: start:stop:step or a list.")] = "2:60:2",
     duration: Annotated[float, typer.Option(help="Seconds of arrivals per rate.")] = 60.0,
@@ -55,14 +61,16 @@ def bench(
     frames_scale: Annotated[float, typer.Option(help="Scale the estimated output lengths.")] = 1.0,
     max_frames: Annotated[int, typer.Option(help="Cap each request's frames (0 = no cap).")] = 0,
     no_stop: Annotated[bool, typer.Option("--no-stop", help="Run every rate (no stop rule).")] = False,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="Engine override key=value (repeatable).")]
-    = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Engine override key=value (repeatable).")
+    ] = None,
     out: Annotated[Path, typer.Option(help="Directory for the JSON and PNG results.")] = Path("out/bench"),
     plot: Annotated[bool, typer.Option(help="Write the PNG plots.")] = True,
 ) -> None:
     from rich.console import Console
 
-    from voxcli.bench.report import capacity_table, plot as plot_sweep, rate_tables, write_json
+    from voxcli.bench.report import capacity_table, rate_tables, write_json
+    from voxcli.bench.report import plot as plot_sweep
     from voxcli.bench.sweep import SweepSpec, Variant, parse_rates, run_sweep
     from voxcli.bench.targets import cpu_bench_checkpoint, engine_target, model_config, sim_target
     from voxcli.bench.workloads import load_workload
@@ -85,9 +93,18 @@ def bench(
         for name in names:
             config.replace(policy=name)  # a clear ConfigError for an unknown policy, before any run
         utts = load_workload(workload)
-        spec = SweepSpec(rates=rate_list, duration_s=duration, seed=seed, seeds=seeds, warmup=warmup,
-                         timeout_s=timeout, frames_scale=frames_scale, max_frames=max_frames or None,
-                         stop_rule=not no_stop, frame_rate=12.5)
+        spec = SweepSpec(
+            rates=rate_list,
+            duration_s=duration,
+            seed=seed,
+            seeds=seeds,
+            warmup=warmup,
+            timeout_s=timeout,
+            frames_scale=frames_scale,
+            max_frames=max_frames or None,
+            stop_rule=not no_stop,
+            frame_rate=12.5,
+        )
         program = None
         if executor != "sim":
             from voxcli.models import load_model
@@ -100,11 +117,19 @@ def bench(
             return engine_target(config, v, seed, program=program)
 
         def progress(sw, r) -> None:
-            console.print(f"[dim]{sw.variant.label:8s} {r.rate:6g} req/s: {r.attainment * 100:5.1f}% SLO, "
-                          f"p99 TTFA {(r.ttfa_p99 or 0) * 1e3:6.0f} ms, {r.completed_rps:5.1f} done/s[/dim]")
+            console.print(
+                f"[dim]{sw.variant.label:8s} {r.rate:6g} req/s: {r.attainment * 100:5.1f}% SLO, "
+                f"p99 TTFA {(r.ttfa_p99 or 0) * 1e3:6.0f} ms, {r.completed_rps:5.1f} done/s[/dim]"
+            )
 
-        meta = {"executor": executor, "gpu": gpu, "model": model, "workload": workload,
-                "policies": names, "config": {k: v for k, v in config.to_dict().items() if k != "chunk"}}
+        meta = {
+            "executor": executor,
+            "gpu": gpu,
+            "model": model,
+            "workload": workload,
+            "policies": names,
+            "config": {k: v for k, v in config.to_dict().items() if k != "chunk"},
+        }
         result = run_sweep(make_target, [Variant.policy(n) for n in names], spec, utts, meta, progress)
         for t in rate_tables(result):
             console.print(t)
@@ -116,15 +141,21 @@ def bench(
 
 
 def profile(
-    gpu: Annotated[str, typer.Option(help="Load recipes/gpus/<gpu>.toml (h100, h200, b200) instead of "
-                                          "measuring on a CUDA device.")] = "",
+    gpu: Annotated[
+        str,
+        typer.Option(
+            help="Load recipes/gpus/<gpu>.toml (h100, h200, b200) instead of measuring on a CUDA device."
+        ),
+    ] = "",
     model: Annotated[str, typer.Option(help="Model recipe name or checkpoint.")] = "qwen3-tts-1.7b",
-    target_rate: Annotated[float, typer.Option(help="Target load in req/s (0 = the highest load some split "
-                                                    "sustains).")] = 0.0,
+    target_rate: Annotated[
+        float, typer.Option(help="Target load in req/s (0 = the highest load some split sustains).")
+    ] = 0.0,
     workload: Annotated[str, typer.Option(help="Workload whose lengths define the load.")] = "libritts",
     gpus: Annotated[int, typer.Option(help="Rank placements of roles over this many GPUs.")] = 1,
-    out: Annotated[Path, typer.Option(help="Directory for the plot, the recipe and the JSON.")]
-    = Path("out/profile"),
+    out: Annotated[Path, typer.Option(help="Directory for the plot, the recipe and the JSON.")] = Path(
+        "out/profile"
+    ),
 ) -> None:
     import json
 
@@ -134,9 +165,20 @@ def profile(
     from voxcli.cli import friendly_errors
     from voxcli.config import ConfigError, recipe_path
     from voxcli.engine.cost import CostProfile
-    from voxcli.profile import (LoadShape, choose_split, max_sustainable_rate, plot_splits, profile_tables,
-                                rank_placements, recipe_text, role_throughputs, split_points, split_table,
-                                summary_dict, time_sharing)
+    from voxcli.profile import (
+        LoadShape,
+        choose_split,
+        max_sustainable_rate,
+        plot_splits,
+        profile_tables,
+        rank_placements,
+        recipe_text,
+        role_throughputs,
+        split_points,
+        split_table,
+        summary_dict,
+        time_sharing,
+    )
 
     console = Console()
     with friendly_errors():
@@ -165,7 +207,9 @@ def profile(
                 lines += [f"{k} = {_toml_value(v)}" for k, v in table.items() if not isinstance(v, dict)]
                 sub = {k: v for k, v in table.items() if isinstance(v, dict)}
                 for k, v in sub.items():
-                    lines += ["", f"[stages.{stage}.{k}]"] + [f"{kk} = {_toml_value(vv)}" for kk, vv in v.items()]
+                    lines += ["", f"[stages.{stage}.{k}]"] + [
+                        f"{kk} = {_toml_value(vv)}" for kk, vv in v.items()
+                    ]
             gpu = "measured"
             prof_path = out / "gpus" / "measured.toml"
             prof_path.parent.mkdir(parents=True, exist_ok=True)
@@ -175,8 +219,10 @@ def profile(
         frames = sum(estimate_frames(u.text) for u in utts) / len(utts)
         shape = LoadShape(frames_per_request=frames, chunks_per_request=mean_chunks(utts))
         console.print(f"[bold]{model}[/bold] on [bold]{prof.name}[/bold] ({prof.sms} SMs) from {source}")
-        console.print(f"load shape ({workload}): {frames:.1f} frames and {shape.chunks_per_request:.2f} chunks "
-                      "per request")
+        console.print(
+            f"load shape ({workload}): {frames:.1f} frames and {shape.chunks_per_request:.2f} chunks "
+            "per request"
+        )
         for t in profile_tables(prof, shape):
             console.print(t)
         rate = target_rate or max_sustainable_rate(prof, shape)
@@ -185,23 +231,34 @@ def profile(
         console.print(split_table(points, chosen, rate))
         out.mkdir(parents=True, exist_ok=True)
         stem = f"{Path(model).name}-{gpu}"
-        png = plot_splits(points, time_sharing(prof, rate, shape), chosen, out / f"{stem}-splits.png",
-                          f"{model} on {prof.name} at {rate:.1f} req/s")
+        png = plot_splits(
+            points,
+            time_sharing(prof, rate, shape),
+            chosen,
+            out / f"{stem}-splits.png",
+            f"{model} on {prof.name} at {rate:.1f} req/s",
+        )
         recipe = out / f"{stem}.toml"
         recipe.write_text(recipe_text(model, gpu, chosen, rate, gpu))
         summary = summary_dict(points, chosen, rate)
         note = "" if chosen.keeps_up else " (no split sustains this load)"
-        console.print(f"chosen split: [bold]{chosen.lm_sms}/{chosen.codec_sms}[/bold] (backbone/codec SMs) at "
-                      f"a target load of {rate:.1f} req/s: backbone up to {chosen.lm_capacity_rps:.1f} req/s, "
-                      f"codec up to {chosen.codec_capacity_rps:.1f} req/s{note}")
+        console.print(
+            f"chosen split: [bold]{chosen.lm_sms}/{chosen.codec_sms}[/bold] (backbone/codec SMs) at "
+            f"a target load of {rate:.1f} req/s: backbone up to {chosen.lm_capacity_rps:.1f} req/s, "
+            f"codec up to {chosen.codec_capacity_rps:.1f} req/s{note}"
+        )
         if not target_rate:
-            console.print("[dim]target load = the highest load any split sustains (an upper bound); pass "
-                          "--target-rate with your expected load to size the split for it[/dim]")
+            console.print(
+                "[dim]target load = the highest load any split sustains (an upper bound); pass "
+                "--target-rate with your expected load to size the split for it[/dim]"
+            )
         if gpus > 1:
             roles = role_throughputs(prof, chosen, shape)
             ranked = rank_placements(roles, gpus)
-            console.print(f"per-GPU role throughput (req/s): both {roles['both']:.1f}, LM-only "
-                          f"{roles['lm_only']:.1f}, codec-only {roles['codec_only']:.1f}")
+            console.print(
+                f"per-GPU role throughput (req/s): both {roles['both']:.1f}, LM-only "
+                f"{roles['lm_only']:.1f}, codec-only {roles['codec_only']:.1f}"
+            )
             for i, p in enumerate(ranked[:8], 1):
                 console.print(f"  {i}. {p.describe():40s} {p.rps:7.1f} req/s")
             summary["placements"] = [{"placement": p.describe(), "rps": p.rps} for p in ranked]

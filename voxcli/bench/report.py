@@ -19,13 +19,36 @@ def rate_tables(result: SweepResult) -> list:
     tables = []
     for sw in result.sweeps:
         t = Table(title=f"{sw.variant.label}: per offered rate")
-        for col in ("req/s", "sent", "SLO %", "goodput", "done/s", "TTFA p50", "p90", "p99 (ms)", "stalled",
-                    "rejected", "failed", "audio<1s %"):
+        for col in (
+            "req/s",
+            "sent",
+            "SLO %",
+            "goodput",
+            "done/s",
+            "TTFA p50",
+            "p90",
+            "p99 (ms)",
+            "stalled",
+            "rejected",
+            "failed",
+            "audio<1s %",
+        ):
             t.add_column(col, justify="right")
         for r in sw.results:
-            t.add_row(f"{r.rate:g}", str(r.sent), f"{r.attainment * 100:.1f}", f"{r.goodput:.1f}",
-                      f"{r.completed_rps:.1f}", _ms(r.ttfa_p50), _ms(r.ttfa_p90), _ms(r.ttfa_p99), str(r.stalled),
-                      str(r.rejected), str(r.failed), f"{r.audio_within_1s * 100:.0f}")
+            t.add_row(
+                f"{r.rate:g}",
+                str(r.sent),
+                f"{r.attainment * 100:.1f}",
+                f"{r.goodput:.1f}",
+                f"{r.completed_rps:.1f}",
+                _ms(r.ttfa_p50),
+                _ms(r.ttfa_p90),
+                _ms(r.ttfa_p99),
+                str(r.stalled),
+                str(r.rejected),
+                str(r.failed),
+                f"{r.audio_within_1s * 100:.0f}",
+            )
         tables.append(t)
     return tables
 
@@ -38,8 +61,14 @@ def capacity_table(result: SweepResult):
         t.add_column(col, justify="right")
     for sw in result.sweeps:
         peak = max((r.goodput for r in sw.results), default=0.0)
-        t.add_row(sw.variant.label, f"{sw.capacity90:g}", f"{sw.capacity99:g}", f"{peak:.1f}",
-                  "-" if sw.stopped_after is None else f"{sw.stopped_after:g}", f"{sw.wall_s:.1f}")
+        t.add_row(
+            sw.variant.label,
+            f"{sw.capacity90:g}",
+            f"{sw.capacity99:g}",
+            f"{peak:.1f}",
+            "-" if sw.stopped_after is None else f"{sw.stopped_after:g}",
+            f"{sw.wall_s:.1f}",
+        )
     return t
 
 
@@ -59,8 +88,13 @@ def plot(result: SweepResult, path: Path, title: str = "") -> Path:
     for sw in result.sweeps:
         rates = [r.rate for r in sw.results]
         ax1.plot(rates, [r.attainment * 100 for r in sw.results], marker="o", ms=3, label=sw.variant.label)
-        ax2.plot(rates, [(r.ttfa_p99 or float("nan")) * 1e3 for r in sw.results], marker="o", ms=3,
-                 label=sw.variant.label)
+        ax2.plot(
+            rates,
+            [(r.ttfa_p99 or float("nan")) * 1e3 for r in sw.results],
+            marker="o",
+            ms=3,
+            label=sw.variant.label,
+        )
         ax3.plot(rates, [r.goodput for r in sw.results], marker="o", ms=3, label=sw.variant.label)
     ax1.axhline(90, color="gray", ls="--", lw=0.8)
     ax1.axhline(99, color="gray", ls=":", lw=0.8)

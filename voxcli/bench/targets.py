@@ -8,10 +8,17 @@ from typing import Any
 
 from voxcli.bench.client import EngineTarget, SimTarget, Target
 from voxcli.bench.sweep import Variant
-from voxcli.config import ConfigError, EngineConfig, load_recipe, recipe_path
+from voxcli.config import ChunkSchedule, ConfigError, EngineConfig, load_recipe, recipe_path
+
+# The synthetic program of the sim has no chunk schedule of its own: without a recipe/--set one, the sim
+# uses the design paper's Qwen3-TTS configuration (every chunk 10 frames), which the GPU profiles in
+# recipes/gpus/ were calibrated with.
+SIM_CHUNK = ChunkSchedule(first=10, steady=10)
 
 
-def model_config(model: str, executor: str, gpu: str = "", overrides: list[str] | None = None) -> EngineConfig:
+def model_config(
+    model: str, executor: str, gpu: str = "", overrides: list[str] | None = None
+) -> EngineConfig:
     """Engine settings for `model`: its recipe in recipes/ when one exists by that name (e.g.
     `qwen3-tts-1.7b`), else defaults with `model` as the checkpoint (a path or hub id); then the
     executor/gpu, then `--set` overrides."""
@@ -20,8 +27,10 @@ def model_config(model: str, executor: str, gpu: str = "", overrides: list[str] 
         cfg = load_recipe(model)
     except ConfigError:
         if executor == "sim":
-            raise ConfigError(f"no recipe named {model!r} for the simulator: use a model recipe such as "
-                              "qwen3-tts-1.7b (recipes/*.toml)") from None
+            raise ConfigError(
+                f"no recipe named {model!r} for the simulator: use a model recipe such as "
+                "qwen3-tts-1.7b (recipes/*.toml)"
+            ) from None
         cfg = EngineConfig(model=model)
     changes: dict[str, Any] = {"executor": executor}
     if gpu:
@@ -37,6 +46,8 @@ def sim_target(config: EngineConfig, variant: Variant, seed: int = 0, profile: A
     if not config.gpu and profile is None:
         raise ConfigError("the sim executor needs a GPU cost profile: pass --gpu h100|h200|b200")
     cfg = config.with_overrides(variant.overrides)
+    if cfg.chunk == ChunkSchedule():
+        cfg = cfg.replace(chunk=SIM_CHUNK)
 
     def make() -> Any:
         from voxcli.engine.engine import Engine
@@ -62,8 +73,11 @@ def engine_target(config: EngineConfig, variant: Variant, seed: int = 0, program
 
 def dilate(config: EngineConfig, factor: float) -> EngineConfig:
     """Engine settings for a world `factor` times slower (see `DilatedProgram`)."""
-    return config.replace(ttfa_target_s=config.ttfa_target_s * factor, urgent_margin_s=config.urgent_margin_s * factor,
-                          max_defer_s=config.max_defer_s * factor)
+    return config.replace(
+        ttfa_target_s=config.ttfa_target_s * factor,
+        urgent_margin_s=config.urgent_margin_s * factor,
+        max_defer_s=config.max_defer_s * factor,
+    )
 
 
 def dilated_program(program: Any, factor: float) -> Any:

@@ -1,0 +1,47 @@
+"""`vox bench` / `vox profile` through the real CLI app (sim profile shipped in recipes/gpus)."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from voxcli.cli import app
+
+runner = CliRunner()
+
+
+def test_vox_profile_names_a_split_and_writes_plot_and_recipe(tmp_path):
+    res = runner.invoke(app, ["profile", "--gpu", "h100", "--model", "qwen3-tts-1.7b", "--target-rate", "40",
+                              "--gpus", "2", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert "chosen split:" in res.output and "backbone step" in res.output
+    recipe = (tmp_path / "qwen3-tts-1.7b-h100.toml").read_text()
+    assert "codec_sms" in recipe and "lm_sms" in recipe
+    assert (tmp_path / "qwen3-tts-1.7b-h100-splits.png").stat().st_size > 1000
+    summary = json.loads((tmp_path / "qwen3-tts-1.7b-h100.json").read_text())
+    assert summary["chosen"]["codec_sms"] % 8 == 0 and summary["placements"]
+
+
+def test_vox_profile_rejects_an_unknown_gpu(tmp_path):
+    res = runner.invoke(app, ["profile", "--gpu", "a100", "--out", str(tmp_path)])
+    assert res.exit_code != 0 and "h100" in res.output
+
+
+def test_vox_bench_on_the_sim_prints_capacities_and_writes_json(tmp_path):
+    res = runner.invoke(app, ["bench", "--executor", "sim", "--gpu", "h100", "--model", "qwen3-tts-1.7b",
+                              "--policy", "full,sync", "--rates", "2,4", "--duration", "2", "--warmup", "0",
+                              "--workload", "seed-tts", "--out", str(tmp_path), "--no-plot"])
+    assert res.exit_code == 0, res.output
+    assert "SLO capacity" in res.output
+    data = json.loads((tmp_path / "bench-sim-h100.json").read_text())
+    assert [v["label"] for v in data["variants"]] == ["full", "sync"]
+    assert all(v["capacity90"] == 4.0 for v in data["variants"])  # 4 req/s is trivial for an H100
+
+
+def test_vox_bench_rejects_bad_rates_and_missing_gpu(tmp_path):
+    res = runner.invoke(app, ["bench", "--executor", "sim", "--gpu", "h100", "--rates", "0:3:1", "--out",
+                              str(tmp_path)])
+    assert res.exit_code == 2 and "rates" in res.output
+    res = runner.invoke(app, ["bench", "--executor", "sim", "--out", str(tmp_path)])
+    assert res.exit_code == 2 and "--gpu" in res.output

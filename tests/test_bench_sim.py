@@ -1,0 +1,58 @@
+"""The bench harness end to end on the sim executor (virtual time, small and fast)."""
+
+from __future__ import annotations
+
+import json
+
+from voxcli.bench.calibrate import GPUS, build_profile, codec_ms, decode_speed
+from voxcli.bench.client import schedule
+from voxcli.bench.report import write_json
+from voxcli.bench.sweep import SweepSpec, Variant, parse_rates, sweep_variant
+from voxcli.bench.targets import sim_target
+from voxcli.bench.workloads import load_workload
+from voxcli.config import ChunkSchedule, EngineConfig
+from voxcli.engine.cost import CostProfile
+
+
+def test_calibrated_profile_reproduces_the_micro_facts_it_was_built_from():
+    prof = CostProfile.from_dict(build_profile("h100", 6.0))
+    assert prof.latency("codec", 1, None) * 1e3 == __import__("pytest").approx(1.9, abs=1e-3)
+    assert prof.latency("codec", 16, None) * 1e3 == __import__("pytest").approx(10.0, abs=1e-3)
+    assert prof.latency("codec", 1, 24) * 1e3 == __import__("pytest").approx(5.0, abs=1e-3)
+    assert prof.latency("codec", 16, 24) * 1e3 == __import__("pytest").approx(49.0, abs=1e-3)
+    assert abs(codec_ms(16, 24) - 49.0) < 1e-6
+    assert abs(decode_speed(1, 108, 132) - 0.99) < 1e-9 and abs(decode_speed(256, 108, 132) - 0.93) < 1e-9
+    assert GPUS["b200"].sms == 148
+
+
+def test_parse_rates():
+    assert parse_rates("2:10:2") == [2, 4, 6, 8, 10]
+    assert parse_rates("0.5:1.5:0.5") == [0.5, 1.0, 1.5]
+    assert parse_rates("4,2") == [2, 4]
+    for bad in ("0:4:1", "4:2:1", "a:b:c", "2:4:0"):
+        try:
+            parse_rates(bad)
+        except ValueError as e:
+            assert "rates" in str(e)
+        else:
+            raise AssertionError(bad)
+
+
+def test_sim_sweep_finds_a_capacity_and_stops(tmp_path):
+    prof = CostProfile.from_dict(build_profile("h100", 6.0))
+    cfg = EngineConfig(executor="sim", gpu="h100", policy="sync", chunk=ChunkSchedule(first=10, steady=10))
+    utts = load_workload("seed-tts")
+    spec = SweepSpec(rates=[5.0, 200.0, 400.0], duration_s=3.0, warmup=8)
+    sw = sweep_variant(
+        sim_target(cfg, Variant.policy("sync"), profile=prof), Variant.policy("sync"), spec, utts
+    )
+    r5 = sw.results[0]
+    assert r5.sent == len(schedule(5.0, 3.0, 0, utts)) and r5.attainment == 1.0 and r5.ttfa_p50 < 0.2
+    assert sw.results[1].attainment < 0.5  # 200 req/s is far beyond one simulated H100
+    assert sw.stopped_after == 200.0 and len(sw.results) == 2  # the stop rule ended the sweep
+    assert sw.capacity90 == 5.0
+    from voxcli.bench.sweep import SweepResult
+
+    out = write_json(SweepResult(spec, [sw]), tmp_path / "r.json")
+    data = json.loads(out.read_text())
+    assert data["variants"][0]["capacity90"] == 5.0
