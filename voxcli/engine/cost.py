@@ -69,13 +69,13 @@ class StageCost:
 
     def seconds(self, batch: float, sms: int | None, total_sms: int, tokens: int = 0) -> float:
         b = max(batch, self.batch[0] if batch <= 0 else batch)
-        ms = _interp(self.batch, self.ms, b)
+        base = _interp(self.batch, self.ms, b)
+        slowdown = 1.0  # of the whole call (per-token work included) on a partition of `sms` SMs
         if sms is not None and sms < total_sms and self.sm_ms:
-            ms = self._ms_on_sms(b, sms, total_sms, ms)
+            slowdown = self._ms_on_sms(b, sms, total_sms, base) / base
         elif sms is not None and sms < total_sms and self.sm:
-            ms /= max(1e-3, min(1.0, _interp(self.sm, self.speed, sms)))
-        ms += self.per_token_ms * tokens
-        return ms / 1000.0
+            slowdown = 1.0 / max(1e-3, min(1.0, _interp(self.sm, self.speed, sms)))
+        return (base + self.per_token_ms * tokens) * slowdown / 1000.0
 
     def _ms_on_sms(self, batch: float, sms: float, total_sms: int, whole_ms: float) -> float:
         points = [(s, _interp(self.batch, t, batch)) for s, t in self.sm_ms if s < total_sms]
