@@ -13,7 +13,6 @@ import json
 import numpy as np
 import pytest
 import torch
-
 from oracle_util import run_oracle
 from voxcli.models.base import SamplingParams, SynthesisRequest
 from voxcli.models.qwen3_tts.program import Qwen3TTSProgram
@@ -30,23 +29,52 @@ TIE = 1e-3
 CASES = {
     "cv": [
         dict(name="stream", text=LONG, language="English", speaker="serena", stream=True, max_new=MAX_NEW),
-        dict(name="nonstream", text=LONG, language="English", speaker="serena", stream=False, max_new=MAX_NEW),
+        dict(
+            name="nonstream", text=LONG, language="English", speaker="serena", stream=False, max_new=MAX_NEW
+        ),
         dict(name="eos", text=CAL, language="English", speaker="serena", stream=True, max_new=MAX_NEW),
         dict(name="dialect", text=CAL, language="Auto", speaker="dylan", stream=False, max_new=4),
     ],
     "vd": [
         # Both text modes are already run for >= 48 frames on the other checkpoints; here the prompt
         # layout with instructions matters, so short runs keep the suite fast.
-        dict(name="stream", text=LONG, language="Auto", instruct="A warm, calm voice.", stream=True, max_new=SHORT),
-        dict(name="nonstream", text=LONG, language="English", instruct="Speak slowly and clearly.", stream=False,
-             max_new=SHORT),
+        dict(
+            name="stream",
+            text=LONG,
+            language="Auto",
+            instruct="A warm, calm voice.",
+            stream=True,
+            max_new=SHORT,
+        ),
+        dict(
+            name="nonstream",
+            text=LONG,
+            language="English",
+            instruct="Speak slowly and clearly.",
+            stream=False,
+            max_new=SHORT,
+        ),
     ],
     "base": [
         dict(name="xvec_stream", text=LONG, language="English", clone="xvec", stream=True, max_new=MAX_NEW),
-        dict(name="icl_stream", text=LONG, language="English", clone="icl", ref_text="Hello world.", stream=True,
-             max_new=SHORT),
-        dict(name="icl_nonstream", text=LONG, language="English", clone="icl", ref_text="Hello world.",
-             stream=False, max_new=MAX_NEW),
+        dict(
+            name="icl_stream",
+            text=LONG,
+            language="English",
+            clone="icl",
+            ref_text="Hello world.",
+            stream=True,
+            max_new=SHORT,
+        ),
+        dict(
+            name="icl_nonstream",
+            text=LONG,
+            language="English",
+            clone="icl",
+            ref_text="Hello world.",
+            stream=False,
+            max_new=MAX_NEW,
+        ),
     ],
 }
 
@@ -75,15 +103,24 @@ def oracle_base(tmp_path_factory, tiny_base_proj):
 
 @pytest.fixture(scope="session")
 def programs(tiny_custom_voice, tiny_voice_design, tiny_base_proj):
-    return {"cv": Qwen3TTSProgram.load(str(tiny_custom_voice)), "vd": Qwen3TTSProgram.load(str(tiny_voice_design)),
-            "base": Qwen3TTSProgram.load(str(tiny_base_proj))}
+    return {
+        "cv": Qwen3TTSProgram.load(str(tiny_custom_voice)),
+        "vd": Qwen3TTSProgram.load(str(tiny_voice_design)),
+        "base": Qwen3TTSProgram.load(str(tiny_base_proj)),
+    }
 
 
 def _request(case: dict) -> SynthesisRequest:
-    return SynthesisRequest(text=case["text"], voice=case.get("speaker"), language=case["language"],
-                            instructions=case.get("instruct"), ref_text=case.get("ref_text"),
-                            streaming_text=case["stream"], max_frames=case["max_new"] - 1,
-                            sampling=SamplingParams(greedy=True))
+    return SynthesisRequest(
+        text=case["text"],
+        voice=case.get("speaker"),
+        language=case["language"],
+        instructions=case.get("instruct"),
+        ref_text=case.get("ref_text"),
+        streaming_text=case["stream"],
+        max_frames=case["max_new"] - 1,
+        sampling=SamplingParams(greedy=True),
+    )
 
 
 def _margin(row: torch.Tensor) -> float:
@@ -106,8 +143,9 @@ def assert_codes_match(ours: np.ndarray, ref: dict, min_frames: int) -> None:
     assert m < TIE, f"code mismatch at frame {t}, codebook {g} with reference margin {m:.2e} (not a tie)"
 
 
-def check_case(program: Qwen3TTSProgram, case: dict, ref: dict, min_frames: int | None = None,
-               **prepare_kw) -> None:
+def check_case(
+    program: Qwen3TTSProgram, case: dict, ref: dict, min_frames: int | None = None, **prepare_kw
+) -> None:
     if min_frames is None:
         min_frames = 48 if case["max_new"] == MAX_NEW else case["max_new"] - 1
     trace = Trace(prompt=None)  # type: ignore[arg-type]

@@ -30,8 +30,10 @@ def resolve(source: str) -> Path:
             raise CheckpointError(f"{p} has no config.json; point at a Qwen3-TTS checkpoint directory")
         return p
     if not looks_like_hub_id(source):
-        raise CheckpointError(f"checkpoint {source!r} not found: give an existing local directory or a hub id "
-                              "such as Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice")
+        raise CheckpointError(
+            f"checkpoint {source!r} not found: give an existing local directory or a hub id "
+            "such as Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
+        )
     from huggingface_hub import snapshot_download
 
     try:
@@ -43,7 +45,8 @@ def resolve(source: str) -> Path:
         raise CheckpointError(
             f"model {source!r} is not in the local Hugging Face cache"
             + (" (HF_HUB_OFFLINE=1)" if offline else "")
-            + f"; download it with `vox models pull {source}` or pass a local checkpoint directory")
+            + f"; download it with `vox models pull {source}` or pass a local checkpoint directory"
+        )
     return Path(snap)
 
 
@@ -88,26 +91,34 @@ def read_state_dict(root: Path) -> dict[str, torch.Tensor]:
     return sd
 
 
-def check_state_dict(module: nn.Module, sd: dict[str, Any], where: Path | str,
-                     ignore_prefixes: tuple[str, ...] = ()) -> None:
+def check_state_dict(
+    module: nn.Module, sd: dict[str, Any], where: Path | str, ignore_prefixes: tuple[str, ...] = ()
+) -> None:
     """Keys and shapes must match exactly (tensors or anything with a `.shape`)."""
     expected = {k: tuple(v.shape) for k, v in module.state_dict().items()}
     for k, shape in expected.items():
         if k not in sd:
-            raise CheckpointError(f"checkpoint {where} is missing tensor {k!r} (expected shape {list(shape)})")
+            raise CheckpointError(
+                f"checkpoint {where} is missing tensor {k!r} (expected shape {list(shape)})"
+            )
         got = tuple(sd[k].shape)
         if got != shape:
-            raise CheckpointError(f"checkpoint {where}: tensor {k!r} has shape {list(got)}, "
-                                  f"the architecture in config.json needs {list(shape)}")
+            raise CheckpointError(
+                f"checkpoint {where}: tensor {k!r} has shape {list(got)}, "
+                f"the architecture in config.json needs {list(shape)}"
+            )
     extra = [k for k in sd if k not in expected and not k.startswith(ignore_prefixes)]
     if extra:
-        raise CheckpointError(f"checkpoint {where} has unexpected tensor {extra[0]!r}"
-                              + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else "")
-                              + "; config.json does not describe these weights")
+        raise CheckpointError(
+            f"checkpoint {where} has unexpected tensor {extra[0]!r}"
+            + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else "")
+            + "; config.json does not describe these weights"
+        )
 
 
-def load_weights(module: nn.Module, sd: dict[str, torch.Tensor], where: Path | str,
-                 ignore_prefixes: tuple[str, ...] = ()) -> None:
+def load_weights(
+    module: nn.Module, sd: dict[str, torch.Tensor], where: Path | str, ignore_prefixes: tuple[str, ...] = ()
+) -> None:
     check_state_dict(module, sd, where, ignore_prefixes)
     own = module.state_dict()
     module.load_state_dict({k: sd[k] for k in own}, strict=True, assign=False)

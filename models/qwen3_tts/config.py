@@ -75,7 +75,7 @@ class Qwen3TTSConfig:
         if self.model_type == "voice_design":
             return True
         if self.model_type == "custom_voice":
-            return not (self.model_size in "0b6")
+            return self.model_size not in "0b6"
         return False
 
     @property
@@ -126,8 +126,11 @@ def parse_config(d: dict[str, Any], where: str = "config.json") -> Qwen3TTSConfi
     try:
         t = d["talker_config"]
         p = t["code_predictor_config"]
-        predictor = PredictorConfig(block=_block(p, 10000.0), vocab_size=int(p.get("vocab_size", 2048)),
-                                    num_code_groups=int(p.get("num_code_groups", 16)))
+        predictor = PredictorConfig(
+            block=_block(p, 10000.0),
+            vocab_size=int(p.get("vocab_size", 2048)),
+            num_code_groups=int(p.get("num_code_groups", 16)),
+        )
         talker = TalkerConfig(
             block=_block(t, 10000.0),
             vocab_size=int(t.get("vocab_size", 3072)),
@@ -157,4 +160,6 @@ def parse_config(d: dict[str, Any], where: str = "config.json") -> Qwen3TTSConfi
             raw=d,
         )
     except KeyError as e:
-        raise CheckpointError(f"{where} has no field {e.args[0]!r}; is this a Qwen3-TTS 12 Hz checkpoint?") from None
+        raise CheckpointError(
+            f"{where} has no field {e.args[0]!r}; is this a Qwen3-TTS 12 Hz checkpoint?"
+        ) from None

@@ -100,7 +100,11 @@ class PagedBatch:
 class Attention(nn.Module):
     def __init__(self, cfg: BlockConfig) -> None:
         super().__init__()
-        self.heads, self.kv_heads, self.head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        self.heads, self.kv_heads, self.head_dim = (
+            cfg.num_attention_heads,
+            cfg.num_key_value_heads,
+            cfg.head_dim,
+        )
         bias = cfg.attention_bias
         self.q_proj = nn.Linear(cfg.hidden_size, self.heads * self.head_dim, bias=bias)
         self.k_proj = nn.Linear(cfg.hidden_size, self.kv_heads * self.head_dim, bias=bias)
@@ -116,16 +120,31 @@ class Attention(nn.Module):
         v = self.v_proj(x).view(shape)
         return q, k, v  # [B, T, heads, hd]
 
-    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-                causal: bool = False) -> torch.Tensor:
+    def _attend(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        mask: torch.Tensor | None,
+        causal: bool = False,
+    ) -> torch.Tensor:
         """q [B, Tq, H, hd], k/v [B, Tk, KVH, hd] -> [B, Tq, H*hd]."""
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
-                                             enable_gqa=self.heads != self.kv_heads)
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=self.heads != self.kv_heads
+        )
         return out.transpose(1, 2).reshape(*out.shape[:1], out.shape[2], -1)
 
-    def forward_paged(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, k_pool: torch.Tensor,
-                      v_pool: torch.Tensor, pb: PagedBatch, mask: torch.Tensor) -> torch.Tensor:
+    def forward_paged(
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        k_pool: torch.Tensor,
+        v_pool: torch.Tensor,
+        pb: PagedBatch,
+        mask: torch.Tensor,
+    ) -> torch.Tensor:
         q, k, v = self._qkv(x, cos, sin)
         flat_k = k_pool.view(-1, self.kv_heads, self.head_dim)
         flat_v = v_pool.view(-1, self.kv_heads, self.head_dim)
@@ -138,8 +157,9 @@ class Attention(nn.Module):
         vals = v_pool[pb.block_table].view(B, P * pb.page_size, self.kv_heads, self.head_dim)
         return self.o_proj(self._attend(q, keys, vals, mask))
 
-    def forward_dense(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                      cache: list[torch.Tensor] | None) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    def forward_dense(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: list[torch.Tensor] | None
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         q, k, v = self._qkv(x, cos, sin)
         if cache is not None:
             k, v = torch.cat([cache[0], k], dim=1), torch.cat([cache[1], v], dim=1)

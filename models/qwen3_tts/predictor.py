@@ -25,8 +25,9 @@ class PredictorBackbone(nn.Module):
         self.layers = nn.ModuleList(DecoderLayer(cfg.block) for _ in range(cfg.block.num_hidden_layers))
         self.norm = RMSNorm(cfg.block.hidden_size, cfg.block.rms_norm_eps)
         # Embeddings live in the *talker* width; the projection maps them down when widths differ.
-        self.codec_embedding = nn.ModuleList(nn.Embedding(cfg.vocab_size, talker_hidden)
-                                             for _ in range(cfg.num_code_groups - 1))
+        self.codec_embedding = nn.ModuleList(
+            nn.Embedding(cfg.vocab_size, talker_hidden) for _ in range(cfg.num_code_groups - 1)
+        )
 
 
 class CodePredictor(nn.Module):
@@ -34,10 +35,14 @@ class CodePredictor(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.model = PredictorBackbone(cfg, talker_hidden)
-        self.lm_head = nn.ModuleList(nn.Linear(cfg.block.hidden_size, cfg.vocab_size, bias=False)
-                                     for _ in range(cfg.num_code_groups - 1))
+        self.lm_head = nn.ModuleList(
+            nn.Linear(cfg.block.hidden_size, cfg.vocab_size, bias=False)
+            for _ in range(cfg.num_code_groups - 1)
+        )
         if cfg.block.hidden_size != talker_hidden:
-            self.small_to_mtp_projection: nn.Module = nn.Linear(talker_hidden, cfg.block.hidden_size, bias=True)
+            self.small_to_mtp_projection: nn.Module = nn.Linear(
+                talker_hidden, cfg.block.hidden_size, bias=True
+            )
         else:
             self.small_to_mtp_projection = nn.Identity()
         self.rotary = Rotary(cfg.block.head_dim, cfg.block.rope_theta)
@@ -66,7 +71,9 @@ class CodePredictor(nn.Module):
             codes.append(pick(g, self.lm_head[g](hid[:, -1])))
         return torch.stack(codes, dim=1)
 
-    def teacher_forced_logits(self, h: torch.Tensor, c0_embed: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
+    def teacher_forced_logits(
+        self, h: torch.Tensor, c0_embed: torch.Tensor, codes: torch.Tensor
+    ) -> torch.Tensor:
         """Logits of every group given the true codes [B, 15]: [B, 15, V] (one full causal pass)."""
         rest = [self.model.codec_embedding[g](codes[:, g]) for g in range(self.groups - 1)]
         x = self.small_to_mtp_projection(torch.stack([h, c0_embed, *rest], dim=1))

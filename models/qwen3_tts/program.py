@@ -74,21 +74,41 @@ class RowState:
 
 
 class Qwen3TTSProgram(ModelProgram):
-    def __init__(self, root: Path, cfg: Qwen3TTSConfig, gen: GenerationDefaults, weights: Qwen3TTSWeights,
-                 tokenizer: TextTokenizer, device: torch.device, dtype: torch.dtype, name: str) -> None:
+    def __init__(
+        self,
+        root: Path,
+        cfg: Qwen3TTSConfig,
+        gen: GenerationDefaults,
+        weights: Qwen3TTSWeights,
+        tokenizer: TextTokenizer,
+        device: torch.device,
+        dtype: torch.dtype,
+        name: str,
+    ) -> None:
         self.root, self.cfg, self.gen, self.weights, self.tokenizer = root, cfg, gen, weights, tokenizer
         self.talker = weights.talker
         self.device, self.dtype = device, dtype
         tc = cfg.talker
-        modes = {"custom_voice": ("custom_voice",), "voice_design": ("voice_design",),
-                 "base": ("clone_xvec", "clone_icl")}.get(cfg.model_type, (cfg.model_type,))
-        self.spec = ModelSpec(name=name, sample_rate=SAMPLE_RATE, frame_rate=SAMPLE_RATE / SAMPLES_PER_FRAME,
-                              samples_per_frame=SAMPLES_PER_FRAME, codebooks=tc.num_code_groups,
-                              chunk=DEFAULT_CHUNKS, max_context=tc.block.max_position_embeddings,
-                              voices=tuple(sorted(tc.speaker_ids)), languages=cfg.languages, modes=modes)
+        modes = {
+            "custom_voice": ("custom_voice",),
+            "voice_design": ("voice_design",),
+            "base": ("clone_xvec", "clone_icl"),
+        }.get(cfg.model_type, (cfg.model_type,))
+        self.spec = ModelSpec(
+            name=name,
+            sample_rate=SAMPLE_RATE,
+            frame_rate=SAMPLE_RATE / SAMPLES_PER_FRAME,
+            samples_per_frame=SAMPLES_PER_FRAME,
+            codebooks=tc.num_code_groups,
+            chunk=DEFAULT_CHUNKS,
+            max_context=tc.block.max_position_embeddings,
+            voices=tuple(sorted(tc.speaker_ids)),
+            languages=cfg.languages,
+            modes=modes,
+        )
         V = tc.vocab_size
         self.suppress = torch.zeros(V, dtype=torch.bool, device=device)
-        self.suppress[V - 1024:] = True  # the reference suppresses the top 1024 ids...
+        self.suppress[V - 1024 :] = True  # the reference suppresses the top 1024 ids...
         self.suppress[tc.codec_eos_id] = False  # ...except EOS
         self.k_pool: torch.Tensor | None = None
         self.v_pool: torch.Tensor | None = None
@@ -126,15 +146,23 @@ class Qwen3TTSProgram(ModelProgram):
         sub_greedy = (not g.subtalker_dosample) if p.sub_greedy is None else p.sub_greedy
         if p.greedy and p.sub_greedy is None:
             sub_greedy = True  # "greedy" asks for the deterministic path throughout
-        rs = RowSampling(greedy=greedy, temperature=pick(p.temperature, g.temperature), top_k=pick(p.top_k, g.top_k),
-                         top_p=pick(p.top_p, g.top_p),
-                         repetition_penalty=pick(p.repetition_penalty, g.repetition_penalty),
-                         sub_greedy=sub_greedy, sub_temperature=pick(p.sub_temperature, g.subtalker_temperature),
-                         sub_top_k=pick(p.sub_top_k, g.subtalker_top_k), sub_top_p=pick(p.sub_top_p, g.subtalker_top_p))
+        rs = RowSampling(
+            greedy=greedy,
+            temperature=pick(p.temperature, g.temperature),
+            top_k=pick(p.top_k, g.top_k),
+            top_p=pick(p.top_p, g.top_p),
+            repetition_penalty=pick(p.repetition_penalty, g.repetition_penalty),
+            sub_greedy=sub_greedy,
+            sub_temperature=pick(p.sub_temperature, g.subtalker_temperature),
+            sub_top_k=pick(p.sub_top_k, g.subtalker_top_k),
+            sub_top_p=pick(p.sub_top_p, g.subtalker_top_p),
+        )
         for name in ("temperature", "sub_temperature"):
             if getattr(rs, name) <= 0:
-                raise InputError(f"sampling {name} must be > 0 (use greedy for deterministic output), "
-                                 f"got {getattr(rs, name)}")
+                raise InputError(
+                    f"sampling {name} must be > 0 (use greedy for deterministic output), "
+                    f"got {getattr(rs, name)}"
+                )
         for name in ("top_p", "sub_top_p"):
             if not 0 < getattr(rs, name) <= 1:
                 raise InputError(f"sampling {name} must be in (0, 1], got {getattr(rs, name)}")
@@ -144,8 +172,13 @@ class Qwen3TTSProgram(ModelProgram):
             raise InputError(f"repetition_penalty must be > 0, got {rs.repetition_penalty}")
         return rs
 
-    def prepare(self, request: SynthesisRequest, *, x_vector: torch.Tensor | None = None,
-                ref_codes: np.ndarray | None = None) -> Prompt:
+    def prepare(
+        self,
+        request: SynthesisRequest,
+        *,
+        x_vector: torch.Tensor | None = None,
+        ref_codes: np.ndarray | None = None,
+    ) -> Prompt:
         """Validate a request and build its prefill embeddings. `x_vector` / `ref_codes` inject a voice-
         clone prompt computed elsewhere (tests feed the reference package's own values)."""
         from .validate import validate_request
@@ -165,9 +198,17 @@ class Qwen3TTSProgram(ModelProgram):
                 codes = ref_codes if ref_codes is not None else self.reference_codes(request.ref_audio)
                 ids_ref = self.tokenizer.encode(ref_text(request.ref_text or ""))
         instruct = self.tokenizer.encode(instruct_text(request.instructions)) if v.instructions else None
-        emb = build_prompt(self.talker, self.cfg, self.tokenizer.encode(assistant_text(request.text)),
-                           language_id=v.language_id, speaker=speaker, instruct_ids=instruct,
-                           streaming=v.streaming, ref_ids=ids_ref, ref_codes=codes)
+        emb = build_prompt(
+            self.talker,
+            self.cfg,
+            self.tokenizer.encode(assistant_text(request.text)),
+            language_id=v.language_id,
+            speaker=speaker,
+            instruct_ids=instruct,
+            streaming=v.streaming,
+            ref_ids=ids_ref,
+            ref_codes=codes,
+        )
         max_frames = request.max_frames if request.max_frames is not None else self.gen.max_new_tokens - 1
         if max_frames < 1:
             raise InputError(f"max_frames must be >= 1, got {max_frames}")
@@ -175,14 +216,20 @@ class Qwen3TTSProgram(ModelProgram):
             raise InputError(f"fixed_frames must be >= 1, got {request.fixed_frames}")
         sampling = self.resolve_sampling(request.sampling)
         data = PreparedPrompt(emb, sampling, request.seed)
-        return Prompt(length=int(emb.embeds.shape[0]), data=data, max_frames=max_frames,
-                      fixed_frames=request.fixed_frames)
+        return Prompt(
+            length=int(emb.embeds.shape[0]),
+            data=data,
+            max_frames=max_frames,
+            fixed_frames=request.fixed_frames,
+        )
 
     def x_vector(self, wav: np.ndarray | None) -> torch.Tensor:
         from .speaker_encoder import SpeakerEncoder
 
         if self._speaker_encoder is None:
-            self._speaker_encoder = SpeakerEncoder.from_checkpoint(self.root, device=self.device, dtype=self.dtype)
+            self._speaker_encoder = SpeakerEncoder.from_checkpoint(
+                self.root, device=self.device, dtype=self.dtype
+            )
         return self._speaker_encoder.x_vector(np.asarray(wav, dtype=np.float32)).to(self.device, self.dtype)
 
     def reference_codes(self, wav: np.ndarray | None) -> np.ndarray:
@@ -221,8 +268,10 @@ class Qwen3TTSProgram(ModelProgram):
         table = torch.zeros(len(rows), n_pages, dtype=torch.long)
         for b, (r, s, n) in enumerate(zip(rows, starts, counts, strict=True)):
             if (s + n) > len(r.pages) * ps:
-                raise RuntimeError(f"request {r.request_id} needs {s + n} KV positions but holds "
-                                   f"{len(r.pages)} pages of {ps}")
+                raise RuntimeError(
+                    f"request {r.request_id} needs {s + n} KV positions but holds "
+                    f"{len(r.pages)} pages of {ps}"
+                )
             pos = torch.arange(s, s + n)
             pages = torch.tensor(r.pages, dtype=torch.long)
             q_pos[b, :n] = pos
@@ -234,9 +283,13 @@ class Qwen3TTSProgram(ModelProgram):
 
     def _uniforms(self, states: list[RowState]) -> torch.Tensor:
         """16 uniforms per row per step from each request's own generator (15 predictor groups + c0)."""
-        return torch.stack([torch.rand(16, generator=s.gen, dtype=torch.float64) for s in states]).to(self.device)
+        return torch.stack([torch.rand(16, generator=s.gen, dtype=torch.float64) for s in states]).to(
+            self.device
+        )
 
-    def _sample_c0(self, logits: torch.Tensor, states: list[RowState], uniforms: torch.Tensor) -> torch.Tensor:
+    def _sample_c0(
+        self, logits: torch.Tensor, states: list[RowState], uniforms: torch.Tensor
+    ) -> torch.Tensor:
         dev = logits.device
         seen = torch.stack([s.seen for s in states])
         penalty = torch.tensor([s.sampling.repetition_penalty for s in states], device=dev)
@@ -245,7 +298,9 @@ class Qwen3TTSProgram(ModelProgram):
         scores = talker_masks(logits.float(), seen, penalty, generated, eos, MIN_NEW_TOKENS, self.suppress)
         fixed = torch.tensor([s.fixed for s in states], device=dev)
         if bool(fixed.any()):  # bench rows never stop on EOS (and EOS is no codec code)
-            scores[:, eos] = torch.where(fixed, torch.full_like(scores[:, eos], float("-inf")), scores[:, eos])
+            scores[:, eos] = torch.where(
+                fixed, torch.full_like(scores[:, eos], float("-inf")), scores[:, eos]
+            )
         return select(scores, BatchSampling.talker([s.sampling for s in states], dev), uniforms)
 
     @torch.inference_mode()
@@ -267,10 +322,20 @@ class Qwen3TTSProgram(ModelProgram):
         for r, p in zip(rows, preps, strict=True):
             seed = p.seed if p.seed is not None else secrets.randbits(63)
             limit = r.prompt.fixed_frames or r.prompt.max_frames
-            states.append(RowState(sampling=p.sampling, gen=torch.Generator().manual_seed(seed),
-                                   seen=torch.zeros(V, dtype=torch.bool, device=self.device), generated=0,
-                                   h=last[0], c0=last.new_zeros((), dtype=torch.long), trailing=p.emb.trailing,
-                                   tts_pad=p.emb.tts_pad, limit=limit, fixed=r.prompt.fixed_frames is not None))
+            states.append(
+                RowState(
+                    sampling=p.sampling,
+                    gen=torch.Generator().manual_seed(seed),
+                    seen=torch.zeros(V, dtype=torch.bool, device=self.device),
+                    generated=0,
+                    h=last[0],
+                    c0=last.new_zeros((), dtype=torch.long),
+                    trailing=p.emb.trailing,
+                    tts_pad=p.emb.tts_pad,
+                    limit=limit,
+                    fixed=r.prompt.fixed_frames is not None,
+                )
+            )
         c0 = self._sample_c0(logits, states, self._uniforms(states)[:, 15])
         for b, (r, s) in enumerate(zip(rows, states, strict=True)):
             s.h, s.c0, s.generated = last[b], c0[b], 1
@@ -294,8 +359,12 @@ class Qwen3TTSProgram(ModelProgram):
         codes = self.talker.code_predictor.generate(h, c0_emb, lambda g, lg: select(lg.float(), sub, u[:, g]))
         frames = torch.cat([c0[:, None], codes], dim=1).cpu().numpy().astype(np.int64)
         steps = [s.generated - 1 for s in states]  # decode step index = trailing-text index
-        text = torch.stack([s.trailing[t] if t < s.trailing.shape[0] else s.tts_pad
-                            for s, t in zip(states, steps, strict=True)])
+        text = torch.stack(
+            [
+                s.trailing[t] if t < s.trailing.shape[0] else s.tts_pad
+                for s, t in zip(states, steps, strict=True)
+            ]
+        )
         x = (self.talker.code_predictor.embed_frame_sum(c0_emb, codes) + text)[:, None]
         pb = self._paged(rows, [r.kv_len for r in rows], [1] * len(rows))
         hid = self.talker.forward_paged(x.to(self.dtype), pb, self.k_pool, self.v_pool)[:, 0]
@@ -322,11 +391,12 @@ class Qwen3TTSProgram(ModelProgram):
             ref = self._slot_ref.get(it.slot) if it.first else None
             if ref is not None:
                 cut[it.slot] = ref.shape[0] * SAMPLES_PER_FRAME
-                it = CodecItem(slot=it.slot, codes=np.concatenate([ref, np.asarray(it.codes)]), first=True,
-                               last=it.last)
+                it = CodecItem(
+                    slot=it.slot, codes=np.concatenate([ref, np.asarray(it.codes)]), first=True, last=it.last
+                )
             send.append(it)
         wavs = self.codec_model.decode_chunks(send)
-        return [w[cut.get(it.slot, 0):] if it.first else w for it, w in zip(items, wavs, strict=True)]
+        return [w[cut.get(it.slot, 0) :] if it.first else w for it, w in zip(items, wavs, strict=True)]
 
     def release(self, row: Row) -> None:
         if row.slot >= 0:
@@ -346,13 +416,18 @@ class PreparedPrompt:
     seed: int | None
 
 
-def load_weights_meta(weights: Qwen3TTSWeights, sd: dict[str, torch.Tensor], root: Path, device: str,
-                      dtype: torch.dtype) -> None:
+def load_weights_meta(
+    weights: Qwen3TTSWeights, sd: dict[str, torch.Tensor], root: Path, device: str, dtype: torch.dtype
+) -> None:
     """Materialise a meta-built module from the checkpoint tensors (strict keys and shapes)."""
     from .checkpoint import check_state_dict
 
     check_state_dict(weights, sd, root, ignore_prefixes=("speaker_encoder.",))
     weights.to_empty(device=device)
-    load_weights(weights, {k: v.to(dtype) for k, v in sd.items() if not k.startswith("speaker_encoder.")}, root,
-                 ignore_prefixes=("speaker_encoder.",))
+    load_weights(
+        weights,
+        {k: v.to(dtype) for k, v in sd.items() if not k.startswith("speaker_encoder.")},
+        root,
+        ignore_prefixes=("speaker_encoder.",),
+    )
     weights.to(dtype)

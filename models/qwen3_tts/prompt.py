@@ -2,7 +2,8 @@
 
     [P(instruct)]                               VoiceDesign / instructable CustomVoice
     P(<|im_start|>assistant\\n)                  3 rows
-    codec control list + text side              [think, think_bos, lang, think_eos, (spk), pad] + tts_pad.., tts_bos
+    codec control list + text side              [think, think_bos, lang, think_eos, (spk), pad]
+                                                + [tts_pad.., tts_bos]
     then one of:
       streaming text      P(t_0) + emb(bos);                 trailing = [P(t_1..), P(tts_eos)]
       non-streaming text  [P(t..), P(tts_eos)] + emb(pad);  P(tts_pad) + emb(bos);  trailing = P(tts_pad)
@@ -35,16 +36,27 @@ def _ids(x: list[int], device: torch.device) -> torch.Tensor:
 
 
 @torch.no_grad()
-def build_prompt(talker: Talker, cfg: Qwen3TTSConfig, text_ids: list[int], *, language_id: int | None,
-                 speaker: torch.Tensor | None, instruct_ids: list[int] | None, streaming: bool,
-                 ref_ids: list[int] | None = None, ref_codes: np.ndarray | None = None) -> PromptEmbeds:
+def build_prompt(
+    talker: Talker,
+    cfg: Qwen3TTSConfig,
+    text_ids: list[int],
+    *,
+    language_id: int | None,
+    speaker: torch.Tensor | None,
+    instruct_ids: list[int] | None,
+    streaming: bool,
+    ref_ids: list[int] | None = None,
+    ref_codes: np.ndarray | None = None,
+) -> PromptEmbeds:
     """text_ids: the full assistant template ids (`<|im_start|>assistant\\n{text}<|im_end|>\\n
     <|im_start|>assistant\\n`); ref_ids: the reference template (`...{ref}<|im_end|>\\n`) for ICL.
     speaker: codec_embedding[spk_id] (CustomVoice) or the x-vector (Base), shape [H]."""
     tc = cfg.talker
     dev = talker.codec_head.weight.device
     dtype = talker.codec_head.weight.dtype
-    tts_bos, tts_eos, tts_pad = talker.text(_ids([cfg.tts_bos_id, cfg.tts_eos_id, cfg.tts_pad_id], dev)).chunk(3, dim=1)
+    tts_bos, tts_eos, tts_pad = talker.text(
+        _ids([cfg.tts_bos_id, cfg.tts_eos_id, cfg.tts_pad_id], dev)
+    ).chunk(3, dim=1)
 
     if language_id is None:
         control = [tc.codec_nothink_id, tc.codec_think_bos_id, tc.codec_think_eos_id]
@@ -64,8 +76,9 @@ def build_prompt(talker: Talker, cfg: Qwen3TTSConfig, text_ids: list[int], *, la
 
     if ref_codes is not None:
         assert ref_ids is not None
-        icl, trailing = _icl(talker, cfg, ids[:, 3:-5], _ids(ref_ids, dev)[:, 3:-2], ref_codes, tts_pad, tts_eos,
-                             streaming)
+        icl, trailing = _icl(
+            talker, cfg, ids[:, 3:-5], _ids(ref_ids, dev)[:, 3:-2], ref_codes, tts_pad, tts_eos, streaming
+        )
         rows.append(icl)
     elif streaming:
         rows.append(talker.text(ids[:, 3:4]) + codec_rows[:, -1:])
@@ -77,20 +90,33 @@ def build_prompt(talker: Talker, cfg: Qwen3TTSConfig, text_ids: list[int], *, la
         rows.append(tts_pad + talker.codec(_ids([tc.codec_bos_id], dev)))
         trailing = tts_pad
     embeds = torch.cat(rows, dim=1)[0]
-    return PromptEmbeds(embeds=embeds, trailing=trailing[0], tts_pad=tts_pad[0, 0],
-                        ref_codes=None if ref_codes is None else np.asarray(ref_codes, dtype=np.int64))
+    return PromptEmbeds(
+        embeds=embeds,
+        trailing=trailing[0],
+        tts_pad=tts_pad[0, 0],
+        ref_codes=None if ref_codes is None else np.asarray(ref_codes, dtype=np.int64),
+    )
 
 
-def _icl(talker: Talker, cfg: Qwen3TTSConfig, text: torch.Tensor, ref: torch.Tensor, ref_codes: np.ndarray,
-         tts_pad: torch.Tensor, tts_eos: torch.Tensor, streaming: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _icl(
+    talker: Talker,
+    cfg: Qwen3TTSConfig,
+    text: torch.Tensor,
+    ref: torch.Tensor,
+    ref_codes: np.ndarray,
+    tts_pad: torch.Tensor,
+    tts_eos: torch.Tensor,
+    streaming: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Voice-clone in-context block: reference transcript + target text against bos + reference codes."""
     tc = cfg.talker
     dev = text.device
     text_embed = torch.cat([talker.text(torch.cat([ref, text], dim=-1)), tts_eos], dim=1)
     codes = torch.as_tensor(np.asarray(ref_codes), dtype=torch.long, device=dev)  # [T, 16]
     pred = talker.code_predictor
-    per_group = [talker.codec(codes[:, :1])] + [pred.model.codec_embedding[g - 1](codes[:, g:g + 1])
-                                                 for g in range(1, tc.num_code_groups)]
+    per_group = [talker.codec(codes[:, :1])] + [
+        pred.model.codec_embedding[g - 1](codes[:, g : g + 1]) for g in range(1, tc.num_code_groups)
+    ]
     codec_embed = torch.cat(per_group, dim=1).sum(1).unsqueeze(0)
     codec_embed = torch.cat([talker.codec(_ids([tc.codec_bos_id], dev)), codec_embed], dim=1)
     n_text, n_codec = text_embed.shape[1], codec_embed.shape[1]

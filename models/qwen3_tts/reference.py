@@ -55,7 +55,9 @@ def run_codes(program: Qwen3TTSProgram, prompt: Prompt, trace: Trace | None = No
     return np.stack(frames).astype(np.int64)
 
 
-def decode_full(program: Qwen3TTSProgram, codes: np.ndarray, ref_codes: np.ndarray | None = None) -> np.ndarray:
+def decode_full(
+    program: Qwen3TTSProgram, codes: np.ndarray, ref_codes: np.ndarray | None = None
+) -> np.ndarray:
     """Waveform of `codes` with one full codec forward; ICL: decode ref ++ codes and cut the reference
     part with the reference package's proportional formula."""
     allc = codes if ref_codes is None else np.concatenate([ref_codes, codes])
@@ -67,8 +69,14 @@ def decode_full(program: Qwen3TTSProgram, codes: np.ndarray, ref_codes: np.ndarr
     return wav.astype(np.float32)
 
 
-def generate(program: Qwen3TTSProgram, request: SynthesisRequest, *, with_wav: bool = True,
-             trace: Trace | None = None, **prepare_kw) -> tuple[np.ndarray, np.ndarray | None]:
+def generate(
+    program: Qwen3TTSProgram,
+    request: SynthesisRequest,
+    *,
+    with_wav: bool = True,
+    trace: Trace | None = None,
+    **prepare_kw,
+) -> tuple[np.ndarray, np.ndarray | None]:
     """-> (codes [T, 16] int64, wav float32 [T * 1920] or None)."""
     prompt = program.prepare(request, **prepare_kw)
     if trace is not None:
@@ -80,8 +88,9 @@ def generate(program: Qwen3TTSProgram, request: SynthesisRequest, *, with_wav: b
 
 
 @torch.inference_mode()
-def teacher_forced(program: Qwen3TTSProgram, prompt: Prompt, codes: np.ndarray
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
+def teacher_forced(
+    program: Qwen3TTSProgram, prompt: Prompt, codes: np.ndarray
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Raw logits along a given trajectory, in one causal pass over prompt + frames:
     talker logits [T+1, V] (token t, before any sampling rule) and predictor logits [T, 15, codebook]."""
     talker = program.talker
@@ -100,11 +109,16 @@ def teacher_forced(program: Qwen3TTSProgram, prompt: Prompt, codes: np.ndarray
     k = torch.zeros(shape, device=program.device, dtype=program.dtype)
     v = torch.zeros_like(k)
     pos = torch.arange(L, device=program.device)[None]
-    pb = PagedBatch(q_pos=pos, slots=pos.clone(), block_table=torch.arange(pages, device=program.device)[None],
-                    kv_len=torch.tensor([L], device=program.device), page_size=PAGE)
+    pb = PagedBatch(
+        q_pos=pos,
+        slots=pos.clone(),
+        block_table=torch.arange(pages, device=program.device)[None],
+        kv_len=torch.tensor([L], device=program.device),
+        page_size=PAGE,
+    )
     hid = talker.forward_paged(x, pb, k, v)[0]
     n0 = emb.embeds.shape[0]
-    h_tokens = hid[n0 - 1:]  # hidden that produced token t, t = 0..T
+    h_tokens = hid[n0 - 1 :]  # hidden that produced token t, t = 0..T
     talker_logits = talker.codec_head(h_tokens)
     pred = talker.code_predictor.teacher_forced_logits(h_tokens[:T], c0_emb, c[:, 1:])
     return talker_logits.float(), pred.float()

@@ -44,17 +44,21 @@ class BatchSampling:
 
     @classmethod
     def talker(cls, rows: list[RowSampling], device: torch.device) -> BatchSampling:
-        return cls(torch.tensor([r.greedy for r in rows], device=device),
-                   torch.tensor([r.temperature for r in rows], device=device),
-                   torch.tensor([r.top_k for r in rows], device=device),
-                   torch.tensor([r.top_p for r in rows], device=device))
+        return cls(
+            torch.tensor([r.greedy for r in rows], device=device),
+            torch.tensor([r.temperature for r in rows], device=device),
+            torch.tensor([r.top_k for r in rows], device=device),
+            torch.tensor([r.top_p for r in rows], device=device),
+        )
 
     @classmethod
     def sub(cls, rows: list[RowSampling], device: torch.device) -> BatchSampling:
-        return cls(torch.tensor([r.sub_greedy for r in rows], device=device),
-                   torch.tensor([r.sub_temperature for r in rows], device=device),
-                   torch.tensor([r.sub_top_k for r in rows], device=device),
-                   torch.tensor([r.sub_top_p for r in rows], device=device))
+        return cls(
+            torch.tensor([r.sub_greedy for r in rows], device=device),
+            torch.tensor([r.sub_temperature for r in rows], device=device),
+            torch.tensor([r.sub_top_k for r in rows], device=device),
+            torch.tensor([r.sub_top_p for r in rows], device=device),
+        )
 
 
 def apply_repetition_penalty(scores: torch.Tensor, seen: torch.Tensor, penalty: torch.Tensor) -> torch.Tensor:
@@ -64,8 +68,15 @@ def apply_repetition_penalty(scores: torch.Tensor, seen: torch.Tensor, penalty: 
     return torch.where(seen, penalised, scores)
 
 
-def talker_masks(scores: torch.Tensor, seen: torch.Tensor, penalty: torch.Tensor, generated: torch.Tensor,
-                 eos_id: int, min_new: int, suppress: torch.Tensor) -> torch.Tensor:
+def talker_masks(
+    scores: torch.Tensor,
+    seen: torch.Tensor,
+    penalty: torch.Tensor,
+    generated: torch.Tensor,
+    eos_id: int,
+    min_new: int,
+    suppress: torch.Tensor,
+) -> torch.Tensor:
     """The three logits processors that apply to the talker whether greedy or not.
     seen [B, V] bool (previous c0 tokens), generated [B] tokens produced so far, suppress [V] bool."""
     scores = apply_repetition_penalty(scores, seen, penalty)

@@ -57,8 +57,9 @@ class Talker(nn.Module):
         return self.model.codec_embedding(ids)
 
     # --- forward over the paged KV pool ---------------------------------------------------------
-    def forward_paged(self, x: torch.Tensor, pb: PagedBatch, k_pools: torch.Tensor,
-                      v_pools: torch.Tensor) -> torch.Tensor:
+    def forward_paged(
+        self, x: torch.Tensor, pb: PagedBatch, k_pools: torch.Tensor, v_pools: torch.Tensor
+    ) -> torch.Tensor:
         """x [B, Tq, H] -> final-norm hidden [B, Tq, H]. k_pools/v_pools: [layers, pages, page, kvh, hd]."""
         cos, sin = self.rotary(pb.q_pos, x.dtype)
         mask = pb.mask()

@@ -18,28 +18,73 @@ from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalize
 
 from ..base import CheckpointError
 
-QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-               r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 
 # Added tokens of Qwen3 (151643..151668) and Qwen3-TTS (151669..151675), in id order.
 SPECIALS: tuple[str, ...] = (
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
-    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
-    "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>",
-    "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
-    "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>", "</think>",
-    "<|audio_start|>", "<|audio_end|>", "<tts_pad>", "<tts_text_bos>", "<tts_text_eod>",
-    "<tts_text_bos_single>", "<|audio_pad|>",
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|object_ref_start|>",
+    "<|object_ref_end|>",
+    "<|box_start|>",
+    "<|box_end|>",
+    "<|quad_start|>",
+    "<|quad_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+    "<tool_call>",
+    "</tool_call>",
+    "<|fim_prefix|>",
+    "<|fim_middle|>",
+    "<|fim_suffix|>",
+    "<|fim_pad|>",
+    "<|repo_name|>",
+    "<|file_sep|>",
+    "<tool_response>",
+    "</tool_response>",
+    "<think>",
+    "</think>",
+    "<|audio_start|>",
+    "<|audio_end|>",
+    "<tts_pad>",
+    "<tts_text_bos>",
+    "<tts_text_eod>",
+    "<tts_text_bos_single>",
+    "<|audio_pad|>",
 )
 # Qwen3 marks these as non-special (still single added tokens; ids are unaffected).
-NON_SPECIAL = frozenset({"<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>",
-                         "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>", "<tool_response>",
-                         "</tool_response>", "<think>", "</think>"})
+NON_SPECIAL = frozenset(
+    {
+        "<tool_call>",
+        "</tool_call>",
+        "<|fim_prefix|>",
+        "<|fim_middle|>",
+        "<|fim_suffix|>",
+        "<|fim_pad|>",
+        "<|repo_name|>",
+        "<|file_sep|>",
+        "<tool_response>",
+        "</tool_response>",
+        "<think>",
+        "</think>",
+    }
+)
 
 
 def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's reversible byte -> printable character map used by byte-level BPE."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    bs = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
     cs = bs[:]
     n = 0
     for b in range(256):
@@ -52,10 +97,12 @@ def bytes_to_unicode() -> dict[int, str]:
 
 def qwen2_pipeline(tok: Tokenizer) -> Tokenizer:
     tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
     return tok
@@ -86,7 +133,9 @@ class TextTokenizer:
             return cls(Tokenizer.from_file(str(path / "tokenizer.json")))
         vocab, merges = path / "vocab.json", path / "merges.txt"
         if not (vocab.exists() and merges.exists()):
-            raise CheckpointError(f"no text tokenizer in {path}: expected tokenizer.json or vocab.json + merges.txt")
+            raise CheckpointError(
+                f"no text tokenizer in {path}: expected tokenizer.json or vocab.json + merges.txt"
+            )
         tok = qwen2_pipeline(Tokenizer(models.BPE.from_file(str(vocab), str(merges), fuse_unk=False)))
         cfg_path = path / "tokenizer_config.json"
         added: list[tuple[int, str, bool]] = []
@@ -98,8 +147,10 @@ class TextTokenizer:
         base = tok.get_vocab_size()
         for i, content, special in added:
             if i != tok.get_vocab_size():
-                raise CheckpointError(f"{cfg_path}: added token {content!r} has id {i} but the next free id is "
-                                      f"{tok.get_vocab_size()} (base vocab {base}); the tokenizer files disagree")
+                raise CheckpointError(
+                    f"{cfg_path}: added token {content!r} has id {i} but the next free id is "
+                    f"{tok.get_vocab_size()} (base vocab {base}); the tokenizer files disagree"
+                )
             tok.add_tokens([AddedToken(content, special=special, normalized=False)])
         return cls(tok)
 
@@ -126,9 +177,13 @@ class TextTokenizer:
             local.sort(key=lambda x: (ranks[x[0]], ranks[x[1]]))
             merges.extend(local)
         merges.sort(key=lambda x: x[2])
-        tok = qwen2_pipeline(Tokenizer(models.BPE(vocab, [(s(a), s(b)) for a, b, _ in merges], fuse_unk=False)))
+        tok = qwen2_pipeline(
+            Tokenizer(models.BPE(vocab, [(s(a), s(b)) for a, b, _ in merges], fuse_unk=False))
+        )
         if tok.get_vocab_size() != len(ranks):
-            raise CheckpointError(f"{path}: tiktoken file gave {tok.get_vocab_size()} tokens, expected {len(ranks)}")
+            raise CheckpointError(
+                f"{path}: tiktoken file gave {tok.get_vocab_size()} tokens, expected {len(ranks)}"
+            )
         add_specials(tok)
         return cls(tok)
 
@@ -145,12 +200,31 @@ class TextTokenizer:
         merges = spec["model"]["merges"]
         lines = [" ".join(m) if isinstance(m, list) else m for m in merges]
         (out / "merges.txt").write_text("#version: 0.2\n" + "\n".join(lines) + "\n", encoding="utf-8")
-        added = {str(a["id"]): {"content": a["content"], "lstrip": False, "normalized": False, "rstrip": False,
-                                "single_word": False, "special": a["special"]} for a in spec["added_tokens"]}
-        cfg = {"add_prefix_space": False, "added_tokens_decoder": added, "bos_token": None,
-               "clean_up_tokenization_spaces": False, "eos_token": "<|im_end|>", "errors": "replace",
-               "model_max_length": model_max_length, "pad_token": "<|endoftext|>", "split_special_tokens": False,
-               "tokenizer_class": "Qwen2Tokenizer", "unk_token": None}
+        added = {
+            str(a["id"]): {
+                "content": a["content"],
+                "lstrip": False,
+                "normalized": False,
+                "rstrip": False,
+                "single_word": False,
+                "special": a["special"],
+            }
+            for a in spec["added_tokens"]
+        }
+        cfg = {
+            "add_prefix_space": False,
+            "added_tokens_decoder": added,
+            "bos_token": None,
+            "clean_up_tokenization_spaces": False,
+            "eos_token": "<|im_end|>",
+            "errors": "replace",
+            "model_max_length": model_max_length,
+            "pad_token": "<|endoftext|>",
+            "split_special_tokens": False,
+            "tokenizer_class": "Qwen2Tokenizer",
+            "unk_token": None,
+        }
         (out / "tokenizer_config.json").write_text(json.dumps(cfg, indent=2, ensure_ascii=False))
-        (out / "special_tokens_map.json").write_text(json.dumps(
-            {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}, indent=2))
+        (out / "special_tokens_map.json").write_text(
+            json.dumps({"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}, indent=2)
+        )

@@ -35,23 +35,73 @@ SEED = 1234
 HEAD_GAIN = 8.0
 CAL_TEXT = "Hello world. This is a tiny test."
 EOS_FRAME = 24
-CORPUS = ("<|im_start|>assistant\n", "<|im_start|>user\n", CAL_TEXT,
-          "The quick brown fox jumps over the lazy dog.", "Speak slowly and clearly.",
-          "你好，世界。", "assistant user system", "A warm, calm voice.")
+CORPUS = (
+    "<|im_start|>assistant\n",
+    "<|im_start|>user\n",
+    CAL_TEXT,
+    "The quick brown fox jumps over the lazy dog.",
+    "Speak slowly and clearly.",
+    "你好，世界。",
+    "assistant user system",
+    "A warm, calm voice.",
+)
 TTS_PAD, TTS_BOS, TTS_EOS = 500, 501, 502  # tiny text vocab 512 (real: 151671..151673)
 REAL_SPEAKERS = {"serena": 3066, "vivian": 3065, "uncle_fu": 3010, "dylan": 2878, "eric": 2875}
-REAL_LANGUAGES = {"chinese": 2055, "english": 2050, "german": 2053, "japanese": 2058,
-                  "beijing_dialect": 2074, "sichuan_dialect": 2062}
-DIALECTS = {"serena": False, "vivian": False, "uncle_fu": False, "dylan": "beijing_dialect",
-            "eric": "sichuan_dialect"}
+REAL_LANGUAGES = {
+    "chinese": 2055,
+    "english": 2050,
+    "german": 2053,
+    "japanese": 2058,
+    "beijing_dialect": 2074,
+    "sichuan_dialect": 2062,
+}
+DIALECTS = {
+    "serena": False,
+    "vivian": False,
+    "uncle_fu": False,
+    "dylan": "beijing_dialect",
+    "eric": "sichuan_dialect",
+}
 
 SIZES: dict[str, dict[str, Any]] = {
-    "tiny": dict(codebook=128, hidden=64, inter=128, layers=2, heads=4, kv=2, head_dim=16, text_hidden=48,
-                 p_hidden=64, p_hidden_proj=32, p_inter=96, p_layers=2, p_heads=4, p_kv=2, p_head_dim=16,
-                 mrope=[4, 2, 2], enc_dim=64),
-    "cpu-bench": dict(codebook=2048, hidden=256, inter=768, layers=4, heads=8, kv=4, head_dim=32, text_hidden=128,
-                      p_hidden=256, p_hidden_proj=128, p_inter=512, p_layers=2, p_heads=4, p_kv=2, p_head_dim=32,
-                      mrope=[8, 4, 4], enc_dim=256),
+    "tiny": dict(
+        codebook=128,
+        hidden=64,
+        inter=128,
+        layers=2,
+        heads=4,
+        kv=2,
+        head_dim=16,
+        text_hidden=48,
+        p_hidden=64,
+        p_hidden_proj=32,
+        p_inter=96,
+        p_layers=2,
+        p_heads=4,
+        p_kv=2,
+        p_head_dim=16,
+        mrope=[4, 2, 2],
+        enc_dim=64,
+    ),
+    "cpu-bench": dict(
+        codebook=2048,
+        hidden=256,
+        inter=768,
+        layers=4,
+        heads=8,
+        kv=4,
+        head_dim=32,
+        text_hidden=128,
+        p_hidden=256,
+        p_hidden_proj=128,
+        p_inter=512,
+        p_layers=2,
+        p_heads=4,
+        p_kv=2,
+        p_head_dim=32,
+        mrope=[8, 4, 4],
+        enc_dim=256,
+    ),
 }
 
 
@@ -82,43 +132,91 @@ def make_config(variant: str, proj: bool, size: str, tok: TextTokenizer) -> dict
     cb = s["codebook"]
     off = cb - 2048  # keep the specials in the top 1024 ids, which generate() suppresses (except EOS)
     talker = dict(
-        vocab_size=cb + 1024, hidden_size=s["hidden"], intermediate_size=s["inter"], num_hidden_layers=s["layers"],
-        num_attention_heads=s["heads"], num_key_value_heads=s["kv"], head_dim=s["head_dim"], hidden_act="silu",
-        max_position_embeddings=32768, rms_norm_eps=1e-6, rope_theta=1000000.0,
+        vocab_size=cb + 1024,
+        hidden_size=s["hidden"],
+        intermediate_size=s["inter"],
+        num_hidden_layers=s["layers"],
+        num_attention_heads=s["heads"],
+        num_key_value_heads=s["kv"],
+        head_dim=s["head_dim"],
+        hidden_act="silu",
+        max_position_embeddings=32768,
+        rms_norm_eps=1e-6,
+        rope_theta=1000000.0,
         rope_scaling={"mrope_section": s["mrope"], "interleaved": True, "rope_type": "default"},
-        num_code_groups=16, text_hidden_size=s["text_hidden"], text_vocab_size=512, position_id_per_seconds=13,
-        tie_word_embeddings=False, codec_pad_id=2148 + off, codec_bos_id=2149 + off,
-        codec_eos_token_id=2150 + off, codec_think_id=2154 + off, codec_nothink_id=2155 + off,
-        codec_think_bos_id=2156 + off, codec_think_eos_id=2157 + off,
+        num_code_groups=16,
+        text_hidden_size=s["text_hidden"],
+        text_vocab_size=512,
+        position_id_per_seconds=13,
+        tie_word_embeddings=False,
+        codec_pad_id=2148 + off,
+        codec_bos_id=2149 + off,
+        codec_eos_token_id=2150 + off,
+        codec_think_id=2154 + off,
+        codec_nothink_id=2155 + off,
+        codec_think_bos_id=2156 + off,
+        codec_think_eos_id=2157 + off,
         codec_language_id={k: v + off for k, v in REAL_LANGUAGES.items()},
         spk_id={k: v + off for k, v in REAL_SPEAKERS.items()} if variant == "custom_voice" else {},
         spk_is_dialect=dict(DIALECTS) if variant == "custom_voice" else {},
         code_predictor_config=dict(
-            vocab_size=cb, hidden_size=s["p_hidden_proj"] if proj else s["p_hidden"],
-            intermediate_size=s["p_inter"], num_hidden_layers=s["p_layers"], num_attention_heads=s["p_heads"],
-            num_key_value_heads=s["p_kv"], head_dim=s["p_head_dim"], hidden_act="silu",
-            max_position_embeddings=65536, rms_norm_eps=1e-6, rope_theta=1000000.0, num_code_groups=16,
-            use_sliding_window=False),
+            vocab_size=cb,
+            hidden_size=s["p_hidden_proj"] if proj else s["p_hidden"],
+            intermediate_size=s["p_inter"],
+            num_hidden_layers=s["p_layers"],
+            num_attention_heads=s["p_heads"],
+            num_key_value_heads=s["p_kv"],
+            head_dim=s["p_head_dim"],
+            hidden_act="silu",
+            max_position_embeddings=65536,
+            rms_norm_eps=1e-6,
+            rope_theta=1000000.0,
+            num_code_groups=16,
+            use_sliding_window=False,
+        ),
     )
     cfg: dict[str, Any] = dict(
-        architectures=["Qwen3TTSForConditionalGeneration"], model_type="qwen3_tts",
-        tokenizer_type="qwen3_tts_tokenizer_12hz", tts_model_size="1b7" if proj else "0b6",
-        tts_model_type=variant, im_start_token_id=tok.token_id("<|im_start|>"),
-        im_end_token_id=tok.token_id("<|im_end|>"), tts_pad_token_id=TTS_PAD, tts_bos_token_id=TTS_BOS,
-        tts_eos_token_id=TTS_EOS, talker_config=talker)
+        architectures=["Qwen3TTSForConditionalGeneration"],
+        model_type="qwen3_tts",
+        tokenizer_type="qwen3_tts_tokenizer_12hz",
+        tts_model_size="1b7" if proj else "0b6",
+        tts_model_type=variant,
+        im_start_token_id=tok.token_id("<|im_start|>"),
+        im_end_token_id=tok.token_id("<|im_end|>"),
+        tts_pad_token_id=TTS_PAD,
+        tts_bos_token_id=TTS_BOS,
+        tts_eos_token_id=TTS_EOS,
+        talker_config=talker,
+    )
     if variant == "base":
         # Only real fields: the official speaker-encoder config class takes no extra kwargs.
         cfg["speaker_encoder_config"] = dict(
-            mel_dim=128, enc_dim=s["hidden"], enc_channels=[32, 32, 32, 32, 96], enc_kernel_sizes=[5, 3, 3, 3, 1],
-            enc_dilations=[1, 2, 3, 4, 1], enc_attention_channels=16, enc_res2net_scale=8, enc_se_channels=16,
-            sample_rate=24000)
+            mel_dim=128,
+            enc_dim=s["hidden"],
+            enc_channels=[32, 32, 32, 32, 96],
+            enc_kernel_sizes=[5, 3, 3, 3, 1],
+            enc_dilations=[1, 2, 3, 4, 1],
+            enc_attention_channels=16,
+            enc_res2net_scale=8,
+            enc_se_channels=16,
+            sample_rate=24000,
+        )
     return cfg
 
 
 def generation_config(max_new_tokens: int = 8192) -> dict[str, Any]:
-    return {"do_sample": True, "repetition_penalty": 1.05, "temperature": 0.9, "top_p": 1.0, "top_k": 50,
-            "subtalker_dosample": True, "subtalker_temperature": 0.9, "subtalker_top_p": 1.0,
-            "subtalker_top_k": 50, "max_new_tokens": max_new_tokens}
+    return {
+        "do_sample": True,
+        "repetition_penalty": 1.05,
+        "temperature": 0.9,
+        "top_p": 1.0,
+        "top_k": 50,
+        "subtalker_dosample": True,
+        "subtalker_temperature": 0.9,
+        "subtalker_top_p": 1.0,
+        "subtalker_top_k": 50,
+        "max_new_tokens": max_new_tokens,
+    }
 
 
 # --- weights -------------------------------------------------------------------------------------------
@@ -165,7 +263,8 @@ def _save_weights(out: Path, sd: dict[str, torch.Tensor]) -> None:
 
 
 @torch.no_grad()
-def calibrate_eos(out: Path, variant: str, eos_frame: int, cal_text: str = CAL_TEXT) -> float:
+def calibrate_eos(out: Path, variant: str, eos_frame: int, cal_text: str = CAL_TEXT,
+                  hazard: float | None = None) -> float:
     """Set the EOS row of codec_head to c * h_T / |h_T| so greedy decoding of `cal_text` stops after
     exactly `eos_frame` frames; c is the middle of the window where EOS wins at T and nowhere before."""
     from .program import Qwen3TTSProgram
@@ -175,13 +274,24 @@ def calibrate_eos(out: Path, variant: str, eos_frame: int, cal_text: str = CAL_T
     cfg = program.cfg.talker
     cb = cfg.predictor.vocab_size
     T = eos_frame
-    req = SynthesisRequest(text=cal_text, language="english", streaming_text=True, max_frames=T + 8,
-                           voice="serena" if variant == "custom_voice" else None)
+    req = SynthesisRequest(
+        text=cal_text,
+        language="english",
+        streaming_text=True,
+        max_frames=T + 8,
+        voice="serena" if variant == "custom_voice" else None,
+    )
     req.sampling = type(req.sampling)(greedy=True)
     trace = Trace(prompt=None)  # type: ignore[arg-type]
     if variant == "base":
-        generate(program, req, with_wav=False, trace=trace,
-                 x_vector=torch.zeros(cfg.block.hidden_size), ref_codes=None)
+        generate(
+            program,
+            req,
+            with_wav=False,
+            trace=trace,
+            x_vector=torch.zeros(cfg.block.hidden_size),
+            ref_codes=None,
+        )
     else:
         generate(program, req, with_wav=False, trace=trace)
     head = program.talker.codec_head.weight
@@ -193,6 +303,9 @@ def calibrate_eos(out: Path, variant: str, eos_frame: int, cal_text: str = CAL_T
             lg[i] = lg[i] / rp if lg[i] > 0 else lg[i] * rp
         best.append(float(lg.max()))
         seen.add(int(lg.argmax()))
+    if hazard is not None:
+        row = _hazard_row(trace.hidden, head[:cb], hazard, program.gen.temperature)
+        return _write_eos_row(out, cfg.codec_eos_id, row)
     u = trace.hidden[T] / trace.hidden[T].norm()
     proj = [float(u @ h) for h in trace.hidden]
     lo = best[T] / proj[T]
@@ -200,17 +313,49 @@ def calibrate_eos(out: Path, variant: str, eos_frame: int, cal_text: str = CAL_T
     if not lo < hi:
         raise RuntimeError(f"EOS at frame {T} is not separable for this seed (lo={lo:.3f}, hi={hi:.3f})")
     c = lo + 0.5 * (min(hi, 2 * lo) - lo)
+    return _write_eos_row(out, cfg.codec_eos_id, c * u)
+
+
+def _hazard_row(hidden: list[torch.Tensor], code_rows: torch.Tensor, hazard: float, temperature: float
+                ) -> torch.Tensor:
+    """EOS row along the mean hidden direction, scaled so that under sampling at `temperature` EOS has
+    on average probability `hazard` per step (a roughly constant stop rate: expected length 1/hazard)."""
+    H = torch.stack(hidden)
+    u = H.mean(0) / H.mean(0).norm()
+    others = (H @ code_rows.T) / temperature
+    proj = (H @ u) / temperature
+
+    def mean_p(alpha: float) -> float:
+        lg = torch.cat([others, (alpha * proj)[:, None]], dim=1)
+        return float(lg.softmax(-1)[:, -1].mean())
+
+    lo, hi = -1000.0, 1000.0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if mean_p(mid) < hazard else (lo, mid)
+    return 0.5 * (lo + hi) * u
+
+
+def _write_eos_row(out: Path, eos_id: int, row: torch.Tensor) -> float:
     from safetensors.torch import load_file
 
     sd = load_file(str(out / "model.safetensors"))
-    sd["talker.codec_head.weight"][cfg.codec_eos_id] = (c * u).to(sd["talker.codec_head.weight"].dtype)
+    sd["talker.codec_head.weight"][eos_id] = row.to(sd["talker.codec_head.weight"].dtype)
     _save_weights(out, sd)
-    return c
+    return float(row.norm())
 
 
 # --- builder -------------------------------------------------------------------------------------------
-def build_tiny(out: str | Path, variant: str = "custom_voice", proj: bool = False, size: str = "tiny",
-               seed: int = SEED, eos_frame: int = EOS_FRAME, max_new_tokens: int = 8192) -> Path:
+def build_tiny(
+    out: str | Path,
+    variant: str = "custom_voice",
+    proj: bool = False,
+    size: str = "tiny",
+    seed: int = SEED,
+    eos_frame: int = EOS_FRAME,
+    max_new_tokens: int = 8192,
+    eos_hazard: float | None = None,
+) -> Path:
     """Write a deterministic random checkpoint to `out` (built in a temp dir, then moved into place)."""
     if variant not in ("custom_voice", "base", "voice_design"):
         raise ValueError(f"variant must be custom_voice, base or voice_design, got {variant!r}")
@@ -230,7 +375,7 @@ def build_tiny(out: str | Path, variant: str = "custom_voice", proj: bool = Fals
             sd.update(_speaker_encoder_state(cfg["speaker_encoder_config"], seed + 3))
         _save_weights(tmp, sd)
         _write_speech_tokenizer(tmp / "speech_tokenizer", SIZES[size]["codebook"], seed + 1)
-        calibrate_eos(tmp, variant, eos_frame)
+        calibrate_eos(tmp, variant, eos_frame, hazard=eos_hazard)
         if out.exists():
             shutil.rmtree(out)
         tmp.rename(out)
@@ -243,7 +388,10 @@ def _speaker_encoder_state(enc_cfg: dict[str, Any], seed: int) -> dict[str, torc
     from .tiny_audio import speaker_encoder_weights
 
     sd = speaker_encoder_weights(enc_cfg, seed=seed)
-    return {(k if k.startswith("speaker_encoder.") else f"speaker_encoder.{k}"): v.contiguous() for k, v in sd.items()}
+    return {
+        (k if k.startswith("speaker_encoder.") else f"speaker_encoder.{k}"): v.contiguous()
+        for k, v in sd.items()
+    }
 
 
 def _write_speech_tokenizer(st_dir: Path, codebook: int, seed: int) -> None:

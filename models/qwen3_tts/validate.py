@@ -29,7 +29,9 @@ def _names(xs) -> str:
     return ", ".join(sorted(xs))
 
 
-def validate_request(cfg: Qwen3TTSConfig, req: SynthesisRequest, has_injected_clone: bool = False) -> Validated:
+def validate_request(
+    cfg: Qwen3TTSConfig, req: SynthesisRequest, has_injected_clone: bool = False
+) -> Validated:
     tc = cfg.talker
     kind = cfg.model_type
     if not isinstance(req.text, str) or not req.text.strip():
@@ -41,11 +43,15 @@ def validate_request(cfg: Qwen3TTSConfig, req: SynthesisRequest, has_injected_cl
         if not voice:
             voice = sorted(tc.speaker_ids)[0]
         if voice not in tc.speaker_ids:
-            raise InputError(f"unknown voice {req.voice!r}; this model's voices are: {_names(tc.speaker_ids)}")
+            raise InputError(
+                f"unknown voice {req.voice!r}; this model's voices are: {_names(tc.speaker_ids)}"
+            )
         speaker = voice
     elif req.voice:
         what = "voice cloning from reference audio" if kind == "base" else "voice design from instructions"
-        raise InputError(f"this {kind} model has no named voices (it does {what}); drop the voice {req.voice!r}")
+        raise InputError(
+            f"this {kind} model has no named voices (it does {what}); drop the voice {req.voice!r}"
+        )
 
     lang = (req.language or "auto").strip().lower()
     if lang not in cfg.languages:
@@ -59,9 +65,13 @@ def validate_request(cfg: Qwen3TTSConfig, req: SynthesisRequest, has_injected_cl
     instructions = bool(req.instructions and req.instructions.strip())
     if instructions and not cfg.supports_instructions:
         if kind == "custom_voice":
-            raise InputError("this CustomVoice model (0.6B) does not follow instructions; drop them, or use the "
-                             "1.7B CustomVoice or the VoiceDesign model")
-        raise InputError(f"this {kind} model does not take instructions; drop them or use a VoiceDesign model")
+            raise InputError(
+                "this CustomVoice model (0.6B) does not follow instructions; drop them, or use the "
+                "1.7B CustomVoice or the VoiceDesign model"
+            )
+        raise InputError(
+            f"this {kind} model does not take instructions; drop them or use a VoiceDesign model"
+        )
     if kind == "voice_design" and not instructions:
         instructions = False  # allowed: the reference treats an empty instruction as none
 
@@ -71,11 +81,15 @@ def validate_request(cfg: Qwen3TTSConfig, req: SynthesisRequest, has_injected_cl
             _check_reference_audio(req)
         icl = req.ref_text is not None and bool(req.ref_text.strip())
         if req.ref_text is not None and not req.ref_text.strip():
-            raise InputError("the reference transcript (ref_text) is empty; give the words spoken in the reference "
-                             "clip, or leave it out for x-vector-only cloning")
+            raise InputError(
+                "the reference transcript (ref_text) is empty; give the words spoken in the reference "
+                "clip, or leave it out for x-vector-only cloning"
+            )
     elif req.ref_audio is not None or req.ref_text is not None:
-        raise InputError(f"this {kind} model does not clone voices from reference audio; use a Base model "
-                         "(e.g. Qwen/Qwen3-TTS-12Hz-0.6B-Base) or drop the reference")
+        raise InputError(
+            f"this {kind} model does not clone voices from reference audio; use a Base model "
+            "(e.g. Qwen/Qwen3-TTS-12Hz-0.6B-Base) or drop the reference"
+        )
 
     streaming = req.streaming_text if req.streaming_text is not None else kind == "base"
     return Validated(speaker, language_id, instructions, bool(streaming), icl)
@@ -83,15 +97,19 @@ def validate_request(cfg: Qwen3TTSConfig, req: SynthesisRequest, has_injected_cl
 
 def _check_reference_audio(req: SynthesisRequest) -> None:
     if req.ref_audio is None:
-        raise InputError("voice cloning needs a reference recording (ref_audio): a mono clip of the voice at "
-                         f"{REF_SAMPLE_RATE} Hz")
+        raise InputError(
+            "voice cloning needs a reference recording (ref_audio): a mono clip of the voice at "
+            f"{REF_SAMPLE_RATE} Hz"
+        )
     wav = np.asarray(req.ref_audio)
     if wav.ndim != 1:
         raise InputError(f"the reference audio must be mono (one channel), got an array of shape {wav.shape}")
     if wav.size == 0:
         raise InputError("the reference audio is empty; give a clip of a few seconds of the voice to clone")
     if req.ref_sample_rate != REF_SAMPLE_RATE:
-        raise InputError(f"the reference audio is at {req.ref_sample_rate} Hz but this model needs "
-                         f"{REF_SAMPLE_RATE} Hz; resample to {REF_SAMPLE_RATE} Hz first")
+        raise InputError(
+            f"the reference audio is at {req.ref_sample_rate} Hz but this model needs "
+            f"{REF_SAMPLE_RATE} Hz; resample to {REF_SAMPLE_RATE} Hz first"
+        )
     if not np.isfinite(wav).all():
         raise InputError("the reference audio contains NaN or infinite samples")

@@ -34,7 +34,9 @@ try:
 except Exception:  # noqa: BLE001
     for _k in [k for k in sys.modules if k == "torchaudio" or k.startswith("torchaudio.")]:
         del sys.modules[_k]
-    _ta, _comp, _kaldi = (_standin(n) for n in ("torchaudio", "torchaudio.compliance", "torchaudio.compliance.kaldi"))
+    _ta, _comp, _kaldi = (
+        _standin(n) for n in ("torchaudio", "torchaudio.compliance", "torchaudio.compliance.kaldi")
+    )
     _ta.compliance, _comp.kaldi = _comp, _kaldi
 
 from qwen_tts import Qwen3TTSModel  # noqa: E402,F401

@@ -11,9 +11,8 @@ import json
 import sys
 
 import numpy as np
-import torch
-
 import official as O
+import torch
 
 torch.manual_seed(0)
 torch.use_deterministic_algorithms(True)
@@ -30,12 +29,17 @@ def reference_wav() -> np.ndarray:
 
 def main(ckpt: str, out: str, cases_path: str) -> None:
     cases = json.loads(open(cases_path).read())
-    tts = O.Qwen3TTSModel.from_pretrained(ckpt, dtype=torch.float32, attn_implementation="eager", device_map="cpu")
+    tts = O.Qwen3TTSModel.from_pretrained(
+        ckpt, dtype=torch.float32, attn_implementation="eager", device_map="cpu"
+    )
     m = tts.model
     rec = {"in": [], "talker": [], "cp": []}
     m.talker.model.register_forward_hook(
-        lambda mod, a, kw, o: rec["in"].append(kw["inputs_embeds"].detach().clone()), with_kwargs=True)
-    m.talker.codec_head.register_forward_hook(lambda mod, a, o: rec["talker"].append(o[0, -1].detach().clone()))
+        lambda mod, a, kw, o: rec["in"].append(kw["inputs_embeds"].detach().clone()), with_kwargs=True
+    )
+    m.talker.codec_head.register_forward_hook(
+        lambda mod, a, o: rec["talker"].append(o[0, -1].detach().clone())
+    )
     for i, h in enumerate(m.talker.code_predictor.lm_head):
         h.register_forward_hook(lambda mod, a, o, i=i: rec["cp"].append(o[0, -1].detach().clone()))
     ref_wav = reference_wav()
@@ -46,21 +50,35 @@ def main(ckpt: str, out: str, cases_path: str) -> None:
         ids = tts._tokenize_texts([tts._build_assistant_text(c["text"])])
         instruct = c.get("instruct")
         instruct_ids = [tts._tokenize_texts([tts._build_instruct_text(instruct)])[0] if instruct else None]
-        gen = dict(do_sample=False, subtalker_dosample=False, max_new_tokens=c["max_new"], top_k=50, top_p=1.0,
-                   temperature=0.9, repetition_penalty=1.05, subtalker_top_k=50, subtalker_top_p=1.0,
-                   subtalker_temperature=0.9)
+        gen = dict(
+            do_sample=False,
+            subtalker_dosample=False,
+            max_new_tokens=c["max_new"],
+            top_k=50,
+            top_p=1.0,
+            temperature=0.9,
+            repetition_penalty=1.05,
+            subtalker_top_k=50,
+            subtalker_top_p=1.0,
+            subtalker_temperature=0.9,
+        )
         res = {"input_ids": ids[0][0]}
         kw = dict(input_ids=ids, languages=[c["language"]], non_streaming_mode=not c["stream"], **gen)
         ref_code = None
         if c.get("clone"):
-            items = tts.create_voice_clone_prompt(ref_audio=(ref_wav, 24000), ref_text=c.get("ref_text"),
-                                                  x_vector_only_mode=c["clone"] == "xvec")
+            items = tts.create_voice_clone_prompt(
+                ref_audio=(ref_wav, 24000),
+                ref_text=c.get("ref_text"),
+                x_vector_only_mode=c["clone"] == "xvec",
+            )
             it = items[0]
             ref_code = it.ref_code
             res["spk"] = it.ref_spk_embedding.detach().clone()
             res["ref_code"] = ref_code
             vcp = tts._prompt_items_to_voice_clone_prompt(items)
-            ref_ids = [tts._tokenize_texts([tts._build_ref_text(c["ref_text"])])[0] if c.get("ref_text") else None]
+            ref_ids = [
+                tts._tokenize_texts([tts._build_ref_text(c["ref_text"])])[0] if c.get("ref_text") else None
+            ]
             if ref_ids[0] is not None:
                 res["ref_ids"] = ref_ids[0][0]
             for v in rec.values():
