@@ -1,16 +1,22 @@
-"""Calibrate the simulated GPUs for Qwen3-TTS 1.7B and predict the paper's capacities.
+"""Calibrate the simulated GPUs for Qwen3-TTS 1.7B and predict the paper's capacities, two ways.
 
-    .venv/bin/python scripts/calibrate_sim.py                 # fit, write recipes/gpus/*.toml, predict
-    .venv/bin/python scripts/calibrate_sim.py --floor 9.5     # skip the fit, just predict
+    .venv/bin/python scripts/calibrate_sim.py --duration 30            # fit both, predict, ship the better
+    .venv/bin/python scripts/calibrate_sim.py --floor 7.0 --row-ms 0.1   # skip the fits, just predict
+    .venv/bin/python scripts/calibrate_sim.py --reuse-v1 out/calibration.json   # v1 table from a prior run
 
 1. Everything in the cost profiles is derived from micro facts (voxcli/bench/calibrate.py) except ONE
-   parameter: `step_floor_ms`, the backbone step's fixed latency floor.
-2. It is fitted against ONE published capacity point: the strong synchronous design (`sync2`) serves
-   38 req/s at 90% attainment on one H100 (paper §4.7). Capacity is discrete (2 req/s steps), so the
-   fit bisects for the interval of floors that give exactly 38 and takes its middle.
-3. With that floor fixed, the simulator PREDICTS the other published numbers (full design, sync2 at
-   99%, no split, split sensitivity, prefill-first vs deadline-aware admission past capacity, B200),
-   printed next to the paper's. The closing table says where the model misses.
+   parameter per calibration:
+   v1 `step_floor_ms`, the backbone step's fixed latency, fitted against the strong synchronous design
+      (`sync2`) serving 38 req/s at 90% attainment on one H100 (paper §4.7);
+   v2 `row_ms`, the backbone's marginal cost per row (its floor is arithmetic: weights / bandwidth +
+      769 kernels x 2.5 us), fitted against the full design serving 48 req/s at 90% on one H100 (§4).
+   Capacity is discrete (2 req/s steps), so each fit bisects for the interval of values that give
+   exactly the published capacity and takes its middle.
+2. With the value fixed, the simulator PREDICTS the other published numbers (full design, sync2,
+   no split, split sensitivity, prefill-first vs deadline-aware admission past capacity, B200). Both
+   tables are printed side by side, each calibration's fitted point marked.
+3. The calibration with the smaller error on the points NEITHER was fitted to is written to
+   recipes/gpus/*.toml (unless --no-write); the closing table says where each misses.
 All runs: LibriTTS test-clean, open-loop Poisson arrivals, chunks of 10 frames (first chunk too),
 B = 8, delta_u = 100 ms, deferral cap 100 ms, TTFA target 200 ms, stall 10 ms.
 """
@@ -23,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from voxcli.bench.calibrate import GPUS, build_profile, profile_toml
+from voxcli.bench.calibrate import FITTED_NAME, GPUS, arithmetic_row_ms, build_profile, profile_toml
 from voxcli.bench.client import schedule
 from voxcli.bench.metrics import rate_result
 from voxcli.bench.sweep import SweepSpec, Variant, sweep_variant
@@ -33,7 +39,10 @@ from voxcli.config import ChunkSchedule, EngineConfig
 from voxcli.engine.cost import CostProfile
 
 ROOT = Path(__file__).resolve().parent.parent
-FIT_POLICY, FIT_CAPACITY = "sync2", 38.0  # sync2 serves 38 req/s at 90% attainment (paper §4.7)
+# Each calibration's ONE fitted point: (check label, policy, published capacity at 90% on h100).
+FITS = {"v1": ("sync2 (strong sync)", "sync2", 38.0), "v2": ("full 100/32", "full", 48.0)}
+BRACKETS = {"v1": (4.0, 10.0), "v2": (0.0135, 0.5)}  # v2: from the arithmetic per-row cost up
+PUBLISHED_PAST = {"prefill-first": 48.0, "deadline": 15.0}  # completed req/s at 52 offered (§4.7)
 
 
 def paper_config(gpu: str, **changes) -> EngineConfig:
@@ -56,16 +65,24 @@ def paper_config(gpu: str, **changes) -> EngineConfig:
     return base.replace(**changes)
 
 
-def profile_for(gpu: str, floor: float) -> CostProfile:
-    return CostProfile.from_dict(build_profile(gpu, floor))
+def profile_for(gpu: str, fitted: float, model: str) -> CostProfile:
+    return CostProfile.from_dict(build_profile(gpu, fitted, model))
 
 
 def attainment(
-    gpu: str, floor: float, policy: str, rate: float, duration: float, seeds: int, utts, **changes
+    gpu: str,
+    fitted: float,
+    model: str,
+    policy: str,
+    rate: float,
+    duration: float,
+    seeds: int,
+    utts,
+    **changes,
 ) -> tuple[float, float]:
     """(attainment, completed req/s) of one rate, seeds pooled, on a fresh engine."""
     cfg = paper_config(gpu, policy=policy, **changes)
-    target = sim_target(cfg, Variant(policy), profile=profile_for(gpu, floor))
+    target = sim_target(cfg, Variant(policy), profile=profile_for(gpu, fitted, model))
     records = []
     for k in range(seeds):
         records += target.play(schedule(rate, duration, 7_000 + k, utts), 900.0)
@@ -74,49 +91,69 @@ def attainment(
     return r.attainment, r.completed_rps
 
 
-def capacity90(floor: float, utts, duration: float, seeds: int) -> float:
-    """sync2's 90% capacity on h100 with this floor, by the sweep's own definition (2 req/s steps from 2,
-    stopping at the first rate below 90%: the capacity is known then)."""
-    cfg = paper_config("h100", policy=FIT_POLICY)
+def capacity90(model: str, fitted: float, utts, duration: float, seeds: int, window: float = 0) -> float:
+    """The fitted policy's 90% capacity on h100 by the sweep's own definition (2 req/s steps, stopping at
+    the first rate below 90%). `window` > 0 sweeps only the published capacity +- window (a fast probe
+    for the bisection: it assumes every lower rate passes; the prediction table then checks the fitted
+    point with the full sweep)."""
+    _, policy, published = FITS[model]
+    lo = 2.0 if window <= 0 else max(2.0, published - window)
+    cfg = paper_config("h100", policy=policy)
     spec = SweepSpec(
-        rates=[float(r) for r in range(2, 62, 2)],
+        rates=[float(r) for r in range(int(lo), 62, 2) if window <= 0 or r <= published + 2],
         duration_s=duration,
         seeds=seeds,
         warmup=64,
         stop_below=0.90,
     )
     sw = sweep_variant(
-        sim_target(cfg, Variant(FIT_POLICY), profile=profile_for("h100", floor)),
-        Variant(FIT_POLICY),
+        sim_target(cfg, Variant(policy), profile=profile_for("h100", fitted, model)),
+        Variant(policy),
         spec,
         utts,
     )
     return sw.capacity90
 
 
-def fit_floor(utts, duration: float, seeds: int, lo: float = 4.0, hi: float = 10.0, iters: int = 5) -> float:
-    """The middle of the floor interval in which sync2's capacity90 is exactly 38 req/s: bisect for its
-    lower edge (capacity drops from >= 40 to <= 38) and its upper edge (from >= 38 to <= 36).
-    A higher floor means slower backbone steps, so capacity falls as the floor grows."""
+def fit(model: str, utts, duration: float, seeds: int, iters: int = 6, window: float = 0) -> float:
+    """The middle of the interval of the fitted parameter in which the fitted policy's capacity90 is
+    exactly the published one. Both parameters slow the backbone, so capacity falls as they grow;
+    v2 bisects geometrically (its bracket spans 40x). Every probe narrows both edges' brackets."""
+    _, policy, published = FITS[model]
+    lo, hi = BRACKETS[model]
+    probes: list[tuple[float, float]] = []
     edges = []
-    for above in (FIT_CAPACITY + 2, FIT_CAPACITY):  # lower edge, then upper edge
-        a, b = lo, hi
+    for above in (published + 2, published):  # lower edge (cap >= 50 below it), then upper edge
+        a = max([lo] + [x for x, c in probes if c >= above])
+        b = min([hi] + [x for x, c in probes if c < above])
         for _ in range(iters):
-            mid = (a + b) / 2
-            cap = capacity90(mid, utts, duration, seeds)
-            print(f"  fit: step_floor_ms {mid:7.3f} -> {FIT_POLICY} capacity@90% {cap:g} req/s", flush=True)
+            mid = (a * b) ** 0.5 if model == "v2" else (a + b) / 2
+            cap = capacity90(model, mid, utts, duration, seeds, window)
+            probes.append((mid, cap))
+            print(
+                f"  fit {model}: {FITTED_NAME[model]} {mid:8.4f} -> {policy} capacity@90% {cap:g} req/s",
+                flush=True,
+            )
             a, b = (mid, b) if cap >= above else (a, mid)
-        edges.append((a + b) / 2)
+        edges.append((a * b) ** 0.5 if model == "v2" else (a + b) / 2)
     print(
-        f"  {FIT_POLICY} capacity@90% = {FIT_CAPACITY:g} for step_floor_ms in "
-        f"[{edges[0]:.3f}, {edges[1]:.3f}]"
+        f"  {policy} capacity@90% = {published:g} for {FITTED_NAME[model]} in "
+        f"[{edges[0]:.4f}, {edges[1]:.4f}]"
     )
-    return round(sum(edges) / 2, 3)
+    if not any(c == published for _, c in probes):
+        # Capacity is a step function of the parameter here: a cliff, not a slope (the deadline-aware
+        # admission collapses just past capacity), so no value gives exactly the published number.
+        jumps = sorted(probes)
+        print(
+            f"  no probed {FITTED_NAME[model]} gives exactly {published:g}: capacity jumps "
+            f"{' -> '.join(f'{c:g}@{x:.4f}' for x, c in jumps if abs(x - edges[1]) < 0.01)}"
+        )
+    return round(sum(edges) / 2, 4)
 
 
 # (label, gpu, overrides, published 90%, published 99%, note)
 CHECKS: list[tuple[str, str, dict, str, str, str]] = [
-    ("sync2 (strong sync)", "h100", {"policy": "sync2"}, "38", "30", "FITTED at 90%"),
+    ("sync2 (strong sync)", "h100", {"policy": "sync2"}, "38", "30", ""),
     ("full 100/32", "h100", {}, "48", "44", ""),
     ("lanes (no split)", "h100", {"policy": "lanes"}, "42", "-", ""),
     ("full 108/24", "h100", {"lm_sms": 108, "codec_sms": 24}, "44-46", "-", ""),
@@ -127,45 +164,20 @@ CHECKS: list[tuple[str, str, dict, str, str, str]] = [
 ]
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--floor", type=float, default=None, help="skip the fit and use this step floor (ms)")
-    ap.add_argument("--fit-duration", type=float, default=60.0)
-    ap.add_argument("--duration", type=float, default=60.0, help="seconds per rate in the predictions")
-    ap.add_argument("--seeds", type=int, default=1, help="arrival seeds pooled per rate (paper: 3)")
-    ap.add_argument("--rates", default="2:60:2")
-    ap.add_argument("--only", default="", help="comma-separated substrings of check labels to run")
-    ap.add_argument("--no-write", action="store_true", help="do not rewrite recipes/gpus/*.toml")
-    ap.add_argument("--json", type=Path, default=ROOT / "out" / "calibration.json")
-    args = ap.parse_args()
+def predict(model: str, fitted: float, args, utts, only: list[str]) -> tuple[list[dict], dict]:
     from voxcli.bench.sweep import parse_rates
 
-    utts = load_workload("libritts")
-    t0 = time.perf_counter()
-    if args.floor is None:
-        print(f"fitting step_floor_ms: {FIT_POLICY} capacity at 90% = {FIT_CAPACITY:g} req/s on h100")
-        floor = fit_floor(utts, args.fit_duration, args.seeds)
-    else:
-        floor = args.floor
-    print(f"step_floor_ms = {floor} ({time.perf_counter() - t0:.0f} s)")
-    if not args.no_write:
-        header = [
-            f"Written by scripts/calibrate_sim.py. Fitted parameter: step_floor_ms = {floor}, against",
-            f"ONE point: {FIT_POLICY} serves 38 req/s at 90% attainment on H100 (paper §4.7);",
-            "everything else is derived from micro facts (voxcli/bench/calibrate.py).",
-        ]
-        for gpu in GPUS:
-            (ROOT / "recipes" / "gpus" / f"{gpu}.toml").write_text(profile_toml(gpu, floor, header))
-    rates = parse_rates(args.rates)
-    spec = SweepSpec(rates=rates, duration_s=args.duration, seeds=args.seeds, warmup=64)
+    spec = SweepSpec(rates=parse_rates(args.rates), duration_s=args.duration, seeds=args.seeds, warmup=64)
     rows = []
-    only = [s for s in args.only.split(",") if s]
     for label, gpu, changes, pub90, pub99, note in CHECKS:
         if only and not any(s in label for s in only):
             continue
         cfg = paper_config(gpu, **changes)
         sw = sweep_variant(
-            sim_target(cfg, Variant(label), profile=profile_for(gpu, floor)), Variant(label), spec, utts
+            sim_target(cfg, Variant(label), profile=profile_for(gpu, fitted, model)),
+            Variant(label),
+            spec,
+            utts,
         )
         rows.append(
             {
@@ -179,48 +191,210 @@ def main() -> int:
                 "rates": [r.to_dict() for r in sw.results],
             }
         )
+        fitted_mark = "FITTED at 90%" if label == FITS[model][0] else ""
         print(
-            f"  {label:24s} predicted {sw.capacity90:4g} / {sw.capacity99:4g}   published {pub90:>5} / "
-            f"{pub99:>3}   {note}  ({sw.wall_s:.0f} s)",
+            f"  {model} {label:24s} predicted {sw.capacity90:4g} / {sw.capacity99:4g}   "
+            f"published {pub90:>5} / "
+            f"{pub99:>3}   {fitted_mark} {note}  ({sw.wall_s:.0f} s)",
             flush=True,
         )
     past = {}
     if not only or any("past" in s for s in only):
         for adm in ("prefill-first", "deadline"):
-            _, done = attainment("h100", floor, "full", 52.0, args.duration, args.seeds, utts, admission=adm)
+            _, done = attainment(
+                "h100", fitted, model, "full", 52.0, args.duration, args.seeds, utts, admission=adm
+            )
             past[adm] = done
         print(
-            f"  past capacity, 52 req/s offered: completes prefill-first {past['prefill-first']:.1f} vs "
+            f"  {model} past capacity, 52 req/s offered: completes prefill-first "
+            f"{past['prefill-first']:.1f} vs "
             f"deadline {past['deadline']:.1f} req/s   published 48 vs 15",
             flush=True,
         )
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(
-        json.dumps(
-            {
-                "step_floor_ms": floor,
-                "fit": [FIT_POLICY, FIT_CAPACITY],
+    return rows, past
+
+
+def _miss(pred: float, published: str) -> float | None:
+    """Distance from a prediction to a published number or range ("44-46"); None when none published."""
+    if published == "-":
+        return None
+    lo, _, hi = published.partition("-")
+    low, high = float(lo), float(hi or lo)
+    return max(0.0, low - pred, pred - high)
+
+
+def errors(rows: list[dict], past: dict, skip: set[str]) -> list[float]:
+    """Absolute misses (req/s) on every published number except the capacities@90% named in `skip`."""
+    out = []
+    for r in rows:
+        for key in ("90", "99"):
+            if key == "90" and r["label"] in skip:
+                continue
+            miss = _miss(r["pred" + key], r["pub" + key])
+            if miss is not None:
+                out.append(miss)
+    out += [abs(past[k] - v) for k, v in PUBLISHED_PAST.items() if k in past]
+    return out
+
+
+def side_by_side(results: dict[str, dict]) -> list[str]:
+    models = list(results)
+    head = f"{'variant':24s} " + " ".join(
+        f"{m + ' ' + FITTED_NAME[m] + '=' + str(results[m]['fitted']):>26s}" for m in models
+    )
+    lines = [
+        "predicted vs published (capacity req/s at 90% / 99% attainment; "
+        "* = that calibration's fitted point)",
+        head + f" {'published':>11s}  note",
+    ]
+    labels = [c[0] for c in CHECKS if any(c[0] in {r["label"] for r in results[m]["rows"]} for m in models)]
+    for label in labels:
+        cells, pub, note = [], "", ""
+        for m in models:
+            r = next((r for r in results[m]["rows"] if r["label"] == label), None)
+            star = "*" if label == FITS[m][0] else " "
+            cells.append(f"{'-':>26s}" if r is None else f"{r['pred90']:>20g}{star}/ {r['pred99']:<3g}")
+            if r is not None:
+                pub, note = f"{r['pub90']:>5s} / {r['pub99']:<4s}", r["note"]
+        lines.append(f"{label:24s} " + " ".join(cells) + f" {pub}  {note}")
+    if all(results[m]["past"] for m in models):
+        cells = [
+            f"{results[m]['past']['prefill-first']:>19.1f} / {results[m]['past']['deadline']:<4.1f}"
+            for m in models
+        ]
+        lines.append(
+            f"{'completes @52 offered':24s} "
+            + " ".join(cells)
+            + f" {'48':>5s} / {'15':<4s}  prefill-first / deadline"
+        )
+    return lines
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--floor", type=float, default=None, help="v1: skip the fit and use this step floor (ms)")
+    ap.add_argument(
+        "--row-ms", type=float, default=None, help="v2: skip the fit and use this per-row cost (ms)"
+    )
+    ap.add_argument("--models", default="v1,v2", help="calibrations to run (v1, v2 or both)")
+    ap.add_argument(
+        "--reuse-v1",
+        type=Path,
+        default=None,
+        help="take v1's fitted value and table from a previous run's JSON (same sweep settings)",
+    )
+    ap.add_argument("--fit-duration", type=float, default=60.0)
+    ap.add_argument(
+        "--fit-window",
+        type=float,
+        default=0.0,
+        help="probe only the published capacity +-W req/s while fitting (0 = whole sweep)",
+    )
+    ap.add_argument("--duration", type=float, default=60.0, help="seconds per rate in the predictions")
+    ap.add_argument("--seeds", type=int, default=1, help="arrival seeds pooled per rate (paper: 3)")
+    ap.add_argument("--rates", default="2:60:2")
+    ap.add_argument("--only", default="", help="comma-separated substrings of check labels to run")
+    ap.add_argument("--no-write", action="store_true", help="do not rewrite recipes/gpus/*.toml")
+    ap.add_argument("--json", type=Path, default=ROOT / "out" / "calibration.json")
+    args = ap.parse_args()
+
+    utts = load_workload("libritts")
+    t0 = time.perf_counter()
+    only = [s for s in args.only.split(",") if s]
+    given = {"v1": args.floor, "v2": args.row_ms}
+    results: dict[str, dict] = {}
+    for model in [m for m in args.models.split(",") if m]:
+        if model not in FITS:
+            raise SystemExit(f"unknown calibration {model!r}: use v1 and/or v2 in --models")
+        if model == "v1" and args.reuse_v1 is not None:
+            prior = json.loads(args.reuse_v1.read_text())
+            prior = prior.get("calibrations", {}).get("v1", prior)  # this script's layout or the older one
+            if (prior["duration_s"], prior["seeds"], prior.get("rates", args.rates)) != (
+                args.duration,
+                args.seeds,
+                args.rates,
+            ):
+                raise SystemExit(
+                    f"{args.reuse_v1}: its sweep settings differ from this run's; rerun v1 instead"
+                )
+            fitted = prior.get("fitted", prior.get("step_floor_ms"))
+            results[model] = {
+                "fitted": fitted,
+                "rows": prior["checks"],
+                "past": prior["past_capacity_52"],
                 "duration_s": args.duration,
                 "seeds": args.seeds,
-                "checks": rows,
-                "past_capacity_52": past,
-            },
-            indent=1,
+                "rates": args.rates,
+                "reused_from": str(args.reuse_v1),
+            }
+            print(f"v1: step_floor_ms = {fitted}, table reused from {args.reuse_v1}")
+            continue
+        label, policy, published = FITS[model]
+        if given[model] is None:
+            print(
+                f"fitting {model} {FITTED_NAME[model]}: {policy} capacity at 90% = {published:g} "
+                "req/s on h100"
+            )
+            fitted = fit(model, utts, args.fit_duration, args.seeds, window=args.fit_window)
+        else:
+            fitted = given[model]
+        print(f"{model}: {FITTED_NAME[model]} = {fitted} ({time.perf_counter() - t0:.0f} s)", flush=True)
+        rows, past = predict(model, fitted, args, utts, only)
+        results[model] = {
+            "fitted": fitted,
+            "rows": rows,
+            "past": past,
+            "duration_s": args.duration,
+            "seeds": args.seeds,
+            "rates": args.rates,
+        }
+
+    # Judge on the published numbers NEITHER calibration was fitted to, so that both face the same test.
+    skip = {FITS[m][0] for m in results}
+    for res in results.values():
+        errs = errors(res["rows"], res["past"], skip)
+        res["error"] = {
+            "points": len(errs),
+            "mean_abs": sum(errs) / max(1, len(errs)),
+            "max_abs": max(errs, default=0),
+        }
+    lines = side_by_side(results)
+    lines.append("")
+    for m, res in results.items():
+        e = res["error"]
+        lines.append(
+            f"{m}: {FITTED_NAME[m]} = {res['fitted']} fitted to {FITS[m][1]} @90% = {FITS[m][2]:g}; "
+            f"on the {e['points']} points neither was fitted to: mean miss {e['mean_abs']:.1f}, "
+            f"max {e['max_abs']:.1f} req/s"
         )
+    best = min(results, key=lambda m: (results[m]["error"]["mean_abs"], results[m]["error"]["max_abs"]))
+    lines.append(
+        f"shipped in recipes/gpus/: {best}" + (" (not written: --no-write)" if args.no_write else "")
     )
-    print("\npredicted vs published (capacity req/s at 90% / 99% attainment)")
-    print(f"{'variant':24s} {'predicted':>11s} {'published':>11s}  note")
-    for r in rows:
-        print(
-            f"{r['label']:24s} {r['pred90']:>5g} / {r['pred99']:<4g} {r['pub90']:>5s} / {r['pub99']:<4s} "
-            f"{r['note']}"
+    if "v2" in results:
+        row = results["v2"]["fitted"]
+        lines.append(
+            f"v2 row_ms {row} = {row / arithmetic_row_ms(GPUS['h100']):.1f}x v1's arithmetic per-row cost "
+            f"{arithmetic_row_ms(GPUS['h100']):.4f} ms on H100"
         )
-    if past:
-        print(
-            f"{'completes @52 offered':24s} {past['prefill-first']:>5.1f} / {past['deadline']:<4.1f} "
-            f"{'48':>5s} / {'15':<4s} prefill-first / deadline"
-        )
-    print(f"total {time.perf_counter() - t0:.0f} s; fitted step_floor_ms = {floor} (sync2 @90% = 38)")
+    if not args.no_write and not only:
+        fitted = results[best]["fitted"]
+        header = [
+            f"Written by scripts/calibrate_sim.py. Calibration {best}: fitted parameter "
+            f"{FITTED_NAME[best]} = "
+            f"{fitted}, against",
+            f"ONE point: {FITS[best][1]} serves {FITS[best][2]:g} req/s at 90% attainment on H100 (paper);",
+            "everything else is derived from micro facts (voxcli/bench/calibrate.py). Chosen over the other",
+            "calibration for its smaller miss on the published points neither was fitted to",
+            "(out/calibrate_v2.log).",
+        ]
+        for gpu in GPUS:
+            (ROOT / "recipes" / "gpus" / f"{gpu}.toml").write_text(profile_toml(gpu, fitted, header, best))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"shipped": best, "calibrations": results}, indent=1))
+    print()
+    print("\n".join(lines))
+    print(f"total {time.perf_counter() - t0:.0f} s")
     return 0
 
 

@@ -8,7 +8,17 @@ from pathlib import Path
 import pytest
 import torch
 
-torch.set_num_threads(2)
+# The oracle subprocesses run with 2 threads; reduction order (and so the last bits of a random tiny
+# decoder whose activations reach the hundreds) depends on the thread count.
+ORACLE_THREADS = 2
+
+
+@pytest.fixture(autouse=True)
+def _pin_torch_threads():
+    """Every test starts at the oracle's thread count, whatever an earlier test (an executor created
+    with `threads=1`, say) left behind."""
+    torch.set_num_threads(ORACLE_THREADS)
+    yield
 
 
 @pytest.fixture(scope="session")

@@ -1,17 +1,33 @@
 """Cost profiles for the simulated GPUs (Qwen3-TTS 1.7B), derived from micro facts only.
 
-Nothing here is fitted to a capacity except ONE parameter, `step_floor_ms` (see below); everything else
-comes from published per-call latencies, the SM-scaling fact, datasheet bandwidth/FLOPs and FLOP/byte
-arithmetic on the model's dimensions. `scripts/calibrate_sim.py` fits that one parameter against ONE
-published capacity point and then predicts the others with the simulator.
+Nothing here is fitted to a capacity except ONE parameter per calibration; everything else comes from
+published per-call latencies, the SM-scaling fact, datasheet bandwidth/FLOPs and FLOP/byte arithmetic on
+the model's dimensions. `scripts/calibrate_sim.py` fits that one parameter against ONE published capacity
+point and then predicts the others with the simulator. Two calibrations differ only in the backbone step
+(LM lane: talker step + 15 depth-transformer passes + 16 samplings, whole device):
 
-Backbone step (LM lane: talker step + 15 depth-transformer passes + 16 samplings), whole device:
+v1, "step-floor" (fitted: `step_floor_ms`, against sync2 @ 90% = 38 req/s):
 
-    decode_ms(b) = step_floor_ms                                  # latency floor: ~800 sequential
+    decode_ms(b) = step_floor_ms                                  # latency floor: ~770 sequential
                                                                   # kernels + 16 samplings (FITTED)
                  + weight_bytes / (BW * BW_EFF)                   # every weight read once per step
                  + b * ctx * kv_bytes_per_token / (BW * BW_EFF)   # talker KV reads per row
                  + b * flops_per_row / (FLOPS * FLOP_EFF)         # 2 FLOP per parameter per row
+
+v2, "per-row" (fitted: `row_ms`, the marginal cost of one more row in a step, against full @ 90% =
+48 req/s on H100). The floor is arithmetic instead of fitted:
+
+    decode_ms(b) = weight_bytes / (BW * BW_EFF)                   # 1.98 ms on H100
+                 + kernels_per_step * LAUNCH_US                   # 769 kernels x 2.5 us = 1.92 ms
+                 + b * row_ms                                     # FITTED (H100); other GPUs scale it
+                                                                  # by their arithmetic per-row cost
+    kernels_per_step = 28 talker layers x 7 + 3  +  15 passes x (5 layers x 7 + 3) = 199 + 570 = 769,
+    7 kernels per fused layer (norm+QKV GEMM, RoPE+KV append, attention, O-proj+residual, norm+gate/up
+    GEMM, SiLU*mul, down+residual) and 3 per model/pass (embedding/projection, norm+head, sampling);
+    LAUNCH_US = 2.5 us is the gap plus ramp/drain of one small kernel replayed from a CUDA graph on
+    Hopper (a prior, like BW_EFF). v2 tests the diagnosis that v1's per-row cost (KV + FLOPs at 50% of
+    peak: 0.0135 ms/row on H100) is several times too cheap, so that v1's backbone is never the
+    bottleneck of the split design.
 
 On `s` of the device's `S` SMs: decode_ms * (1 + p(b) * (S/s - 1)) (Amdahl), with p chosen so that on
 108 of 132 SMs the step keeps 99% of its speed at batch 1 and 93% at batch 256 (paper §2.3, O1:
@@ -30,10 +46,11 @@ Interference (two lanes sharing the device without a partition, each slowed by t
 overlap): 2 / (lm speed on 100 SMs + codec speed on 32 SMs), i.e. colocation does no better than the
 paper's 100/32 partition and its loss is shared evenly.
 
-Other GPUs: H200 is an H100 with 4.8 TB/s; B200 has 148 SMs, 8 TB/s and 2.25 PFLOP/s. The step floor
-is assumed the same (same kernel count, similar clocks) and the codec's per-SM speed equal to H100's
-(no codec micro facts exist for them): both are stated assumptions, checked against the paper's B200
-result where possible.
+Other GPUs: H200 is an H100 with 4.8 TB/s; B200 has 148 SMs, 8 TB/s and 2.25 PFLOP/s. v1 assumes the
+same step floor (same kernel count, similar clocks); v2 the same per-kernel overhead and a per-row cost
+scaled like the arithmetic one (the fitted inefficiency carries over). Both take the codec's per-SM speed
+equal to H100's (no codec micro facts exist for them): stated assumptions, checked against the paper's
+B200 result where possible.
 """
 
 from __future__ import annotations
@@ -111,6 +128,15 @@ CODEC_WHOLE = {1: 1.9, 16: 10.0}
 CODEC_24_BESIDE = {1: 5.0, 16: 49.0}
 SPEED_108_OF_132 = {1: 0.99, 256: 0.93}
 
+# v2 priors (not fitted): kernels of one fused transformer layer and per model/pass extras, and the
+# overhead of one small kernel replayed from a CUDA graph (launch gap + ramp/drain), on every GPU.
+KERNELS_PER_LAYER = 7
+KERNELS_PER_MODEL = 3
+LAUNCH_US = 2.5
+
+MODELS = ("v1", "v2")  # v1: fitted step_floor_ms; v2: fitted row_ms (see the module docstring)
+FITTED_NAME = {"v1": "step_floor_ms", "v2": "row_ms"}
+
 DECODE_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 CODEC_BATCHES = (1, 2, 4, 8, 16, 32)
 
@@ -155,40 +181,74 @@ def decode_terms_ms(gpu: GpuSpec, batch: float) -> dict[str, float]:
     }
 
 
-def decode_ms(gpu: GpuSpec, batch: float, step_floor_ms: float) -> float:
-    return step_floor_ms + sum(decode_terms_ms(gpu, batch).values())
+def kernels_per_step() -> dict[str, int]:
+    """Sequential kernels of one backbone step (v2's floor): the talker once, the predictor 15 times."""
+    talker = TALKER["layers"] * KERNELS_PER_LAYER + KERNELS_PER_MODEL
+    predictor = PREDICTOR["passes"] * (PREDICTOR["layers"] * KERNELS_PER_LAYER + KERNELS_PER_MODEL)
+    return {"talker": talker, "predictor": predictor}
 
 
-def interference(gpu: GpuSpec, step_floor_ms: float) -> float:
+def arithmetic_row_ms(gpu: GpuSpec) -> float:
+    """v1's per-row cost (KV reads + FLOPs at the priors' efficiencies), ms per row per step."""
+    t = decode_terms_ms(gpu, 1)
+    return t["kv"] + t["flops"]
+
+
+def v2_floor_ms(gpu: GpuSpec) -> float:
+    """v2's batch-independent step time: weights once + the kernels' fixed overhead (no fit)."""
+    return decode_terms_ms(gpu, 0)["weights"] + sum(kernels_per_step().values()) * LAUNCH_US / 1e3
+
+
+def v2_row_ms(gpu: GpuSpec, row_ms_h100: float) -> float:
+    """The fitted H100 per-row cost carried to `gpu` in proportion to the arithmetic per-row cost."""
+    return row_ms_h100 * arithmetic_row_ms(gpu) / arithmetic_row_ms(GPUS["h100"])
+
+
+def decode_ms(gpu: GpuSpec, batch: float, fitted: float, model: str = "v1") -> float:
+    """One backbone step on the whole device; `fitted` is step_floor_ms (v1) or H100 row_ms (v2)."""
+    if model == "v1":
+        return fitted + sum(decode_terms_ms(gpu, batch).values())
+    if model == "v2":
+        return v2_floor_ms(gpu) + batch * v2_row_ms(gpu, fitted)
+    raise ValueError(f"unknown calibration model {model!r}: use one of {', '.join(MODELS)}")
+
+
+def prefill_fixed_ms(gpu: GpuSpec, fitted: float, model: str = "v1") -> float:
+    """Batch- and length-independent part of a prefill: the talker's share of the step's fixed cost."""
+    talker_weights_ms = talker_params() * BYTES_BF16 / (gpu.bandwidth * BW_EFF) * 1e3
+    if model == "v2":
+        return talker_weights_ms + kernels_per_step()["talker"] * LAUNCH_US / 1e3
+    layers = TALKER["layers"] + PREDICTOR["passes"] * PREDICTOR["layers"]
+    talker_share = (TALKER["layers"] + 1) / (layers + 16)
+    return fitted * talker_share + talker_weights_ms
+
+
+def interference(gpu: GpuSpec) -> float:
     lm, cd = gpu.paper_split
     lm_speed = decode_speed(64, lm, gpu.sms)
     codec_speed = codec_ms(16, gpu.sms) / codec_ms(16, cd)
     return 2 / (lm_speed + codec_speed)
 
 
-def build_profile(gpu_name: str, step_floor_ms: float) -> dict:
-    """A CostProfile dict (TOML layout of voxcli/engine/cost.py) for `gpu_name`."""
+def build_profile(gpu_name: str, fitted: float, model: str = "v1") -> dict:
+    """A CostProfile dict (TOML layout of voxcli/engine/cost.py) for `gpu_name`; `fitted` is the one
+    fitted parameter of calibration `model` (step_floor_ms for v1, H100 row_ms for v2)."""
     gpu = GPUS[gpu_name]
     sm_counts = [s for s in range(8, gpu.sms, 8)]
+    whole = [decode_ms(gpu, b, fitted, model) for b in DECODE_BATCHES]
     decode = {
         "batch": list(DECODE_BATCHES),
-        "ms": [round(decode_ms(gpu, b, step_floor_ms), 4) for b in DECODE_BATCHES],
+        "ms": [round(m, 4) for m in whole],
         "sm_ms": {
             str(s): [
-                round(decode_ms(gpu, b, step_floor_ms) / decode_speed(b, s, gpu.sms), 4)
-                for b in DECODE_BATCHES
+                round(m / decode_speed(b, s, gpu.sms), 4) for b, m in zip(DECODE_BATCHES, whole, strict=True)
             ]
             for s in sm_counts
         },
     }
-    talker_share = (TALKER["layers"] + 1) / (
-        TALKER["layers"] + PREDICTOR["passes"] * PREDICTOR["layers"] + 16
-    )
-    talker_weights_ms = talker_params() * BYTES_BF16 / (gpu.bandwidth * BW_EFF) * 1e3
-    prefill_ms = step_floor_ms * talker_share + talker_weights_ms
     prefill = {
         "batch": [1, 4],
-        "ms": [round(prefill_ms, 4)] * 2,
+        "ms": [round(prefill_fixed_ms(gpu, fitted, model), 4)] * 2,
         "per_token_ms": round(2 * talker_params() / (gpu.flops * FLOP_EFF) * 1e3, 6),
     }
     codec = {
@@ -198,40 +258,54 @@ def build_profile(gpu_name: str, step_floor_ms: float) -> dict:
         "sm_ms": {str(s): [round(codec_ms(b, s), 4) for b in CODEC_BATCHES] for s in sm_counts},
     }
     return {
-        "gpu": {"name": gpu.name, "sms": gpu.sms, "interference": round(interference(gpu, step_floor_ms), 4)},
+        "gpu": {"name": gpu.name, "sms": gpu.sms, "interference": round(interference(gpu), 4)},
         "stages": {"decode": decode, "prefill": prefill, "codec": codec},
     }
 
 
-def derivation_lines(gpu_name: str, step_floor_ms: float) -> list[str]:
+def derivation_lines(gpu_name: str, fitted: float, model: str = "v1") -> list[str]:
     """Human-readable derivation, written as comments at the top of the recipe."""
     gpu = GPUS[gpu_name]
     c = codec_coefficients()
     t = decode_terms_ms(gpu, 64)
+    k = kernels_per_step()
+    if model == "v1":
+        step = (
+            f"decode(64) = floor {fitted:.3f} (fitted) + weights {t['weights']:.3f} + kv {t['kv']:.3f} "
+            f"+ flops {t['flops']:.3f} ms  (BW_EFF {BW_EFF}, FLOP_EFF {FLOP_EFF})"
+        )
+    else:
+        row = v2_row_ms(gpu, fitted)
+        step = (
+            f"decode(b) = weights {t['weights']:.3f} + {k['talker']}+{k['predictor']} kernels x "
+            f"{LAUNCH_US} us = {v2_floor_ms(gpu):.3f} ms + b x row {row:.4f} ms "
+            f"(H100 row_ms {fitted} fitted; "
+            f"{row / arithmetic_row_ms(gpu):.1f}x the arithmetic {arithmetic_row_ms(gpu):.4f})"
+        )
     return [
         f"{gpu.name}: {gpu.sms} SMs, {gpu.bandwidth / 1e12:.2f} TB/s, {gpu.flops / 1e12:.0f} TFLOP/s bf16 "
         "(datasheet)",
         f"talker {talker_params() / 1e6:.1f} M params, predictor pass {predictor_pass_params() / 1e6:.1f} M "
         "x 15, "
         f"KV {kv_bytes_per_token() / 1024:.0f} KiB/token, ctx {CTX_TOKENS}",
-        f"decode(64) = floor {step_floor_ms:.3f} (fitted) + weights {t['weights']:.3f} + kv {t['kv']:.3f} "
-        f"+ flops {t['flops']:.3f} ms  (BW_EFF {BW_EFF}, FLOP_EFF {FLOP_EFF})",
+        step,
         f"SM scaling: Amdahl p {amdahl_p(1):.3f} (batch 1) .. {amdahl_p(256):.3f} (batch 256) from "
         "99%/93% on 108/132",
         f"codec: c0 {c['c0']:.3f} ms x (132/s)^{c['m']:.3f} + c1 {c['c1']:.3f} ms/chunk x "
         f"(132/s)^{c['k']:.3f}",
-        f"interference {interference(gpu, step_floor_ms):.3f} = 2 / (lm speed on {gpu.paper_split[0]} + "
+        f"interference {interference(gpu):.3f} = 2 / (lm speed on {gpu.paper_split[0]} + "
         f"codec speed on {gpu.paper_split[1]} SMs)",
     ]
 
 
-def profile_toml(gpu_name: str, step_floor_ms: float, header: list[str] | None = None) -> str:
+def profile_toml(gpu_name: str, fitted: float, header: list[str] | None = None, model: str = "v1") -> str:
     """The profile as TOML text with its derivation as comments."""
-    data = build_profile(gpu_name, step_floor_ms)
-    lines = [f"# {s}" for s in (header or [])] + [f"# {s}" for s in derivation_lines(gpu_name, step_floor_ms)]
+    data = build_profile(gpu_name, fitted, model)
+    lines = [f"# {s}" for s in (header or [])] + [f"# {s}" for s in derivation_lines(gpu_name, fitted, model)]
     lines += ["", "[gpu]"]
     lines += [f"{k} = {_toml_value(v)}" for k, v in data["gpu"].items()]
-    lines.append(f"step_floor_ms = {step_floor_ms!r}  # the one fitted parameter (see header)")
+    lines.append(f"calibration = {_toml_value(model)}")
+    lines.append(f"{FITTED_NAME[model]} = {fitted!r}  # the one fitted parameter (see header)")
     for stage, table in data["stages"].items():
         lines += ["", f"[stages.{stage}]"]
         lines += [f"{k} = {_toml_value(v)}" for k, v in table.items() if not isinstance(v, dict)]

@@ -21,11 +21,19 @@ from voxcli.models.base import ModelProgram
 _WAKE = object()
 
 
+def _torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
 class CpuExecutor(Executor):
     realtime = True
 
     def __init__(self, program: ModelProgram, layout: LaneLayout, threads: int = 0,
                  clock: WallClock | None = None) -> None:
+        # torch's thread count is process-wide: remember it so close() gives it back.
+        self._threads_before = _torch_threads() if threads > 0 else 0
         if threads > 0:
             import torch
 
@@ -98,3 +106,7 @@ class CpuExecutor(Executor):
             inbox.put(None)
         for t in self._threads:
             t.join(timeout=10)
+        if self._threads_before:
+            import torch
+
+            torch.set_num_threads(self._threads_before)
