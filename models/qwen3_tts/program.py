@@ -321,7 +321,7 @@ class Qwen3TTSProgram(ModelProgram):
         states = []
         for r, p in zip(rows, preps, strict=True):
             seed = p.seed if p.seed is not None else secrets.randbits(63)
-            limit = r.prompt.fixed_frames or r.prompt.max_frames
+            limit = r.prompt.max_frames if r.prompt.fixed_frames is None else r.prompt.fixed_frames
             states.append(
                 RowState(
                     sampling=p.sampling,
