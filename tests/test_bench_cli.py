@@ -45,3 +45,15 @@ def test_vox_bench_rejects_bad_rates_and_missing_gpu(tmp_path):
     assert res.exit_code == 2 and "rates" in res.output
     res = runner.invoke(app, ["bench", "--executor", "sim", "--out", str(tmp_path)])
     assert res.exit_code == 2 and "--gpu" in res.output
+
+
+def test_vox_bench_on_cuda_without_a_gpu_fails_with_a_sentence(tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # also on a GPU machine
+    res = runner.invoke(app, ["bench", "--executor", "cuda", "--model", str(tmp_path / "ckpt"), "--rates",
+                              "1", "--duration", "1", "--out", str(tmp_path)])
+    assert res.exit_code == 2, res.output
+    assert "--executor cuda needs a CUDA GPU" in res.output and "--executor cpu" in res.output
+    assert "Traceback" not in res.output and "internal error" not in res.output
+    assert not list(tmp_path.glob("*.json"))

@@ -485,3 +485,7 @@ def main() -> None:
     except BrokenPipeError:  # `vox … | head`: the reader left; not an error worth a traceback
         sys.stderr.close()
         sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

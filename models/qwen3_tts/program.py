@@ -11,6 +11,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -113,6 +114,12 @@ class Qwen3TTSProgram(ModelProgram):
         self.k_pool: torch.Tensor | None = None
         self.v_pool: torch.Tensor | None = None
         self.page_size = 0
+        # Graph stages (graph_stages.py): padding rows/items write a KV page and a codec slot that the
+        # engine never hands out, allocated one past the engine's counts by init_kv / init_codec_slots.
+        self.scratch_page = 0
+        self.scratch_slot = 0
+        self.graph_max_kv_tokens: int | None = None  # decode graphs' KV bound per row (None: model max)
+        self.graph_max_chunk_frames = max(DEFAULT_CHUNKS.first, *DEFAULT_CHUNKS.ramp, DEFAULT_CHUNKS.steady)
         self._codec = None
         self._speaker_encoder = None
         self._slot_ref: dict[int, np.ndarray] = {}
@@ -240,13 +247,42 @@ class Qwen3TTSProgram(ModelProgram):
     # --- device resources --------------------------------------------------------------------------
     def init_kv(self, num_pages: int, page_size: int) -> None:
         b = self.cfg.talker.block
-        shape = (b.num_hidden_layers, num_pages, page_size, b.num_key_value_heads, b.head_dim)
+        shape = (b.num_hidden_layers, num_pages + 1, page_size, b.num_key_value_heads, b.head_dim)
+        self.scratch_page = num_pages  # the extra page: graph padding rows write here
         self.k_pool = torch.zeros(shape, device=self.device, dtype=self.dtype)
         self.v_pool = torch.zeros(shape, device=self.device, dtype=self.dtype)
         self.page_size = page_size
 
     def init_codec_slots(self, num_slots: int) -> None:
-        self.codec_model.init_slots(num_slots)
+        self.codec_model.init_slots(num_slots + 1)
+        self.scratch_slot = num_slots  # the extra slot: graph padding items decode into it
+
+    def graph_stage(self, stage: str, bucket: int, lane: str, device: torch.device | None = None):
+        """The cuda executor's hook: a fixed-shape GraphStage for decode / codec (prefill stays eager).
+        Call after init_kv / init_codec_slots: the graphs bind those buffers' addresses."""
+        from voxcli.engine.executors.cuda import GraphStage
+
+        from .graph_stages import CodecGraphStage, DecodeGraphStage
+
+        device = self.device if device is None else torch.device(device)
+        if device.type != self.device.type or (device.index or 0) != (self.device.index or 0):
+            raise RuntimeError(f"graph stages were asked for {device} but the model lives on {self.device}")
+        if stage == "decode":
+            if self.k_pool is None:
+                raise RuntimeError("decode graphs need the KV pool: call init_kv before building the "
+                                   "executor")
+            # RoPE tables come from a CPU inv_freq; on the device once, so the step copies nothing.
+            for rot in (self.talker.rotary, self.talker.code_predictor.rotary):
+                rot.inv_freq = rot.inv_freq.to(device)
+            s: Any = DecodeGraphStage(self, bucket, device)
+        elif stage == "codec":
+            if self.scratch_slot == 0:
+                raise RuntimeError("codec graphs need the slot table: call init_codec_slots before "
+                                   "building the executor")
+            s = CodecGraphStage(self, bucket, device, self.graph_max_chunk_frames)
+        else:
+            return None
+        return GraphStage(run=s.run, load=s.load, finish=s.finish)
 
     @property
     def codec_model(self):

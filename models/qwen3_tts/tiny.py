@@ -7,10 +7,20 @@ The official package loads these directories as-is (`Qwen3TTSModel.from_pretrain
 makes them usable for parity tests. Sizes:
   "tiny"       the oracle's dimensions (talker H=64, 2 layers, codebook 128, specials shifted by -1920)
   "cpu-bench"  a moderate model for CPU serving benchmarks (H=256, 4 layers, real 2048 codebook/ids)
+  "0.6b", "1.7b"  the real Qwen3-TTS 12 Hz architectures (design notes section 2; 906 M / 1,917 M
+               params) with the real-size speech tokenizer, for GPU benchmarks without a download
 Weights: every parameter drawn from one torch.Generator(seed) at O(1) scale (so each block matters),
 talker and predictor heads x8 (clear greedy margins), and the talker's EOS row set so that greedy
 decoding of CAL_TEXT stops at exactly `eos_frame` frames (computed with this package's own greedy run;
 only the EOS row changes, so the trajectory before it is untouched).
+
+Real sizes differ in three ways. They keep the tiny tokenizer and its special ids (tts_pad/bos/eos
+500-502, im_start/im_end from the tokenizer): the real 151,936-row text embedding admits every one of
+them, and the text path's cost does not depend on which ids are used. They skip the EOS calibration
+(a greedy run of a 1.7B model on a CPU is too slow, and benchmarks request fixed frame counts), so the
+EOS row stays scaled down and the model practically never stops by itself. And the talker is stored
+in bfloat16 like the official checkpoints, drawn tensor by tensor from a meta-device module so that
+no full float32 copy is ever held.
 """
 
 from __future__ import annotations
@@ -103,6 +113,31 @@ SIZES: dict[str, dict[str, Any]] = {
         enc_dim=256,
     ),
 }
+# The real architectures: the predictor is 1024 wide in both, so the 1.7B talker (2048) gets the
+# 2048->1024 projection by itself; `proj` is a tiny-only switch.
+for _name, _hidden, _inter in (("0.6b", 1024, 3072), ("1.7b", 2048, 6144)):
+    SIZES[_name] = dict(
+        codebook=2048,
+        hidden=_hidden,
+        inter=_inter,
+        layers=28,
+        heads=16,
+        kv=8,
+        head_dim=128,
+        text_hidden=2048,
+        text_vocab=151936,
+        p_hidden=1024,
+        p_inter=3072,
+        p_layers=5,
+        p_heads=16,
+        p_kv=8,
+        p_head_dim=128,
+        mrope=[24, 20, 20],
+        enc_dim=_hidden,
+        real=True,
+        model_size="0b6" if _name == "0.6b" else "1b7",
+    )
+REAL_SIZES = ("0.6b", "1.7b")
 
 
 # --- text tokenizer ------------------------------------------------------------------------------------
@@ -129,6 +164,7 @@ def tiny_tokenizer() -> TextTokenizer:
 # --- configs -------------------------------------------------------------------------------------------
 def make_config(variant: str, proj: bool, size: str, tok: TextTokenizer) -> dict[str, Any]:
     s = SIZES[size]
+    real = s.get("real", False)
     cb = s["codebook"]
     off = cb - 2048  # keep the specials in the top 1024 ids, which generate() suppresses (except EOS)
     talker = dict(
@@ -146,7 +182,7 @@ def make_config(variant: str, proj: bool, size: str, tok: TextTokenizer) -> dict
         rope_scaling={"mrope_section": s["mrope"], "interleaved": True, "rope_type": "default"},
         num_code_groups=16,
         text_hidden_size=s["text_hidden"],
-        text_vocab_size=512,
+        text_vocab_size=s.get("text_vocab", 512),
         position_id_per_seconds=13,
         tie_word_embeddings=False,
         codec_pad_id=2148 + off,
@@ -161,7 +197,7 @@ def make_config(variant: str, proj: bool, size: str, tok: TextTokenizer) -> dict
         spk_is_dialect=dict(DIALECTS) if variant == "custom_voice" else {},
         code_predictor_config=dict(
             vocab_size=cb,
-            hidden_size=s["p_hidden_proj"] if proj else s["p_hidden"],
+            hidden_size=s["p_hidden_proj"] if proj and not real else s["p_hidden"],
             intermediate_size=s["p_inter"],
             num_hidden_layers=s["p_layers"],
             num_attention_heads=s["p_heads"],
@@ -179,7 +215,7 @@ def make_config(variant: str, proj: bool, size: str, tok: TextTokenizer) -> dict
         architectures=["Qwen3TTSForConditionalGeneration"],
         model_type="qwen3_tts",
         tokenizer_type="qwen3_tts_tokenizer_12hz",
-        tts_model_size="1b7" if proj else "0b6",
+        tts_model_size=s["model_size"] if real else "1b7" if proj else "0b6",
         tts_model_type=variant,
         im_start_token_id=tok.token_id("<|im_start|>"),
         im_end_token_id=tok.token_id("<|im_end|>"),
@@ -190,15 +226,16 @@ def make_config(variant: str, proj: bool, size: str, tok: TextTokenizer) -> dict
     )
     if variant == "base":
         # Only real fields: the official speaker-encoder config class takes no extra kwargs.
+        # Real sizes get the real ECAPA widths (design notes 1a), the others the oracle's small ones.
         cfg["speaker_encoder_config"] = dict(
             mel_dim=128,
             enc_dim=s["hidden"],
-            enc_channels=[32, 32, 32, 32, 96],
+            enc_channels=[512, 512, 512, 512, 1536] if real else [32, 32, 32, 32, 96],
             enc_kernel_sizes=[5, 3, 3, 3, 1],
             enc_dilations=[1, 2, 3, 4, 1],
-            enc_attention_channels=16,
+            enc_attention_channels=128 if real else 16,
             enc_res2net_scale=8,
-            enc_se_channels=16,
+            enc_se_channels=128 if real else 16,
             sample_rate=24000,
         )
     return cfg
@@ -220,26 +257,35 @@ def generation_config(max_new_tokens: int = 8192) -> dict[str, Any]:
 
 
 # --- weights -------------------------------------------------------------------------------------------
-@torch.no_grad()
-def randomize(module: torch.nn.Module, gen: torch.Generator) -> None:
-    """Overwrite every parameter at O(1) scale, in named_parameters order (deterministic)."""
+def _owners(module: torch.nn.Module) -> dict[str, tuple[torch.nn.Module, str]]:
+    """Parameter name -> (owning module, local name)."""
     owners = {}
     for mname, m in module.named_modules():
         for pname, _ in m.named_parameters(recurse=False):
             owners[f"{mname}.{pname}" if mname else pname] = (m, pname)
+    return owners
+
+
+def _random_value(m: torch.nn.Module, pname: str, shape: torch.Size, gen: torch.Generator) -> torch.Tensor:
+    """A float32 O(1)-scale value for parameter `pname` of module `m` (one draw from `gen`)."""
+    if isinstance(m, torch.nn.Linear) and pname == "weight":
+        return torch.randn(shape, generator=gen) / math.sqrt(shape[1])
+    if pname == "bias":
+        return 0.05 * torch.randn(shape, generator=gen)
+    if isinstance(m, torch.nn.Embedding):
+        return torch.randn(shape, generator=gen)
+    if isinstance(m, RMSNorm):
+        return 1.0 + 0.1 * torch.randn(shape, generator=gen)
+    return 0.1 * torch.randn(shape, generator=gen)
+
+
+@torch.no_grad()
+def randomize(module: torch.nn.Module, gen: torch.Generator) -> None:
+    """Overwrite every parameter at O(1) scale, in named_parameters order (deterministic)."""
+    owners = _owners(module)
     for name, p in module.named_parameters():
         m, pname = owners[name]
-        if isinstance(m, torch.nn.Linear) and pname == "weight":
-            v = torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[1])
-        elif pname == "bias":
-            v = 0.05 * torch.randn(p.shape, generator=gen)
-        elif isinstance(m, torch.nn.Embedding):
-            v = torch.randn(p.shape, generator=gen)
-        elif isinstance(m, RMSNorm):
-            v = 1.0 + 0.1 * torch.randn(p.shape, generator=gen)
-        else:
-            v = 0.1 * torch.randn(p.shape, generator=gen)
-        p.copy_(v.to(p.dtype))
+        p.copy_(_random_value(m, pname, p.shape, gen).to(p.dtype))
 
 
 def _talker_state(cfg_dict: dict[str, Any], seed: int) -> dict[str, torch.Tensor]:
@@ -256,6 +302,39 @@ def _talker_state(cfg_dict: dict[str, Any], seed: int) -> dict[str, torch.Tensor
         eos = cfg.talker.codec_eos_id
         w.talker.codec_head.weight[eos] *= -1e-3  # EOS never wins until calibrated
     return {k: v.contiguous() for k, v in w.state_dict().items()}
+
+
+@torch.no_grad()
+def _talker_state_streamed(
+    cfg_dict: dict[str, Any], seed: int, dtype: torch.dtype
+) -> dict[str, torch.Tensor]:
+    """The real-size talker state in `dtype`, drawn parameter by parameter with the same rules as
+    `_talker_state` (the module lives on the meta device, so only one float32 tensor exists at a time)."""
+    from .talker import Qwen3TTSWeights
+
+    cfg = parse_config(cfg_dict)
+    with torch.device("meta"):
+        w = Qwen3TTSWeights(cfg.talker)
+    params = dict(w.named_parameters())
+    if set(params) != set(w.state_dict()):
+        raise RuntimeError("the talker has buffers or tied weights in its state dict; the streamed "
+                           "builder only knows parameters; extend _talker_state_streamed")
+    owners = _owners(w)
+    gen = torch.Generator().manual_seed(seed)
+    heads = {"talker.codec_head.weight"} | {
+        f"talker.code_predictor.lm_head.{i}.weight" for i in range(len(w.talker.code_predictor.lm_head))
+    }
+    sd: dict[str, torch.Tensor] = {}
+    for name, p in params.items():
+        m, pname = owners[name]
+        v = _random_value(m, pname, p.shape, gen)
+        if name in heads:
+            v.mul_(HEAD_GAIN)
+        if name == "talker.codec_head.weight":
+            v[cfg.talker.codec_eos_id] *= -1e-3  # EOS never wins (no calibration at real size)
+        sd[name] = v.to(dtype).contiguous()
+        del v
+    return sd
 
 
 def _save_weights(out: Path, sd: dict[str, torch.Tensor]) -> None:
@@ -356,11 +435,19 @@ def build_tiny(
     max_new_tokens: int = 8192,
     eos_hazard: float | None = None,
 ) -> Path:
-    """Write a deterministic random checkpoint to `out` (built in a temp dir, then moved into place)."""
+    """Write a deterministic random checkpoint to `out` (built in a temp dir, then moved into place).
+    Real sizes ("0.6b", "1.7b") ignore `eos_frame` (no calibration) and refuse `proj`/`eos_hazard`."""
     if variant not in ("custom_voice", "base", "voice_design"):
         raise ValueError(f"variant must be custom_voice, base or voice_design, got {variant!r}")
     if size not in SIZES:
         raise ValueError(f"size must be one of {', '.join(SIZES)}, got {size!r}")
+    real = size in REAL_SIZES
+    if real and proj:
+        raise ValueError(f"proj is for the tiny sizes only: size {size!r} fixes the predictor width itself "
+                         "(the 1.7b has the 2048->1024 projection, the 0.6b none)")
+    if real and eos_hazard is not None:
+        raise ValueError(f"size {size!r} skips the EOS calibration (too slow on a CPU): request fixed "
+                         "frame counts instead of passing eos_hazard")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".building-", dir=out.parent))
@@ -370,12 +457,16 @@ def build_tiny(
         cfg = make_config(variant, proj, size, tok)
         (tmp / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True))
         (tmp / "generation_config.json").write_text(json.dumps(generation_config(max_new_tokens), indent=2))
-        sd = _talker_state(cfg, seed)
+        sd = _talker_state_streamed(cfg, seed, torch.bfloat16) if real else _talker_state(cfg, seed)
         if variant == "base":
             sd.update(_speaker_encoder_state(cfg["speaker_encoder_config"], seed + 3))
         _save_weights(tmp, sd)
-        _write_speech_tokenizer(tmp / "speech_tokenizer", SIZES[size]["codebook"], seed + 1)
-        calibrate_eos(tmp, variant, eos_frame, hazard=eos_hazard)
+        del sd
+        _write_speech_tokenizer(
+            tmp / "speech_tokenizer", SIZES[size]["codebook"], seed + 1, "real" if real else None
+        )
+        if not real:
+            calibrate_eos(tmp, variant, eos_frame, hazard=eos_hazard)
         if out.exists():
             shutil.rmtree(out)
         tmp.rename(out)
@@ -394,7 +485,7 @@ def _speaker_encoder_state(enc_cfg: dict[str, Any], seed: int) -> dict[str, torc
     }
 
 
-def _write_speech_tokenizer(st_dir: Path, codebook: int, seed: int) -> None:
+def _write_speech_tokenizer(st_dir: Path, codebook: int, seed: int, size: str | None = None) -> None:
     from .tiny_audio import build_speech_tokenizer_weights
 
-    build_speech_tokenizer_weights(st_dir, codebook_size=codebook, seed=seed)
+    build_speech_tokenizer_weights(st_dir, codebook_size=codebook, seed=seed, size=size)

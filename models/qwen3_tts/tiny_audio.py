@@ -31,7 +31,10 @@ WAV_STD = 0.1
 
 # Sizes: "tiny" = the oracle builder's dims (codebook 128, so the talker's 128 + 1024 vocab keeps the
 # "last 1024 ids are specials" rule); "cpu-bench" = the real 2048 codebook with moderate widths, for
-# CPU serving benchmarks (about 4x the tiny decoder's width, 4 transformer layers).
+# CPU serving benchmarks (about 4x the tiny decoder's width, 4 transformer layers); "real" = the
+# official 12 Hz tokenizer's dimensions (decoder from the design notes section 2, about 114 M params;
+# encoder = transformers' MimiConfig defaults, which the official tokenizer config class falls back
+# to), for GPU benchmarks of the real architecture with random weights.
 _DECODER: dict[str, dict[str, Any]] = {
     "tiny": dict(
         codebook_size=128,
@@ -56,6 +59,18 @@ _DECODER: dict[str, dict[str, Any]] = {
         intermediate_size=256,
         num_hidden_layers=4,
         decoder_dim=128,
+    ),
+    "real": dict(
+        codebook_size=2048,
+        codebook_dim=512,
+        hidden_size=512,
+        latent_dim=1024,
+        head_dim=64,
+        num_attention_heads=16,
+        num_key_value_heads=16,
+        intermediate_size=1024,
+        num_hidden_layers=8,
+        decoder_dim=1536,
     ),
 }
 _ENCODER: dict[str, dict[str, Any]] = {
@@ -83,8 +98,25 @@ _ENCODER: dict[str, dict[str, Any]] = {
         num_key_value_heads=4,
         head_dim=16,
     ),
+    # MimiConfig defaults (transformers 4.57); they override the shared fields below where they differ.
+    "real": dict(
+        hidden_size=512,
+        num_filters=64,
+        codebook_size=2048,
+        codebook_dim=256,
+        vector_quantization_hidden_dimension=256,
+        num_hidden_layers=8,
+        intermediate_size=2048,
+        num_attention_heads=8,
+        num_key_value_heads=8,
+        head_dim=64,
+        num_quantizers=32,
+        upsample_groups=512,
+    ),
 }
 SIZES = tuple(_DECODER)
+# The speech tokenizer the talker builder pairs with each codebook size (tiny.py picks "real" by name).
+_BY_CODEBOOK = {128: "tiny", 2048: "cpu-bench"}
 
 
 def speech_tokenizer_config(size: str = "tiny") -> dict[str, Any]:
@@ -117,8 +149,8 @@ def speech_tokenizer_config(size: str = "tiny") -> dict[str, Any]:
         layer_scale_initial_scale=0.01,
         use_cache=False,
         model_type="mimi",
-        **_ENCODER[size],
     )
+    enc.update(_ENCODER[size])  # per-size values win over the shared ones (the real size sets all)
     dec = dict(
         sliding_window=72,
         max_position_embeddings=8000,
@@ -228,15 +260,22 @@ def build_speech_tokenizer(out_dir: str | Path, size: str = "tiny", seed: int = 
     return st
 
 
-def build_speech_tokenizer_weights(st_dir: str | Path, codebook_size: int = 128, seed: int = 1235) -> Path:
-    """Like `build_speech_tokenizer` but writes INTO `st_dir`; size picked by codebook (128 tiny, 2048
-    cpu-bench)."""
-    sizes = {v["codebook_size"]: k for k, v in _DECODER.items()}
-    if codebook_size not in sizes:
-        raise ValueError(f"no speech tokenizer size with codebook {codebook_size}; known: {sorted(sizes)}")
+def build_speech_tokenizer_weights(
+    st_dir: str | Path, codebook_size: int = 128, seed: int = 1235, size: str | None = None
+) -> Path:
+    """Like `build_speech_tokenizer` but writes INTO `st_dir`; `size` names one of SIZES, else it is
+    picked by codebook (128 tiny, 2048 cpu-bench)."""
+    if size is None:
+        if codebook_size not in _BY_CODEBOOK:
+            raise ValueError(
+                f"no speech tokenizer size with codebook {codebook_size}; known: {sorted(_BY_CODEBOOK)}"
+            )
+        size = _BY_CODEBOOK[codebook_size]
+    elif size in _DECODER and _DECODER[size]["codebook_size"] != codebook_size:
+        raise ValueError(f"speech tokenizer size {size!r} does not have codebook {codebook_size}")
     st = Path(st_dir)
     tmp_root = st.parent / f".{st.name}-build"
-    built = build_speech_tokenizer(tmp_root, sizes[codebook_size], seed)
+    built = build_speech_tokenizer(tmp_root, size, seed)
     st.mkdir(parents=True, exist_ok=True)
     for f in built.iterdir():
         f.replace(st / f.name)

@@ -87,6 +87,15 @@ def bench(
             _fail(f"--executor must be sim, cpu or cuda, got {executor!r}")
         if executor == "sim" and not gpu:
             _fail("--executor sim needs --gpu h100, h200 or b200 (the cost profile to simulate)")
+        if executor == "cuda":
+            import torch
+
+            if not torch.cuda.is_available():  # else: an AssertionError deep inside the model load
+                _fail(
+                    f"--executor cuda needs a CUDA GPU, but torch {torch.__version__} sees none (CUDA "
+                    f"build: {torch.version.cuda or 'none'}): run on a GPU machine, or use --executor cpu, "
+                    "or --executor sim --gpu h100"
+                )
         if model == "cpu-bench":
             model = str(cpu_bench_checkpoint(Path(".cache")))
         config = model_config(model, executor, gpu, set_)

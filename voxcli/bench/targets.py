@@ -37,6 +37,8 @@ def model_config(
         changes["gpu"] = gpu
     if executor == "cpu":
         changes["device"] = "cpu"
+    if executor == "cuda" and not cfg.device.startswith("cuda"):
+        changes["device"] = "cuda"  # the model must live where the executor runs (--set may pick cuda:N)
     cfg = cfg.replace(**changes)
     return cfg.with_overrides(overrides)
 

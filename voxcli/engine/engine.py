@@ -68,7 +68,8 @@ def make_executor(config: EngineConfig, program: ModelProgram, profile: CostProf
     except ImportError as e:
         raise ConfigError(f"the cuda executor is not available in this install ({e}); use executor=cpu "
                           f"or executor=sim") from e
-    return CudaExecutor(program=program, config=config, layout=layout, profile=profile)
+    # The cuda executor derives its lanes from the same config (lane_layout) and measures its own costs.
+    return CudaExecutor(program=program, config=config)
 
 
 class Engine:
@@ -83,10 +84,11 @@ class Engine:
         self.layout = lane_layout(config)
         self.profile = profile or load_profile(config)
         self.estimator = LatencyEstimator(self.profile, config, self.layout)
-        self.executor = executor or make_executor(config, program, self.profile, self.layout)
-        self.realtime: bool = getattr(self.executor, "realtime", True)
+        # Device buffers first: a graph-capturing executor (cuda) records stages over them at startup.
         program.init_kv(config.kv_pages, config.kv_page_size)
         program.init_codec_slots(config.codec_slots)
+        self.executor = executor or make_executor(config, program, self.profile, self.layout)
+        self.realtime: bool = getattr(self.executor, "realtime", True)
         self.scheduler = Scheduler(config, program.spec, self.estimator, program.kv_tokens, self.layout)
         self.spec = program.spec
         self._ids = itertools.count(1)
