@@ -115,6 +115,8 @@ def main() -> int:
     ap.add_argument("--skip-sweep", action="store_true")
     ap.add_argument("--skip-throughput", action="store_true")
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench-cpu")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="engine override (repeatable), e.g. --set chunk.first=2")
     args = ap.parse_args()
     console = Console()
     import torch
@@ -127,12 +129,12 @@ def main() -> int:
     program = load_model(str(ckpt), "cpu", "float32")
     config = EngineConfig(
         model=str(ckpt), executor="cpu", device="cpu", threads=args.threads, chunk=program.spec.chunk
-    )
+    ).with_overrides(args.set)
     summary: dict = {
         "size": args.size,
         "dilation": args.dilation,
         "workload": args.workload,
-        "chunk": str(program.spec.chunk),
+        "chunk": str(config.chunk),
     }
     if not args.skip_throughput:
         ours = [our_throughput(program, config, int(n), args.frames) for n in args.concurrency.split(",")]

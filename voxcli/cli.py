@@ -124,9 +124,11 @@ class Session:
 
 
 def build_config(o: EngineOptions) -> Any:
-    from voxcli.config import load_recipe
+    from voxcli.config import EngineConfig, load_recipe, recipe_for_model
 
-    cfg = load_recipe(o.recipe, o.sets)
+    # No --recipe: the model's own shipped recipe (demo, qwen3-tts-0.6b, ...), else the defaults.
+    recipe = o.recipe or recipe_for_model(o.model or EngineConfig.model)
+    cfg = load_recipe(recipe, o.sets)
     changes = {k: v for k, v in (("model", o.model), ("policy", o.policy), ("executor", o.executor),
                                  ("device", o.device)) if v is not None}
     return cfg.replace(**changes) if changes else cfg

@@ -159,7 +159,8 @@ def _merge(cfg: EngineConfig, values: dict[str, Any]) -> EngineConfig:
         elif isinstance(current, float) and isinstance(value, int):
             value = float(value)
         elif type(current) is not type(value) and not (isinstance(current, str) and isinstance(value, str)):
-            raise ConfigError(f"setting {key!r} wants a {type(current).__name__}, got {value!r}")
+            kind = type(current).__name__
+            raise ConfigError(f"setting {key!r} wants a value of type {kind}, got {value!r}")
         changes[key] = value
     if chunk_changes:
         chunk_fields = {f.name for f in dataclasses.fields(ChunkSchedule)}
@@ -183,6 +184,22 @@ def recipe_path(name: str) -> Path:
         if ref.is_file():
             return Path(str(ref))
     raise ConfigError(f"no recipe named {name!r} (looked for a file and in voxcli/recipes)")
+
+
+# Which shipped recipe a model gets when the user names none (`--recipe` always wins).
+_MODEL_RECIPES: tuple[tuple[str, str], ...] = (("0.6b", "qwen3-tts-0.6b"), ("1.7b", "qwen3-tts-1.7b"))
+
+
+def recipe_for_model(model: str) -> str | None:
+    """The shipped recipe for `model` (`demo`, or a Qwen3-TTS hub id / folder named by size), if any."""
+    if model == "demo":
+        return "demo"
+    name = model.lower()
+    if "qwen3-tts" in name:
+        for size, recipe in _MODEL_RECIPES:
+            if size in name:
+                return recipe
+    return None
 
 
 def load_recipe(name: str | None, overrides: dict[str, Any] | list[str] | None = None) -> EngineConfig:

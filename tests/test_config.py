@@ -1,0 +1,51 @@
+"""The one config object: recipes, overrides, validation errors that name the key."""
+
+from __future__ import annotations
+
+import pytest
+
+from voxcli.config import ChunkSchedule, ConfigError, EngineConfig, load_recipe, recipe_for_model
+
+
+def test_overrides_parse_toml_values_and_reach_the_chunk_schedule():
+    cfg = EngineConfig().with_overrides(
+        ["policy=sync", "background_min_batch=4", "urgent_margin_s=0.05", "chunk.first=2",
+         "chunk.ramp=[3, 4]", "urgent_buckets=[1, 2]"])
+    assert cfg.policy == "sync" and cfg.background_min_batch == 4 and cfg.urgent_margin_s == 0.05
+    assert cfg.chunk == ChunkSchedule(first=2, ramp=(3, 4), steady=10)
+    assert cfg.urgent_buckets == (1, 2)
+    assert [cfg.chunk.size(i) for i in range(5)] == [2, 3, 4, 10, 10]
+
+
+@pytest.mark.parametrize("override, needle", [
+    (["polcy=sync"], "unknown setting 'polcy'"),
+    (["policy=fast"], "policy must be one of"),
+    (["background_min_batch=0"], "background_min_batch must be >= 1"),
+    (["urgent_buckets=[4, 2]"], "urgent_buckets must be increasing"),
+    (["chunk.first=0"], "chunk sizes must be >= 1"),
+    (["chunk.size=3"], "unknown chunk setting"),
+    (["max_queue=many"], "wants a value of type int"),
+    (["policy"], "not of the form key=value"),
+])
+def test_bad_overrides_name_the_key(override, needle):
+    with pytest.raises(ConfigError, match=needle):
+        EngineConfig().with_overrides(override)
+
+
+@pytest.mark.parametrize("name", ["demo", "qwen3-tts-0.6b", "qwen3-tts-1.7b"])
+def test_shipped_recipes_load(name):
+    cfg = load_recipe(name)
+    assert cfg.validate() is cfg
+    assert load_recipe(name, ["policy=sync2"]).policy == "sync2"
+
+
+def test_unknown_recipe_is_a_clear_error():
+    with pytest.raises(ConfigError, match="no recipe named 'nope'"):
+        load_recipe("nope")
+
+
+def test_models_get_their_own_recipe():
+    assert recipe_for_model("demo") == "demo"
+    assert recipe_for_model("Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice") == "qwen3-tts-0.6b"
+    assert recipe_for_model("Qwen/Qwen3-TTS-12Hz-1.7B-Base") == "qwen3-tts-1.7b"
+    assert recipe_for_model("/some/local/checkpoint") is None
