@@ -159,7 +159,10 @@ class FakeProgram:
         def finish(rows, host):
             return [float(host["y"][i]) for i in range(len(rows))]
 
-        return GraphStage(run=run, load=load, finish=finish)
+        def accepts(rows):  # values >= 1000 stand for a batch the fixed shapes cannot hold
+            return all(r.value < 1000 for r in rows)
+
+        return GraphStage(run=run, load=load, finish=finish, accepts=accepts)
 
     def _eager(self, name, rows):
         self.eager_calls.append(
@@ -223,6 +226,16 @@ def test_decode_batch_uses_the_smallest_bucket_graph_and_finishes_from_host_copi
     assert prog.loads[-1] == ("decode", 4, "lm", "s-lm")
     assert ("replay", "s-lm") in ops.log
     assert not ex.busy("lm") and c.finished >= c.started
+    ex.close()
+
+
+def test_a_batch_the_graph_does_not_accept_runs_eagerly_on_the_lane_stream():
+    ex, prog, ops = make()
+    ex.launch(Work("urgent", "codec", [R(1.0, slot=0), R(1000.0, slot=1)], bucket=2))
+    [c] = ex.wait(None)
+    assert c.error is None and c.result == [10.0, 10000.0]  # the eager path, not the graph's x + 100
+    assert prog.eager_calls[-1][:2] == ("codec", "s-device")
+    assert not any(load[0] == "codec" for load in prog.loads)
     ex.close()
 
 

@@ -137,8 +137,12 @@ def test_graphed_codec_equals_eager_codec(cv, bucket, lengths):
 def test_codec_graph_refuses_too_long_chunks_and_bad_slots(cv):
     gs = cv.graph_stage("codec", 2, "urgent", torch.device("cpu"))
     long = _chunks(cv, [cv.graph_max_chunk_frames + 1], 0)[0]
+    too_long = CodecItem(slot=0, codes=long, first=True, last=False)
+    fits = CodecItem(slot=1, codes=long[:3], first=True, last=False)
+    # the executor asks first and runs such a batch eagerly; load() itself still refuses it
+    assert gs.accepts([fits]) and not gs.accepts([fits, too_long])
     with pytest.raises(ValueError, match="graph_max_chunk_frames"):
-        gs.load([CodecItem(slot=0, codes=long, first=True, last=False)])
+        gs.load([too_long])
     with pytest.raises(ValueError, match="outside the table"):
         gs.load([CodecItem(slot=cv.scratch_slot, codes=long[:2], first=True, last=False)])
     with pytest.raises(ValueError, match="does not fit"):

@@ -253,6 +253,11 @@ class CodecGraphStage:
         self._cut: list[int] = []  # this batch's per-item audio offsets and frame counts, for finish()
         self._lens: list[int] = []
 
+    def accepts(self, items: list[CodecItem]) -> bool:
+        """Whether every chunk (with its voice-clone reference, on a first chunk) fits the fixed shape."""
+        return len(items) <= self.bucket and all(
+            len(self._with_reference(it)[0]) <= self.max_frames for it in items)
+
     def load(self, items: list[CodecItem]) -> None:
         if len(items) > self.bucket:
             raise ValueError(f"a codec batch of {len(items)} chunks does not fit graph bucket {self.bucket}")

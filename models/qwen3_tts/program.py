@@ -282,7 +282,7 @@ class Qwen3TTSProgram(ModelProgram):
             s = CodecGraphStage(self, bucket, device, self.graph_max_chunk_frames)
         else:
             return None
-        return GraphStage(run=s.run, load=s.load, finish=s.finish)
+        return GraphStage(run=s.run, load=s.load, finish=s.finish, accepts=getattr(s, "accepts", None))
 
     @property
     def codec_model(self):

@@ -114,6 +114,9 @@ class GraphStage:
     run: Callable[[], dict[str, Any]]
     load: Callable[[list[Any]], None]
     finish: Callable[[list[Any], dict[str, Any]], list[Any]]
+    # Optional: False for a batch the fixed shapes cannot hold (a voice-clone first chunk carrying its
+    # reference codes, say); such a batch runs eagerly on the same stream instead of failing.
+    accepts: Callable[[list[Any]], bool] | None = None
 
 
 @dataclass
@@ -214,6 +217,9 @@ class CudaExecutor(Executor):
             if work.stage != "prefill":
                 bucket = pick_bucket(len(work.rows), self.buckets[(lane, work.stage)])
                 captured = self.graphs.get((self.layout[lane].partition, work.stage, bucket))
+                accepts = None if captured is None else captured.stage.accepts
+                if accepts is not None and not accepts(work.rows):
+                    captured = None
             if captured is not None:
                 self._launch_graph(flight, captured)
             else:
