@@ -50,3 +50,15 @@ def tiny_base_proj(tiny_root) -> Path:
 @pytest.fixture(scope="session")
 def tiny_voice_design(tiny_root) -> Path:
     return _build(tiny_root, "tiny-voice-design", variant="voice_design")
+
+
+@pytest.fixture(scope="session")
+def audio_root(tmp_path_factory) -> Path:
+    """The audio tests' shared case (speech tokenizer + speaker encoder weights, inputs), built once;
+    see tests/audio_case.py."""
+    from audio_case import audio_case
+
+    r = tmp_path_factory.getbasetemp() / "audio_case"
+    r.mkdir(exist_ok=True)
+    audio_case(r)
+    return r

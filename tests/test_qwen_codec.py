@@ -18,16 +18,8 @@ SPF = 1920
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory) -> Path:
-    r = tmp_path_factory.getbasetemp() / "audio_case"
-    r.mkdir(exist_ok=True)
-    audio_case(r)
-    return r
-
-
-@pytest.fixture(scope="module")
-def codec64(root) -> Qwen3TTSCodec:
-    return Qwen3TTSCodec.from_checkpoint(root, dtype=torch.float64)
+def codec64(audio_root) -> Qwen3TTSCodec:
+    return Qwen3TTSCodec.from_checkpoint(audio_root, dtype=torch.float64)
 
 
 def _codes(n: int, seed: int) -> np.ndarray:
@@ -94,10 +86,10 @@ def _boundary_errors(stream: np.ndarray, full: np.ndarray, schedule: list[int]) 
 
 
 @pytest.mark.oracle
-def test_full_forward_matches_official_decoder(root):
-    ref = oracle_outputs(root)["wav"]
-    codec = Qwen3TTSCodec.from_checkpoint(root)
-    mine = codec.full_forward(audio_case(root).codes)
+def test_full_forward_matches_official_decoder(audio_root):
+    ref = oracle_outputs(audio_root)["wav"]
+    codec = Qwen3TTSCodec.from_checkpoint(audio_root)
+    mine = codec.full_forward(audio_case(audio_root).codes)
     assert mine.shape == ref.shape == (2, 1, ORACLE_FRAMES * SPF)
     assert float(ref.std()) > 0.03  # a live decoder, not silence
     assert float((mine - ref).abs().max()) < 1e-4
@@ -132,11 +124,11 @@ def test_slot_reuse_after_reset(codec64):
     assert np.abs(out[1] - full_old).max() < 1e-5
 
 
-def test_streaming_float32_within_kernel_noise(root):
+def test_streaming_float32_within_kernel_noise(audio_root):
     """In fp32 the chunked and full passes round differently (different GEMM / conv shapes); the tiny
     random decoder's activations reach ~300 before the output conv, so that noise shows up at ~3e-5 --
     the same size as the official decoder's own prefix-vs-full difference."""
-    codec = Qwen3TTSCodec.from_checkpoint(root)
+    codec = Qwen3TTSCodec.from_checkpoint(audio_root)
     codec.init_slots(2)
     codes = _codes(80, 5)
     out = _run_interleaved(codec, [(0, codes, _schedule("ramp", 80)), (1, codes, _schedule("random", 80))])
@@ -160,15 +152,15 @@ def test_decode_chunks_rejects_bad_batches(codec64):
     assert codec64.decode_chunks([]) == []
 
 
-def _broken_copy(root: Path, tmp: Path, edit) -> Path:
+def _broken_copy(audio_root: Path, tmp: Path, edit) -> Path:
     dst = tmp / "ckpt"
-    shutil.copytree(root / "speech_tokenizer", dst / "speech_tokenizer")
+    shutil.copytree(audio_root / "speech_tokenizer", dst / "speech_tokenizer")
     f = dst / "speech_tokenizer" / "model.safetensors"
     edit(f)
     return dst
 
 
-def test_checkpoint_errors_name_key_and_path(root, tmp_path):
+def test_checkpoint_errors_name_key_and_path(audio_root, tmp_path):
     key = "decoder.pre_transformer.layers.1.self_attn.q_proj.weight"
 
     def drop(f):
@@ -189,7 +181,7 @@ def test_checkpoint_errors_name_key_and_path(root, tmp_path):
         ("shape", reshape, [key, "shape"]),
         ("corrupt", truncate, ["corrupt"]),
     ):
-        ck = _broken_copy(root, tmp_path / name, edit)
+        ck = _broken_copy(audio_root, tmp_path / name, edit)
         with pytest.raises(CheckpointError) as e:
             Qwen3TTSCodec.from_checkpoint(ck)
         msg = str(e.value)

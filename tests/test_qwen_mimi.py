@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from audio_case import SR, audio_case, oracle_outputs
@@ -14,16 +12,8 @@ TIE_GAP = 1e-4  # a flip only counts as a tie where nearest and second-nearest c
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory) -> Path:
-    r = tmp_path_factory.getbasetemp() / "audio_case"
-    r.mkdir(exist_ok=True)
-    audio_case(r)
-    return r
-
-
-@pytest.fixture(scope="module")
-def mimi(root) -> MimiEncoderModel:
-    return MimiEncoderModel.from_checkpoint(root)
+def mimi(audio_root) -> MimiEncoderModel:
+    return MimiEncoderModel.from_checkpoint(audio_root)
 
 
 def _compare(mimi: MimiEncoderModel, wav: np.ndarray, ref: np.ndarray) -> int:
@@ -35,13 +25,13 @@ def _compare(mimi: MimiEncoderModel, wav: np.ndarray, ref: np.ndarray) -> int:
 
 
 @pytest.mark.oracle
-def test_reference_codes_match_official(root, mimi):
-    out = oracle_outputs(root)
+def test_reference_codes_match_official(audio_root, mimi):
+    out = oracle_outputs(audio_root)
     ref = out["ref_codes"].numpy()
     assert len(np.unique(ref)) > 20  # random codebooks in use, not a degenerate all-zero encoder
-    flips = _compare(mimi, audio_case(root).ref, ref)
+    flips = _compare(mimi, audio_case(audio_root).ref, ref)
     assert flips == 0, f"{flips} near-tie code flips"  # none seen so far; a tie would be reported here
-    for wav, codes in zip(audio_case(root).short_refs, out["short_codes"], strict=True):
+    for wav, codes in zip(audio_case(audio_root).short_refs, out["short_codes"], strict=True):
         _compare(mimi, wav, codes.numpy())
 
 

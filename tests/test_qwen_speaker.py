@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,18 +19,10 @@ from voxcli.models.qwen3_tts.speaker_encoder import (
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory) -> Path:
-    r = tmp_path_factory.getbasetemp() / "audio_case"
-    r.mkdir(exist_ok=True)
-    audio_case(r)
-    return r
-
-
-@pytest.fixture(scope="module")
-def encoder(root) -> SpeakerEncoder:
+def encoder(audio_root) -> SpeakerEncoder:
     """Loaded through from_checkpoint from a minimal Base-style dir (config.json + model.safetensors)."""
-    case = audio_case(root)
-    d = root / "spk_ckpt"
+    case = audio_case(audio_root)
+    d = audio_root / "spk_ckpt"
     d.mkdir(exist_ok=True)
     (d / "config.json").write_text(json.dumps({"speaker_encoder_config": case.spk_config}))
     save_file(case.spk_state, str(d / "model.safetensors"))
@@ -39,25 +30,25 @@ def encoder(root) -> SpeakerEncoder:
 
 
 @pytest.mark.oracle
-def test_mel_filters_match_librosa(root):
-    ref = oracle_outputs(root)["mel_basis"].numpy()
+def test_mel_filters_match_librosa(audio_root):
+    ref = oracle_outputs(audio_root)["mel_basis"].numpy()
     mine = slaney_mel_filters()
     assert mine.shape == ref.shape == (128, 513) and mine.dtype == np.float32
     assert np.abs(mine - ref).max() < 1e-7
 
 
 @pytest.mark.oracle
-def test_log_mel_matches_official(root):
-    ref = oracle_outputs(root)["mel"]
-    mine = log_mel(torch.from_numpy(audio_case(root).ref)[None])
+def test_log_mel_matches_official(audio_root):
+    ref = oracle_outputs(audio_root)["mel"]
+    mine = log_mel(torch.from_numpy(audio_case(audio_root).ref)[None])
     assert mine.shape == ref.shape
     assert float((mine - ref).abs().max()) < 1e-5
 
 
 @pytest.mark.oracle
-def test_x_vector_matches_official(root, encoder):
-    ref = oracle_outputs(root)["xvec"]
-    mine = encoder.x_vector(audio_case(root).ref)
+def test_x_vector_matches_official(audio_root, encoder):
+    ref = oracle_outputs(audio_root)["xvec"]
+    mine = encoder.x_vector(audio_case(audio_root).ref)
     assert mine.shape == ref.shape == (64,)
     assert float(ref.abs().max()) > 0.1  # a live encoder
     assert float((mine - ref).abs().max()) < 1e-4
@@ -81,8 +72,8 @@ def test_checkpoint_without_speaker_encoder(tmp_path):
         SpeakerEncoder.from_checkpoint(tmp_path)
 
 
-def test_missing_speaker_tensor_names_key(root, tmp_path):
-    case = audio_case(root)
+def test_missing_speaker_tensor_names_key(audio_root, tmp_path):
+    case = audio_case(audio_root)
     state = dict(case.spk_state)
     del state["speaker_encoder.fc.weight"]
     (tmp_path / "config.json").write_text(json.dumps({"speaker_encoder_config": case.spk_config}))
