@@ -39,6 +39,7 @@ from tokenizers import Tokenizer, models
 from ..base import SynthesisRequest
 from .config import parse_config
 from .layers import RMSNorm
+from .sizes import real_config
 from .text_tokenizer import TextTokenizer, add_specials, bytes_to_unicode, qwen2_pipeline
 
 SEED = 1234
@@ -113,30 +114,38 @@ SIZES: dict[str, dict[str, Any]] = {
         enc_dim=256,
     ),
 }
-# The real architectures: the predictor is 1024 wide in both, so the 1.7B talker (2048) gets the
-# 2048->1024 projection by itself; `proj` is a tiny-only switch.
-for _name, _hidden, _inter in (("0.6b", 1024, 3072), ("1.7b", 2048, 6144)):
-    SIZES[_name] = dict(
-        codebook=2048,
-        hidden=_hidden,
-        inter=_inter,
-        layers=28,
-        heads=16,
-        kv=8,
-        head_dim=128,
-        text_hidden=2048,
-        text_vocab=151936,
-        p_hidden=1024,
-        p_inter=3072,
-        p_layers=5,
-        p_heads=16,
-        p_kv=8,
-        p_head_dim=128,
-        mrope=[24, 20, 20],
-        enc_dim=_hidden,
+# The real architectures, read off `sizes.real_config` (the one place their dimensions are written):
+# the predictor is 1024 wide in both, so the 1.7B talker (2048) gets the 2048->1024 projection by
+# itself; `proj` is a tiny-only switch.
+def _real_size(label: str) -> dict[str, Any]:
+    cfg = real_config(label)
+    t = cfg["talker_config"]
+    p = t["code_predictor_config"]
+    return dict(
+        codebook=p["vocab_size"],
+        hidden=t["hidden_size"],
+        inter=t["intermediate_size"],
+        layers=t["num_hidden_layers"],
+        heads=t["num_attention_heads"],
+        kv=t["num_key_value_heads"],
+        head_dim=t["head_dim"],
+        text_hidden=t["text_hidden_size"],
+        text_vocab=t["text_vocab_size"],
+        p_hidden=p["hidden_size"],
+        p_inter=p["intermediate_size"],
+        p_layers=p["num_hidden_layers"],
+        p_heads=p["num_attention_heads"],
+        p_kv=p["num_key_value_heads"],
+        p_head_dim=p["head_dim"],
+        mrope=list(t["rope_scaling"]["mrope_section"]),
+        enc_dim=t["hidden_size"],
         real=True,
-        model_size="0b6" if _name == "0.6b" else "1b7",
+        model_size=cfg["tts_model_size"],
     )
+
+
+SIZES["0.6b"] = _real_size("0.6B")
+SIZES["1.7b"] = _real_size("1.7B")
 REAL_SIZES = ("0.6b", "1.7b")
 
 
