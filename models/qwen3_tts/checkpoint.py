@@ -92,25 +92,31 @@ def read_state_dict(root: Path) -> dict[str, torch.Tensor]:
 
 
 def check_state_dict(
-    module: nn.Module, sd: dict[str, Any], where: Path | str, ignore_prefixes: tuple[str, ...] = ()
+    module: nn.Module,
+    sd: dict[str, Any],
+    where: Path | str,
+    ignore_prefixes: tuple[str, ...] = (),
+    prefix: str = "",
 ) -> None:
-    """Keys and shapes must match exactly (tensors or anything with a `.shape`)."""
+    """Keys and shapes must match exactly (tensors or anything with a `.shape`). `sd` is keyed like
+    `module.state_dict()`; `prefix` is what the keys carry in the file, so messages name the real key.
+    The one strict-loading rule of the package: the talker and the audio modules both go through it."""
     expected = {k: tuple(v.shape) for k, v in module.state_dict().items()}
     for k, shape in expected.items():
         if k not in sd:
             raise CheckpointError(
-                f"checkpoint {where} is missing tensor {k!r} (expected shape {list(shape)})"
+                f"checkpoint {where}: tensor {prefix + k!r} (shape {list(shape)}) is missing"
             )
         got = tuple(sd[k].shape)
         if got != shape:
             raise CheckpointError(
-                f"checkpoint {where}: tensor {k!r} has shape {list(got)}, "
+                f"checkpoint {where}: tensor {prefix + k!r} has shape {list(got)}, "
                 f"the architecture in config.json needs {list(shape)}"
             )
-    extra = [k for k in sd if k not in expected and not k.startswith(ignore_prefixes)]
+    extra = sorted(k for k in sd if k not in expected and not k.startswith(ignore_prefixes))
     if extra:
         raise CheckpointError(
-            f"checkpoint {where} has unexpected tensor {extra[0]!r}"
+            f"checkpoint {where} has unexpected tensor {prefix + extra[0]!r}"
             + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else "")
             + "; config.json does not describe these weights"
         )

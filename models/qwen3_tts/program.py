@@ -455,10 +455,8 @@ class PreparedPrompt:
 def load_weights_meta(
     weights: Qwen3TTSWeights, sd: dict[str, torch.Tensor], root: Path, device: str, dtype: torch.dtype
 ) -> None:
-    """Materialise a meta-built module from the checkpoint tensors (strict keys and shapes)."""
-    from .checkpoint import check_state_dict
-
-    check_state_dict(weights, sd, root, ignore_prefixes=("speaker_encoder.",))
+    """Materialise a meta-built module from the checkpoint tensors (strict keys and shapes, checked by
+    load_weights before anything is copied)."""
     weights.to_empty(device=device)
     load_weights(
         weights,

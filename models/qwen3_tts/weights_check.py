@@ -1,16 +1,18 @@
-"""Load one safetensors file into a module built on the meta device, strictly: every parameter the
-module has must be present with the same shape, and no unknown tensor may sit under its prefix.
-Every failure is a CheckpointError that names the tensor key and the file."""
+"""Load one safetensors file into a module built on the meta device, strictly: the key/shape rule is
+`checkpoint.check_state_dict` (shared with the talker); this adds reading only the module's prefix of
+one file and refusing NaN/inf values. Every failure is a CheckpointError naming the key and the file."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 from safetensors import SafetensorError, safe_open
 from torch import nn
 
 from ..base import CheckpointError
+from .checkpoint import check_state_dict
 
 
 def load_checked(
@@ -19,30 +21,18 @@ def load_checked(
     """Fill `module` (typically on meta) from the keys `prefix + name` of `file`, cast to `dtype`."""
     if not file.exists():
         raise CheckpointError(f"missing weights file {file}")
-    expected = module.state_dict()
     try:
         with safe_open(str(file), framework="pt", device="cpu") as f:
-            present = set(f.keys())
-            missing = [prefix + k for k in expected if prefix + k not in present]
-            if missing:
-                more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-                raise CheckpointError(f"tensor '{missing[0]}'{more} is missing from {file}")
-            unexpected = sorted(
-                k for k in present if k.startswith(prefix) and k[len(prefix) :] not in expected
-            )
-            if unexpected:
-                raise CheckpointError(
-                    f"unexpected tensor '{unexpected[0]}' in {file}: the checkpoint does not "
-                    "match this architecture (config.json and weights disagree?)"
-                )
+            # shapes first (no tensor is read before the layout is known to match)
+            shapes = {
+                k[len(prefix):]: SimpleNamespace(shape=tuple(f.get_slice(k).get_shape()))
+                for k in f.keys()
+                if k.startswith(prefix)
+            }
+            check_state_dict(module, shapes, file, prefix=prefix)
             loaded: dict[str, torch.Tensor] = {}
-            for name, ref in expected.items():
+            for name in module.state_dict():
                 t = f.get_tensor(prefix + name)
-                if tuple(t.shape) != tuple(ref.shape):
-                    raise CheckpointError(
-                        f"tensor '{prefix + name}' in {file} has shape {tuple(t.shape)}, "
-                        f"expected {tuple(ref.shape)} from config.json"
-                    )
                 if not torch.isfinite(t).all():
                     raise CheckpointError(f"tensor '{prefix + name}' in {file} holds NaN or inf values")
                 loaded[name] = t.to(device=device, dtype=dtype if t.is_floating_point() else t.dtype)
