@@ -89,6 +89,7 @@ def _boundary_errors(stream: np.ndarray, full: np.ndarray, schedule: list[int]) 
 def test_full_forward_matches_official_decoder(audio_root):
     ref = oracle_outputs(audio_root)["wav"]
     codec = Qwen3TTSCodec.from_checkpoint(audio_root)
+    torch.set_num_threads(1)  # as the oracle's forward (tests/oracle/run_audio.py); conftest restores it
     mine = codec.full_forward(audio_case(audio_root).codes)
     assert mine.shape == ref.shape == (2, 1, ORACLE_FRAMES * SPF)
     assert float(ref.std()) > 0.03  # a live decoder, not silence
