@@ -84,6 +84,11 @@ class SynthesisRequest:
     seed: int | None = None
     sampling: SamplingParams = field(default_factory=SamplingParams)
     max_frames: int | None = None
+    # Classifier-free guidance scale w (None = the model's default; w > 1 makes the request a
+    # conditional + unconditional pair that shares one forward pass; families without CFG refuse w != 1).
+    cfg_scale: float | None = None
+    # Family-specific options (e.g. Qwen3-TTS sub-talker sampling); a program refuses keys it does not know.
+    options: dict[str, Any] = field(default_factory=dict)
     streaming_text: bool | None = None  # None = the model's default text mode
     request_id: str | None = None
     # Bench/sim only: force an exact number of frames (random weights cannot run away).
@@ -99,6 +104,9 @@ class Prompt:
     data: Any  # model-private (embeddings, trailing text, reference codes...)
     max_frames: int
     fixed_frames: int | None = None
+    # Sequences this request runs in every forward pass (a CFG pair = 2). The scheduler admits, batches,
+    # cancels and frees them as one unit and counts `width` rows in a bucket; `kv_tokens` covers them all.
+    width: int = 1
 
 
 @dataclass

@@ -22,7 +22,12 @@ class EngineError(Exception):
 
 
 class RequestRejected(EngineError):
-    """The engine refused the request (queue full, too large for the KV pool...). Message says why."""
+    """The engine refused the request (queue full, too large for the KV pool...). Message says why.
+    `retry_after` (seconds, or None) is the admission's estimate of when a retry could be served."""
+
+    def __init__(self, message: str = "", retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class RequestFailed(EngineError):
