@@ -1,0 +1,103 @@
+"""Oracle for Dia (runs in the oracle venv): transformers 4.57.3's own DiaForConditionalGeneration,
+DiaProcessor and DacModel.
+
+usage:
+  run_dia.py build CKPT SIZES.json       random tiny checkpoint built by transformers itself
+                                         (DiaForConditionalGeneration(DiaConfig(...)) + DacModel in codec/,
+                                         both via save_pretrained; no download)
+  run_dia.py generate CKPT OUT.pt CASES.json
+                                         greedy `generate` per case; saves the delayed sequences, the
+                                         aligned codes the processor decodes, and its waveform
+  run_dia.py keys CKPT                   load a checkpoint written by OUR builder in transformers and
+                                         print missing / unexpected keys as JSON
+A case: {"name", "text", "guidance", "max_new", "ref_wav": optional path to a .npy at 44.1 kHz,
+         "ref_text": optional}.
+"""
+
+import json
+import sys
+
+import numpy as np
+import torch
+
+torch.use_deterministic_algorithms(True)
+torch.set_num_threads(2)
+
+
+def build(ckpt: str, sizes_path: str) -> None:
+    from transformers import (
+        DacConfig,
+        DacModel,
+        DiaConfig,
+        DiaDecoderConfig,
+        DiaEncoderConfig,
+        DiaForConditionalGeneration,
+        GenerationConfig,
+    )
+
+    s = json.loads(open(sizes_path).read())
+    torch.manual_seed(s.get("seed", 0))
+    cfg = DiaConfig(encoder_config=DiaEncoderConfig(**s["encoder"]), decoder_config=DiaDecoderConfig(**s["decoder"]),
+                    initializer_range=s.get("initializer_range", 0.02))
+    model = DiaForConditionalGeneration(cfg).eval()
+    model.generation_config = GenerationConfig(**s["generation"])
+    model.save_pretrained(ckpt)
+    dac = DacModel(DacConfig(**s["dac"])).eval()
+    dac.save_pretrained(f"{ckpt}/codec")
+
+
+def _processor(ckpt: str):
+    from transformers import DacModel, DiaFeatureExtractor, DiaProcessor, DiaTokenizer
+
+    dac = DacModel.from_pretrained(f"{ckpt}/codec").eval()
+    return DiaProcessor(DiaFeatureExtractor(), DiaTokenizer(), dac)
+
+
+def generate(ckpt: str, out: str, cases_path: str) -> None:
+    from transformers import DiaForConditionalGeneration
+
+    model = DiaForConditionalGeneration.from_pretrained(ckpt, attn_implementation="eager").eval()
+    proc = _processor(ckpt)
+    res = {}
+    for c in json.loads(open(cases_path).read()):
+        kw = {}
+        audio = None
+        if c.get("ref_wav"):
+            audio = np.load(c["ref_wav"]).astype(np.float32)
+            kw["sampling_rate"] = 44100
+        inputs = proc(text=[c["text"]], audio=audio, padding=True, return_tensors="pt", **kw)
+        prompt_len = proc.get_audio_prompt_len(inputs["decoder_attention_mask"]) if audio is not None else None
+        with torch.no_grad():
+            seq = model.generate(**inputs, do_sample=False, guidance_scale=c["guidance"], max_new_tokens=c["max_new"])
+        # the processor's own post-processing: start/end of generation, delay reverted, DAC decode
+        bos, pad = 1026, 1025
+        start = prompt_len if prompt_len is not None else int((seq[0, :, 0] == bos).sum())
+        end = seq.shape[1] - int((seq[0, :, 0] == pad).sum()) - 1
+        idx = proc.build_indices(bsz=1, seq_len=seq.shape[1], num_channels=seq.shape[2],
+                                 delay_pattern=list(model.config.delay_pattern), revert=True)
+        aligned = proc.apply_audio_delay(seq, -1, -1, idx)[0, start:end]
+        with torch.no_grad():
+            wav = proc.batch_decode(seq, audio_prompt_len=prompt_len)[0]
+        entry = {"seq": seq[0].clone(), "codes": aligned.clone(), "wav": wav.float().clone(),
+                 "input_ids": inputs["input_ids"][0].clone()}
+        if audio is not None:
+            # the clip's codes as the processor's DAC encode produced them (undelayed prefix)
+            dec = inputs["decoder_input_ids"][0]
+            ridx = proc.build_indices(bsz=1, seq_len=dec.shape[0], num_channels=dec.shape[1],
+                                      delay_pattern=list(model.config.delay_pattern), revert=True)
+            undone = proc.apply_audio_delay(dec[None], -1, -1, ridx)[0]
+            entry["ref_codes"] = undone[1:prompt_len].clone()
+        res[c["name"]] = entry
+    torch.save(res, out)
+
+
+def keys(ckpt: str) -> None:
+    from transformers import DiaForConditionalGeneration
+
+    _, info = DiaForConditionalGeneration.from_pretrained(ckpt, output_loading_info=True)
+    print(json.dumps({k: sorted(v) if isinstance(v, (list, set)) else str(v) for k, v in info.items()}))
+
+
+if __name__ == "__main__":
+    cmd, *args = sys.argv[1:]
+    {"build": build, "generate": generate, "keys": keys}[cmd](*args)
