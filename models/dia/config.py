@@ -122,6 +122,7 @@ def parse_config(d: dict[str, Any], where: str) -> DiaConfig:
     )
     if dec.cross_hidden_size != enc.hidden_size:
         raise CheckpointError(
-            f"{where}: decoder cross_hidden_size {dec.cross_hidden_size} != encoder hidden_size {enc.hidden_size}"
+            f"{where}: decoder cross_hidden_size {dec.cross_hidden_size} "
+            f"!= encoder hidden_size {enc.hidden_size}"
         )
     return cfg

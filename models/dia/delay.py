@@ -40,8 +40,9 @@ class DelayTracker:
     """One request's view of the delay pattern: what to feed at each position, which positions are
     forced, when an aligned frame is complete, and when the request is done."""
 
-    def __init__(self, codes: np.ndarray | None, delay: tuple[int, ...], bos: int, eos: int, pad: int,
-                 max_frames: int) -> None:
+    def __init__(
+        self, codes: np.ndarray | None, delay: tuple[int, ...], bos: int, eos: int, pad: int, max_frames: int
+    ) -> None:
         self.delay = np.asarray(delay, dtype=np.int64)
         self.D = int(self.delay.max())
         self.eos, self.pad = eos, pad

@@ -69,12 +69,16 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """q [B, Tq, H, hd], k/v [B, Tk, KVH, hd] -> [B, Tq, H*hd]; unscaled, as Dia is trained."""
     q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0, enable_gqa=q.shape[1] != k.shape[1])
+    out = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, scale=1.0, enable_gqa=q.shape[1] != k.shape[1]
+    )
     return out.transpose(1, 2).reshape(out.shape[0], out.shape[2], -1)
 
 
 class Projections(nn.Module):
-    def __init__(self, hidden: int, heads: int, kv_heads: int, head_dim: int, kv_in: int | None = None) -> None:
+    def __init__(
+        self, hidden: int, heads: int, kv_heads: int, head_dim: int, kv_in: int | None = None
+    ) -> None:
         super().__init__()
         kv_in = hidden if kv_in is None else kv_in
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
@@ -92,7 +96,9 @@ class EncoderLayer(nn.Module):
     def __init__(self, c: EncoderConfig) -> None:
         super().__init__()
         self.pre_sa_norm = RMSNorm(c.hidden_size, c.norm_eps)
-        self.self_attention = Projections(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim)
+        self.self_attention = Projections(
+            c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        )
         self.post_sa_norm = RMSNorm(c.hidden_size, c.norm_eps)
         self.mlp = MLP(c.hidden_size, c.intermediate_size)
 
@@ -178,9 +184,14 @@ def gather_cross(pool: torch.Tensor, table: torch.Tensor, n_tokens: int, heads: 
 class DecoderLayer(nn.Module):
     def __init__(self, c: DecoderConfig) -> None:
         super().__init__()
-        self.self_attention = Projections(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim)
+        self.self_attention = Projections(
+            c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        )
         self.cross_attention = Projections(
-            c.hidden_size, c.cross_num_attention_heads, c.cross_num_key_value_heads, c.cross_head_dim,
+            c.hidden_size,
+            c.cross_num_attention_heads,
+            c.cross_num_key_value_heads,
+            c.cross_head_dim,
             kv_in=c.cross_hidden_size,
         )
         self.pre_sa_norm = RMSNorm(c.hidden_size, c.norm_eps)

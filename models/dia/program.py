@@ -73,8 +73,16 @@ class DiaState:
 
 
 class DiaProgram(ModelProgram):
-    def __init__(self, root: Path, cfg: DiaConfig, gen: GenerationDefaults, weights: DiaWeights,
-                 device: torch.device, dtype: torch.dtype, name: str) -> None:
+    def __init__(
+        self,
+        root: Path,
+        cfg: DiaConfig,
+        gen: GenerationDefaults,
+        weights: DiaWeights,
+        device: torch.device,
+        dtype: torch.dtype,
+        name: str,
+    ) -> None:
         self.root, self.cfg, self.gen, self.weights = root, cfg, gen, weights
         self.device, self.dtype = device, dtype
         sr, hop = _codec_rates(root)
@@ -133,16 +141,24 @@ class DiaProgram(ModelProgram):
         if codes is None and request.ref_audio is not None:
             codes = self.reference_codes(request.ref_audio, request.ref_sample_rate)
         prompt_frames = 0 if codes is None else int(codes.shape[0])
-        default = (self.gen.max_new_tokens - 1 - self.cfg.max_delay if self.gen.max_new_tokens
-                   else self.gen.max_length - 2 - prompt_frames)
+        default = (
+            self.gen.max_new_tokens - 1 - self.cfg.max_delay
+            if self.gen.max_new_tokens
+            else self.gen.max_length - 2 - prompt_frames
+        )
         max_frames = request.max_frames if request.max_frames is not None else default
         if max_frames < 1:
             raise InputError(f"max_frames must be >= 1, got {max_frames}")
         if request.fixed_frames is not None and request.fixed_frames < 1:
             raise InputError(f"fixed_frames must be >= 1, got {request.fixed_frames}")
         data = PreparedDia(ids=ids, codes=codes, sampling=sampling, seed=request.seed)
-        return Prompt(length=1 + prompt_frames, data=data, max_frames=max_frames,
-                      fixed_frames=request.fixed_frames, width=2 if sampling.guidance != 1.0 else 1)
+        return Prompt(
+            length=1 + prompt_frames,
+            data=data,
+            max_frames=max_frames,
+            fixed_frames=request.fixed_frames,
+            width=2 if sampling.guidance != 1.0 else 1,
+        )
 
     def reference_codes(self, wav: np.ndarray, sample_rate: int | None) -> np.ndarray:
         if sample_rate is None:
@@ -185,8 +201,9 @@ class DiaProgram(ModelProgram):
         per = st.n_self + st.n_cross
         pages = row.pages[s * per : (s + 1) * per]
         if len(pages) < per:
-            raise RuntimeError(f"request {row.request_id} holds {len(row.pages)} KV pages, "
-                               f"needs {per * st.width}")
+            raise RuntimeError(
+                f"request {row.request_id} holds {len(row.pages)} KV pages, needs {per * st.width}"
+            )
         return pages[: st.n_self], pages[st.n_self :]
 
     def _paged(self, seqs: list[tuple[Row, int]], starts: list[int], counts: list[int]) -> PagedKV:
@@ -227,7 +244,9 @@ class DiaProgram(ModelProgram):
         d = self.cfg.decoder
         for L, seqs in groups.items():
             ids = torch.tensor(
-                [r.prompt.data.ids if s == 0 else [0] * L for r, s in seqs], dtype=torch.long, device=self.device
+                [r.prompt.data.ids if s == 0 else [0] * L for r, s in seqs],
+                dtype=torch.long,
+                device=self.device,
             )
             enc = self.weights.model.encoder(ids, None)
             for li, layer in enumerate(self.weights.model.decoder.layers):
@@ -272,8 +291,16 @@ class DiaProgram(ModelProgram):
         countdown = torch.tensor(np.stack([st.countdown for st in states]), device=dev)
         reached = torch.tensor([st.tracker.position == st.tracker.limit_pos for st in states], device=dev)
         no_eos = torch.tensor([st.fixed for st in states], device=dev)
-        scores, active, countdown = process(cond, unc, [st.sampling for st in states], self.cfg.eos_token_id,
-                                            active, countdown, reached, no_eos)
+        scores, active, countdown = process(
+            cond,
+            unc,
+            [st.sampling for st in states],
+            self.cfg.eos_token_id,
+            active,
+            countdown,
+            reached,
+            no_eos,
+        )
         greedy = torch.tensor([st.sampling.greedy for st in states], device=dev)
         C = self.cfg.decoder.num_channels
         u = torch.stack([torch.rand(C, generator=st.gen, dtype=torch.float64) for st in states]).to(dev)
@@ -303,8 +330,14 @@ class DiaProgram(ModelProgram):
             frames = r.prompt.fixed_frames if fixed else r.prompt.max_frames
             seed = p.seed if p.seed is not None else secrets.randbits(63)
             r.state = DiaState(
-                tracker=DelayTracker(p.codes, self.cfg.delay_pattern, self.cfg.bos_token_id,
-                                     self.cfg.eos_token_id, self.cfg.pad_token_id, frames),
+                tracker=DelayTracker(
+                    p.codes,
+                    self.cfg.delay_pattern,
+                    self.cfg.bos_token_id,
+                    self.cfg.eos_token_id,
+                    self.cfg.pad_token_id,
+                    frames,
+                ),
                 sampling=p.sampling,
                 gen=torch.Generator().manual_seed(seed),
                 width=r.prompt.width,

@@ -44,7 +44,9 @@ def resolve_sampling(gen: GenerationDefaults, req: SynthesisRequest) -> RowSampl
         guidance=w,
     )
     if rs.temperature <= 0:
-        raise InputError(f"sampling temperature must be > 0 (use greedy for deterministic output), got {rs.temperature}")
+        raise InputError(
+            f"sampling temperature must be > 0 (use greedy for deterministic output), got {rs.temperature}"
+        )
     if not 0 < rs.top_p <= 1:
         raise InputError(f"sampling top_p must be in (0, 1], got {rs.top_p}")
     if rs.top_k is not None and rs.top_k < 0:

@@ -43,7 +43,9 @@ def _kth_threshold(scores: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return srt.gather(-1, idx)
 
 
-def cfg_combine(cond: torch.Tensor, uncond: torch.Tensor, w: torch.Tensor, top_k: torch.Tensor) -> torch.Tensor:
+def cfg_combine(
+    cond: torch.Tensor, uncond: torch.Tensor, w: torch.Tensor, top_k: torch.Tensor
+) -> torch.Tensor:
     """Rows [R, C, V]; w [R] (> 1); top_k [R] (0 = no filter)."""
     combined = cond + (cond - uncond) * w.view(-1, 1, 1).to(cond.dtype)
     has_k = top_k > 0
@@ -145,7 +147,9 @@ def process(
         scores = scores / temp.view(-1, 1, 1)
     if bool(no_eos.any()):
         scores = scores.clone()
-        scores[:, 0, eos] = torch.where(no_eos, torch.full_like(scores[:, 0, eos], NEG_INF), scores[:, 0, eos])
+        scores[:, 0, eos] = torch.where(
+            no_eos, torch.full_like(scores[:, 0, eos], NEG_INF), scores[:, 0, eos]
+        )
     scores = eos_channel_filter(scores, eos)
     if not bool(greedy.all()):
         sk = torch.where(greedy, torch.zeros_like(k), k)

@@ -37,8 +37,11 @@ def build(ckpt: str, sizes_path: str) -> None:
 
     s = json.loads(open(sizes_path).read())
     torch.manual_seed(s.get("seed", 0))
-    cfg = DiaConfig(encoder_config=DiaEncoderConfig(**s["encoder"]), decoder_config=DiaDecoderConfig(**s["decoder"]),
-                    initializer_range=s.get("initializer_range", 0.02))
+    cfg = DiaConfig(
+        encoder_config=DiaEncoderConfig(**s["encoder"]),
+        decoder_config=DiaDecoderConfig(**s["decoder"]),
+        initializer_range=s.get("initializer_range", 0.02),
+    )
     model = DiaForConditionalGeneration(cfg).eval()
     model.generation_config = GenerationConfig(**s["generation"])
     model.save_pretrained(ckpt)
@@ -66,25 +69,43 @@ def generate(ckpt: str, out: str, cases_path: str) -> None:
             audio = np.load(c["ref_wav"]).astype(np.float32)
             kw["sampling_rate"] = 44100
         inputs = proc(text=[c["text"]], audio=audio, padding=True, return_tensors="pt", **kw)
-        prompt_len = proc.get_audio_prompt_len(inputs["decoder_attention_mask"]) if audio is not None else None
+        prompt_len = (
+            proc.get_audio_prompt_len(inputs["decoder_attention_mask"]) if audio is not None else None
+        )
         with torch.no_grad():
-            seq = model.generate(**inputs, do_sample=False, guidance_scale=c["guidance"], max_new_tokens=c["max_new"])
+            seq = model.generate(
+                **inputs, do_sample=False, guidance_scale=c["guidance"], max_new_tokens=c["max_new"]
+            )
         # the processor's own post-processing: start/end of generation, delay reverted, DAC decode
         bos, pad = 1026, 1025
         start = prompt_len if prompt_len is not None else int((seq[0, :, 0] == bos).sum())
         end = seq.shape[1] - int((seq[0, :, 0] == pad).sum()) - 1
-        idx = proc.build_indices(bsz=1, seq_len=seq.shape[1], num_channels=seq.shape[2],
-                                 delay_pattern=list(model.config.delay_pattern), revert=True)
+        idx = proc.build_indices(
+            bsz=1,
+            seq_len=seq.shape[1],
+            num_channels=seq.shape[2],
+            delay_pattern=list(model.config.delay_pattern),
+            revert=True,
+        )
         aligned = proc.apply_audio_delay(seq, -1, -1, idx)[0, start:end]
         with torch.no_grad():
             wav = proc.batch_decode(seq, audio_prompt_len=prompt_len)[0]
-        entry = {"seq": seq[0].clone(), "codes": aligned.clone(), "wav": wav.float().clone(),
-                 "input_ids": inputs["input_ids"][0].clone()}
+        entry = {
+            "seq": seq[0].clone(),
+            "codes": aligned.clone(),
+            "wav": wav.float().clone(),
+            "input_ids": inputs["input_ids"][0].clone(),
+        }
         if audio is not None:
             # the clip's codes as the processor's DAC encode produced them (undelayed prefix)
             dec = inputs["decoder_input_ids"][0]
-            ridx = proc.build_indices(bsz=1, seq_len=dec.shape[0], num_channels=dec.shape[1],
-                                      delay_pattern=list(model.config.delay_pattern), revert=True)
+            ridx = proc.build_indices(
+                bsz=1,
+                seq_len=dec.shape[0],
+                num_channels=dec.shape[1],
+                delay_pattern=list(model.config.delay_pattern),
+                revert=True,
+            )
             undone = proc.apply_audio_delay(dec[None], -1, -1, ridx)[0]
             entry["ref_codes"] = undone[1:prompt_len].clone()
         res[c["name"]] = entry
