@@ -25,8 +25,10 @@ KNOWN_MODELS: tuple[str, ...] = (
     "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice",
     "Qwen/Qwen3-TTS-12Hz-1.7B-Base",
     "Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign",
+    "nari-labs/Dia-1.6B-0626",
 )
 DEMO = "demo"
+DEMO_DIA = "demo-dia"
 DEMO_VERSION = "3"  # bump when the demo checkpoint's recipe changes (forces a rebuild)
 _demo_warned = False
 
@@ -66,6 +68,16 @@ def demo_checkpoint() -> Path:
 def load_model(source: str, device: str = "cpu", dtype: str = "float32") -> ModelProgram:
     """A local checkpoint directory, a hub id in the local cache, or "demo"."""
     global _demo_warned
+    if source == DEMO_DIA:
+        from .dia.demo import demo_dia_checkpoint
+        from .dia.program import DiaProgram
+
+        program = DiaProgram.load(str(demo_dia_checkpoint(cache_dir())), device=device, dtype=dtype)
+        if not _demo_warned:
+            log.warning("model 'demo-dia' has random weights: its audio is not speech (pipeline demo only)")
+            _demo_warned = True
+        program.spec = _renamed(program.spec, DEMO_DIA)
+        return program
     if source == DEMO:
         path = demo_checkpoint()
         if not _demo_warned:
@@ -80,6 +92,12 @@ def load_model(source: str, device: str = "cpu", dtype: str = "float32") -> Mode
 
     root = resolve(source)
     model_type = read_json(root / "config.json").get("model_type")
+    if model_type == "dia":
+        from .dia.program import DiaProgram
+
+        program = DiaProgram.load(str(root), device=device, dtype=dtype)
+        program.spec = _renamed(program.spec, source)
+        return program
     if model_type == "qwen3_tts":
         from .qwen3_tts.program import Qwen3TTSProgram
 
@@ -88,7 +106,7 @@ def load_model(source: str, device: str = "cpu", dtype: str = "float32") -> Mode
         return program
     raise CheckpointError(
         f"{root / 'config.json'} has model_type {json.dumps(model_type)}; "
-        'voxcli serves Qwen3-TTS 12 Hz checkpoints (model_type "qwen3_tts")'
+        'voxcli serves Qwen3-TTS 12 Hz (model_type "qwen3_tts") and Dia (model_type "dia") checkpoints'
     )
 
 

@@ -209,10 +209,11 @@ def _synthesize_item(engine: Any, spec: ModelSpec, model_name: str, template: Re
     sink: FileSink | None = None
     try:
         item_template = template.with_fields(voice=item.voice, language=item.language,
-                                             instructions=item.instructions, seed=item.seed)
+                                             instructions=item.instructions, seed=item.seed,
+                                             cfg_scale=item.cfg_scale)
         check_request(spec, model_name, item_template)
         requests = segment_requests(item.text, item_template, max_chars=opts.max_chars,
-                                    frame_cap=opts.frame_cap)
+                                    frame_cap=opts.frame_cap, split=spec.split_sentences)
         sink = FileSink(opts.out_dir / name, spec.sample_rate, opts.fmt)
         stats = speak(engine, requests, sink.write, spec.sample_rate, stop=stop)
         if stats.samples == 0:

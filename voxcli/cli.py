@@ -148,7 +148,7 @@ def default_engine_factory(config: Any) -> Session:
         torch.set_num_threads(config.threads)
     program = load_model(config.model, config.device, config.dtype)
     cap = None
-    if config.model == "demo":
+    if config.model in ("demo", "demo-dia"):
         from voxcli.speak import speech_length_cap
 
         cap = speech_length_cap(program.spec.frame_rate)
@@ -221,6 +221,8 @@ TempOpt = Annotated[float | None, typer.Option("--temperature", help="Sampling t
 TopKOpt = Annotated[int | None, typer.Option("--top-k", help="Top-k sampling.")]
 TopPOpt = Annotated[float | None, typer.Option("--top-p", help="Top-p (nucleus) sampling.")]
 RepOpt = Annotated[float | None, typer.Option("--repetition-penalty", help="Repetition penalty.")]
+CfgOpt = Annotated[float | None, typer.Option("--cfg-scale", help="Classifier-free guidance scale for "
+                                              "models with CFG (Dia); 1 = off. Default: the model's.")]
 MaxFramesOpt = Annotated[int | None, typer.Option("--max-frames", help="Cap on audio frames per sentence.")]
 RecipeOpt = Annotated[str | None, typer.Option("--recipe", help="Engine recipe name or TOML file.")]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Engine setting key=value (repeatable), "
@@ -256,8 +258,8 @@ def say(
                                                  "clone).")] = None,
     seed: SeedOpt = None, greedy: GreedyOpt = False, temperature: TempOpt = None, top_k: TopKOpt = None,
     top_p: TopPOpt = None, repetition_penalty: RepOpt = None, max_frames: MaxFramesOpt = None,
-    recipe: RecipeOpt = None, set_: SetOpt = None, policy: PolicyOpt = None, executor: ExecOpt = None,
-    device: DeviceOpt = None, quiet: QuietOpt = False,
+    cfg_scale: CfgOpt = None, recipe: RecipeOpt = None, set_: SetOpt = None, policy: PolicyOpt = None,
+    executor: ExecOpt = None, device: DeviceOpt = None, quiet: QuietOpt = False,
 ) -> None:
     with friendly_errors():
         from voxcli.audio import open_sink, resolve_format
@@ -280,7 +282,7 @@ def say(
         audio_format = resolve_format(output, fmt, raw) if output is not None else None
         template = RequestTemplate(voice=voice, language=lang, instructions=instructions, seed=seed,
                                    sampling=_sampling(greedy, temperature, top_k, top_p, repetition_penalty),
-                                   max_frames=max_frames)
+                                   max_frames=max_frames, cfg_scale=cfg_scale)
         template.ref_audio, template.ref_sample_rate = _read_ref_audio(ref_audio)
         template.ref_text = ref_text
         if play:
@@ -289,7 +291,8 @@ def say(
             check_playback()  # before minutes of model loading, not after
         with open_session(EngineOptions(model, recipe, set_, policy, executor, device), quiet) as session:
             check_request(session.spec, session.model, template)
-            requests = segment_requests(words, template, frame_cap=session.frame_cap)
+            requests = segment_requests(words, template, frame_cap=session.frame_cap,
+                                        split=session.spec.split_sentences)
             sr = session.spec.sample_rate
             sink = open_sink(output, sr, audio_format) if output is not None else None
             player = Player(sr) if play else None
@@ -346,8 +349,8 @@ def batch(
     model: ModelOpt = None, voice: VoiceOpt = None, lang: LangOpt = None, instructions: InstrOpt = None,
     seed: SeedOpt = None, greedy: GreedyOpt = False, temperature: TempOpt = None, top_k: TopKOpt = None,
     top_p: TopPOpt = None, repetition_penalty: RepOpt = None, max_frames: MaxFramesOpt = None,
-    recipe: RecipeOpt = None, set_: SetOpt = None, policy: PolicyOpt = None, executor: ExecOpt = None,
-    device: DeviceOpt = None, quiet: QuietOpt = False,
+    cfg_scale: CfgOpt = None, recipe: RecipeOpt = None, set_: SetOpt = None, policy: PolicyOpt = None,
+    executor: ExecOpt = None, device: DeviceOpt = None, quiet: QuietOpt = False,
 ) -> None:
     with friendly_errors():
         import os
@@ -366,7 +369,7 @@ def batch(
         prepare_out_dir(out_dir)  # fail before loading a model
         template = RequestTemplate(voice=voice, language=lang, instructions=instructions, seed=seed,
                                    sampling=_sampling(greedy, temperature, top_k, top_p, repetition_penalty),
-                                   max_frames=max_frames)
+                                   max_frames=max_frames, cfg_scale=cfg_scale)
         hook = os.environ.get("VOX_TEST_INTERRUPT_AFTER")  # tests: simulate Ctrl-C after N items
         opts = BatchOptions(out_dir=out_dir, fmt=audio_format, concurrency=concurrency, force=force,
                             progress=not quiet, interrupt_after=int(hook) if hook else None)

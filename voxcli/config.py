@@ -192,9 +192,11 @@ _MODEL_RECIPES: tuple[tuple[str, str], ...] = (("0.6b", "qwen3-tts-0.6b"), ("1.7
 
 def recipe_for_model(model: str) -> str | None:
     """The shipped recipe for `model` (`demo`, or a Qwen3-TTS hub id / folder named by size), if any."""
-    if model == "demo":
-        return "demo"
+    if model in ("demo", "demo-dia"):
+        return model
     name = model.lower()
+    if "dia-1.6b" in name:
+        return "dia-1.6b"
     if "qwen3-tts" in name:
         for size, recipe in _MODEL_RECIPES:
             if size in name:

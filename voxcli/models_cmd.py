@@ -9,6 +9,8 @@ from pathlib import Path
 from voxcli.errors import VoxError
 
 DEMO = "demo"
+DEMO_DIA = "demo-dia"
+DEMOS = (DEMO, DEMO_DIA)
 # Used until voxcli.models publishes KNOWN_MODELS (and to describe them).
 _DESCRIPTIONS = {
     "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice": "9 built-in voices, 10 languages",
@@ -16,6 +18,7 @@ _DESCRIPTIONS = {
     "Qwen/Qwen3-TTS-12Hz-0.6B-Base": "voice clone from --ref-audio",
     "Qwen/Qwen3-TTS-12Hz-1.7B-Base": "voice clone from --ref-audio",
     "Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign": "a voice described by --instructions",
+    "nari-labs/Dia-1.6B-0626": "English dialogue ([S1]/[S2]), CFG, voice clone from --ref-audio",
 }
 
 
@@ -64,6 +67,9 @@ def list_models() -> list[ModelEntry]:
     demo = demo_dir()
     entries.append(ModelEntry(DEMO, "tiny random weights, offline; its audio is not speech",
                               (demo / "config.json").exists(), str(demo), None))
+    demo_dia = demo.parent / DEMO_DIA
+    entries.append(ModelEntry(DEMO_DIA, "tiny random Dia (dialogue, CFG), offline; its audio is not speech",
+                              (demo_dia / "config.json").exists(), str(demo_dia), None))
     for name in known_models():
         snap = cached_snapshot(name)
         entries.append(ModelEntry(name, _DESCRIPTIONS.get(name, ""), snap is not None,
@@ -78,8 +84,8 @@ def _dir_size(path: Path) -> int:
 
 def ensure_available(source: str) -> None:
     """Fail early, with the way out, when a hub model is not on this machine."""
-    if source == DEMO or not looks_like_hub_id(source):
-        if source != DEMO and not Path(source).expanduser().exists():
+    if source in DEMOS or not looks_like_hub_id(source):
+        if source not in DEMOS and not Path(source).expanduser().exists():
             raise VoxError(f"model {source!r} is neither a known model id, a local checkpoint folder nor "
                            "'demo'; see vox models for the choices.")
         return
@@ -93,7 +99,7 @@ def pull(repo_id: str) -> Path:
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
 
-    if repo_id == DEMO:
+    if repo_id in DEMOS:
         raise VoxError("the demo model is not downloaded; it is built locally on first use "
                        "(vox say -m demo).")
     if not looks_like_hub_id(repo_id):

@@ -42,12 +42,14 @@ class RequestTemplate:
     seed: int | None = None
     sampling: SamplingParams = SamplingParams()
     max_frames: int | None = None
+    cfg_scale: float | None = None
 
     def request(self, text: str, request_id: str | None = None) -> SynthesisRequest:
         return SynthesisRequest(text=text, voice=self.voice, language=self.language,
                                 instructions=self.instructions, ref_audio=self.ref_audio,
                                 ref_sample_rate=self.ref_sample_rate, ref_text=self.ref_text, seed=self.seed,
-                                sampling=self.sampling, max_frames=self.max_frames, request_id=request_id)
+                                sampling=self.sampling, max_frames=self.max_frames, request_id=request_id,
+                                cfg_scale=self.cfg_scale)
 
     def with_fields(self, **fields: Any) -> RequestTemplate:
         return replace(self, **{k: v for k, v in fields.items() if v is not None})
@@ -98,11 +100,14 @@ class SpeechStats:
 
 
 def segment_requests(text: str, template: RequestTemplate, max_chars: int = 300,
-                     frame_cap: Callable[[str], int] | None = None) -> list[SynthesisRequest]:
-    """One request per sentence segment. `frame_cap(segment)` bounds generation when the user gave
-    no --max-frames (the demo model's random weights rarely choose to stop on their own)."""
+                     frame_cap: Callable[[str], int] | None = None,
+                     split: bool = True) -> list[SynthesisRequest]:
+    """One request per sentence segment (`split=False`: one for the whole text, for models that read a
+    dialogue at once). `frame_cap(segment)` bounds generation when the user gave no --max-frames (the demo
+    models' random weights rarely choose to stop on their own)."""
     out = []
-    for s in split_sentences(text, max_chars=max_chars):
+    segments = split_sentences(text, max_chars=max_chars) if split else [" ".join(text.split())]
+    for s in segments:
         req = template.request(s)
         if req.max_frames is None and frame_cap is not None:
             req.max_frames = frame_cap(s)

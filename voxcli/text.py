@@ -169,7 +169,7 @@ def _cut_words(clause: str, max_chars: int) -> list[str]:
 
 # --- batch input ----------------------------------------------------------------------------------
 
-JSONL_FIELDS = ("id", "text", "voice", "language", "lang", "instructions", "seed")
+JSONL_FIELDS = ("id", "text", "voice", "language", "lang", "instructions", "seed", "cfg_scale")
 _SAFE_ID = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -185,12 +185,16 @@ class BatchItem:
     language: str | None = None
     instructions: str | None = None
     seed: int | None = None
+    cfg_scale: float | None = None
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def fingerprint(self) -> str:
         """What the output depends on; resume regenerates an item whose fingerprint changed."""
-        key = json.dumps([self.text, self.voice, self.language, self.instructions, self.seed])
+        fields: list[Any] = [self.text, self.voice, self.language, self.instructions, self.seed]
+        if self.cfg_scale is not None:  # (absent: the same fingerprint as before the field existed)
+            fields.append(self.cfg_scale)
+        key = json.dumps(fields)
         return hashlib.sha1(key.encode()).hexdigest()[:16]
 
 
@@ -272,10 +276,14 @@ def _parse_json_line(line: str, where: str, default_id: str) -> BatchItem:
     if seed is not None and not isinstance(seed, int):
         return BatchItem(str(obj.get("id", default_id)), "", where,
                          error=f"{where}: seed must be an integer.")
+    cfg_scale = obj.get("cfg_scale")
+    if cfg_scale is not None and (isinstance(cfg_scale, bool) or not isinstance(cfg_scale, (int, float))):
+        return BatchItem(str(obj.get("id", default_id)), "", where,
+                         error=f"{where}: cfg_scale must be a number (1 = no guidance).")
     for name in ("voice", "language", "lang", "instructions"):
         if obj.get(name) is not None and not isinstance(obj[name], str):
             return BatchItem(str(obj.get("id", default_id)), "", where,
                              error=f"{where}: {name} must be a string.")
     return _make_item(str(obj.get("id") or default_id), text, where, voice=obj.get("voice"),
                       language=obj.get("language", obj.get("lang")), instructions=obj.get("instructions"),
-                      seed=seed)
+                      seed=seed, cfg_scale=None if cfg_scale is None else float(cfg_scale))

@@ -50,9 +50,10 @@ from .sampling import RowSampling, draw, process
 
 SAMPLE_RATE = 44100
 HOP = 512
-# 86 frames/s: a 6-frame first chunk is 70 ms of audio (after the 16-step delay fill), then the chunks
-# grow so the DAC decoder runs fewer, larger batches once playback is buffered (48 frames = 0.56 s).
-DEFAULT_CHUNKS = ChunkSchedule(first=6, ramp=(12, 24), steady=48)
+# 86 frames/s: the DAC decoder holds back ~9.3 frames of look-ahead (dac.py), so a 12-frame first chunk
+# (139 ms) is the smallest that yields real audio; then the chunks grow so the codec runs fewer, larger
+# batches once playback is buffered (48 frames = 0.56 s).
+DEFAULT_CHUNKS = ChunkSchedule(first=12, ramp=(24,), steady=48)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -126,7 +127,8 @@ class DiaProgram(ModelProgram):
         if self._codec is None:
             from .dac import DacCodec, resolve_codec
 
-            self._codec = DacCodec.load(resolve_codec(self.root), device=self.device, dtype=self.dtype)
+            dtype = next(k for k, v in DTYPES.items() if v == self.dtype)
+            self._codec = DacCodec.load(resolve_codec(self.root), device=str(self.device), dtype=dtype)
         return self._codec
 
     # --- host: prompts ---------------------------------------------------------------------------
