@@ -8,9 +8,8 @@ from voxcli.models.base import Prompt, Row
 
 
 def run_alone(program, prompt: Prompt, page_size: int = 16, max_steps: int = 100_000) -> np.ndarray:
-    if program.k_pool is None:
-        program.init_kv(num_pages=1, page_size=page_size)  # to learn the size in pages, then for real
-        program.init_kv(num_pages=-(-program.kv_tokens(prompt) // page_size), page_size=page_size)
+    program.init_kv(num_pages=1, page_size=page_size)  # to learn the size in pages, then for real
+    program.init_kv(num_pages=-(-program.kv_tokens(prompt) // page_size), page_size=page_size)
     n = -(-program.kv_tokens(prompt) // program.page_size)
     row = Row(request_id=0, prompt=prompt, pages=list(range(n)))
     frames = []

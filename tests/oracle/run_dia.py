@@ -46,6 +46,8 @@ def build(ckpt: str, sizes_path: str) -> None:
     model.generation_config = GenerationConfig(**s["generation"])
     model.save_pretrained(ckpt)
     dac = DacModel(DacConfig(**s["dac"])).eval()
+    with torch.no_grad():  # a louder random codec: waveform tolerances then mean something
+        dac.decoder.conv2.weight.mul_(s.get("dac_output_gain", 1.0))
     dac.save_pretrained(f"{ckpt}/codec")
 
 
@@ -53,7 +55,7 @@ def _processor(ckpt: str):
     from transformers import DacModel, DiaFeatureExtractor, DiaProcessor, DiaTokenizer
 
     dac = DacModel.from_pretrained(f"{ckpt}/codec").eval()
-    return DiaProcessor(DiaFeatureExtractor(), DiaTokenizer(), dac)
+    return DiaProcessor(DiaFeatureExtractor(sampling_rate=44100, hop_length=512), DiaTokenizer(), dac)
 
 
 def generate(ckpt: str, out: str, cases_path: str) -> None:
