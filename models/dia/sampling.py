@@ -35,12 +35,13 @@ class RowSampling:
 
 
 def _kth_threshold(scores: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    """Per row of [R, C, V] the k-th largest value [R, C, 1] (k [R] >= 1, clamped to V)."""
+    """Per row of [R, C, V] the k-th largest value [R, C, 1] (k [R] >= 1, clamped to V). Entries equal to
+    it are kept, like transformers' TopKLogitsWarper (ties have probability zero with float logits)."""
     V = scores.shape[-1]
     k = k.clamp(1, V)
-    srt = scores.sort(dim=-1, descending=True).values
+    top = scores.topk(int(k.max()), dim=-1).values  # sorted descending; much cheaper than a full sort
     idx = (k - 1).view(-1, 1, 1).expand(-1, scores.shape[1], 1)
-    return srt.gather(-1, idx)
+    return top.gather(-1, idx)
 
 
 def cfg_combine(
@@ -78,10 +79,21 @@ def top_k_filter(scores: torch.Tensor, top_k: torch.Tensor) -> torch.Tensor:
     return torch.where(on.view(-1, 1, 1), scores.masked_fill(scores < thr, NEG_INF), scores)
 
 
-def top_p_filter(scores: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
+def top_p_filter(scores: torch.Tensor, top_p: torch.Tensor, finite_max: int | None = None) -> torch.Tensor:
+    """transformers' TopPLogitsWarper. `finite_max`: no row has more finite scores than this (a top-k ran
+    first), so only that many candidates need sorting: the rest are -inf and add exactly 0 to the
+    ascending cumulative sum."""
     on = top_p < 1.0
     if not bool(on.any()):
         return scores
+    if finite_max is not None and finite_max < scores.shape[-1]:
+        vals, pos = scores.topk(finite_max, dim=-1)  # descending
+        vals, pos = vals.flip(-1), pos.flip(-1)  # ascending, as the reference sorts
+        cum = vals.softmax(dim=-1).cumsum(dim=-1)
+        remove = cum <= (1 - top_p).view(-1, 1, 1).to(cum.dtype)
+        remove[..., -1:] = False
+        full = torch.zeros_like(scores, dtype=torch.bool).scatter(-1, pos, remove)
+        return torch.where(on.view(-1, 1, 1), scores.masked_fill(full, NEG_INF), scores)
     srt, idx = scores.sort(dim=-1, descending=False)
     cum = srt.softmax(dim=-1).cumsum(dim=-1)
     remove = cum <= (1 - top_p).view(-1, 1, 1).to(cum.dtype)
@@ -155,5 +167,6 @@ def process(
         sk = torch.where(greedy, torch.zeros_like(k), k)
         scores = top_k_filter(scores, sk)
         tp = torch.tensor([1.0 if r.greedy else r.top_p for r in rows], device=dev)
-        scores = top_p_filter(scores, tp)
+        bounded = bool(((sk > 0) | (tp >= 1.0)).all())  # every top-p row had a top-k first
+        scores = top_p_filter(scores, tp, int(sk.max()) if bounded and int(sk.max()) > 0 else None)
     return eos_delay_force(scores, eos, active, countdown, reached)
