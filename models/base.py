@@ -99,7 +99,7 @@ class SynthesisRequest:
 @dataclass
 class Prompt:
     """Host-side result of `prepare`: everything prefill needs. `length` is the number of prefill
-    positions (KV tokens) so the engine can reserve pages before admitting the request."""
+    positions (KV tokens) of one sequence, so the engine can reserve pages before admitting the request."""
 
     length: int
     data: Any  # model-private (embeddings, trailing text, reference codes...)
@@ -187,9 +187,10 @@ class ModelProgram(ABC):
         """Allocate the codec state slot table."""
 
     def kv_tokens(self, prompt: Prompt) -> int:
-        """Positions a request will occupy at most (prompt + generation) for page reservation."""
+        """Positions a request will occupy at most (prompt + generation, every one of its `width`
+        sequences) for page reservation. Override when the sequences of a pair differ in length."""
         frames = prompt.max_frames if prompt.fixed_frames is None else prompt.fixed_frames
-        return prompt.length + frames + 1
+        return (prompt.length + frames + 1) * prompt.width
 
     # --- stages ---------------------------------------------------------------------------------
     @abstractmethod

@@ -148,11 +148,17 @@ def default_engine_factory(config: Any) -> Session:
         torch.set_num_threads(config.threads)
     program = load_model(config.model, config.device, config.dtype)
     cap = None
-    if config.model == "demo":
+    if _is_demo(config.model):
         from voxcli.speak import speech_length_cap
 
         cap = speech_length_cap(program.spec.frame_rate)
     return Session(engine=Engine(program, config), spec=program.spec, model=config.model, frame_cap=cap)
+
+
+def _is_demo(model: str) -> bool:
+    from voxcli.models import is_demo
+
+    return is_demo(model)
 
 
 # Tests may replace this (monkeypatch) to run the CLI over a different engine.
@@ -162,12 +168,12 @@ engine_factory = default_engine_factory
 @contextlib.contextmanager
 def open_session(o: EngineOptions, quiet: bool) -> Iterator[Session]:
     config = build_config(o)
-    if config.model == "demo":
+    if _is_demo(config.model):
         if not quiet:
             _err(DEMO_NOTE)
         import voxcli.models as models
 
-        models._demo_warned = True  # the CLI said it already (and --quiet means quiet)
+        models._demo_warned.add(config.model)  # the CLI said it already (and --quiet means quiet)
     session = engine_factory(config)
     try:
         yield session

@@ -30,7 +30,7 @@ from ..base import (
     StepOutput,
     SynthesisRequest,
 )
-from .checkpoint import load_weights, read_json, read_state_dict, resolve
+from ..checkpoint import load_weights, read_json, read_state_dict, resolve
 from .config import GenerationDefaults, Qwen3TTSConfig, parse_config
 from .layers import PagedBatch
 from .prompt import PromptEmbeds, build_prompt
