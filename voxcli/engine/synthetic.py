@@ -126,6 +126,9 @@ class SyntheticProgram(ModelProgram):
         return Prompt(length=8 + len(clean) // 4, data=plan, max_frames=max_frames, fixed_frames=plan.frames,
                       width=width)
 
+    def check(self, request: SynthesisRequest) -> None:
+        self.prepare(request)  # prepare is cheap here: the one place its checks live
+
     def init_kv(self, num_pages: int, page_size: int) -> None:
         self.kv_pages = num_pages
 
