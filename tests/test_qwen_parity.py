@@ -117,7 +117,7 @@ def _request(case: dict) -> SynthesisRequest:
         language=case["language"],
         instructions=case.get("instruct"),
         ref_text=case.get("ref_text"),
-        streaming_text=case["stream"],
+        options={"streaming_text": case["stream"]},
         max_frames=case["max_new"] - 1,
         sampling=SamplingParams(greedy=True),
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from voxcli.models.base import CheckpointError
-from voxcli.models.qwen3_tts.checkpoint import check_state_dict
+from voxcli.models.checkpoint import check_state_dict
 from voxcli.models.qwen3_tts.config import parse_config
 from voxcli.models.qwen3_tts.sizes import real_config
 from voxcli.models.qwen3_tts.talker import Qwen3TTSWeights

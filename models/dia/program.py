@@ -162,6 +162,15 @@ class DiaProgram(ModelProgram):
             width=2 if sampling.guidance != 1.0 else 1,
         )
 
+    def check(self, request: SynthesisRequest) -> None:
+        """Everything `prepare` refuses without encoding audio: text, voice, language, options, clone
+        fields, cfg_scale, sampling (one sentence each)."""
+        text = request.text
+        if request.ref_audio is not None:
+            text = clone_text(request.ref_text or "", request.text)
+        validate(self.cfg, request, text)
+        resolve_sampling(self.gen, request)
+
     def reference_codes(self, wav: np.ndarray, sample_rate: int | None) -> np.ndarray:
         if sample_rate is None:
             raise InputError("the reference audio needs its sample rate")

@@ -68,8 +68,6 @@ def validate(cfg: DiaConfig, req: SynthesisRequest, text: str) -> list[int]:
         raise InputError("Dia takes no instructions; describe delivery in the text, e.g. (laughs)")
     if req.options:
         raise InputError(f"Dia has no family options; got {', '.join(sorted(req.options))}")
-    if req.streaming_text is not None:
-        raise InputError("Dia reads the whole text at once; streaming_text is not supported")
     if req.ref_audio is not None and not (req.ref_text and req.ref_text.strip()):
         raise InputError("voice clone with Dia needs --ref-text: the transcript of the reference clip")
     if req.ref_audio is None and req.ref_text:

@@ -365,7 +365,7 @@ def calibrate_eos(out: Path, variant: str, eos_frame: int, cal_text: str = CAL_T
     req = SynthesisRequest(
         text=cal_text,
         language="english",
-        streaming_text=True,
+        options={"streaming_text": True},
         max_frames=T + 8,
         voice="serena" if variant == "custom_voice" else None,
     )
