@@ -66,6 +66,8 @@ class SimSpec:
     codebooks: int
     chunk: ChunkSchedule  # the chunk schedule the GPU cost profiles were derived with
     models: tuple[SimModel, ...] = ()
+    cfg_scale: float | None = None  # the checkpoint's default guidance (> 1: requests run as width-2 pairs)
+    lead_steps: int = 0  # decode steps before a request's first frame (a delay pattern's fill)
 
 
 @dataclass(frozen=True)

@@ -34,14 +34,26 @@ def default_profile() -> CostProfile:
     return CostProfile.from_dict(_DEFAULT, default_name="default")
 
 
+def profile_name(config: EngineConfig) -> str:
+    """`gpus/<gpu>` (the default family's calibration), or `gpus/<gpu>-<sim model>` for a model of
+    another family (its costs differ; never silently the default family's profile)."""
+    from voxcli.models.registry import default_family, find_sim_model
+
+    found = find_sim_model(config.model) if config.model else None
+    if found is not None and found[0] is not default_family():
+        return f"gpus/{config.gpu}-{found[1].name}"
+    return f"gpus/{config.gpu}"
+
+
 def load_profile(config: EngineConfig) -> CostProfile:
     if not config.gpu:
         return default_profile()
+    name = profile_name(config)
     try:
-        path = recipe_path(f"gpus/{config.gpu}")
+        path = recipe_path(name)
     except ConfigError as e:
-        raise ConfigError(f"no cost profile for gpu {config.gpu!r}: add recipes/gpus/{config.gpu}.toml "
-                          f"or leave `gpu` empty for the built-in default ({e})") from e
+        raise ConfigError(f"no cost profile {name!r} for gpu {config.gpu!r} and model {config.model!r}: add "
+                          f"recipes/{name}.toml or leave `gpu` empty for the built-in default ({e})") from e
     return CostProfile.from_toml(path)
 
 
