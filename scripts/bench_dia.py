@@ -129,14 +129,20 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=64)
     ap.add_argument("--concurrency", type=int, default=16, help="engine vs transformers (part 3)")
     ap.add_argument("--skip-hf", action="store_true")
+    ap.add_argument("--repeats", type=int, default=3, help="interleaved repeats of part 1 (best kept)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     ckpt = checkpoint(args.size)
     from voxcli.models import load_model
 
     program = load_model(str(ckpt))
-    plain, t_first1, s_first = decode_rate(program, args.requests, args.frames, 1.0)
-    guided, t_first3, _ = decode_rate(program, args.requests, args.frames, 3.0)
+    # interleaved repeats, best of each: the shared machine's noise only ever slows a run down
+    runs: dict[float, list[tuple[float, float, int]]] = {1.0: [], 3.0: []}
+    for _ in range(args.repeats):
+        for w in runs:
+            runs[w].append(decode_rate(program, args.requests, args.frames, w))
+    plain, t_first1, s_first = max(runs[1.0])
+    guided, t_first3, _ = max(runs[3.0])
     print(
         f"Dia {args.size} on CPU, {args.requests} requests x {args.frames} frames, 1 thread, thread-CPU time"
     )

@@ -149,6 +149,9 @@ class PagedKV:
     cross_table: torch.Tensor
     cross_len: torch.Tensor
     page_size: int
+    # Optional per layer (K, V) [B, max cross_len, heads, hd] already gathered from the cross pages (the
+    # program reuses them while a decode batch keeps its members); None = gather in the layer.
+    cross_dense: list[tuple[torch.Tensor, torch.Tensor]] | None = None
 
     def self_mask(self) -> torch.Tensor:
         n = self.self_table.shape[1] * self.page_size
@@ -203,7 +206,15 @@ class DecoderLayer(nn.Module):
         a = self.cross_attention
         return a.split(a.k_proj, enc), a.split(a.v_proj, enc)
 
-    def forward(self, x, cos, sin, k_pool, v_pool, pk: PagedKV, self_mask, cross_mask):
+    def gather_cross_kv(self, k_pool, v_pool, pk: PagedKV) -> tuple[torch.Tensor, torch.Tensor]:
+        c = self.cross_attention
+        n = int(pk.cross_len.max())
+        return (
+            gather_cross(k_pool, pk.cross_table, n, c.kv_heads, c.head_dim),
+            gather_cross(v_pool, pk.cross_table, n, c.kv_heads, c.head_dim),
+        )
+
+    def forward(self, x, cos, sin, k_pool, v_pool, pk: PagedKV, self_mask, cross_mask, cross=None):
         a = self.self_attention
         h = self.pre_sa_norm(x)
         q = apply_rope(a.split(a.q_proj, h), cos, sin)
@@ -223,9 +234,7 @@ class DecoderLayer(nn.Module):
         c = self.cross_attention
         h = self.pre_ca_norm(x)
         q = c.split(c.q_proj, h)
-        n = int(pk.cross_len.max())
-        ck = gather_cross(k_pool, pk.cross_table, n, c.kv_heads, c.head_dim)
-        cv = gather_cross(v_pool, pk.cross_table, n, c.kv_heads, c.head_dim)
+        ck, cv = cross if cross is not None else self.gather_cross_kv(k_pool, v_pool, pk)
         x = x + c.o_proj(attend(q, ck.to(q.dtype), cv.to(q.dtype), cross_mask))
         return x + self.mlp(self.pre_mlp_norm(x))
 
@@ -254,8 +263,10 @@ class Decoder(nn.Module):
         x = self.embeddings(tokens)
         cos, sin = self.rotary(pk.q_pos, x.dtype)
         self_mask, cross_mask = pk.self_mask(), pk.cross_mask(tokens.shape[1])
+        dense = pk.cross_dense
         for i, layer in enumerate(self.layers):
-            x = layer(x, cos, sin, k_pools[i], v_pools[i], pk, self_mask, cross_mask)
+            cross = dense[i] if dense is not None else None
+            x = layer(x, cos, sin, k_pools[i], v_pools[i], pk, self_mask, cross_mask, cross)
         return self.norm(x)
 
 
