@@ -144,7 +144,8 @@ def main() -> None:
     plain, t_first1, s_first = max(runs[1.0])
     guided, t_first3, _ = max(runs[3.0])
     print(
-        f"Dia {args.size} on CPU, {args.requests} requests x {args.frames} frames, 1 thread, thread-CPU time"
+        f"Dia {args.size} on CPU, {args.requests} requests x {args.frames} frames, 1 thread, thread-CPU "
+        f"time, best of {args.repeats}"
     )
     print(
         f"  decode tokens/s   no CFG {plain:8.1f}   CFG 3 {guided:8.1f}   kept {guided / plain:6.1%}"
