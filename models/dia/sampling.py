@@ -61,14 +61,10 @@ def eos_channel_filter(scores: torch.Tensor, eos: int) -> torch.Tensor:
     scores = scores.clone()
     scores[:, 1:, eos:] = NEG_INF
     scores[:, 0, eos + 1 :] = NEG_INF
-    top = scores.argmax(dim=-1)  # [R, C]
-    is_eos = top == eos
-    below = torch.zeros_like(scores, dtype=torch.bool)
-    below[..., :eos] = True
-    scores = scores.masked_fill(is_eos[..., None] & below, NEG_INF)
-    only_eos = torch.zeros_like(scores, dtype=torch.bool)
-    only_eos[..., eos] = True
-    return scores.masked_fill(~is_eos[..., None] & only_eos, NEG_INF)
+    is_eos = scores.argmax(dim=-1) == eos  # [R, C]
+    scores[..., :eos].masked_fill_(is_eos[..., None], NEG_INF)  # EOS is best: the only candidate
+    scores[..., eos].masked_fill_(~is_eos, NEG_INF)  # otherwise EOS is out
+    return scores
 
 
 def top_k_filter(scores: torch.Tensor, top_k: torch.Tensor) -> torch.Tensor:
@@ -164,9 +160,11 @@ def process(
         )
     scores = eos_channel_filter(scores, eos)
     if not bool(greedy.all()):
-        sk = torch.where(greedy, torch.zeros_like(k), k)
+        # a CFG row with a top-k already has at most k finite scores: the warper's top-k is a no-op there
+        sk = torch.where(greedy | (cfg & (k > 0) & (uncond is not None)), torch.zeros_like(k), k)
         scores = top_k_filter(scores, sk)
         tp = torch.tensor([1.0 if r.greedy else r.top_p for r in rows], device=dev)
-        bounded = bool(((sk > 0) | (tp >= 1.0)).all())  # every top-p row had a top-k first
-        scores = top_p_filter(scores, tp, int(sk.max()) if bounded and int(sk.max()) > 0 else None)
+        kk = torch.where(greedy, torch.zeros_like(k), k)  # each sampled row's finite scores are <= its k
+        bounded = bool(((kk > 0) | (tp >= 1.0)).all())  # every top-p row had a top-k (warper or CFG) first
+        scores = top_p_filter(scores, tp, int(kk.max()) if bounded and int(kk.max()) > 0 else None)
     return eos_delay_force(scores, eos, active, countdown, reached)
