@@ -146,6 +146,19 @@ def test_streaming_float32_within_kernel_noise(tiny_dac):
         assert np.abs(o - full).max() < 2e-5
 
 
+def test_chunk_span_tiles_the_request(codec64):
+    """chunk_span (the sample range a chunk returns, for the chunk's start time) tiles [0, T*hop)."""
+    for sched in (_schedule("ramp", 40), _schedule("lookahead-edges", 33), [1, 1, 1]):
+        at, frames = 0, 0
+        for i, n in enumerate(sched):
+            lo, hi = codec64.chunk_span(frames, n, last=i == len(sched) - 1)
+            assert lo == at and hi >= lo
+            at, frames = hi, frames + n
+        assert at == frames * HOP
+    assert codec64.chunk_span(0, 10, last=False) == (0, 10 * HOP - 4757)
+    assert codec64.chunk_span(10, 4, last=False) == (10 * HOP - 4757, 14 * HOP - 4757)
+
+
 def test_lookahead_of_the_real_codec():
     """descript/dac_44khz (ratios 8, 8, 4, 2 up; hop 512): 4757 samples = 9.29 frames held back, so a
     request's first audible sample needs 10 frames. Built on meta: no weights needed."""
