@@ -91,7 +91,7 @@ def test_streaming_equals_offline_for_many_schedules(codec64):
     """Float64 isolates the state logic from kernel rounding; two requests per batch on different slots,
     every pair on other slots, chunk sizes from 1 frame to 60."""
     codec64.init_slots(4)
-    pairs = [("ones", "random", 45), ("ramp", "lookahead-edges", 70), ("big-first", "random", 64),
+    pairs = [("ones", "random", 30), ("ramp", "lookahead-edges", 60), ("big-first", "random", 64),
              ("random", "ones", 12)]
     worst = 0.0
     for k, (sa, sb, total) in enumerate(pairs):
@@ -138,8 +138,9 @@ def test_streaming_float32_within_kernel_noise(tiny_dac):
     8e-6 on this decoder (activations ~5 before the output conv). In float64 the two agree bitwise."""
     codec = DacCodec.load(tiny_dac)
     codec.init_slots(2)
-    codes = _codes(50, 5)
-    outs, _ = _run_interleaved(codec, [(0, codes, _schedule("ramp", 50)), (1, codes, _schedule("ones", 50))])
+    codes = _codes(40, 5)
+    scheds = _schedule("ramp", 40), _schedule("random", 40, seed=9)
+    outs, _ = _run_interleaved(codec, [(0, codes, scheds[0]), (1, codes, scheds[1])])
     full = codec.decode_offline(codes)
     for o in outs:
         assert o.shape == full.shape
