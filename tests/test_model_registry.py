@@ -145,3 +145,16 @@ def test_demo_alias_builds_through_its_family(fake_family, monkeypatch, tmp_path
     models.load_model("demo-fake")
     assert len(built) == 1  # cached after the first build (version stamp)
     assert models.is_demo("demo-fake") and not models.is_demo("demo")
+
+
+def test_every_model_package_ships():
+    """setuptools lists packages explicitly: a family package missing from pyproject.toml would work in
+    an editable install and vanish from a wheel."""
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    shipped = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    on_disk = {f"voxcli.models.{p.parent.name}" for p in (root / "models").glob("*/__init__.py")}
+    assert on_disk <= shipped, f"add to pyproject.toml packages: {sorted(on_disk - shipped)}"
+    assert {f"voxcli.models.{p}" for p in registry.FAMILY_PACKAGES} <= shipped

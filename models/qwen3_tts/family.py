@@ -26,7 +26,8 @@ def build_demo(out: Path) -> None:
 
 
 def _sizes(hidden: int, mlp: int) -> dict[str, dict[str, int]]:
-    """Dimensions the cost model reads (design notes, qwen3-tts-notes.md; the same as sizes.real_config):
+    """Dimensions the cost model reads (design notes, qwen3-tts-notes.md; as in
+    models/testing/qwen3_tts_sizes.py):
     the talker (28 layers) and the depth transformer ("predictor": 5 layers, run 15 times per frame)."""
     return {
         "talker": dict(hidden=hidden, layers=28, heads=16, kv_heads=8, head_dim=128, mlp=mlp,
