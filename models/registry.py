@@ -54,6 +54,9 @@ class SimModel:
 
     name: str  # also the name of its shipped recipe
     sizes: Mapping[str, Any]  # dimensions the cost model needs (layer counts, widths...), per family
+    # Its GPU cost profile under recipes/gpus/ ("{gpu}" = the --gpu name): the shared per-GPU profiles
+    # by default; a model with costs of its own names its own (never silently another model's).
+    gpu_profile: str = "{gpu}"
 
 
 @dataclass(frozen=True)

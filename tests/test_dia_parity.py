@@ -59,10 +59,12 @@ def ref_wav() -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def oracle(tmp_path_factory):
+    from voxcli.models.dia.tiny import build_tiny
+
     d = tmp_path_factory.mktemp("dia_oracle")
     ckpt = d / "ckpt"
     (d / "sizes.json").write_text(json.dumps(_sizes()))
-    run_oracle("run_dia.py", "build", str(ckpt), str(d / "sizes.json"))
+    ours = build_tiny(d / "ours", codec=False)  # our builder's output, checked in the same oracle run
     np.save(d / "ref.npy", ref_wav())
     cases = [
         {"name": "g1", "text": TEXT, "guidance": 1.0, "max_new": MAX_NEW},
@@ -76,7 +78,15 @@ def oracle(tmp_path_factory):
         },
     ]
     (d / "cases.json").write_text(json.dumps(cases))
-    run_oracle("run_dia.py", "generate", str(ckpt), str(d / "out.pt"), str(d / "cases.json"))
+    run_oracle(
+        "run_dia.py",
+        "all",
+        str(ckpt),
+        str(d / "sizes.json"),
+        str(d / "out.pt"),
+        str(d / "cases.json"),
+        str(ours),
+    )
     import torch
 
     return ckpt, torch.load(d / "out.pt", weights_only=False)
@@ -188,11 +198,8 @@ def test_vox_say_reproduces_reference_waveform(oracle, tmp_path, monkeypatch):
     assert np.abs(got - want).max() <= 1e-4  # 16-bit WAV: quantisation is 1.5e-5
 
 
-def test_our_tiny_builder_loads_in_transformers(tmp_path):
-    from voxcli.models.dia.tiny import build_tiny
-
-    ckpt = build_tiny(tmp_path / "ours", codec=False)
-    info = json.loads(run_oracle("run_dia.py", "keys", str(ckpt)).stdout.strip().splitlines()[-1])
+def test_our_tiny_builder_loads_in_transformers(oracle):
+    info = oracle[1]["_keys_ours"]
     assert info["missing_keys"] == [] and info["unexpected_keys"] == [] and info["mismatched_keys"] == []
 
 

@@ -47,7 +47,7 @@ FAMILY = Family(
     # 44.1 kHz PCM, 512 samples (11.6 ms) per frame, 9 codebooks; the recipe's chunk schedule.
     sim=SimSpec(sample_rate=44100, frame_rate=44100 / 512, samples_per_frame=512, codebooks=9,
                 chunk=ChunkSchedule(first=12, ramp=(24,), steady=48),
-                models=(SimModel("dia-1.6b", DIA_1_6B),),
+                models=(SimModel("dia-1.6b", DIA_1_6B, gpu_profile="{gpu}-dia-1.6b"),),
                 cfg_scale=3.0,  # generation_config.json's guidance_scale: every request is a pair
                 lead_steps=15),  # max(delay): the first aligned frame comes 15 steps after the first
 )

@@ -10,6 +10,9 @@ usage:
                                          aligned codes the processor decodes, and its waveform
   run_dia.py keys CKPT                   load a checkpoint written by OUR builder in transformers and
                                          print missing / unexpected keys as JSON
+  run_dia.py all CKPT SIZES.json OUT.pt CASES.json OURS
+                                         build + generate + keys of OURS in one process (one import of
+                                         transformers: the tests' way); the keys go into OUT.pt too
 A case: {"name", "text", "guidance", "max_new", "ref_wav": optional path to a .npy at 44.1 kHz,
          "ref_text": optional}.
 """
@@ -114,13 +117,25 @@ def generate(ckpt: str, out: str, cases_path: str) -> None:
     torch.save(res, out)
 
 
-def keys(ckpt: str) -> None:
+def _keys(ckpt: str) -> dict:
     from transformers import DiaForConditionalGeneration
 
     _, info = DiaForConditionalGeneration.from_pretrained(ckpt, output_loading_info=True)
-    print(json.dumps({k: sorted(v) if isinstance(v, (list, set)) else str(v) for k, v in info.items()}))
+    return {k: sorted(v) if isinstance(v, (list, set)) else str(v) for k, v in info.items()}
+
+
+def keys(ckpt: str) -> None:
+    print(json.dumps(_keys(ckpt)))
+
+
+def run_all(ckpt: str, sizes_path: str, out: str, cases_path: str, ours: str) -> None:
+    build(ckpt, sizes_path)
+    generate(ckpt, out, cases_path)
+    res = torch.load(out, weights_only=False)
+    res["_keys_ours"] = _keys(ours)
+    torch.save(res, out)
 
 
 if __name__ == "__main__":
     cmd, *args = sys.argv[1:]
-    {"build": build, "generate": generate, "keys": keys}[cmd](*args)
+    {"build": build, "generate": generate, "keys": keys, "all": run_all}[cmd](*args)

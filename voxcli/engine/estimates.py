@@ -35,14 +35,13 @@ def default_profile() -> CostProfile:
 
 
 def profile_name(config: EngineConfig) -> str:
-    """`gpus/<gpu>` (the default family's calibration), or `gpus/<gpu>-<sim model>` for a model of
-    another family (its costs differ; never silently the default family's profile)."""
-    from voxcli.models.registry import default_family, find_sim_model
+    """`gpus/<gpu>`, or the profile the model's registration names (`SimModel.gpu_profile`, e.g.
+    `gpus/<gpu>-dia-1.6b`: its costs differ, so never silently the shared profile)."""
+    from voxcli.models.registry import find_sim_model
 
     found = find_sim_model(config.model) if config.model else None
-    if found is not None and found[0] is not default_family():
-        return f"gpus/{config.gpu}-{found[1].name}"
-    return f"gpus/{config.gpu}"
+    pattern = found[1].gpu_profile if found is not None else "{gpu}"
+    return "gpus/" + pattern.format(gpu=config.gpu)
 
 
 def load_profile(config: EngineConfig) -> CostProfile:
