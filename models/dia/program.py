@@ -154,6 +154,11 @@ class DiaProgram(ModelProgram):
             if self.gen.max_new_tokens
             else self.gen.max_length - 2 - prompt_frames
         )
+        if request.max_frames is None and default < 1:
+            raise InputError(
+                f"the reference clip is {prompt_frames} frames long, which leaves no room in "
+                f"the checkpoint's max_length {self.gen.max_length}; use a shorter clip"
+            )
         max_frames = request.max_frames if request.max_frames is not None else default
         if max_frames < 1:
             raise InputError(f"max_frames must be >= 1, got {max_frames}")
