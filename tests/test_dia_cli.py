@@ -44,9 +44,14 @@ def test_bad_cfg_scale_is_one_sentence_before_synthesis(vox, tmp_path):
 
 def test_batch_jsonl_cfg_scale(vox, tmp_path):
     src = tmp_path / "in.jsonl"
-    src.write_text(json.dumps({"id": "a", "text": "[S1] One. [S2] Two.", "cfg_scale": 1}) + "\n"
-                   + json.dumps({"id": "b", "text": "[S1] Three.", "cfg_scale": 2.5}) + "\n"
-                   + json.dumps({"id": "c", "text": "[S1] Bad.", "cfg_scale": "high"}) + "\n")
+    src.write_text(
+        json.dumps({"id": "a", "text": "[S1] One. [S2] Two.", "cfg_scale": 1})
+        + "\n"
+        + json.dumps({"id": "b", "text": "[S1] Three.", "cfg_scale": 2.5})
+        + "\n"
+        + json.dumps({"id": "c", "text": "[S1] Bad.", "cfg_scale": "high"})
+        + "\n"
+    )
     items = read_batch_inputs([str(src)])
     assert [i.cfg_scale for i in items[:2]] == [1.0, 2.5] and "cfg_scale must be a number" in items[2].error
     assert items[0].fingerprint() != read_batch_inputs([str(src)])[1].fingerprint()
@@ -62,3 +67,31 @@ def test_voices_and_models_list_dia(vox):
     assert "44100 Hz" in r.output and "english" in r.output
     r = vox("models")
     assert r.exit_code == 0 and "nari-labs/Dia-1.6B-0626" in r.output and "demo-dia" in r.output
+
+
+def test_voice_clone_through_the_dac_encoder(vox, tmp_path):
+    import numpy as np
+
+    clip = tmp_path / "me.wav"
+    t = np.arange(int(0.2 * 44100)) / 44100
+    sf.write(str(clip), (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32), 44100)
+    out = tmp_path / "clone.wav"
+    r = vox(
+        "say",
+        *FAST,
+        "[S2] Nice to meet you.",
+        "--ref-audio",
+        str(clip),
+        "--ref-text",
+        "[S1] This is me.",
+        "-o",
+        str(out),
+    )
+    assert r.exit_code == 0, r.output
+    assert sf.info(str(out)).frames == 20 * 512  # only the generated part, not the clip
+    slow = tmp_path / "slow.wav"
+    sf.write(str(slow), np.zeros(4000, np.float32), 16000)
+    r = vox("say", *FAST, "[S1] Hi.", "--ref-audio", str(slow), "--ref-text", "[S1] x", "-o", str(out))
+    assert r.exit_code != 0 and "44100 Hz" in r.output
+    r = vox("say", *FAST, "[S1] Hi.", "--ref-audio", str(clip), "-o", str(out))
+    assert r.exit_code != 0 and "--ref-text" in r.output

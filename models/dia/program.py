@@ -179,6 +179,11 @@ class DiaProgram(ModelProgram):
         text = request.text
         if request.ref_audio is not None:
             text = clone_text(request.ref_text or "", request.text)
+            if request.ref_sample_rate is not None and request.ref_sample_rate != self.spec.sample_rate:
+                raise InputError(
+                    f"the reference audio is {request.ref_sample_rate} Hz but Dia's DAC codec needs "
+                    f"{self.spec.sample_rate} Hz; resample the clip first"
+                )
         validate(self.cfg, request, text)
         resolve_sampling(self.gen, request)
 
