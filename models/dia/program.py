@@ -6,7 +6,8 @@ position of 9 delayed codebook channels per step. What the engine sees:
 * Rows. A request with guidance w > 1 is ONE row of width 2 (`Prompt.width`): its conditional and
   unconditional sequences always run in the same forward pass, share one sampled token per channel
   and step (appended to both), and are admitted, cancelled and freed together because they are one
-  Row holding one page list. w = 1 is width 1.
+  Row holding one page list. w = 1 is width 1. The scheduler counts a width-2 row as 2 rows toward a
+  bucket, max_running and the prefill batch, and never splits it across batches.
 * KV memory. Everything a row keeps lives in the engine's paged KV pool, in the row's own pages:
   per sequence, first its decoder self-attention region (positions), then its cross-attention region
   (the encoder K/V of every decoder layer, computed once at prefill and read by every step). A cross
@@ -17,6 +18,8 @@ position of 9 delayed codebook channels per step. What the engine sees:
   the memory comes back with the row's pages the moment the LM finishes.
 * Frames. The engine receives ALIGNED frames only (delay.py undoes the delay pattern; the first frame
   arrives after max(delay) + 1 = 16 decoder steps, then one per step; the drain after EOS runs here).
+  TTFA therefore pays 15 extra decoder steps (measured by scripts/bench_dia.py: 16 steps to the first
+  frame), plus the DAC's ~9.3 frames of look-ahead before the first audible sample (dac.py).
 """
 
 from __future__ import annotations
