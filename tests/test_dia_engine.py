@@ -37,10 +37,18 @@ def dia_ckpt(tmp_path_factory):
     return build_tiny(tmp_path_factory.mktemp("dia_engine") / "ckpt")
 
 
-def _engine(ckpt, kv_pages: int, codec_slots: int) -> Engine:
+def _engine(ckpt, kv_pages: int, codec_slots: int, batches: list | None = None) -> Engine:
     from voxcli.models import load_model
 
     program = load_model(str(ckpt))
+    if batches is not None:  # record every decode batch: (request id, width) per row
+        inner = program.decode
+
+        def decode(rows):
+            batches.append([(r.request_id, r.prompt.width) for r in rows])
+            return inner(rows)
+
+        program.decode = decode
     cfg = EngineConfig(executor="cpu", policy="full", chunk=ChunkSchedule(first=12, ramp=(8,), steady=16),
                        kv_pages=kv_pages, kv_page_size=8, codec_slots=codec_slots, max_running=6,
                        background_min_batch=2, threads=1)
@@ -52,7 +60,8 @@ def test_alone_equals_among_seven_others(dia_ckpt):
     alone = eng.submit(TARGET).wait(timeout=300)
     eng.close()
 
-    eng = _engine(dia_ckpt, kv_pages=150, codec_slots=3)  # ~2 pairs' worth of pages: reuse is forced
+    batches: list = []
+    eng = _engine(dia_ckpt, kv_pages=150, codec_slots=3, batches=batches)  # a few requests' pages: reuse
     streams = []
     others = _others()
     for i, req in enumerate(others[:4]):
@@ -71,6 +80,9 @@ def test_alone_equals_among_seven_others(dia_ckpt):
     assert got.shape == alone.shape and got.shape[0] == 30 * 512
     assert np.abs(got - alone).max() <= 1e-4
     assert sched.kv.free == 150 and sched.slots.free == 3
+    # the target really shared decode steps with others, pairs and single sequences together
+    shared = [b for b in batches if any(rid == target.request_id for rid, _ in b) and len(b) > 1]
+    assert shared and any({w for _, w in b} == {1, 2} for b in shared)
 
 
 def test_pair_is_one_row_and_cancel_frees_all(dia_ckpt):
