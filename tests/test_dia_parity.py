@@ -27,6 +27,8 @@ TEXT = "[S1] Hello there. [S2] Hi!"
 REF_TEXT = "[S1] This is my voice. "
 MAX_NEW = 60  # -> 44 aligned frames (the last 15 positions are the delay drain, one is EOS)
 FRAMES = MAX_NEW - 16
+EOS_TEXT = "[S2] Short and sweet. [S1] Bye."
+EOS_AT = 45  # the builder calibrates channel 0's EOS here (guidance 1): 44 frames, then the natural drain
 
 
 def _sizes() -> dict:
@@ -46,6 +48,7 @@ def _sizes() -> dict:
             "sampling_rate": 44100,
         },
         "dac_output_gain": 30.0,
+        "eos_at": {"text": EOS_TEXT, "position": EOS_AT},
     }
 
 
@@ -69,6 +72,7 @@ def oracle(tmp_path_factory):
     cases = [
         {"name": "g1", "text": TEXT, "guidance": 1.0, "max_new": MAX_NEW},
         {"name": "g3", "text": TEXT, "guidance": 3.0, "max_new": MAX_NEW},
+        {"name": "eos", "text": EOS_TEXT, "guidance": 1.0, "max_new": 120},
         {
             "name": "clone",
             "text": REF_TEXT + TEXT,
@@ -120,6 +124,15 @@ def test_greedy_codes_identical_to_generate(program, oracle, name, w):
     # the delay drain really ran: the reference's last 15 positions carry the forced EOS diagonal
     seq = ref["seq"].numpy()
     assert (seq[-16, 0] == 1024) and (seq[-1, 8] == 1024)
+
+
+def test_natural_eos_and_its_drain(program, oracle):
+    ref = oracle[1]["eos"]
+    seq = ref["seq"].numpy()
+    assert seq[EOS_AT, 0] == 1024 and seq.shape[0] == EOS_AT + 16  # stopped by itself, not by max_new
+    req = SynthesisRequest(text=EOS_TEXT, cfg_scale=1.0, sampling=SamplingParams(greedy=True), max_frames=200)
+    codes = run_alone(program, program.prepare(req), page_size=8)
+    assert codes.shape == (EOS_AT - 1, 9) and np.array_equal(codes, ref["codes"].numpy())
 
 
 def test_guidance_changes_the_codes(oracle):

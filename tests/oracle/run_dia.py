@@ -52,6 +52,34 @@ def build(ckpt: str, sizes_path: str) -> None:
     with torch.no_grad():  # a louder random codec: waveform tolerances then mean something
         dac.decoder.conv2.weight.mul_(s.get("dac_output_gain", 1.0))
     dac.save_pretrained(f"{ckpt}/codec")
+    if "eos_at" in s:
+        calibrate_eos(model, ckpt, s["eos_at"]["text"], int(s["eos_at"]["position"]))
+        model.save_pretrained(ckpt)
+
+
+def calibrate_eos(model, ckpt: str, text: str, position: int) -> None:
+    """Make greedy decoding of `text` (guidance 1) choose EOS on channel 0 at exactly `position`, by
+    setting only channel 0's EOS row of logits_dense to c * h / |h| (h: the hidden that samples that
+    position) with c 1.5x what beats the best code there; earlier steps are checked to stay below their
+    best code, so the trajectory before the EOS is unchanged (the natural EOS and its drain get tested)."""
+    hs = []
+    hook = model.logits_dense.register_forward_hook(lambda mod, a, o: hs.append(a[0][0, -1].detach().clone()))
+    inputs = _processor(ckpt)(text=[text], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        model.generate(**inputs, do_sample=False, guidance_scale=1.0, max_new_tokens=position + 20)
+    hook.remove()
+    H = torch.stack(hs)[:position]  # step i samples position i + 1
+    W = model.logits_dense.weight.detach().view(9, -1, H.shape[-1])[0]
+    best = (H @ W[:1024].T).max(-1).values
+    u = H[-1] / H[-1].norm()
+    c = 1.5 * float(best[-1]) / float(H[-1].norm())
+    earlier = c * (H[:-1] @ u)
+    if not bool((best > 0).all()) or not bool((earlier < best[:-1]).all()):
+        raise RuntimeError(
+            "EOS calibration would change the trajectory before the EOS; pick another position"
+        )
+    with torch.no_grad():
+        model.logits_dense.weight.view(9, -1, H.shape[-1])[0, 1024] = c * u
 
 
 def _processor(ckpt: str):
