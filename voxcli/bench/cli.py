@@ -55,7 +55,9 @@ def bench(
     duration: Annotated[float, typer.Option(help="Seconds of arrivals per rate.")] = 60.0,
     workload: Annotated[str, typer.Option(help="libritts, seed-tts, or an id<TAB>text file.")] = "libritts",
     seed: Annotated[int, typer.Option(help="Arrival/order seed.")] = 0,
-    seeds: Annotated[int, typer.Option(help="Seeds pooled per rate (the paper pools 3).")] = 1,
+    seeds: Annotated[
+        int, typer.Option(help="Arrival seeds per rate: capacity is reported as their mean and spread.")
+    ] = 3,
     warmup: Annotated[int, typer.Option(help="Uncounted warm-up burst size (0 = none).")] = 64,
     timeout: Annotated[float, typer.Option(help="Max seconds to wait for a rate's last requests.")] = 900.0,
     frames_scale: Annotated[float, typer.Option(help="Scale the estimated output lengths.")] = 1.0,
