@@ -53,7 +53,11 @@ def bench(
     policy: Annotated[str, typer.Option(help="Comma-separated policies: full, sync2, lanes, sync.")] = "full",
     rates: Annotated[str, typer.Option(help="Offered rates in req/s: start:stop:step or a list.")] = "2:60:2",
     duration: Annotated[float, typer.Option(help="Seconds of arrivals per rate.")] = 60.0,
-    workload: Annotated[str, typer.Option(help="libritts, seed-tts, or an id<TAB>text file.")] = "libritts",
+    workload: Annotated[
+        str,
+        typer.Option(help="libritts, seed-tts, libritts-long (15-60 s paragraphs), chat (short replies), "
+                     "or an id<TAB>text file."),
+    ] = "libritts",
     seed: Annotated[int, typer.Option(help="Arrival/order seed.")] = 0,
     seeds: Annotated[
         int, typer.Option(help="Arrival seeds per rate: capacity is reported as their mean and spread.")
