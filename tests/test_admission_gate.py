@@ -123,3 +123,52 @@ def test_the_engine_raises_the_refusal_with_its_retry_after():
     with pytest.raises(RequestRejected) as e:
         s2.wait()
     assert e.value.retry_after is not None and e.value.retry_after > 0 and "retry later" in str(e.value)
+
+
+def test_urgency_chunking_admits_with_the_largest_first_chunk_the_slack_allows():
+    from voxcli.engine.admission import urgent_schedule
+
+    ramped = ChunkSchedule(first=2, ramp=(4, 8), steady=10)
+    assert urgent_schedule(ChunkSchedule(first=10, steady=10), 2) == ramped
+    ten = ChunkSchedule(first=10, steady=10)
+
+    def sched_with(**kw):
+        cfg = EngineConfig(executor="sim", admission="ttfa-gate", chunk=ten, **kw)
+        prog = SyntheticProgram(chunk=ten)
+        return prog, Scheduler(cfg, prog.spec, LatencyEstimator(default_profile(), cfg), prog.kv_tokens)
+
+    prog, s = sched_with(ttfa_target_s=1.0)
+    est = s.est
+    r = request(s, prog, 1, 0.0)
+    base = est.prefill(r.prompt.length, 1)
+    with_10 = base + 10 * est.decode_step(1) + est.codec("urgent", 1, 10)
+    with_5 = base + 5 * est.decode_step(1) + est.codec("urgent", 1, 5)
+    target = (with_10 + with_5) / 2
+    # fixed chunking: a 10-frame first chunk misses the target, so the request is refused
+    prog, fixed = sched_with(ttfa_target_s=target)
+    r = request(fixed, prog, 1, 0.0)
+    fixed.add(r, 0.0)
+    assert r.state is RequestState.REJECTED
+    # urgency chunking: half the first chunk fits; the rest ramps back up to the steady size
+    prog, urgent = sched_with(ttfa_target_s=target, urgency_chunking=True)
+    r = request(urgent, prog, 1, 0.0)
+    assert urgent.add(r, 0.0) == [] and r.schedule == ChunkSchedule(first=5, ramp=(), steady=10)
+    assert r.next_end == r.gen_end == 5
+
+
+def test_adaptive_batching_raises_b_with_the_background_lanes_load():
+    from voxcli.engine.executors.base import Work
+
+    cfg, prog, sched = make(adaptive_batching=True, background_min_batch=8)
+    w = Work(lane="background", stage="codec", rows=[], bucket=8, tag=[])
+    t = 0.0
+    for _ in range(30):  # back-to-back batches: the lane is busy all the time
+        sched.busy["background"] = True
+        sched.complete(Completion(w, t, t + 0.05, []))
+        t += 0.05
+    assert sched._bg_min == 32
+    for _ in range(30):  # one 5 ms batch every 100 ms: mostly idle, B falls back to the configured 8
+        sched.busy["background"] = True
+        sched.complete(Completion(w, t + 0.095, t + 0.1, []))
+        t += 0.1
+    assert sched._bg_min == 8

@@ -65,6 +65,9 @@ class EngineConfig:
     # submit with a retry-after (voxcli/engine/admission.py); deadline / prefill-first queue everything
     admission: Admission = "ttfa-gate"
     background_min_batch: int = 8  # B: background codec lane waits for this many ready chunks
+    # beyond the paper (both off = the paper's design; see voxcli/engine/admission.py, scheduler.py):
+    urgency_chunking: bool = False  # ttfa-gate picks each request's first chunk (and a ramp) from its slack
+    adaptive_batching: bool = False  # B and the urgent margin follow the background lane's measured load
     urgent_margin_s: float = 0.100  # delta_u: a chunk whose deadline is this close is urgent
     max_defer_s: float = 0.100  # deadline-aware admission defers a prefill at most this long in a row
     ttfa_target_s: float = 0.200  # SLO: time to first audio

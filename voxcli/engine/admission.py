@@ -31,6 +31,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from voxcli.config import ChunkSchedule
+
 if TYPE_CHECKING:
     from voxcli.engine.request import Request
     from voxcli.engine.scheduler import Scheduler
@@ -42,6 +44,7 @@ class Verdict:
     predicted_ttfa: float
     reason: str = ""
     retry_after: float | None = None
+    first_chunk: int | None = None  # urgency chunking: the first-chunk size chosen for this request
 
 
 def resource_wait(sched: Scheduler, r: Request, now: float, step: float) -> tuple[float, str]:
@@ -156,17 +159,29 @@ class TtfaGate:
         res_wait, res_what = resource_wait(sched, r, now, step_now)
         lm_wait = max(lm_wait, res_wait)
 
-        first_frames = r.schedule.size(0)
         codec_lane = "urgent" if sched.policy == "full" else "background"
         max_first = sched.max_urgent if sched.policy == "full" else sched.max_background
         firsts = len(sched._firsts)
         codec_wait = math.ceil(firsts / max_first) * est.codec(codec_lane, max_first) if firsts else 0.0
-        ttfa = (lm_wait + est.prefill(r.prompt.length, 1) * k_pre + first_frames * step
-                + (codec_wait + est.codec(codec_lane, 1, first_frames)) * k_codec)
+        base = lm_wait + est.prefill(r.prompt.length, 1) * k_pre + codec_wait * k_codec
         target = r.ttfa_target
         if self.errors and self.errors[0][0] < now - self.WINDOW_S:
             self._refresh(now)
-        raw, ttfa = ttfa, ttfa * self.safety
+
+        def ttfa_with(first: int) -> float:  # raw prediction with a first chunk of `first` frames
+            return base + first * step + est.codec(codec_lane, 1, first) * k_codec
+
+        first = r.schedule.size(0)
+        chosen = None
+        if cfg.urgency_chunking:
+            # the largest first chunk the slack allows (fewer, bigger codec calls), halving down to 1
+            f = first
+            while f > 1 and ttfa_with(f) * self.safety > target:
+                f //= 2
+            if f != first:
+                chosen = first = f
+        raw = ttfa_with(first)
+        ttfa = raw * self.safety
         if ttfa > target:
             why = f"{queued} queued ahead, {running} running"
             if res_wait >= lm_wait and res_what:
@@ -180,7 +195,7 @@ class TtfaGate:
             return Verdict(False, ttfa, f"overloaded: the codec is {behind * 1e3:.0f} ms behind its "
                                         f"playback deadlines; retry later", behind)
         self.predicted[r.id] = raw
-        return Verdict(True, ttfa)
+        return Verdict(True, ttfa, first_chunk=chosen)
 
     def may_defer(self, sched: Scheduler, head: Request, prefill_s: float, now: float) -> bool:
         """Deadline-aware deferral of the head prefill, bounded by the head's own TTFA: defer only while
@@ -190,6 +205,15 @@ class TtfaGate:
         need = prefill_s * self.scale("prefill") + head.schedule.size(0) * step \
             + sched.est.codec("urgent" if sched.policy == "full" else "background", 1) * self.scale("codec")
         return now + prefill_s + need <= head.arrival + head.ttfa_target
+
+
+def urgent_schedule(schedule: ChunkSchedule, first: int) -> ChunkSchedule:
+    """A first chunk of `first` frames, then chunks doubling in size up to the steady size."""
+    ramp, n = [], first * 2
+    while n < schedule.steady:
+        ramp.append(n)
+        n *= 2
+    return ChunkSchedule(first=first, ramp=tuple(ramp), steady=schedule.steady)
 
 
 def _frames(r: Request) -> int:

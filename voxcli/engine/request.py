@@ -159,6 +159,14 @@ class Request:
         base = self.t_first_audio if self.t_first_audio is not None else self.arrival + self.ttfa_target
         return base + start_frame * self.frame_s
 
+    def set_schedule(self, schedule: ChunkSchedule) -> None:
+        """Replace the chunk schedule (admission only: before the first frame)."""
+        if self.n_frames:
+            raise RuntimeError(f"request {self.id}: the chunk schedule is fixed once frames exist")
+        self.schedule = schedule
+        self.gen_end = self.next_end = schedule.size(0)
+        self.refresh_event()
+
     # --- frames ------------------------------------------------------------------------------
     def add_frame(self, frame: Any) -> None:
         self.frames.append(frame)

@@ -133,6 +133,10 @@ class Scheduler:
         self._key_codec1 = estimator.codec("urgent" if self.policy == "full" else "background", 1)
         self._ended_in_lm: set[int] = set()  # requests that ended while an LM batch held them
         self._decode_all = False  # a decode step of every running row is in flight
+        # background batch threshold B; with adaptive_batching it follows the lane's measured load
+        self._bg_min = config.background_min_batch
+        self._bg_load = 0.0  # exponential average of the background lane's busy fraction
+        self._bg_last = 0.0  # when its previous batch finished
 
     # ------------------------------------------------------------------ requests in and out
     def new_request(self, request_id: int, prompt: Prompt, arrival: float,
@@ -158,6 +162,8 @@ class Scheduler:
             if not verdict.admit:
                 r.retry_after = verdict.retry_after
                 return self._end(r, S.REJECTED, now, verdict.reason)
+            if verdict.first_chunk is not None:
+                r.set_schedule(admission.urgent_schedule(r.schedule, verdict.first_chunk))
         if len(self.waiting) >= self.config.max_queue:
             return self._end(r, S.REJECTED, now,
                              f"the queue is full ({self.config.max_queue} requests waiting); retry later or "
@@ -357,10 +363,22 @@ class Scheduler:
         else:
             batch = self._all_in_order(self.max_background)
             force = bool(self._firsts) or self._urgent_prefix(now) > 0
-        if not (force or len(batch) >= self.config.background_min_batch
+        if not (force or len(batch) >= self._bg_min
                 or now >= self._background_trigger(batch) or self._lm_has_nothing_left()):
             return None
         return self._launch_codec("background", batch, now, self.config.background_buckets)
+
+    def _adapt_background(self, c: Completion) -> None:
+        """Adaptive batching: B follows the background lane's load. Busy most of the time, it waits
+        for bigger batches (one fixed launch cost per batch, and the lane drains faster); mostly idle,
+        it keeps the configured B (a chunk never waits for company it does not need). The deadline
+        trigger still launches any batch that would otherwise be late."""
+        gap = max(c.finished - self._bg_last, c.finished - c.started, 1e-9)
+        self._bg_last = c.finished
+        busy = (c.finished - c.started) / gap
+        self._bg_load = 0.8 * self._bg_load + 0.2 * min(1.0, busy)
+        b0 = self.config.background_min_batch
+        self._bg_min = max(b0, round(b0 + (self.max_background - b0) * max(0.0, self._bg_load - 0.5) * 2))
 
     def _background_trigger(self, batch: list[Chunk]) -> float:
         """Latest launch time at which the batch still ends before its earliest chunk turns urgent."""
@@ -421,6 +439,8 @@ class Scheduler:
             self.gate.observe(self, work.stage, work.lane, work.bucket, work.tokens, work.frames,
                               c.finished - c.started)
         if work.stage == "codec":
+            if work.lane == "background" and self.config.adaptive_batching:
+                self._adapt_background(c)
             return self._complete_codec(c)
         return self._complete_lm(c)
 
