@@ -22,7 +22,9 @@ Decisions by policy (see `lanes.py` for how lanes share the device):
     running row are free for each request; with `admission = "deadline"` it is deferred while the
     smallest running slack is below its estimated duration, never `max_defer_s` or more in a row.
     Otherwise one decode step for the running rows: least slack first (deadline admission) or
-    admission order (prefill-first), up to the largest decode bucket.
+    admission order (prefill-first), up to the largest decode bucket. `admission = "ttfa-gate"` runs
+    the LM lane as deadline admission does (a deferral never costs the head request its own TTFA) and
+    refuses at `add` what would miss its TTFA target (voxcli/engine/admission.py).
   full: urgent lane = first chunks and chunks within `urgent_margin_s` of their deadline, deadline
     order, up to the largest urgent bucket, whenever the lane is free. Background lane = the other
     ready chunks, in deadline order up to the largest background bucket, launched when at least B are
