@@ -57,7 +57,8 @@ def resource_wait(sched: Scheduler, r: Request, now: float, step: float) -> tupl
     cfg, queued = sched.config, list(sched.waiting)
     running = list(sched.decoding.values())
     wait, what = 0.0, ""
-    rows_short = len(running) + sched.prefilling + len(queued) + 1 - cfg.max_running
+    rows_short = sched.decoding_rows + sched.prefilling + sum(q.prompt.width for q in queued) \
+        + r.prompt.width - cfg.max_running
     pages_short = sum(q.need_pages for q in queued) + r.need_pages - sched.kv.free
     if rows_short > 0 or pages_short > 0:
         by_finish = sorted(running, key=lambda q: _frames(q) - q.n_frames)
@@ -143,19 +144,21 @@ class TtfaGate:
         cfg, est = sched.config, sched.est
         k_dec, k_pre, k_codec = self.scale("decode"), self.scale("prefill"), self.scale("codec")
         queued = len(sched.waiting)
-        running = len(sched.decoding) + sched.prefilling
-        rows_then = min(cfg.max_running, running + queued + 1)
+        running = sched.decoding_rows + sched.prefilling  # rows: a CFG pair counts its width
+        rows_then = min(cfg.max_running, running + sum(q.prompt.width for q in sched.waiting)
+                        + r.prompt.width)
         buckets = cfg.decode_buckets  # a step costs its padded batch
         step = est.decode_step(_bucket(rows_then, buckets)) * k_dec
-        step_now = est.decode_step(_bucket(len(sched.decoding), buckets)) * k_dec
+        step_now = est.decode_step(_bucket(sched.decoding_rows, buckets)) * k_dec
 
         # LM wait: the batch in flight, the prefills ahead (each interleaved with a decode step), and a
         # wait for decode rows, KV pages and codec slots when the queue ahead takes the free ones
-        ahead_tokens = sum(q.prompt.length for q in sched.waiting)
-        batches = math.ceil(queued / cfg.max_prefill_batch)
+        ahead_tokens = sum(q.prompt.length * q.prompt.width for q in sched.waiting)
+        running_ahead = sum(q.prompt.width for q in sched.waiting)
+        batches = math.ceil(running_ahead / cfg.max_prefill_batch)
         lm_wait = step_now if sched.decoding or sched.prefilling else 0.0
         if batches:
-            lm_wait += est.prefill(ahead_tokens, queued) * k_pre + batches * step_now
+            lm_wait += est.prefill(ahead_tokens, max(1, running_ahead)) * k_pre + batches * step_now
         res_wait, res_what = resource_wait(sched, r, now, step_now)
         lm_wait = max(lm_wait, res_wait)
 
@@ -163,7 +166,8 @@ class TtfaGate:
         max_first = sched.max_urgent if sched.policy == "full" else sched.max_background
         firsts = len(sched._firsts)
         codec_wait = math.ceil(firsts / max_first) * est.codec(codec_lane, max_first) if firsts else 0.0
-        base = lm_wait + est.prefill(r.prompt.length, 1) * k_pre + codec_wait * k_codec
+        base = lm_wait + est.prefill(r.prompt.length * r.prompt.width, r.prompt.width) * k_pre \
+            + codec_wait * k_codec
         target = r.ttfa_target
         if self.errors and self.errors[0][0] < now - self.WINDOW_S:
             self._refresh(now)
@@ -200,8 +204,8 @@ class TtfaGate:
     def may_defer(self, sched: Scheduler, head: Request, prefill_s: float, now: float) -> bool:
         """Deadline-aware deferral of the head prefill, bounded by the head's own TTFA: defer only while
         the head could still be prefilled after one more deferral window and meet its target."""
-        step = sched.est.decode_step(_bucket(len(sched.decoding) + 1, sched.config.decode_buckets)) \
-            * self.scale("decode")
+        rows = sched.decoding_rows + head.prompt.width
+        step = sched.est.decode_step(_bucket(rows, sched.config.decode_buckets)) * self.scale("decode")
         need = prefill_s * self.scale("prefill") + head.schedule.size(0) * step \
             + sched.est.codec("urgent" if sched.policy == "full" else "background", 1) * self.scale("codec")
         return now + prefill_s + need <= head.arrival + head.ttfa_target

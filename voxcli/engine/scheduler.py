@@ -25,6 +25,11 @@ Decisions by policy (see `lanes.py` for how lanes share the device):
     admission order (prefill-first), up to the largest decode bucket. `admission = "ttfa-gate"` runs
     the LM lane as deadline admission does (a deferral never costs the head request its own TTFA) and
     refuses at `add` what would miss its TTFA target (voxcli/engine/admission.py).
+  Rows: a request whose prompt has `width` w (a CFG pair: 2 sequences in every forward pass) is one
+    Request but w rows: it counts w toward `max_running`, `max_prefill_batch`, the largest decode
+    bucket and the bucket of every LM batch holding it, and is never split across batches (its rows
+    are one `Row`, so they are admitted, batched, cancelled and freed together). Prefill tokens count
+    `length * width` (`Prompt.length` is per sequence).
   full: urgent lane = first chunks and chunks within `urgent_margin_s` of their deadline, deadline
     order, up to the largest urgent bucket, whenever the lane is free. Background lane = the other
     ready chunks, in deadline order up to the largest background bucket, launched when at least B are
@@ -41,7 +46,6 @@ A request's next chunk becomes dispatchable only after its previous chunk has be
 
 from __future__ import annotations
 
-import heapq
 from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -124,7 +128,8 @@ class Scheduler:
         self.requests: dict[int, Request] = {}  # every non-terminal request, by id
         self.waiting: deque[Request] = deque()
         self.decoding: dict[int, Request] = {}  # admission order
-        self.prefilling = 0
+        self.prefilling = 0  # rows (sum of widths) in the prefill batch in flight
+        self.decoding_rows = 0  # rows (sum of widths) of `decoding`
         self.pending: dict[int, Chunk] = {}  # dispatchable chunks, at most one per request
         self._firsts: dict[int, Chunk] = {}
         self._order: list[tuple[float, int]] = []
@@ -143,7 +148,7 @@ class Scheduler:
     # ------------------------------------------------------------------ requests in and out
     def new_request(self, request_id: int, prompt: Prompt, arrival: float,
                     synthesis: SynthesisRequest | None = None, user: Any = None) -> Request:
-        schedule = self.config.chunk
+        schedule = self.config.chunk_or(self.spec.chunk)
         r = Request(request_id, prompt, arrival, schedule, self.frame_s, self.config.ttfa_target_s,
                     synthesis, user)
         r.frame_cap = min(prompt.max_frames, self.config.max_frames)
@@ -154,6 +159,13 @@ class Scheduler:
         if r.id in self.requests:
             raise ValueError(f"request id {r.id} is already in the engine")
         r.need_pages = self.kv.pages_for(self.kv_tokens(r.prompt))
+        width = r.prompt.width
+        cap = min(self.config.max_running, self.max_decode, self.config.max_prefill_batch)
+        if width > cap:
+            return self._end(r, S.REJECTED, now,
+                             f"the request runs {width} sequences per step (classifier-free guidance) but "
+                             f"the engine batches at most {cap} rows (max_running, max_prefill_batch and "
+                             f"decode_buckets); raise them or lower the guidance scale to 1")
         if r.need_pages > self.kv.num_pages:
             return self._end(r, S.REJECTED, now,
                              f"the request needs {r.need_pages} KV pages of {self.kv.page_size} positions "
@@ -189,10 +201,6 @@ class Scheduler:
         return not self.requests
 
     # ------------------------------------------------------------------ decisions
-    def next_work(self, lane: LaneName, now: float) -> Work | None:
-        works = self.decide(now, (lane,))
-        return works[0] if works else None
-
     def decide(self, now: float, free_lanes: Iterable[str] | None = None) -> list[Work]:
         free = {lane for lane in self.layout.lanes if not self.busy[lane]}
         if free_lanes is not None:
@@ -236,18 +244,20 @@ class Scheduler:
     # --- LM lane
     def _prefill_candidates(self) -> list[Request]:
         cfg = self.config
-        room = cfg.max_running - len(self.decoding) - self.prefilling
-        pages, slots, tokens = self.kv.free, self.slots.free, 0
+        room = min(cfg.max_running - self.decoding_rows - self.prefilling, cfg.max_prefill_batch)
+        pages, slots, tokens, rows = self.kv.free, self.slots.free, 0, 0
         out: list[Request] = []
         for r in self.waiting:  # FIFO, no overtaking: a big request is not starved by small ones
-            if len(out) >= min(room, cfg.max_prefill_batch) or r.need_pages > pages or slots < 1:
+            w = r.prompt.width
+            if rows + w > room or r.need_pages > pages or slots < 1:
                 break
-            if out and tokens + r.prompt.length > cfg.max_prefill_tokens:
+            if out and tokens + r.prompt.length * w > cfg.max_prefill_tokens:
                 break
             out.append(r)
             pages -= r.need_pages
             slots -= 1
-            tokens += r.prompt.length
+            tokens += r.prompt.length * w
+            rows += w
         return out
 
     def _lm_work(self, now: float) -> Work | None:
@@ -255,7 +265,7 @@ class Scheduler:
         if cands:
             admit = True
             if self.deadline_admission and self.decoding:
-                est = self.est.prefill(sum(r.prompt.length for r in cands), len(cands))
+                est = self.est.prefill(sum(r.prompt.length * r.prompt.width for r in cands), _rows(cands))
                 min_slack = min(map(self._key, self.decoding.values())) - now
                 if min_slack < est and (self.gate is None or self.gate.may_defer(self, cands[0], est, now)):
                     if self.defer_since is None:
@@ -285,26 +295,33 @@ class Scheduler:
             r.timeline.admitted = now
             r.timeline.status = S.PREFILL.value
             rows.append(r.row)
-        self.prefilling += len(cands)
-        return Work(lane="lm", stage="prefill", rows=rows, bucket=len(rows), tag=cands,
-                    tokens=sum(r.prompt.length for r in cands))
+        n = _rows(cands)
+        self.prefilling += n
+        return Work(lane="lm", stage="prefill", rows=rows, bucket=n, tag=cands,
+                    tokens=sum(r.prompt.length * r.prompt.width for r in cands))
 
     def _launch_decode(self, now: float) -> Work:
-        if len(self.decoding) <= self.max_decode:
+        if self.decoding_rows <= self.max_decode:
             # every running row: `_decode_all` stands for their lm_inflight flags (no per-row writes;
             # `_end` sets the flag of a row that ends while the step runs)
             reqs = list(self.decoding.values())
             self._decode_all = True
         else:
-            if self.deadline_admission:
-                reqs = heapq.nsmallest(self.max_decode, self.decoding.values(),
-                                       key=lambda r: (self._key(r), r.id))
-            else:
-                reqs = list(self.decoding.values())[: self.max_decode]
+            # Fill the largest bucket in priority order; a pair that no longer fits waits for the next
+            # step whole (the first in order always fits: add() rejects widths above the bucket).
+            order: Iterable[Request] = (sorted(self.decoding.values(), key=lambda r: (self._key(r), r.id))
+                                        if self.deadline_admission else self.decoding.values())
+            reqs, rows = [], 0
+            for r in order:
+                if rows + r.prompt.width <= self.max_decode:
+                    reqs.append(r)
+                    rows += r.prompt.width
+                    if rows == self.max_decode:
+                        break
             for r in reqs:
                 r.lm_inflight = True
         return Work(lane="lm", stage="decode", rows=list(map(_row_of, reqs)),
-                    bucket=bucket_for(len(reqs), self.config.decode_buckets), tag=reqs)
+                    bucket=bucket_for(_rows(reqs), self.config.decode_buckets), tag=reqs)
 
     # --- codec lanes
     # Pending chunks live in two ordered structures so decisions never sort everything: first chunks
@@ -453,7 +470,7 @@ class Scheduler:
         now = c.finished
         prefill = work.stage == "prefill"
         if prefill:
-            self.prefilling -= len(reqs)
+            self.prefilling -= _rows(reqs)
         else:
             self._decode_all = False
         if c.error is not None or c.result is None or len(c.result) != len(reqs):
@@ -466,7 +483,7 @@ class Scheduler:
                     events += self._end(r, S.FAILED, now, reason)
             return events
         # slack keys are computed on demand (`_key`) from the step estimate of the latest LM step
-        self._key_step = self.est.decode_step(len(self.decoding) + len(reqs) * prefill)
+        self._key_step = self.est.decode_step(self.decoding_rows + _rows(reqs) * prefill)
         rows = zip(reqs, c.result, strict=True)
         if not prefill and not self._ended_in_lm:
             rows = self._fast_rows(reqs, c.result)
@@ -504,6 +521,7 @@ class Scheduler:
             r.state = S.DECODE
             r.timeline.status = S.DECODE.value
             self.decoding[r.id] = r
+            self.decoding_rows += r.prompt.width
         if out.frame is not None:
             if r.n_frames == 0:
                 r.timeline.first_frame = now
@@ -525,6 +543,7 @@ class Scheduler:
         r.timeline.status = S.DRAINING.value
         r.timeline.frames = r.n_frames
         del self.decoding[r.id]
+        self.decoding_rows -= r.prompt.width
         # the LM will never touch these pages again: hand them back now, before the codec drains
         if r.pages:
             self.kv.release(r.pages, r.id)
@@ -592,7 +611,8 @@ class Scheduler:
             r.lm_inflight = True  # it is in the decode step now running (see _launch_decode)
         if r.lm_inflight:
             self._ended_in_lm.add(r.id)
-        self.decoding.pop(r.id, None)
+        if self.decoding.pop(r.id, None) is not None:
+            self.decoding_rows -= r.prompt.width
         if r.id in self.pending:
             self._unpend(self.pending[r.id])
         self.requests.pop(r.id, None)
@@ -622,6 +642,11 @@ class Scheduler:
 
 
 _row_of = attrgetter("row")
+
+
+def _rows(reqs: Iterable[Request]) -> int:
+    """Rows (sequences per forward pass) of a set of requests: a CFG pair counts 2."""
+    return sum(r.prompt.width for r in reqs)
 
 
 def _chunk_order(ch: Chunk) -> tuple[float, int]:
