@@ -306,20 +306,21 @@ class Scheduler:
             # `_end` sets the flag of a row that ends while the step runs)
             reqs = list(self.decoding.values())
             self._decode_all = True
-        else:
-            # Fill the largest bucket in priority order; a pair that no longer fits waits for the next
-            # step whole (the first in order always fits: add() rejects widths above the bucket).
-            order: Iterable[Request] = (sorted(self.decoding.values(), key=lambda r: (self._key(r), r.id))
-                                        if self.deadline_admission else self.decoding.values())
-            reqs, rows = [], 0
-            for r in order:
-                if rows + r.prompt.width <= self.max_decode:
-                    reqs.append(r)
-                    rows += r.prompt.width
-                    if rows == self.max_decode:
-                        break
-            for r in reqs:
-                r.lm_inflight = True
+            return Work(lane="lm", stage="decode", rows=list(map(_row_of, reqs)),
+                        bucket=bucket_for(self.decoding_rows, self.config.decode_buckets), tag=reqs)
+        # Fill the largest bucket in priority order; a pair that no longer fits waits for the next
+        # step whole (the first in order always fits: add() rejects widths above the bucket).
+        order: Iterable[Request] = (sorted(self.decoding.values(), key=lambda r: (self._key(r), r.id))
+                                    if self.deadline_admission else self.decoding.values())
+        reqs, rows = [], 0
+        for r in order:
+            if rows + r.prompt.width <= self.max_decode:
+                reqs.append(r)
+                rows += r.prompt.width
+                if rows == self.max_decode:
+                    break
+        for r in reqs:
+            r.lm_inflight = True
         return Work(lane="lm", stage="decode", rows=list(map(_row_of, reqs)),
                     bucket=bucket_for(_rows(reqs), self.config.decode_buckets), tag=reqs)
 
@@ -483,7 +484,7 @@ class Scheduler:
                     events += self._end(r, S.FAILED, now, reason)
             return events
         # slack keys are computed on demand (`_key`) from the step estimate of the latest LM step
-        self._key_step = self.est.decode_step(self.decoding_rows + _rows(reqs) * prefill)
+        self._key_step = self.est.decode_step(self.decoding_rows + (_rows(reqs) if prefill else 0))
         rows = zip(reqs, c.result, strict=True)
         if not prefill and not self._ended_in_lm:
             rows = self._fast_rows(reqs, c.result)
