@@ -101,9 +101,7 @@ def test_a_pair_wider_than_every_batch_is_rejected_with_the_reason():
 
 
 def test_mixed_pairs_and_singles_run_to_completion_without_exceeding_row_limits():
-    # deadline admission queues every request (the TTFA gate would refuse some of this burst)
-    cfg = EngineConfig(executor="sim", admission="deadline", max_running=5, decode_buckets=(1, 2, 4),
-                       max_prefill_batch=4)
+    cfg = EngineConfig(executor="sim", max_running=5, decode_buckets=(1, 2, 4), max_prefill_batch=4)
     eng = Engine(SyntheticProgram(), cfg)
     seen: list[Work] = []
     launch = eng.executor.launch

@@ -62,8 +62,10 @@ class EngineConfig:
     # --- scheduling policy --------------------------------------------------------------------
     policy: Policy = "full"
     # ttfa-gate: deadline-aware, and a request whose predicted TTFA misses the target is refused at
-    # submit with a retry-after (voxcli/engine/admission.py); deadline / prefill-first queue everything
-    admission: Admission = "ttfa-gate"
+    # submit with a retry-after (voxcli/engine/admission.py): the default of the shipped model recipes
+    # (serving, `vox bench`). deadline / prefill-first queue everything: the library default stays
+    # deadline, since an engine on hardware that cannot meet the target (a CPU) would refuse most work.
+    admission: Admission = "deadline"
     background_min_batch: int = 8  # B: background codec lane waits for this many ready chunks
     # beyond the paper (both off = the paper's design; see voxcli/engine/admission.py, scheduler.py):
     urgency_chunking: bool = False  # ttfa-gate picks each request's first chunk (and a ramp) from its slack
