@@ -172,3 +172,26 @@ def test_adaptive_batching_raises_b_with_the_background_lanes_load():
         sched.complete(Completion(w, t + 0.095, t + 0.1, []))
         t += 0.1
     assert sched._bg_min == 8
+
+
+def test_a_queue_longer_than_the_running_rows_waits_in_waves():
+    # one decode row: the two queued requests run one after the other once the running one finishes
+    cfg, prog, sched = make(ttfa_target_s=0.2, max_running=1)
+    r1 = request(sched, prog, 1, 0.0, frames=100)
+    sched.add(r1, 0.0)
+    w = next(w for w in sched.decide(0.0) if w.lane == "lm")
+    took = sched.est.predict(w)
+    sched.complete(Completion(w, 0.0, took, run_work(prog, w)))
+    for rid in (2, 3):  # queued behind it (as deadline admission would have queued them)
+        q = request(sched, prog, rid, took, frames=50)
+        q.need_pages = sched.kv.pages_for(prog.kv_tokens(q.prompt))
+        sched.requests[q.id] = q
+        sched.waiting.append(q)
+    late = request(sched, prog, 4, took)
+    sched.add(late, took)
+    est = sched.est
+    step = est.decode_step(1)
+    wait = (100 - r1.n_frames) * step + 2 * 50 * step  # r1's rest, then two waves of 50 frames
+    predicted = wait + est.prefill(late.prompt.length, 1) + 4 * step + est.codec("urgent", 1, 4)
+    assert late.state is RequestState.REJECTED and "for free decode rows" in late.reason
+    assert late.retry_after == pytest.approx(predicted - 0.2)

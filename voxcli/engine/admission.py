@@ -69,19 +69,27 @@ def resource_wait(sched: Scheduler, r: Request, now: float, step: float) -> tupl
                 freed += len(by_finish[j].pages)
                 j += 1
             k = max(k, j if freed >= pages_short else len(by_finish) + 1)
+        what = "decode rows / KV pages"
         if k > len(by_finish):
-            return math.inf, "decode rows / KV pages"
-        if k > 0:
+            # more than every running request frees: the queue ahead runs in waves after them, each
+            # as long as its average request
+            if not queued:
+                return math.inf, what  # nothing will ever free enough (the request alone is too big)
+            last = (_frames(by_finish[-1]) - by_finish[-1].n_frames) * step if by_finish else 0.0
+            per_wave = max(1, cfg.max_running // max(1, max(q.prompt.width for q in queued)))
+            mean = sum(_frames(q) for q in queued) / len(queued) * step
+            wait = last + math.ceil((k - len(by_finish)) / per_wave) * mean
+        elif k > 0:
             wait = (_frames(by_finish[k - 1]) - by_finish[k - 1].n_frames) * step
-            what = "decode rows / KV pages"
     slots_short = len(queued) + 1 - sched.slots.free
     if slots_short > 0:
         holders = [q for q in sched.requests.values() if q.slot >= 0]
-        if slots_short > len(holders):
+        if not holders:
             return math.inf, "codec slots"
         steady, margin = sched.config.chunk.steady, sched.margin
-        ends = heapq.nsmallest(slots_short, (q.deadline_of(max(0, _frames(q) - steady)) - margin
-                                             for q in holders))
+        # more short than there are holders: at least until the last one frees (a lower bound)
+        ends = heapq.nsmallest(min(slots_short, len(holders)),
+                               (q.deadline_of(max(0, _frames(q) - steady)) - margin for q in holders))
         if ends[-1] - now > wait:
             wait, what = ends[-1] - now, "codec slots"
     return max(wait, 0.0), what
