@@ -77,7 +77,7 @@ def read_manifest(path: Path) -> dict[str, dict[str, Any]]:
     records: dict[str, dict[str, Any]] = {}
     if not path.exists():
         return records
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:
@@ -98,8 +98,12 @@ class _Manifest:
 
     def __init__(self, out_dir: Path) -> None:
         self.path = out_dir / MANIFEST
-        self.records = read_manifest(self.path)
-        self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        try:
+            self.records = read_manifest(self.path)
+            self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        except OSError as e:
+            raise VoxError(f"cannot write the manifest {self.path}: {e.strerror or e}; choose another -o.",
+                           2) from None
 
     def add(self, rec: dict[str, Any]) -> None:
         self.records[rec["id"]] = rec

@@ -168,6 +168,7 @@ def open_session(o: EngineOptions, quiet: bool) -> Iterator[Session]:
         import voxcli.models as models
 
         models._demo_warned = True  # the CLI said it already (and --quiet means quiet)
+    _check_device(config)
     session = engine_factory(config)
     try:
         yield session
@@ -179,16 +180,56 @@ def open_session(o: EngineOptions, quiet: bool) -> Iterator[Session]:
 
 def _sampling(greedy: bool, temperature: float | None, top_k: int | None, top_p: float | None,
               repetition_penalty: float | None) -> Any:
+    import math
+
     from voxcli.models.base import SamplingParams
 
-    for name, value, lo in (("--temperature", temperature, 0.0), ("--top-p", top_p, 0.0)):
-        if value is not None and value <= lo:
-            raise VoxError(f"{name} must be above {lo}, got {value}.", 2)
+    for name, value, hi in (("--temperature", temperature, None), ("--top-p", top_p, 1.0),
+                            ("--repetition-penalty", repetition_penalty, None)):
+        if value is not None and not (math.isfinite(value) and value > 0 and (hi is None or value <= hi)):
+            upper = f" and at most {hi:g}" if hi is not None else ""
+            raise VoxError(f"{name} must be a finite number above 0{upper}, got {value}.", 2)
     if top_k is not None and top_k < 1:
         raise VoxError(f"--top-k must be at least 1, got {top_k}.", 2)
     return SamplingParams(greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p,
                           repetition_penalty=repetition_penalty,
                           sub_greedy=True if greedy else None)
+
+
+def _check_request_flags(seed: int | None, max_frames: int | None) -> None:
+    from voxcli.text import SEED_MAX
+
+    if seed is not None and not 0 <= seed <= SEED_MAX:
+        raise VoxError(f"--seed must be a whole number from 0 to {SEED_MAX}, got {seed}.", 2)
+    if max_frames is not None and max_frames < 1:
+        raise VoxError(f"--max-frames must be at least 1, got {max_frames}.", 2)
+
+
+def _check_output_file(output: str | None) -> None:
+    """Fail before the model loads (not after the synthesis) when -o cannot become a file."""
+    if output is None or output == "-":
+        return
+    path = Path(output)
+    if path.is_dir():
+        raise VoxError(f"-o {output} is a directory; give a file name such as {path / 'speech.wav'}.", 2)
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise VoxError(f"-o {output}: {parent} is not a directory; choose another output path.", 2)
+
+
+def _check_device(config: Any) -> None:
+    """A cuda executor or device on a machine without CUDA: say so before loading anything."""
+    wants_cuda = config.executor == "cuda" or str(config.device).startswith("cuda")
+    if not wants_cuda:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        flag = "--executor cuda" if config.executor == "cuda" else f"--device {config.device}"
+        raise VoxError(f"{flag} needs a CUDA GPU, but this torch build ({torch.__version__}) sees none; "
+                       "use --executor cpu --device cpu.", 2)
 
 
 def _read_ref_audio(path: Path | None) -> tuple[Any, int | None]:
@@ -203,6 +244,8 @@ def _read_ref_audio(path: Path | None) -> tuple[Any, int | None]:
         raise VoxError(f"cannot read reference audio {path}: {e}; give a WAV/FLAC/OGG file.", 2) from None
     if data.size == 0:
         raise VoxError(f"reference audio {path} is empty; give a few seconds of speech.", 2)
+    if not np.isfinite(data).all():
+        raise VoxError(f"reference audio {path} holds NaN or infinite samples; give a clean recording.", 2)
     return np.ascontiguousarray(data.mean(axis=1), dtype=np.float32), int(sr)
 
 
@@ -278,6 +321,8 @@ def say(
             raise VoxError("refusing to write binary audio to a terminal; redirect it (> out.wav) or pipe "
                            "it.", 2)
         audio_format = resolve_format(output, fmt, raw) if output is not None else None
+        _check_output_file(output)
+        _check_request_flags(seed, max_frames)
         template = RequestTemplate(voice=voice, language=lang, instructions=instructions, seed=seed,
                                    sampling=_sampling(greedy, temperature, top_k, top_p, repetition_penalty),
                                    max_frames=max_frames)
@@ -287,7 +332,8 @@ def say(
             from voxcli.playback import check_playback
 
             check_playback()  # before minutes of model loading, not after
-        with open_session(EngineOptions(model, recipe, set_, policy, executor, device), quiet) as session:
+        with open_session(EngineOptions(model, recipe, set_, policy, executor, device), quiet) as session, \
+                _sigterm_as_interrupt():
             check_request(session.spec, session.model, template)
             requests = segment_requests(words, template, frame_cap=session.frame_cap)
             sr = session.spec.sample_rate
@@ -359,6 +405,7 @@ def batch(
 
         if concurrency < 1:
             raise VoxError(f"--concurrency must be at least 1, got {concurrency}.", 2)
+        _check_request_flags(seed, max_frames)
         audio_format = resolve_format(None, fmt, False) if fmt else "wav"
         if audio_format == "pcm":
             audio_format = "pcm"

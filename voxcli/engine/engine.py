@@ -32,6 +32,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from voxcli.config import ChunkSchedule, ConfigError, EngineConfig
+from voxcli.engine.admission_check import check_request
 from voxcli.engine.cost import CostProfile
 from voxcli.engine.estimates import LatencyEstimator, load_profile
 from voxcli.engine.executors.base import Completion, Executor
@@ -127,6 +128,7 @@ class Engine:
         if at is not None and self.realtime:
             raise ValueError("submit(at=...) schedules virtual time; it needs the sim executor")
         arrival = self.executor.now() if at is None else float(at)
+        check_request(request)  # per request, before it can share (and fail) a batch
         prompt = self.program.prepare(request)
         with self._lock:
             rid = next(self._ids)
@@ -181,8 +183,28 @@ class Engine:
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None
+        self._drain()
         self._fail_open("cancelled", "the engine was closed")
         self.executor.close()
+
+    def _drain(self, timeout_s: float = 30.0) -> None:
+        """Give back everything open requests hold: let the batches in flight finish (nothing may still
+        write into a page, slot or row state we return), then end every open request, so its KV pages,
+        codec slot and the program's per-row state (a voice clone's reference codes) are released. A
+        new Engine on the same program then starts from a clean program."""
+        ex = self.executor
+        try:
+            give_up = ex.now() + timeout_s if self.realtime else None
+            while self._in_flight():
+                if give_up is not None and ex.now() >= give_up:
+                    warnings.warn("engine.close(): a batch is still running; its requests keep their "
+                                  "resources", stacklevel=2)
+                    break
+                self._complete(ex.wait(give_up))
+            self._handle(self.scheduler.close(ex.now(), "the engine was closed"))
+        except Exception as e:  # noqa: BLE001 - closing must never raise; report what was kept
+            warnings.warn(f"engine.close() could not release every request: {type(e).__name__}: {e}",
+                          stacklevel=2)
 
     def __enter__(self) -> Engine:
         return self
