@@ -257,14 +257,15 @@ def split_lines(data: bytes | str) -> list[str | bytes]:
 
 def mark_duplicates(items: list[BatchItem]) -> None:
     """A later line whose (sanitised) id an earlier line already has fails, and its manifest record gets
-    a key of its own (`<id>@<line>`) so it can never replace the earlier line's record."""
+    a key of its own (`<id>@<file>:<line>`) so it can never replace the earlier line's record."""
     seen: dict[str, str] = {}
     for item in items:
         if item.id in seen:
             if item.error is None:
                 item.error = (f"{item.source}: id {item.id!r} is already used by {seen[item.id]}; ids must "
                               "be unique (after unsafe characters become _).")
-            item.id = f"{item.id}@{item.source}"  # "@" never survives safe_id: no real id clashes
+            # "@" never survives safe_id, so this key cannot clash with a real id
+            item.id = f"{item.id}@{Path(item.source).name}"
             item.duplicate = True
         else:
             seen[item.id] = item.source
