@@ -18,11 +18,54 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from voxcli import __version__
 from voxcli.errors import VoxError
 
-app = typer.Typer(name="vox", no_args_is_help=True, add_completion=False, rich_markup_mode="rich",
+
+def click_exceptions() -> Any:
+    """The click exception classes typer raises (recent typer versions vendor click as typer._click)."""
+    try:
+        from typer._click import exceptions
+    except ImportError:
+        from click import exceptions
+    return exceptions
+
+
+class OneLineErrors(TyperGroup):
+    """Usage mistakes (a bad option value, a missing argument, an unknown flag) as ONE line on stderr —
+    `vox: error: Invalid value for '--seed': ... (see vox say --help)` — instead of click's usage box,
+    so every user mistake reads the same way, in a terminal and in a log."""
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        ex = click_exceptions()
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except ex.ClickException as e:
+            if not standalone_mode:
+                raise
+            if type(e).__name__ == "NoArgsIsHelpError":  # bare `vox`: the help, as click prints it
+                e.show()
+                sys.exit(e.exit_code)
+            message = " ".join(e.format_message().split())
+            ctx = getattr(e, "ctx", None)
+            hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
+            typer.echo(f"vox: error: {message}{hint}", err=True)
+            sys.exit(e.exit_code)
+        except ex.Abort:
+            if not standalone_mode:
+                raise
+            typer.echo("vox: aborted.", err=True)
+            sys.exit(1)
+        if not standalone_mode:
+            return rv
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+app = typer.Typer(name="vox", cls=OneLineErrors, no_args_is_help=True, add_completion=False,
+                  rich_markup_mode="rich",
                   context_settings={"help_option_names": ["-h", "--help"]},
                   help="Streaming text-to-speech with speech language models.\n\n"
                        "[bold]Examples[/bold]\n\n"
@@ -64,9 +107,7 @@ def friendly_errors() -> Iterator[None]:
     except (typer.Exit, typer.Abort, SystemExit):
         raise
     except Exception as e:
-        import click
-
-        if isinstance(e, click.ClickException):
+        if isinstance(e, click_exceptions().ClickException):
             raise
         if STATE.debug:
             raise

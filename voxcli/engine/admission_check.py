@@ -22,11 +22,11 @@ def check_seed(seed: Any, where: str = "seed") -> None:
         raise InputError(f"{where} must be a whole number from 0 to {SEED_MAX}, got {seed}")
 
 
-def _positive_int(value: Any, name: str) -> None:
+def _whole(value: Any, name: str, lo: int = 1) -> None:
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(f"{name} must be a whole number >= 1, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+        raise InputError(f"{name} must be a whole number >= {lo}, got {value!r}")
 
 
 def _finite(value: Any, name: str, lo: float, hi: float | None = None, lo_open: bool = True) -> None:
@@ -45,16 +45,16 @@ def check_request(request: SynthesisRequest) -> None:
     if not isinstance(request.text, str):
         raise InputError(f"text must be a string, got {type(request.text).__name__}")
     check_seed(request.seed)
-    _positive_int(request.max_frames, "max_frames")
-    _positive_int(request.fixed_frames, "fixed_frames")
+    _whole(request.max_frames, "max_frames")
+    _whole(request.fixed_frames, "fixed_frames", 0)  # 0: a request with no audio (tests)
     s = request.sampling
     _finite(getattr(s, "temperature", None), "temperature", 0.0)
     _finite(getattr(s, "sub_temperature", None), "sub_temperature", 0.0)
     _finite(getattr(s, "top_p", None), "top_p", 0.0, 1.0)
     _finite(getattr(s, "sub_top_p", None), "sub_top_p", 0.0, 1.0)
     _finite(getattr(s, "repetition_penalty", None), "repetition_penalty", 0.0)
-    _positive_int(getattr(s, "top_k", None), "top_k")
-    _positive_int(getattr(s, "sub_top_k", None), "sub_top_k")
+    _whole(getattr(s, "top_k", None), "top_k")
+    _whole(getattr(s, "sub_top_k", None), "sub_top_k")
     _finite(request.cfg_scale, "cfg_scale", 0.0, lo_open=False)
     if request.ref_sample_rate is not None:
-        _positive_int(request.ref_sample_rate, "ref_sample_rate")
+        _whole(request.ref_sample_rate, "ref_sample_rate")

@@ -216,6 +216,8 @@ class Scheduler:
                         self._sync_codec_turn = True
                     else:
                         self._add(works, self._codec_all(now))
+        for w in works:
+            w.decided_at = now
         return works
 
     def _add(self, works: list[Work], work: Work | None) -> None:
