@@ -43,15 +43,9 @@ def _fail(message: str) -> None:
 
 
 def _console():
-    """A console for tables: a terminal's own width, else wide enough that no figure is ever cut
-    (a log file or a pipe has no width; rich would assume 80 columns and truncate cells)."""
-    import sys
+    from voxcli.bench.report import table_console
 
-    from rich.console import Console
-
-    if sys.stdout.isatty():
-        return Console()
-    return Console(width=400, soft_wrap=True)
+    return table_console()
 
 
 def _finite(name: str, value: float, lo: float, strict: bool = True) -> None:
