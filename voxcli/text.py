@@ -284,6 +284,10 @@ def parse_batch_lines(lines: Iterable[str | bytes], source: str, prefix: str = "
                                              "(iconv -t utf-8)."))
                 continue
         line = raw.rstrip("\r\n")
+        if "\x00" in line:
+            items.append(BatchItem(f"{prefix}{number:04d}", "", where,
+                                   error=f"{where} holds NUL bytes (UTF-16?); convert the file to UTF-8."))
+            continue
         if number == 1 and line.strip().lower() == "id\ttext":
             continue  # TSV header
         default_id = f"{prefix}{number:04d}"

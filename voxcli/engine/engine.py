@@ -86,8 +86,13 @@ class Engine:
         self.profile = profile or load_profile(config)
         self.estimator = LatencyEstimator(self.profile, config, self.layout)
         # Device buffers first: a graph-capturing executor (cuda) records stages over them at startup.
-        program.init_kv(config.kv_pages, config.kv_page_size)
-        program.init_codec_slots(config.codec_slots)
+        try:
+            program.init_kv(config.kv_pages, config.kv_page_size)
+            program.init_codec_slots(config.codec_slots)
+        except (MemoryError, RuntimeError) as e:  # torch reports a failed allocation as RuntimeError
+            raise ConfigError(f"the KV pool (kv_pages={config.kv_pages} x kv_page_size="
+                              f"{config.kv_page_size}) or the codec slots (codec_slots={config.codec_slots}) "
+                              f"do not fit in memory ({str(e).splitlines()[0][:120]}); lower them") from None
         self.executor = executor or make_executor(config, program, self.profile, self.layout)
         self.realtime: bool = getattr(self.executor, "realtime", True)
         self.scheduler = Scheduler(config, program.spec, self.estimator, program.kv_tokens, self.layout)
