@@ -232,7 +232,7 @@ def _synthesize_item(engine: Any, spec: ModelSpec, model_name: str, template: Re
     except (InputError, SpeechFailed, AudioOutputError) as e:
         if sink is not None:
             sink.abort()
-        return {**rec, "file": None, "status": "error", "error": str(e),
+        return {**rec, "file": None, "status": "error", "error": f"{item.source}: {e}",
                 "wall_s": round(time.monotonic() - t0, 4)}
     except Exception as e:  # noqa: BLE001 - one item's failure is recorded; the batch goes on
         if sink is not None:

@@ -362,6 +362,9 @@ def say(
             raise VoxError("refusing to write binary audio to a terminal; redirect it (> out.wav) or pipe "
                            "it.", 2)
         audio_format = resolve_format(output, fmt, raw) if output is not None else None
+        if output == "-" and audio_format not in ("wav", "pcm"):
+            raise VoxError(f"--format {audio_format} cannot be streamed to standard output; use wav or --raw "
+                           "there, or give a file name with -o.", 2)
         _check_output_file(output)
         _check_request_flags(seed, max_frames)
         template = RequestTemplate(voice=voice, language=lang, instructions=instructions, seed=seed,
@@ -450,11 +453,11 @@ def batch(
         audio_format = resolve_format(None, fmt, False) if fmt else "wav"
         if audio_format == "pcm":
             audio_format = "pcm"
-        items = read_batch_inputs(inputs)
-        prepare_out_dir(out_dir)  # fail before loading a model
         template = RequestTemplate(voice=voice, language=lang, instructions=instructions, seed=seed,
                                    sampling=_sampling(greedy, temperature, top_k, top_p, repetition_penalty),
                                    max_frames=max_frames)
+        items = read_batch_inputs(inputs)
+        prepare_out_dir(out_dir)  # fail before loading a model
         hook = os.environ.get("VOX_TEST_INTERRUPT_AFTER")  # tests: simulate Ctrl-C after N items
         opts = BatchOptions(out_dir=out_dir, fmt=audio_format, concurrency=concurrency, force=force,
                             progress=not quiet, interrupt_after=int(hook) if hook else None)

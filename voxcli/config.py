@@ -198,7 +198,7 @@ def _merge(cfg: EngineConfig, values: dict[str, Any]) -> EngineConfig:
             value = tuple(value) if isinstance(value, list | tuple) else (value,)
         elif isinstance(current, bool):
             value = bool(value)
-        elif isinstance(current, float) and isinstance(value, int):
+        elif isinstance(current, float) and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         elif type(current) is not type(value) and not (isinstance(current, str) and isinstance(value, str)):
             kind = type(current).__name__

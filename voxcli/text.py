@@ -248,6 +248,8 @@ def read_batch_inputs(paths: list[str], stdin: IO[str] | None = None) -> list[Ba
 def split_lines(data: bytes | str) -> list[str | bytes]:
     """Lines, each still bytes when the input was bytes: every line is decoded on its own, so one line
     that is not UTF-8 fails that line alone."""
+    if not data:
+        return []
     if isinstance(data, bytes):
         if data.startswith(b"\xef\xbb\xbf"):
             data = data[3:]  # a UTF-8 byte-order mark (Windows editors)

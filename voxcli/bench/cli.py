@@ -56,12 +56,14 @@ def _finite(name: str, value: float, lo: float, strict: bool = True) -> None:
 
 
 def _check_out(out: Path) -> None:
+    """--out must be (or become) a directory: checked before any work, created only when results exist."""
     if out.exists() and not out.is_dir():
         _fail(f"--out {out} is a file; give a directory for the results")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        _fail(f"cannot create --out {out}: {e.strerror or e}; choose a writable directory")
+    parent = out
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        _fail(f"--out {out}: {parent} is a file; give a directory for the results")
 
 
 def _load_workload(workload: str):
@@ -139,6 +141,8 @@ def bench(
             _fail(f"--warmup must be at most {MAX_REQUESTS_PER_RATE:,}, got {warmup}")
         _check_out(out)
         names = [p.strip() for p in policy.split(",") if p.strip()]
+        if not names:
+            _fail(f"--policy {policy!r} names no policy; give one or more of full, sync2, lanes, sync")
         if executor not in ("sim", "cpu", "cuda"):
             _fail(f"--executor must be sim, cpu or cuda, got {executor!r}")
         if executor == "sim" and not gpu:
