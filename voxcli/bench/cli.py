@@ -208,7 +208,7 @@ def bench(
         if plot and _has_matplotlib():
             console.print(f"plot: {plot_sweep(result, out / f'{stem}.png', f'{model} on {executor} {gpu}')}")
         elif plot:
-            console.print(f"no plot: {PLOT_HINT}")
+            console.print(f"no plot: {PLOT_HINT}", markup=False)
 
 
 def profile(
@@ -342,7 +342,7 @@ def profile(
             summary["placements"] = [{"placement": p.describe(), "rps": p.rps} for p in ranked]
         (out / f"{stem}.json").write_text(json.dumps(summary, indent=1))
         console.print(f"plot: {png if png is not None else 'none; ' + PLOT_HINT.split(' (or')[0]}\n"
-                      f"recipe: {recipe} (use with --recipe or load_recipe)")
+                      f"recipe: {recipe} (use with --recipe or load_recipe)", markup=False)
 
 
 def _check_profile_model(model: str) -> None:
