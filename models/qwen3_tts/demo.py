@@ -34,8 +34,11 @@ def build_demo(out: Path, calibrate: bool = False) -> Path:
 
 
 def _write() -> None:
+    import torch
+
     from .tiny import measure_calibration
 
+    torch.set_num_threads(2)  # as the tests (tests/conftest.py): the same reduction order, the same bits
     with tempfile.TemporaryDirectory() as tmp:
         cal = measure_calibration(build_demo(Path(tmp) / "demo", calibrate=True))
     CALIBRATION_FILE.write_text(json.dumps({"decoder_scale": cal.decoder_scale, "eos_row": list(cal.eos_row)},
