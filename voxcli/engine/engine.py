@@ -28,6 +28,7 @@ import heapq
 import itertools
 import threading
 import warnings
+from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
@@ -52,6 +53,9 @@ from voxcli.models.base import ModelProgram, SynthesisRequest
 
 __all__ = ["Engine", "AudioStream", "AudioChunk", "Timeline", "EngineError", "EngineClosed", "RequestFailed",
            "RequestRejected", "RequestCancelled", "make_executor"]
+
+
+TIMELINE_HISTORY = 10_000
 
 
 def make_executor(config: EngineConfig, program: ModelProgram, profile: CostProfile,
@@ -106,7 +110,9 @@ class Engine:
         self._seq = itertools.count()
         self._closed = False
         self._dead: str | None = None
-        self.timelines: list[Timeline] = []  # every submitted request's timeline, in submission order
+        # the latest submitted requests' timelines, in submission order; bounded, so an engine that runs
+        # for days (a server, a long batch) does not keep every request it ever served
+        self.timelines: deque[Timeline] = deque(maxlen=TIMELINE_HISTORY)
         self._thread: threading.Thread | None = None
         if self.realtime:
             self._thread = threading.Thread(target=self._host_loop, name="vox-engine", daemon=True)
