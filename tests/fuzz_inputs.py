@@ -66,7 +66,7 @@ def say_option_cases(rng: random.Random) -> list[Case]:
         for v in _bad_floats(rng) + ["0", "-0.0"] + (["1.5", "2"] if opt == "--top-p" else []):
             out.append(Case(f"say {opt} {v}", [*SAY, "Hello.", "-o", "{d}/x.wav", opt, v]))
     for opt in ("--top-k", "--max-frames", "--seed"):
-        for v in _bad_ints(rng) + ["0"] * (opt != "--seed") + ["-1"]:
+        for v in _bad_ints(rng) + ["0"] * (opt == "--max-frames") + ["-1"]:
             out.append(Case(f"say {opt} {v}", [*SAY, "Hello.", "-o", "{d}/x.wav", opt, v]))
     for v in (str(2**64), str(2**63), str(2**100), str(-(2**63))):
         out.append(Case(f"say --seed {v}", [*SAY, "Hello.", "-o", "{d}/x.wav", "--seed", v]))

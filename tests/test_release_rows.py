@@ -16,7 +16,7 @@ import pytest
 from cli_harness import DemoHarness
 from voxcli.models.base import InputError, SamplingParams, SynthesisRequest
 
-from voxcli.config import EngineConfig
+from voxcli.config import ChunkSchedule, EngineConfig
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -228,7 +228,7 @@ def test_row12_observer_uses_the_decision_time():
         def wait(self, until):
             return []
 
-    cfg = EngineConfig(executor="sim", policy="full", urgent_margin_s=0.1)
+    cfg = EngineConfig(executor="sim", policy="full", urgent_margin_s=0.1, chunk=ChunkSchedule())
     layout = lane_layout(cfg)
     obs = Observer(Clock(), cfg, LatencyEstimator(default_profile(), cfg, layout), 0.08)
     frames = [np.full(16, k, dtype=np.int64) for k in range(16)]

@@ -77,6 +77,8 @@ class StreamLog:
 
 
 def _engine(program: TrackingProgram, cfg: EngineConfig, check_deferral: bool) -> tuple[Engine, Observer]:
+    if cfg.chunk is None:  # the model's own schedule: the observer checks the one the engine runs
+        cfg = cfg.replace(chunk=program.spec.chunk)
     profile = default_profile()
     layout = lane_layout(cfg)
     obs = Observer(SimExecutor(program, profile, layout), cfg, LatencyEstimator(profile, cfg, layout),
