@@ -58,9 +58,10 @@ class DemoHarness:
             return cli.default_engine_factory(config)
         self.engines += 1
         return cli.Session(engine=Engine(self.program, config), spec=self.program.spec, model="demo",
+                           check=self.program.check,
                            frame_cap=speech_length_cap(self.program.spec.frame_rate))
 
-    def run(self, args: list[str], input: bytes | str | None = None, monkeypatch: Any = None) -> Outcome:
+    def run(self, args: list[str], input: bytes | str | None = None) -> Outcome:
         cli.STATE.debug = False
         old = cli.engine_factory
         cli.engine_factory = self.factory

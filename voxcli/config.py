@@ -12,7 +12,7 @@ import dataclasses
 import math
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -37,9 +37,7 @@ def _check_types(cfg: EngineConfig) -> None:
     """Every field holds the type its default has (a recipe or --set can put anything there)."""
     for f in dataclasses.fields(cfg):
         value, default = getattr(cfg, f.name), getattr(EngineConfig, f.name, None)
-        if f.name == "chunk":
-            if not isinstance(value, ChunkSchedule):
-                raise ConfigError(f"chunk must be a table of first/ramp/steady, got {value!r}")
+        if f.name == "chunk":  # None (the model's own schedule) or a ChunkSchedule: validate() checks it
             continue
         if isinstance(default, tuple):
             if not isinstance(value, tuple) or any(isinstance(v, bool) or not isinstance(v, int)
@@ -103,7 +101,9 @@ class EngineConfig:
     decode_buckets: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
     max_prefill_batch: int = 4
     max_prefill_tokens: int = 4096
-    chunk: ChunkSchedule = field(default_factory=ChunkSchedule)
+    # None = the model's own schedule (ModelSpec.chunk); a recipe's [engine.chunk] table or `--set chunk.*`
+    # makes it explicit, and an explicit schedule always wins, even one equal to ChunkSchedule().
+    chunk: ChunkSchedule | None = None
 
     # --- SM split (cuda executor, sim) ---------------------------------------------------------
     lm_sms: int = 96
@@ -149,15 +149,24 @@ class EngineConfig:
             raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         if not _DEVICE.fullmatch(self.device):
             raise ConfigError(f"device must be cpu, cuda or cuda:N (or auto), got {self.device!r}")
-        self.chunk.validate()
+        if self.chunk is not None:
+            if not isinstance(self.chunk, ChunkSchedule):
+                raise ConfigError(f"chunk must be a chunk schedule (first, ramp, steady), got {self.chunk!r}")
+            self.chunk.validate()
         return self
+
+    def chunk_or(self, model_default: ChunkSchedule) -> ChunkSchedule:
+        """The chunk schedule in force: the explicit one, else the model's default."""
+        return self.chunk if self.chunk is not None else model_default
 
     def replace(self, **changes: Any) -> EngineConfig:
         return dataclasses.replace(self, **changes).validate()
 
     def with_overrides(self, overrides: dict[str, Any] | list[str] | None) -> EngineConfig:
         """Apply `{"key": value}` or `["key=value", ...]` (CLI `--set`); `chunk.first=2` reaches
-        into the chunk schedule. Values from strings are parsed as TOML scalars/arrays."""
+        into the chunk schedule. Values from strings are parsed as TOML scalars/arrays. Setting any chunk
+        field makes the schedule explicit: fields not given keep the current explicit schedule's values,
+        or ChunkSchedule's defaults (first 4, no ramp, steady 10) when it was the model's default."""
         if not overrides:
             return self
         if isinstance(overrides, list):
@@ -188,7 +197,10 @@ def _merge(cfg: EngineConfig, values: dict[str, Any]) -> EngineConfig:
         if key.startswith("chunk."):
             chunk_changes[key.split(".", 1)[1]] = value
             continue
-        if key == "chunk" and isinstance(value, dict):
+        if key == "chunk":
+            if not isinstance(value, dict):
+                raise ConfigError(f"chunk is a table, got {value!r}: set chunk.first, chunk.ramp and/or "
+                                  "chunk.steady (frames)")
             chunk_changes.update(value)
             continue
         if key not in known:
@@ -211,7 +223,7 @@ def _merge(cfg: EngineConfig, values: dict[str, Any]) -> EngineConfig:
             raise ConfigError(f"unknown chunk setting(s) {sorted(bad)}; known: {sorted(chunk_fields)}")
         if isinstance(chunk_changes.get("ramp"), list):
             chunk_changes["ramp"] = tuple(chunk_changes["ramp"])
-        changes["chunk"] = dataclasses.replace(cfg.chunk, **chunk_changes)
+        changes["chunk"] = dataclasses.replace(cfg.chunk or ChunkSchedule(), **chunk_changes)
     return dataclasses.replace(cfg, **changes).validate()
 
 
@@ -228,20 +240,12 @@ def recipe_path(name: str) -> Path:
     raise ConfigError(f"no recipe named {name!r} (looked for a file and in voxcli/recipes)")
 
 
-# Which shipped recipe a model gets when the user names none (`--recipe` always wins).
-_MODEL_RECIPES: tuple[tuple[str, str], ...] = (("0.6b", "qwen3-tts-0.6b"), ("1.7b", "qwen3-tts-1.7b"))
-
-
 def recipe_for_model(model: str) -> str | None:
-    """The shipped recipe for `model` (`demo`, or a Qwen3-TTS hub id / folder named by size), if any."""
-    if model == "demo":
-        return "demo"
-    name = model.lower()
-    if "qwen3-tts" in name:
-        for size, recipe in _MODEL_RECIPES:
-            if size in name:
-                return recipe
-    return None
+    """The shipped recipe for `model` when the user names none (`--recipe` always wins): what the model's
+    family registers for its demo alias or hub id (voxcli/models/registry.py), if anything."""
+    from voxcli.models.registry import recipe_for
+
+    return recipe_for(model)
 
 
 def load_recipe(name: str | None, overrides: dict[str, Any] | list[str] | None = None) -> EngineConfig:

@@ -2,7 +2,7 @@
 shipped in demo_calibration.json so the first `vox say -m demo` does not spend ~20 s re-running the two
 calibrations (decoder output scale, EOS stop rate) that always arrive at the same numbers.
 
-Regenerate the JSON after changing the demo recipe (then bump DEMO_VERSION in models/__init__.py):
+Regenerate the JSON after changing the demo recipe (then bump the demo's version in family.py):
     python -m voxcli.models.qwen3_tts.demo --write
 tests/test_demo_model.py checks that a calibrating build still matches the shipped numbers."""
 

@@ -120,6 +120,7 @@ def bench(
     from voxcli.bench.sweep import SweepSpec, Variant, parse_rates, run_sweep
     from voxcli.bench.targets import cpu_bench_checkpoint, engine_target, model_config, sim_target
     from voxcli.cli import friendly_errors
+    from voxcli.models.registry import sim_spec_for
 
     console = _console()
     with friendly_errors():
@@ -162,6 +163,13 @@ def bench(
         for name in names:
             config.replace(policy=name)  # a clear ConfigError for an unknown policy, before any run
         utts = _load_workload(workload)
+        program = None
+        if executor != "sim":
+            from voxcli.models import load_model
+
+            program = load_model(config.model, config.device, config.dtype)
+        # Frames per second of audio: the loaded model's, or (sim) its family's registered sim spec.
+        frame_rate = program.spec.frame_rate if program is not None else sim_spec_for(config.model).frame_rate
         spec = SweepSpec(
             rates=rate_list,
             duration_s=duration,
@@ -172,13 +180,8 @@ def bench(
             frames_scale=frames_scale,
             max_frames=max_frames or None,
             stop_rule=not no_stop,
-            frame_rate=12.5,
+            frame_rate=frame_rate,
         )
-        program = None
-        if executor != "sim":
-            from voxcli.models import load_model
-
-            program = load_model(config.model, config.device, config.dtype)
 
         def make_target(v: Variant):
             if executor == "sim":
@@ -234,6 +237,7 @@ def profile(
     from voxcli.cli import friendly_errors
     from voxcli.config import ConfigError, recipe_path
     from voxcli.engine.cost import CostProfile
+    from voxcli.models.registry import sim_spec_for
     from voxcli.profile import (
         LoadShape,
         choose_split,
@@ -294,8 +298,10 @@ def profile(
             prof_path.write_text("\n".join(lines) + "\n")
             source = f"measured on {data['gpu']['name']} -> {prof_path}"
         utts = _load_workload(workload)
-        frames = sum(estimate_frames(u.text) for u in utts) / len(utts)
-        shape = LoadShape(frames_per_request=frames, chunks_per_request=mean_chunks(utts))
+        sim = sim_spec_for(model)  # the model family's frame rate and the chunks its profiles assume
+        frames = sum(estimate_frames(u.text, sim.frame_rate) for u in utts) / len(utts)
+        chunks = mean_chunks(utts, sim.chunk.first, sim.chunk.steady, sim.frame_rate)
+        shape = LoadShape(frames_per_request=frames, chunks_per_request=chunks)
         console.print(f"[bold]{model}[/bold] on [bold]{prof.name}[/bold] ({prof.sms} SMs) from {source}")
         console.print(
             f"load shape ({workload}): {frames:.1f} frames and {shape.chunks_per_request:.2f} chunks "
@@ -349,14 +355,14 @@ def _check_profile_model(model: str) -> None:
     """The model names the recipe `vox profile` writes: a shipped recipe, a checkpoint folder or a known
     hub id; anything else would write a recipe for a model that does not exist."""
     from voxcli.config import ConfigError, recipe_path
-    from voxcli.models import KNOWN_MODELS
+    from voxcli.models import known_models
 
     try:
         recipe_path(model)
         return
     except ConfigError:
         pass
-    if model in KNOWN_MODELS or (Path(model) / "config.json").is_file():
+    if model in known_models() or (Path(model) / "config.json").is_file():
         return
     _fail(f"--model {model!r} is neither a shipped recipe (e.g. qwen3-tts-1.7b), a known model id nor a "
           "checkpoint folder")

@@ -49,12 +49,9 @@ def check_request(request: SynthesisRequest) -> None:
     _whole(request.fixed_frames, "fixed_frames", 0)  # 0: a request with no audio (tests)
     s = request.sampling
     _finite(getattr(s, "temperature", None), "temperature", 0.0)
-    _finite(getattr(s, "sub_temperature", None), "sub_temperature", 0.0)
     _finite(getattr(s, "top_p", None), "top_p", 0.0, 1.0)
-    _finite(getattr(s, "sub_top_p", None), "sub_top_p", 0.0, 1.0)
     _finite(getattr(s, "repetition_penalty", None), "repetition_penalty", 0.0)
-    _whole(getattr(s, "top_k", None), "top_k")
-    _whole(getattr(s, "sub_top_k", None), "sub_top_k")
+    _whole(getattr(s, "top_k", None), "top_k", 0)  # 0 = no top-k filter
     _finite(request.cfg_scale, "cfg_scale", 0.0, lo_open=False)
     if request.ref_sample_rate is not None:
         _whole(request.ref_sample_rate, "ref_sample_rate")
