@@ -154,7 +154,8 @@ def test_row7_bench_and_profile_without_matplotlib_say_how_to_get_plots(demo, tm
     assert r.code == 0, r.stderr
     assert "pip install 'voxcli[plot]'" in r.stdout.decode()
     assert (tmp_path / "b" / "bench-sim-h100.json").exists()
-    r = demo.run(["profile", "--gpu", "h100", "--out", str(tmp_path / "p")])
+    r = demo.run(["profile", "--gpu", "h100", "--target-rate", "40", "--no-simulate",
+                  "--out", str(tmp_path / "p")])
     assert r.code == 0, r.stderr
     assert "voxcli[plot]" in r.stdout.decode() and list((tmp_path / "p").glob("*.toml"))
 

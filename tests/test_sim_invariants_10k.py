@@ -67,10 +67,10 @@ class StreamLog:
                 log.late.append(stream.request_id)
             push(stream, chunk)
 
-        def _finish(stream, status, reason):
+        def _finish(stream, status, *rest):
             if not stream.finished:
                 log.ends.setdefault(stream, []).append(status)
-            finish(stream, status, reason)
+            finish(stream, status, *rest)
 
         monkeypatch.setattr(AudioStream, "_push", _push)
         monkeypatch.setattr(AudioStream, "_finish", _finish)
