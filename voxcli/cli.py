@@ -121,17 +121,18 @@ class Session:
     # Bounds generation when the user gave no --max-frames: set for the demo model, whose random
     # weights would otherwise run to the engine's hard cap (minutes of noise).
     frame_cap: Any = None
+    backend: str = ""  # "cuda executor on cuda" / "cpu executor on cpu", shown in the timing line
 
 
 def build_config(o: EngineOptions) -> Any:
-    from voxcli.config import EngineConfig, load_recipe, recipe_for_model
+    from voxcli.config import EngineConfig, load_recipe, recipe_for_model, resolve_auto
 
     # No --recipe: the model's own shipped recipe (demo, qwen3-tts-0.6b, ...), else the defaults.
     recipe = o.recipe or recipe_for_model(o.model or EngineConfig.model)
     cfg = load_recipe(recipe, o.sets)
     changes = {k: v for k, v in (("model", o.model), ("policy", o.policy), ("executor", o.executor),
                                  ("device", o.device)) if v is not None}
-    return cfg.replace(**changes) if changes else cfg
+    return resolve_auto(cfg.replace(**changes) if changes else cfg)
 
 
 def default_engine_factory(config: Any) -> Session:
@@ -152,7 +153,8 @@ def default_engine_factory(config: Any) -> Session:
         from voxcli.speak import speech_length_cap
 
         cap = speech_length_cap(program.spec.frame_rate)
-    return Session(engine=Engine(program, config), spec=program.spec, model=config.model, frame_cap=cap)
+    return Session(engine=Engine(program, config), spec=program.spec, model=config.model, frame_cap=cap,
+                   backend=f"{config.executor} executor on {config.device}")
 
 
 # Tests may replace this (monkeypatch) to run the CLI over a different engine.
@@ -227,8 +229,9 @@ SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Engine setting 
                                                    "e.g. --set policy=sync --set chunk.first=2.")]
 PolicyOpt = Annotated[str | None, typer.Option("--policy", help="Scheduling policy: sync, sync2, lanes, "
                                                "full.")]
-ExecOpt = Annotated[str | None, typer.Option("--executor", help="Executor backend: cpu, cuda, sim.")]
-DeviceOpt = Annotated[str | None, typer.Option("--device", help="Torch device: cpu or cuda.")]
+ExecOpt = Annotated[str | None, typer.Option(
+    "--executor", help="Executor backend: auto (cuda when torch sees a GPU, else cpu), cpu, cuda, sim.")]
+DeviceOpt = Annotated[str | None, typer.Option("--device", help="Torch device: auto, cpu or cuda.")]
 FormatOpt = Annotated[str | None, typer.Option("--format", help="wav, flac, pcm (and mp3, opus, ogg when "
                                                "libsndfile can encode them). Default: from the file name, "
                                                "else wav.")]
@@ -291,6 +294,7 @@ def say(
             check_request(session.spec, session.model, template)
             requests = segment_requests(words, template, frame_cap=session.frame_cap)
             sr = session.spec.sample_rate
+            backend = session.backend
             sink = open_sink(output, sr, audio_format) if output is not None else None
             player = Player(sr) if play else None
             try:
@@ -317,8 +321,9 @@ def say(
             where = "" if output in (None, "-") else f" → {output}"
             rtf = f"{stats.rtf:.2f}" if stats.rtf is not None else "n/a"
             seg = f" in {stats.segments} sentences" if stats.segments > 1 else ""
+            on = f" · {backend}" if backend else ""
             _err(f"TTFA {stats.ttfa_s * 1000:.0f} ms · {stats.audio_s:.2f} s audio{seg} in "
-                 f"{stats.wall_s:.2f} s (RTF {rtf}){where}")
+                 f"{stats.wall_s:.2f} s (RTF {rtf}){on}{where}")
 
 
 def _isatty(stream: Any) -> bool:
@@ -374,11 +379,13 @@ def batch(
         with open_session(engine_options, quiet) as session:
             check_request(session.spec, session.model, template)  # command-wide flags: fail the command
             opts.frame_cap = session.frame_cap
+            backend = session.backend
             with _sigterm_as_interrupt():
                 result = run_batch(session.engine, session.spec, session.model, items, template, opts)
         summary = (f"{result.done} written, {result.failed} failed, {result.skipped} already done "
                    f"({result.audio_s:.1f} s audio in {result.wall_s:.1f} s"
-                   + (f", RTF {result.rtf:.2f}" if result.rtf else "") + f") → {out_dir}")
+                   + (f", RTF {result.rtf:.2f}" if result.rtf else "")
+                   + (f", {backend}" if backend else "") + f") → {out_dir}")
         if not quiet:
             _err(summary)
             for line in result.errors[:20]:
@@ -420,7 +427,7 @@ def voices(model: ModelOpt = None, device: DeviceOpt = None) -> None:
         ensure_available(source)
         from voxcli.models import load_model
 
-        spec = load_model(source, device or "cpu", "float32").spec
+        spec = load_model(source, device if device not in (None, "auto") else "cpu", "float32").spec
         typer.echo(f"model:     {source}")
         typer.echo(f"voices:    {', '.join(spec.voices) or '(none: ' + ', '.join(spec.modes) + ')'}")
         languages = ["auto", *(x for x in spec.languages if x.lower() != "auto")]

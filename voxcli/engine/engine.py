@@ -31,7 +31,7 @@ import warnings
 from collections.abc import Iterable
 from typing import Any
 
-from voxcli.config import ChunkSchedule, ConfigError, EngineConfig
+from voxcli.config import ChunkSchedule, ConfigError, EngineConfig, resolve_auto
 from voxcli.engine.cost import CostProfile
 from voxcli.engine.estimates import LatencyEstimator, load_profile
 from voxcli.engine.executors.base import Completion, Executor
@@ -76,6 +76,9 @@ class Engine:
     def __init__(self, program: ModelProgram, config: EngineConfig, executor: Executor | None = None,
                  profile: CostProfile | None = None) -> None:
         config.validate()
+        if config.device == "auto" and getattr(program, "device", None) is not None:
+            config = config.replace(device=str(program.device))  # "auto" follows the loaded program
+        config = resolve_auto(config, check=False)
         if config.chunk == ChunkSchedule() and program.spec.chunk != config.chunk:
             # the config left the chunk schedule at its default: the model's own schedule applies
             config = config.replace(chunk=program.spec.chunk)
@@ -108,6 +111,7 @@ class Engine:
 
     @classmethod
     def from_config(cls, config: EngineConfig) -> Engine:
+        config = resolve_auto(config)
         if config.executor == "sim":
             from voxcli.engine.synthetic import SyntheticProgram
 
