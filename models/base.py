@@ -17,6 +17,7 @@ different requests may share a batch and arrive on two lanes concurrently (disjo
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,6 +145,26 @@ class CodecItem:
     last: bool
 
 
+@dataclass
+class GraphStage:
+    """A program's fixed-shape device step for one (stage, bucket, lane), which the cuda executor captures
+    as a CUDA graph (see `ModelProgram.graph_stage`).
+
+    `run()` is the device work of one step for `bucket` rows: it reads only tensors the program allocated
+    once (static inputs, KV pool, codec slot table; slots are gathered and scattered inside `run` by a
+    static index tensor) and returns its outputs as a dict of tensors. `load(rows)` fills the static
+    inputs for a batch (host, before replay, on the lane's stream), padding rows up to the bucket.
+    `finish(rows, host_outputs)` turns the host copies of the outputs into per-row results (`StepOutput`s
+    for decode, PCM arrays for codec) and runs the host token logic."""
+
+    run: Callable[[], dict[str, Any]]
+    load: Callable[[list[Any]], None]
+    finish: Callable[[list[Any], dict[str, Any]], list[Any]]
+    # Optional: False for a batch the fixed shapes cannot hold (a voice-clone first chunk carrying its
+    # reference codes, say); such a batch runs eagerly on the same stream instead of failing.
+    accepts: Callable[[list[Any]], bool] | None = None
+
+
 class ModelProgram(ABC):
     spec: ModelSpec
 
@@ -185,3 +206,12 @@ class ModelProgram(ABC):
 
     def release(self, row: Row) -> None:  # noqa: B027 - optional hook
         """Called once when a request ends (done, cancelled, failed)."""
+
+    # --- optional: graph capture (cuda executor) --------------------------------------------------
+    def graph_stage(self, stage: str, bucket: int, lane: str, device: Any = None) -> GraphStage | None:
+        """A fixed-shape `GraphStage` for `stage` ("prefill" | "decode" | "codec") at batch size `bucket`
+        on `lane` ("lm" | "background" | "urgent"), built on `device` (a torch.device; None = the
+        program's own), or None to run that stage eagerly through `prefill/decode/codec`. Called once
+        per (partition, stage, bucket) at executor start-up, after `init_kv` / `init_codec_slots` (the
+        graphs bind those buffers' addresses). The default offers no graphs."""
+        return None

@@ -20,6 +20,7 @@ from voxcli.config import ChunkSchedule
 
 from ..base import (
     CodecItem,
+    GraphStage,
     InputError,
     ModelProgram,
     ModelSpec,
@@ -257,11 +258,9 @@ class Qwen3TTSProgram(ModelProgram):
         self.codec_model.init_slots(num_slots + 1)
         self.scratch_slot = num_slots  # the extra slot: graph padding items decode into it
 
-    def graph_stage(self, stage: str, bucket: int, lane: str, device: torch.device | None = None):
+    def graph_stage(self, stage: str, bucket: int, lane: str, device: Any = None) -> GraphStage | None:
         """The cuda executor's hook: a fixed-shape GraphStage for decode / codec (prefill stays eager).
         Call after init_kv / init_codec_slots: the graphs bind those buffers' addresses."""
-        from voxcli.engine.executors.cuda import GraphStage
-
         from .graph_stages import CodecGraphStage, DecodeGraphStage
 
         device = self.device if device is None else torch.device(device)
