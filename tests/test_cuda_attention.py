@@ -98,7 +98,7 @@ def test_plan_rejects_batches_that_do_not_fit(tables, lens, match):
 def test_auto_backend_on_cpu_is_torch_and_never_imports_flashinfer(monkeypatch):
     monkeypatch.setattr(A, "load_flashinfer", lambda: pytest.fail("flashinfer must not be imported for CPU"))
     assert A.make_decode_attention(2, **_kw()).backend == "torch"
-    lane = A.LaneAttention("lm", (1, 2, 4), **_kw())
+    lane = A.LaneAttention("lm", **_kw())
     assert [lane[b].bucket for b in (1, 2, 4)] == [1, 2, 4]
 
 

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from ..base import CodecItem, Row, StepOutput
-from ..paged_attention import FlashInferPagedDecode, PagedDecodeAttention, make_decode_attention
+from ..paged_attention import FlashInferPagedDecode, PagedDecodeAttention
 from .sampling import NEG_INF, BatchSampling, apply_repetition_penalty, warp
 
 if TYPE_CHECKING:
@@ -84,22 +84,31 @@ class _Static:
 
 
 # --- decode -------------------------------------------------------------------------------------------
+# Per-request settings as one float64 row (packed once per request, see RowState.packed); padding values.
+_PACKED = ("greedy", "temperature", "top_k", "top_p", "sub_greedy", "sub_temperature", "sub_top_k",
+           "sub_top_p", "penalty", "fixed")
+_PAD = {"greedy": True, "temperature": 1.0, "top_k": 0, "top_p": 1.0, "sub_greedy": True,
+        "sub_temperature": 1.0, "sub_top_k": 0, "sub_top_p": 1.0, "penalty": 1.0, "fixed": False}
+
+
+def _pack(st: Any) -> np.ndarray:
+    sp = st.sampling
+    st.packed = np.array([sp.greedy, sp.temperature, sp.top_k, sp.top_p, sp.sub_greedy, sp.sub_temperature,
+                          sp.sub_top_k, sp.sub_top_p, sp.repetition_penalty, st.fixed], dtype=np.float64)
+    return st.packed
+
+
 class DecodeGraphStage:
     """One decode step for `bucket` rows over static buffers."""
 
     def __init__(self, program: Qwen3TTSProgram, bucket: int, device: torch.device,
-                 attention_backend: str = "auto") -> None:
+                 attention_backend: str = "auto", lane: str = "lm") -> None:
         p, tc = program, program.cfg.talker
         b = tc.block
         self.p, self.bucket, self.device = p, bucket, device
         H, V = b.hidden_size, tc.vocab_size
-        kv_tokens = min(p.graph_max_kv_tokens or tc.block.max_position_embeddings,
-                        (p.scratch_page) * p.page_size)
-        self.attn: PagedDecodeAttention = make_decode_attention(
-            bucket, backend=attention_backend, num_qo_heads=b.num_attention_heads,
-            num_kv_heads=b.num_key_value_heads, head_dim=b.head_dim, page_size=p.page_size,
-            max_pages_per_row=max(1, -(-kv_tokens // p.page_size)), scratch_page=p.scratch_page,
-            device=device, dtype=p.dtype)
+        self.attn: PagedDecodeAttention = p.lane_attention(lane, device, attention_backend)[bucket]
+        self.max_kv = self.attn.max_pages * self.attn.page_size  # the engine's per-row bound
         f32, i64 = torch.float32, torch.int64
         self.s = _Static(
             device,
@@ -118,64 +127,85 @@ class DecodeGraphStage:
                     "hid": torch.zeros(bucket, H, dtype=p.dtype, device=device),
                     "nxt": torch.zeros(bucket, dtype=i64, device=device),
                     "seen": torch.zeros(bucket, V, dtype=torch.bool, device=device)}
+        # numpy views of the host staging (h and text may be bfloat16, which numpy lacks: torch fills them)
+        self._np = {k: t.numpy() for k, t in self.s.host.items() if k not in ("h", "text")}
 
     # -- host --------------------------------------------------------------------------------------
+    def accepts(self, rows: list[Row]) -> bool:
+        """Rows past the engine's per-row KV bound (longer than any admitted prompt + frame cap) run
+        eagerly instead of failing their batch."""
+        return len(rows) <= self.bucket and all(r.kv_len + 1 <= self.max_kv for r in rows)
+
+    def prime(self) -> None:
+        """All padding rows (scratch page, length 1, neutral settings): what warm-up and capture run on."""
+        self.load([])
+
     def load(self, rows: list[Row]) -> None:
-        if len(rows) > self.bucket:
-            raise ValueError(f"a decode batch of {len(rows)} rows does not fit graph bucket {self.bucket}")
-        h = self.s.host
-        # Padding rows: greedy, neutral settings, zero inputs; their KV goes to the scratch page.
-        for k in ("h", "c0", "text", "seen", "fixed", "q_pos", "top_k", "sub_top_k"):
-            h[k].zero_()
-        for k in ("penalty", "temperature", "top_p", "sub_temperature", "sub_top_p"):
-            h[k].fill_(1.0)
-        h["greedy"].fill_(True)
-        h["sub_greedy"].fill_(True)
-        h["generated"].fill_(2)
-        h["uniforms"].fill_(0.5)
-        device_rows = []  # rows whose state still lives on the device (straight after prefill)
-        for i, r in enumerate(rows):
-            st = r.state
-            # The same 16 draws per row per step, in the same order, as the eager `_uniforms`.
-            h["uniforms"][i] = torch.rand(16, generator=st.gen, dtype=torch.float64)
-            sp = st.sampling
-            h["greedy"][i], h["temperature"][i], h["top_k"][i], h["top_p"][i] = (
-                sp.greedy, sp.temperature, sp.top_k, sp.top_p)
-            h["sub_greedy"][i], h["sub_temperature"][i], h["sub_top_k"][i], h["sub_top_p"][i] = (
-                sp.sub_greedy, sp.sub_temperature, sp.sub_top_k, sp.sub_top_p)
-            h["penalty"][i], h["generated"][i], h["fixed"][i] = sp.repetition_penalty, st.generated, st.fixed
-            h["q_pos"][i, 0] = r.kv_len
-            if st.h.device.type == "cpu" or self.device.type == "cpu":
-                h["h"][i], h["c0"][i], h["seen"][i] = st.h, st.c0, st.seen
-            else:
-                device_rows.append(i)
+        n = len(rows)
+        if n > self.bucket:
+            raise ValueError(f"a decode batch of {n} rows does not fit graph bucket {self.bucket}")
+        h, a = self.s.host, self._np
+        states = [r.state for r in rows]
+        # Per-request settings never change: packed once per request, one stacked assignment per step.
+        packs = np.stack([st.packed if st.packed is not None else _pack(st) for st in states]) if n else None
+        for j, k in enumerate(_PACKED):
+            col = a[k]
+            col[n:] = _PAD[k]  # padding rows: greedy, neutral settings, zero inputs, scratch page
+            if n:
+                col[:n] = packs[:, j]
+        a["generated"][n:] = 2
+        a["q_pos"][n:] = 0
+        a["uniforms"][n:] = 0.5
+        if n:
+            a["generated"][:n] = [st.generated for st in states]
+            a["q_pos"][:n, 0] = [r.kv_len for r in rows]
+            for i, st in enumerate(states):  # the same 16 draws per row per step as the eager `_uniforms`
+                torch.rand(16, generator=st.gen, dtype=torch.float64, out=h["uniforms"][i])
+        h["h"][n:].zero_()
+        h["c0"][n:] = 0
+        h["seen"][n:] = False
+        on_host = [i for i, st in enumerate(states) if st.h.device.type == "cpu" or self.device.type == "cpu"]
+        if len(on_host) == n and n:
+            torch.stack([st.h for st in states], out=h["h"][:n])
+            torch.stack([st.c0 for st in states], out=h["c0"][:n])
+            torch.stack([st.seen for st in states], out=h["seen"][:n])
+        else:
+            for i in on_host:
+                h["h"][i], h["c0"][i], h["seen"][i] = states[i].h, states[i].c0, states[i].seen
         self.s.upload()
         d = self.s.dev
-        for i in device_rows:  # device-to-device, ordered on the lane stream after the upload
-            st = rows[i].state
-            d["h"][i].copy_(st.h, non_blocking=True)
-            d["c0"][i].copy_(st.c0, non_blocking=True)
-            d["seen"][i].copy_(st.seen, non_blocking=True)
-        for i, r in enumerate(rows):  # the text term lives on the device with the prompt
-            st = r.state
-            t = st.generated - 1
-            d["text"][i].copy_(st.trailing[t] if t < st.trailing.shape[0] else st.tts_pad, non_blocking=True)
+        if len(on_host) != n:  # rows straight after prefill: their state is still on the device
+            for i in sorted(set(range(n)) - set(on_host)):  # device-to-device, after the upload
+                st = states[i]
+                d["h"][i].copy_(st.h, non_blocking=True)
+                d["c0"][i].copy_(st.c0, non_blocking=True)
+                d["seen"][i].copy_(st.seen, non_blocking=True)
+        if n:  # the text term lives on the device with the prompt: one stacked device-side copy
+            text = [st.trailing[st.generated - 1] if st.generated - 1 < st.trailing.shape[0] else st.tts_pad
+                    for st in states]
+            if all(t.device == d["text"].device for t in text):
+                torch.stack(text, out=d["text"][:n])
+            else:
+                d["text"][:n].copy_(torch.stack(text), non_blocking=True)
         self.attn.plan([r.pages for r in rows], [r.kv_len + 1 for r in rows])
 
     def finish(self, rows: list[Row], host: dict[str, torch.Tensor]) -> list[StepOutput]:
         eos = self.p.cfg.talker.codec_eos_id
-        frames = host["frames"].numpy()
+        n = len(rows)
+        frames = host["frames"][:n].numpy().astype(np.int64)
+        # State stays on the host between graphed steps: one copy of each output per step, rows keep
+        # views into it, and load() stacks them back in one call per field.
+        hid, nxt_t, seen = host["hid"][:n].clone(), host["nxt"][:n].clone(), host["seen"][:n].clone()
+        nxt = nxt_t.numpy()
         out = []
         for i, r in enumerate(rows):
             st = r.state
-            nxt = int(host["nxt"][i])
-            # State stays on the host between graphed steps: load() uploads it in one copy per field.
-            st.h, st.c0, st.seen = host["hid"][i].clone(), host["nxt"][i].clone(), host["seen"][i].clone()
+            st.h, st.c0, st.seen = hid[i], nxt_t[i], seen[i]
             st.generated += 1
             r.kv_len += 1
             r.frames_emitted += 1
-            done = r.frames_emitted >= st.limit or (not st.fixed and nxt == eos)
-            out.append(StepOutput(frame=frames[i].astype(np.int64), done=done))
+            done = r.frames_emitted >= st.limit or (not st.fixed and int(nxt[i]) == eos)
+            out.append(StepOutput(frame=frames[i], done=done))
         return out
 
     # -- device ------------------------------------------------------------------------------------
@@ -257,6 +287,10 @@ class CodecGraphStage:
         return len(items) <= self.bucket and all(
             len(self._with_reference(it)[0]) <= self.max_frames for it in items)
 
+    def prime(self) -> None:
+        """All padding items (scratch slot, one frame): what warm-up and capture run on."""
+        self.load([])
+
     def load(self, items: list[CodecItem]) -> None:
         if len(items) > self.bucket:
             raise ValueError(f"a codec batch of {len(items)} chunks does not fit graph bucket {self.bucket}")
@@ -276,8 +310,8 @@ class CodecGraphStage:
             n = self.codec._check_chunk(CodecItem(it.slot, codes, it.first, it.last))
             if n > self.max_frames:
                 raise ValueError(f"a codec chunk of {n} frames exceeds this graph's {self.max_frames}-frame "
-                                 "limit; raise program.graph_max_chunk_frames before the executor starts "
-                                 "(it must cover the largest chunk plus any voice-clone reference)")
+                                 "limit (the engine's largest chunk, ResourceLimits.max_chunk_frames); such "
+                                 "a batch must run eagerly (accepts() says so)")
             h["codes"][i, :, :n] = torch.from_numpy(np.ascontiguousarray(np.asarray(codes, np.int64).T))
             h["lengths"][i], h["slots"][i], h["fresh"][i] = n, it.slot, it.first
             self._cut.append(cut)

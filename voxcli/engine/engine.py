@@ -47,7 +47,7 @@ from voxcli.engine.stream import (
     RequestFailed,
     RequestRejected,
 )
-from voxcli.models.base import ModelProgram, SynthesisRequest
+from voxcli.models.base import ModelProgram, ResourceLimits, SynthesisRequest
 
 __all__ = ["Engine", "AudioStream", "AudioChunk", "Timeline", "EngineError", "EngineClosed", "RequestFailed",
            "RequestRejected", "RequestCancelled", "make_executor"]
@@ -68,8 +68,18 @@ def make_executor(config: EngineConfig, program: ModelProgram, profile: CostProf
     except ImportError as e:
         raise ConfigError(f"the cuda executor is not available in this install ({e}); use executor=cpu "
                           f"or executor=sim") from e
-    # The cuda executor derives its lanes from the same config (lane_layout) and measures its own costs.
-    return CudaExecutor(program=program, config=config)
+    # The cuda executor reads the same lane plan as the scheduler and measures its own costs.
+    return CudaExecutor(program=program, config=config, layout=layout)
+
+
+def resource_limits(config: EngineConfig) -> ResourceLimits:
+    """The engine's bounds for the program's fixed-shape buffers: a row holds at most a prefill batch's
+    worth of prompt (max_prefill_tokens) plus the frame cap plus the step's own position, and never more
+    than the KV pool; chunks are at most the schedule's largest chunk."""
+    pool = config.kv_pages * config.kv_page_size
+    chunk = config.chunk
+    return ResourceLimits(max_kv_tokens_per_row=min(pool, config.max_prefill_tokens + config.max_frames + 1),
+                          max_chunk_frames=max(chunk.first, *chunk.ramp, chunk.steady))
 
 
 class Engine:
@@ -88,6 +98,7 @@ class Engine:
         self.profile = profile or load_profile(config)
         self.estimator = LatencyEstimator(self.profile, config, self.layout)
         # Device buffers first: a graph-capturing executor (cuda) records stages over them at startup.
+        program.set_limits(resource_limits(config))
         program.init_kv(config.kv_pages, config.kv_page_size)
         program.init_codec_slots(config.codec_slots)
         self.executor = executor or make_executor(config, program, self.profile, self.layout)

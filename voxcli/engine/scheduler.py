@@ -90,13 +90,6 @@ class Released:
 Event = Delivered | Ended | Released
 
 
-def bucket_for(n: int, buckets: tuple[int, ...]) -> int:
-    for b in buckets:
-        if b >= n:
-            return b
-    return n  # callers never exceed the largest bucket; keep the true size if one does
-
-
 class Scheduler:
     def __init__(self, config: EngineConfig, spec: ModelSpec, estimator: LatencyEstimator,
                  kv_tokens: Callable[[Prompt], int], layout: LaneLayout | None = None) -> None:
@@ -111,9 +104,11 @@ class Scheduler:
         self.policy = config.policy
         self.deadline_admission = config.admission == "deadline"
         self.margin = config.urgent_margin_s
-        self.max_urgent = max(config.urgent_buckets)
-        self.max_background = max(config.background_buckets)
-        self.max_decode = max(config.decode_buckets)
+        # Batch caps and buckets come from the lane plan (lanes.py), the same table the executors build
+        # their graphs from.
+        self.max_urgent = self.layout.largest("urgent", "codec") if "urgent" in self.layout.lanes else 0
+        self.max_background = self.layout.largest("background", "codec")
+        self.max_decode = self.layout.largest("lm", "decode")
         self.empty_codes = np.zeros((0, spec.codebooks), dtype=np.int64)
 
         self.requests: dict[int, Request] = {}  # every non-terminal request, by id
@@ -278,7 +273,7 @@ class Scheduler:
         for r in reqs:
             r.lm_inflight = True
         return Work(lane="lm", stage="decode", rows=[r.row for r in reqs],
-                    bucket=bucket_for(len(reqs), self.config.decode_buckets), tag=reqs)
+                    bucket=self.layout.bucket_for("lm", "decode", len(reqs)), tag=reqs)
 
     # --- codec lanes
     # Pending chunks live in two ordered structures so decisions never sort everything: first chunks
@@ -325,7 +320,7 @@ class Scheduler:
         firsts = sorted(self._firsts.values(), key=_chunk_order)
         near = self._chunks(self._order[: min(n_near, self.max_urgent)])
         batch = list(islice(merge(firsts, near, key=_chunk_order), self.max_urgent))
-        return self._launch_codec("urgent", batch, now, self.config.urgent_buckets)
+        return self._launch_codec("urgent", batch, now)
 
     def _background_batch(self, now: float, urgent_lane: bool) -> Work | None:
         if not self.pending:
@@ -342,7 +337,7 @@ class Scheduler:
         if not (force or len(batch) >= self.config.background_min_batch
                 or now >= self._background_trigger(batch) or self._lm_has_nothing_left()):
             return None
-        return self._launch_codec("background", batch, now, self.config.background_buckets)
+        return self._launch_codec("background", batch, now)
 
     def _background_trigger(self, batch: list[Chunk]) -> float:
         """Latest launch time at which the batch still ends before its earliest chunk turns urgent."""
@@ -355,11 +350,9 @@ class Scheduler:
     def _codec_all(self, now: float) -> Work | None:
         if not self.pending:
             return None
-        return self._launch_codec("background", self._all_in_order(self.max_background), now,
-                                  self.config.background_buckets)
+        return self._launch_codec("background", self._all_in_order(self.max_background), now)
 
-    def _launch_codec(self, lane: LaneName, chunks: list[Chunk], now: float,
-                      buckets: tuple[int, ...]) -> Work:
+    def _launch_codec(self, lane: LaneName, chunks: list[Chunk], now: float) -> Work:
         items: list[CodecItem] = []
         frames = 0
         for ch in chunks:
@@ -371,8 +364,8 @@ class Scheduler:
             codes = np.stack(r.frames[ch.start:ch.end]) if ch.end > ch.start else self.empty_codes
             items.append(CodecItem(slot=r.slot, codes=codes, first=ch.index == 0, last=ch.last))
             frames += ch.frames
-        return Work(lane=lane, stage="codec", rows=items, bucket=bucket_for(len(items), buckets), tag=chunks,
-                    frames=frames)
+        bucket = self.layout.bucket_for(lane, "codec", len(items))
+        return Work(lane=lane, stage="codec", rows=items, bucket=bucket, tag=chunks, frames=frames)
 
     # ------------------------------------------------------------------ timers
     def next_timer(self, now: float) -> float | None:
