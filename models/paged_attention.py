@@ -97,7 +97,7 @@ class PagedDecodeAttention(ABC):
         self.planned = False
 
     # -- host side ---------------------------------------------------------------------------------
-    def _rows(self, page_tables: list[list[int]],
+    def _rows(self, page_tables: list[list[int]] | list[np.ndarray],
               kv_lens: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The padded batch as flat arrays: (pages [total] int64, indptr [bucket+1], lens [bucket]), each
         row's first ceil(len / page_size) pages, padding rows one scratch page of length 1."""
@@ -122,13 +122,17 @@ class PagedDecodeAttention(ABC):
         total = int(indptr[-1])
         pages = np.full(total, self.scratch_page, dtype=np.int64)
         real = int(indptr[n])
-        firsts = (p[:k] for p, k in zip(page_tables, need[:n].tolist(), strict=True))
-        pages[:real] = np.fromiter(chain.from_iterable(firsts), dtype=np.int64, count=real)
+        firsts = [p[:k] for p, k in zip(page_tables, need[:n].tolist(), strict=True)]
+        if n and all(isinstance(p, np.ndarray) for p in page_tables):
+            pages[:real] = np.concatenate(firsts)
+        else:
+            pages[:real] = np.fromiter(chain.from_iterable(firsts), dtype=np.int64, count=real)
         return pages, indptr, lens
 
-    def plan(self, page_tables: list[list[int]], kv_lens: list[int]) -> None:
-        """Stage a batch: row i has `kv_lens[i]` positions (including the one `append` writes this step)
-        in `page_tables[i]`. Call outside capture, on the lane's current stream."""
+    def plan(self, page_tables: list[list[int]] | list[np.ndarray], kv_lens: list[int]) -> None:
+        """Stage a batch (page tables as lists or int64 arrays): row i has `kv_lens[i]` positions
+        (including the one `append` writes this step) in `page_tables[i]`. Call outside capture, on the
+        lane's current stream."""
         pages, indptr, lens = self._rows(page_tables, kv_lens)
         w = self._write_np
         w[:self.bucket] = pages[indptr[1:] - 1]  # the page holding position len-1 is each row's last

@@ -75,6 +75,24 @@ class RowState:
     limit: int  # frames after which the request stops
     fixed: bool  # bench: ignore EOS, emit exactly `limit` frames
     packed: np.ndarray | None = None  # graph_stages: the sampling settings as one row, packed once
+    pages: tuple[list[int], np.ndarray] | None = None  # graph_stages: Row.pages and its numpy copy
+    ublock: torch.Tensor | None = None  # uniforms drawn ahead from `gen` (next_uniforms)
+    uidx: int = 0
+
+
+UNIFORM_BLOCK = 64  # steps of uniforms drawn from a request's generator at once
+
+
+def next_uniforms(st: RowState) -> torch.Tensor:
+    """This step's 16 uniforms (15 predictor groups + c0) from the request's own generator. Drawn
+    UNIFORM_BLOCK steps at a time: the CPU generator fills a tensor element by element in order, so the
+    values are exactly those of one `torch.rand(16)` per step, at a fraction of the calls."""
+    if st.ublock is None or st.uidx >= st.ublock.shape[0]:
+        st.ublock = torch.rand(UNIFORM_BLOCK, 16, generator=st.gen, dtype=torch.float64)
+        st.uidx = 0
+    u = st.ublock[st.uidx]
+    st.uidx += 1
+    return u
 
 
 class Qwen3TTSProgram(ModelProgram):
@@ -346,7 +364,7 @@ class Qwen3TTSProgram(ModelProgram):
 
     def _uniforms(self, states: list[RowState]) -> torch.Tensor:
         """16 uniforms per row per step from each request's own generator (15 predictor groups + c0)."""
-        return torch.stack([torch.rand(16, generator=s.gen, dtype=torch.float64) for s in states]).to(
+        return torch.stack([next_uniforms(s) for s in states]).to(
             self.device
         )
 
