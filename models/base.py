@@ -62,13 +62,9 @@ class SamplingParams:
 
     greedy: bool = False  # model's own greedy rules (may still apply penalties / masks)
     temperature: float | None = None
-    top_k: int | None = None
+    top_k: int | None = None  # >= 0; 0 = no top-k filter
     top_p: float | None = None
     repetition_penalty: float | None = None
-    sub_greedy: bool | None = None  # depth transformer (sub-talker) settings, separately
-    sub_temperature: float | None = None
-    sub_top_k: int | None = None
-    sub_top_p: float | None = None
 
 
 @dataclass
@@ -90,7 +86,6 @@ class SynthesisRequest:
     cfg_scale: float | None = None
     # Family-specific options (e.g. Qwen3-TTS sub-talker sampling); a program refuses keys it does not know.
     options: dict[str, Any] = field(default_factory=dict)
-    streaming_text: bool | None = None  # None = the model's default text mode
     request_id: str | None = None
     # Bench/sim only: force an exact number of frames (random weights cannot run away).
     fixed_frames: int | None = None
@@ -99,7 +94,7 @@ class SynthesisRequest:
 @dataclass
 class Prompt:
     """Host-side result of `prepare`: everything prefill needs. `length` is the number of prefill
-    positions (KV tokens) so the engine can reserve pages before admitting the request."""
+    positions (KV tokens) of one sequence, so the engine can reserve pages before admitting the request."""
 
     length: int
     data: Any  # model-private (embeddings, trailing text, reference codes...)
@@ -187,6 +182,25 @@ class GraphStage:
     prime: Callable[[], None] | None = None
 
 
+def check_voice_and_language(spec: ModelSpec, request: SynthesisRequest) -> None:
+    """A voice among `spec.voices` (none allowed when it has none) and a language among
+    `spec.languages` ("auto" always allowed), case-insensitively."""
+    name = spec.name
+    if request.voice is not None:
+        if not spec.voices:
+            modes = ", ".join(spec.modes) or "none"
+            raise InputError(f"model {name} has no named voices (its modes: {modes}); drop the voice")
+        if request.voice.lower() not in {v.lower() for v in spec.voices}:
+            raise InputError(f"model {name} has no voice {request.voice!r}; choose one of "
+                             f"{', '.join(spec.voices)} (see vox voices -m {name})")
+    lang = request.language
+    if lang is not None and lang.lower() != "auto" and spec.languages:
+        if lang.lower() not in {x.lower() for x in spec.languages}:
+            choices = ["auto", *(x for x in spec.languages if x.lower() != "auto")]
+            raise InputError(f"model {name} does not speak language {lang!r}; choose one of "
+                             f"{', '.join(choices)}")
+
+
 class ModelProgram(ABC):
     spec: ModelSpec
 
@@ -197,7 +211,20 @@ class ModelProgram(ABC):
 
     @abstractmethod
     def prepare(self, request: SynthesisRequest) -> Prompt:
-        """Validate and tokenize on the host. Raise InputError with a sentence for the user."""
+        """Validate (at least what `check` does) and tokenize on the host. Raise InputError with a
+        sentence for the user."""
+
+    def check(self, request: SynthesisRequest) -> None:
+        """Cheap validation, no tokenizing or audio encoding: what a CLI runs before synthesis for early
+        errors. Raise InputError. The default checks voice and language against `spec`, refuses a
+        `cfg_scale` other than None/1 and any `options` (override when the family has them)."""
+        check_voice_and_language(self.spec, request)
+        if request.cfg_scale is not None and request.cfg_scale != 1:
+            raise InputError(f"model {self.spec.name} has no classifier-free guidance: leave cfg_scale unset "
+                             f"or 1, got {request.cfg_scale}")
+        if request.options:
+            given = ", ".join(map(repr, request.options))
+            raise InputError(f"model {self.spec.name} takes no options, got {given}")
 
     # --- device resources, sized by the engine -------------------------------------------------
     limits: ResourceLimits | None = None
@@ -215,9 +242,10 @@ class ModelProgram(ABC):
         """Allocate the codec state slot table."""
 
     def kv_tokens(self, prompt: Prompt) -> int:
-        """Positions a request will occupy at most (prompt + generation) for page reservation."""
+        """Positions a request will occupy at most (prompt + generation, every one of its `width`
+        sequences) for page reservation. Override when the sequences of a pair differ in length."""
         frames = prompt.max_frames if prompt.fixed_frames is None else prompt.fixed_frames
-        return prompt.length + frames + 1
+        return (prompt.length + frames + 1) * prompt.width
 
     # --- stages ---------------------------------------------------------------------------------
     @abstractmethod

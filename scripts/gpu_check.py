@@ -400,7 +400,6 @@ def s_engine_graphs(args: Any) -> tuple[bool, dict]:
     from gpu_check_model import random_program
     from voxcli.models.base import CodecItem, Row, SynthesisRequest
 
-    from voxcli.config import ChunkSchedule
     from voxcli.engine.engine import resource_limits
     from voxcli.engine.executors.base import Work
     from voxcli.engine.executors.cuda import CudaExecutor
@@ -410,7 +409,7 @@ def s_engine_graphs(args: Any) -> tuple[bool, dict]:
     torch.cuda.synchronize()
     build_s = round(time.perf_counter() - t0, 1)
     cfg = engine_config("full", True, args.lm_sms, args.codec_sms)
-    if cfg.chunk == ChunkSchedule():  # as the engine does: the model's own chunk schedule
+    if cfg.chunk is None:  # as the engine does: no recipe schedule -> the model's own
         cfg = cfg.replace(chunk=program.spec.chunk)
     program.set_limits(resource_limits(cfg))
     program.init_kv(cfg.kv_pages, cfg.kv_page_size)

@@ -72,12 +72,15 @@ def make_executor(config: EngineConfig, program: ModelProgram, profile: CostProf
     return CudaExecutor(program=program, config=config, layout=layout)
 
 
-def resource_limits(config: EngineConfig) -> ResourceLimits:
+def resource_limits(config: EngineConfig, model_chunk: ChunkSchedule | None = None) -> ResourceLimits:
     """The engine's bounds for the program's fixed-shape buffers: a row holds at most a prefill batch's
     worth of prompt (max_prefill_tokens) plus the frame cap plus the step's own position, and never more
-    than the KV pool; chunks are at most the schedule's largest chunk."""
+    than the KV pool; chunks are at most the largest chunk of the schedule in force (the config's, else
+    the model's)."""
     pool = config.kv_pages * config.kv_page_size
-    chunk = config.chunk
+    chunk = config.chunk if config.chunk is not None else model_chunk
+    if chunk is None:
+        raise ValueError("resource_limits needs a chunk schedule: the config's or the model's")
     return ResourceLimits(max_kv_tokens_per_row=min(pool, config.max_prefill_tokens + config.max_frames + 1),
                           max_chunk_frames=max(chunk.first, *chunk.ramp, chunk.steady))
 
@@ -89,8 +92,7 @@ class Engine:
         if config.device == "auto" and getattr(program, "device", None) is not None:
             config = config.replace(device=str(program.device))  # "auto" follows the loaded program
         config = resolve_auto(config, check=False)
-        if config.chunk == ChunkSchedule() and program.spec.chunk != config.chunk:
-            # the config left the chunk schedule at its default: the model's own schedule applies
+        if config.chunk is None:  # no recipe/--set schedule: the model's own applies
             config = config.replace(chunk=program.spec.chunk)
         self.program = program
         self.config = config
@@ -126,7 +128,7 @@ class Engine:
         if config.executor == "sim":
             from voxcli.engine.synthetic import SyntheticProgram
 
-            program: ModelProgram = SyntheticProgram()
+            program: ModelProgram = SyntheticProgram.for_model(config.model)
         else:
             from voxcli.models import load_model  # type: ignore[attr-defined]
 
