@@ -526,6 +526,7 @@ def _green_stream(drv: Any, groups: list[Any], priority: int, created: list) -> 
 def s_calibrate(args: Any, out: Path) -> tuple[bool | None, dict]:
     import torch
     from voxcli.models.base import Row, SynthesisRequest
+    from voxcli.models.qwen3_tts.graph_stages import CodecGraphStage, DecodeGraphStage
 
     from voxcli.bench.measured import Measurements, write_profile
     from voxcli.engine.partitions import _destroy, check, load_driver
@@ -545,7 +546,7 @@ def s_calibrate(args: Any, out: Path) -> tuple[bool | None, dict]:
     stage_streams = {c: _green_stream(drv, groups[:c // g], 0, created) for c in counts}
     stage_streams[total] = torch.cuda.Stream()
     dec_b, cod_b, ctx = [1, 8, 64, 256], [1, 8, 32], 64
-    ps = program.page_size
+    ps, dev_t = program.page_size, torch.device("cuda", 0)
 
     def set_context(gs: Any, bucket: int, context: int) -> None:
         per = -(-(context + 1) // ps)
@@ -557,7 +558,7 @@ def s_calibrate(args: Any, out: Path) -> tuple[bool | None, dict]:
     context_ms: dict[int, dict[int, float]] = {64: {}, 1024: {}}
     try:
         for b in dec_b:
-            gs = program.graph_stage("decode", b, "calibrate")
+            gs = DecodeGraphStage(program, b, dev_t, program.attention_backend, lane="calibrate")
             for c, st in stage_streams.items():
                 graph = capture(gs, st)
                 with torch.cuda.stream(st):
@@ -570,15 +571,15 @@ def s_calibrate(args: Any, out: Path) -> tuple[bool | None, dict]:
                     context_ms[1024][b] = timed(graph.replay, st, reps=5)
                 del graph
         for b in cod_b:
-            gs = program.graph_stage("codec", b, "calibrate")
+            gs = CodecGraphStage(program, b, dev_t, program.limits.max_chunk_frames)
             for c, st in stage_streams.items():
                 graph = capture(gs, st)
                 codec[c].append(timed(graph.replay, st, reps=5))
                 del graph
         # Interference: real decode (64 rows) and codec (8 chunks) graphs on two plain streams at once.
         a, bstream = torch.cuda.Stream(), torch.cuda.Stream()
-        dgs = program.graph_stage("decode", 64, "calibrate")
-        cgs = program.graph_stage("codec", 8, "calibrate")
+        dgs = DecodeGraphStage(program, 64, dev_t, program.attention_backend, lane="calibrate")
+        cgs = CodecGraphStage(program, 8, dev_t, program.limits.max_chunk_frames)
         dg, cg = capture(dgs, a), capture(cgs, bstream)
         with torch.cuda.stream(a):
             set_context(dgs, 64, ctx)
