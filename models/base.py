@@ -180,6 +180,10 @@ class GraphStage:
     # The executor calls it before warm-up and capture, so those runs read planned buffers (FlashInfer's
     # run() needs a prior plan()) and write only scratch memory.
     prime: Callable[[], None] | None = None
+    # Optional: called by the executor right after it enqueued a batch's replay, while the device runs
+    # it: prepare the host inputs of the NEXT step for the same rows (the usual next decode batch), so
+    # that launch only uploads them. A later load() with other rows ignores what was prepared.
+    prepare_next: Callable[[list[Any]], None] | None = None
 
 
 def check_voice_and_language(spec: ModelSpec, request: SynthesisRequest) -> None:

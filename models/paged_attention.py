@@ -133,7 +133,16 @@ class PagedDecodeAttention(ABC):
         """Stage a batch (page tables as lists or int64 arrays): row i has `kv_lens[i]` positions
         (including the one `append` writes this step) in `page_tables[i]`. Call outside capture, on the
         lane's current stream."""
-        pages, indptr, lens = self._rows(page_tables, kv_lens)
+        self.stage(*self._rows(page_tables, kv_lens))
+
+    def compute(self, page_tables: list[list[int]] | list[np.ndarray],
+                kv_lens: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The host half of `plan` (validation and the flat arrays), touching no buffer: it may run
+        ahead, while the previous step still reads this object's buffers on the device."""
+        return self._rows(page_tables, kv_lens)
+
+    def stage(self, pages: np.ndarray, indptr: np.ndarray, lens: np.ndarray) -> None:
+        """The rest of `plan`: fill the pinned staging from `compute`'s arrays and copy (non-blocking)."""
         w = self._write_np
         w[:self.bucket] = pages[indptr[1:] - 1]  # the page holding position len-1 is each row's last
         w[self.bucket:] = (lens - 1) % self.page_size

@@ -221,3 +221,58 @@ def test_real_flashinfer_at_head_dim_128_primes_captures_and_replans():
         want = ref.run(q, kv)
     stream.synchronize()
     torch.testing.assert_close(out[:3].float(), want[:3].float(), atol=2e-2, rtol=2e-2)
+
+
+def test_prepared_ahead_steps_equal_eager_decode_as_rows_leave_and_reorder(cv):
+    # prepare_next runs while the device computes a step; the next load uses it only for exactly the
+    # same rows one step on. Rows finishing (a different batch) and a reordered batch must not use it,
+    # and every path must draw each request's uniforms in its own order: graphed == eager throughout.
+    reqs_rows = _rows(cv, 3, 0)
+    eager, graphed = reqs_rows, _rows(cv, 3, PAGES // 2)
+    cv.prefill(eager)
+    cv.prefill(graphed)
+    stages = {b: GS.DecodeGraphStage(cv, b, torch.device("cpu")) for b in (2, 4)}
+    step = 0
+    while eager:
+        if step == 2:  # a reordered batch: the prepared inputs must be ignored
+            eager, graphed = eager[::-1], graphed[::-1]
+        gs = stages[2 if len(graphed) <= 2 else 4]
+        want = cv.decode(eager)
+        gs.load(graphed)
+        out = gs.run()
+        gs.prepare_next(graphed)  # what the executor does right after the replay
+        got = gs.finish(graphed, {k: v.clone() for k, v in out.items()})
+        for w, g in zip(want, got, strict=True):
+            np.testing.assert_array_equal(w.frame, g.frame)
+        eager = [r for r, o in zip(eager, want, strict=True) if not o.done]
+        graphed = [r for r, o in zip(graphed, got, strict=True) if not o.done]
+        step += 1
+    hits = sum(s.prepared_hits for s in stages.values())
+    assert step >= 6 and 0 < hits < step  # used on unchanged batches only
+
+
+def test_the_executor_prepares_the_next_step_while_this_one_runs():
+    from test_cuda_executor import FakeOps, FakeProgram, R, fake_lane_streams
+
+    from voxcli.engine.executors.cuda import GraphStage
+
+    ops = FakeOps(hold=True)
+    calls = []
+
+    class Prog(FakeProgram):
+        def graph_stage(self, stage, bucket, lane, device):  # noqa: ANN001, ANN202
+            gs = super().graph_stage(stage, bucket, lane, device)
+            return GraphStage(run=gs.run, load=gs.load, finish=gs.finish, accepts=gs.accepts,
+                              prepare_next=lambda rows: calls.append((stage, len(rows), len(ops.pending))))
+
+    cfg = EngineConfig(policy="full", decode_buckets=(1, 2, 4), background_buckets=(1, 4),
+                       urgent_buckets=(1,))
+    ex = CudaExecutor(Prog(True, ops), cfg, streams=fake_lane_streams(), ops=ops)
+    try:
+        ex.launch(Work("lm", "decode", [R(1.0), R(2.0)], bucket=2))
+        assert calls == [("decode", 2, 1)]  # after the replay was enqueued, before it completed
+        ops.release()
+        (done,) = ex.wait(None)
+        assert done.result == [2.0, 4.0]
+    finally:
+        ex.close()

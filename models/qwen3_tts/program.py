@@ -84,6 +84,14 @@ class RowState:
 UNIFORM_BLOCK = 64  # steps of uniforms drawn from a request's generator at once
 
 
+def peek_uniforms(st: RowState) -> torch.Tensor:
+    """The uniforms `next_uniforms` will return next, without consuming them."""
+    if st.ublock is None or st.uidx >= st.ublock.shape[0]:
+        st.ublock = torch.rand(UNIFORM_BLOCK, 16, generator=st.gen, dtype=torch.float64)
+        st.uidx = 0
+    return st.ublock[st.uidx]
+
+
 def next_uniforms(st: RowState) -> torch.Tensor:
     """This step's 16 uniforms (15 predictor groups + c0) from the request's own generator. Drawn
     UNIFORM_BLOCK steps at a time: the CPU generator fills a tensor element by element in order, so the
@@ -325,7 +333,8 @@ class Qwen3TTSProgram(ModelProgram):
             s = CodecGraphStage(self, bucket, device, self.limits.max_chunk_frames)
         else:
             return None
-        return GraphStage(run=s.run, load=s.load, finish=s.finish, accepts=s.accepts, prime=s.prime)
+        return GraphStage(run=s.run, load=s.load, finish=s.finish, accepts=s.accepts, prime=s.prime,
+                          prepare_next=getattr(s, "prepare_next", None))
 
     def lane_attention(self, lane: str, device: torch.device, backend: str = "auto") -> Any:
         """The decode attention of one lane (one object per bucket, one FlashInfer workspace per lane),

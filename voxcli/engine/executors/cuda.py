@@ -12,7 +12,10 @@ table is keyed by partition: `graphs[(partition, stage, bucket)]`, captured at s
 idle, each lane with its own graph memory pool (lanes replay concurrently; a shared pool would alias
 their intermediates). Before a stage's warm-up and capture the executor calls its `prime()` on the
 lane's stream: an all-padding batch is planned (FlashInfer's run() needs a prior plan(); warm-ups and
-the capture then write only the scratch KV page / codec slot). Completion is a CUDA event per launch,
+the capture then write only the scratch KV page / codec slot). Right after a batch's replay is enqueued
+the executor calls the stage's optional `prepare_next(rows)`: the host work of the lane's likely next
+batch (the same rows one step on: every decode step but those where rows join or leave) runs while the
+device computes this one, and the next launch only uploads it. Completion is a CUDA event per launch,
 polled from the scheduler thread. Outputs are copied into pinned host mirrors on the lane stream before
 the event, so `finish` never touches the device.
 
@@ -204,6 +207,9 @@ class CudaExecutor(Executor):
             flight.event = self.ops.event()
             self.ops.record(flight.event, flight.stream)
         flight.captured = captured
+        if captured.stage.prepare_next is not None:
+            # Host work for the lane's likely next batch (the same rows, one step on) overlaps this one.
+            captured.stage.prepare_next(flight.work.rows)
 
     def _run_eager(self, flight: _Flight) -> list[Any]:
         stage = getattr(self.program, flight.work.stage)
