@@ -739,16 +739,24 @@ def main() -> int:
     if not torch.cuda.is_available():
         record(out, "env", False, error="torch sees no CUDA device; run this on a GPU machine")
         return 2
-    watchdog = open(out / "watchdog.txt", "w")  # noqa: SIM115 - lives as long as the process
     runners = {"env": s_env, "partitions": s_partitions, "sm_census": s_sm_census, "graphs": s_graphs,
                "flashinfer": s_flashinfer, "engine_graphs": s_engine_graphs, "priority": s_priority,
                "calibrate": lambda a: s_calibrate(a, out), "bench": lambda a: s_bench(a, out, deadline)}
+    return run_steps(steps, runners, args, out, deadline)
+
+
+def run_steps(steps: list[Step], runners: dict[str, Any], args: Any, out: Path, deadline: float,
+              healthy: Any = cuda_healthy, needs_streams: bool = True) -> int:
+    """Run `steps` in order under the deadline and a per-step watchdog; the exit code (see the module
+    docstring). `runners[name](args) -> (ok, data)`; `healthy()` -> None or the sticky error."""
+    watchdog = open(out / "watchdog.txt", "w")  # noqa: SIM115 - lives as long as the process
+    flush(out)  # an empty gc.jsonl / summary.txt from the start: a kill at any point leaves both
     for s in steps:
         left = deadline - time.perf_counter()
         if left < s.budget_s:
             record(out, s.name, None, reason=f"skipped: {left:.0f} s left, budget {s.budget_s:.0f} s")
             continue
-        if s.name != "env" and "streams" not in STATE and s.name != "partitions":
+        if needs_streams and s.name not in ("env", "partitions") and "streams" not in STATE:
             record(out, s.name, None, reason="no lane streams")
             continue
         faulthandler.dump_traceback_later(2 * s.budget_s + 20, exit=True, file=watchdog)
@@ -759,10 +767,9 @@ def main() -> int:
         except Exception as e:
             record(out, s.name, False, seconds=round(time.perf_counter() - t0, 1), gates=s.gates,
                    error=f"{type(e).__name__}: {e}", trace=traceback.format_exc()[-1500:])
-            sick = cuda_healthy()
+            sick = healthy()
             if sick is not None or any(k in str(e) for k in STICKY):
                 record(out, "stopped", False, reason=f"sticky CUDA error after {s.name}: {sick or e}")
-                faulthandler.cancel_dump_traceback_later()
                 print(summary())
                 return 1
         finally:
@@ -770,7 +777,6 @@ def main() -> int:
     print(summary())
     failed = [r["step"] for r in RESULTS if r.get("gates") and r["pass"] is False]
     return 1 if failed else 0
-
 
 if __name__ == "__main__":
     os.environ.setdefault("PYTHONUNBUFFERED", "1")

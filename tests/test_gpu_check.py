@@ -4,8 +4,10 @@ keeps up with the program's constructor (built tiny on the CPU)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -101,3 +103,60 @@ def test_random_program_builds_the_real_program_class_where_it_runs():
     p.prefill([row])
     out = p.decode([row])
     assert out[0].frame is not None and out[0].frame.shape == (16,)
+
+
+def _gpu_check():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import gpu_check
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    gpu_check.RESULTS.clear()
+    gpu_check.STATE.clear()
+    return gpu_check
+
+
+def test_runner_writes_results_after_every_step_and_only_checks_gate(tmp_path):
+    gc = _gpu_check()
+    seen = []
+
+    def runner(name, ok):  # noqa: ANN001, ANN202
+        def run(args):  # noqa: ANN001, ANN202
+            # what an earlier step recorded is already on disk when the next one starts
+            seen.append((name, (tmp_path / "gc.jsonl").read_text().count("\n")))
+            if ok == "raise":
+                raise RuntimeError("a measurement broke")
+            return ok, {"value": 1}
+        return run
+
+    steps = [gc.Step("a", 1, True, True, ""), gc.Step("b", 1, True, False, ""),
+             gc.Step("c", 1, True, False, ""), gc.Step("too_long", 10_000, True, True, "")]
+    runners = {"a": runner("a", True), "b": runner("b", False), "c": runner("c", "raise")}
+    rc = gc.run_steps(steps, runners, None, tmp_path, time.perf_counter() + 60, healthy=lambda: None,
+                      needs_streams=False)
+    assert rc == 0  # the failed measurements (b, c) never gate; the over-budget check is skipped
+    assert seen == [("a", 0), ("b", 1), ("c", 2)]
+    rows = [json.loads(x) for x in (tmp_path / "gc.jsonl").read_text().splitlines()]
+    assert [(r["step"], r["pass"]) for r in rows] == [
+        ("a", True), ("b", False), ("c", False), ("too_long", None)]
+    assert "skipped" in rows[-1]["reason"] and "too_long" in (tmp_path / "summary.txt").read_text()
+
+
+def test_runner_stops_at_a_sticky_cuda_error_and_a_failed_check_gates(tmp_path):
+    gc = _gpu_check()
+    ran = []
+
+    def boom(args):  # noqa: ANN001, ANN202
+        ran.append("boom")
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    steps = [gc.Step("boom", 1, True, True, ""), gc.Step("after", 1, True, True, "")]
+    rc = gc.run_steps(steps, {"boom": boom, "after": lambda a: ran.append("after") or (True, {})}, None,
+                      tmp_path, time.perf_counter() + 60, healthy=lambda: "CUDA error: illegal memory access",
+                      needs_streams=False)
+    assert rc == 1 and ran == ["boom"]  # nothing runs on a poisoned context
+    assert "sticky CUDA error after boom" in (tmp_path / "summary.txt").read_text()
+    gc.RESULTS.clear()
+    rc = gc.run_steps([gc.Step("check", 1, True, True, "")], {"check": lambda a: (False, {})}, None, tmp_path,
+                      time.perf_counter() + 60, healthy=lambda: None, needs_streams=False)
+    assert rc == 1
