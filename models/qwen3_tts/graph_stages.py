@@ -1,11 +1,14 @@
 """Fixed-shape decode and codec steps of the Qwen3-TTS program for the cuda executor's CUDA graphs.
 
-Each stage object owns static device buffers sized for one batch bucket; `GraphStage(run, load, finish)`
-(voxcli/engine/executors/cuda.py) wraps its three methods:
+Each stage object owns static device buffers sized for one batch bucket (and the engine's limits,
+`ResourceLimits`); `GraphStage` (models/base.py) wraps its methods:
 
+    prime()               host: an all-padding batch (scratch page / slot), before warm-up and capture
     load(rows)            host: pad the batch to the bucket, fill the static inputs, plan the attention
     run()                 device only, fixed shapes, no host sync: the step itself -> dict of tensors
     finish(rows, host)    host: turn the host copies of run()'s outputs into per-row results
+    accepts(rows)         whether the fixed shapes hold the batch (else the executor runs it eagerly)
+    prepare_next(rows)    decode: the next step's host inputs, while this step runs (see below)
 
 Decode = the code predictor's 15 residual groups for the pending (h, c0), the talker step over the paged
 KV pool and the c0 sampling, exactly the arithmetic of `Qwen3TTSProgram.decode` with every
