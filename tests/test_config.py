@@ -77,3 +77,14 @@ def test_asking_for_cuda_without_a_gpu_is_one_sentence(executor, device, named):
         resolve_auto(EngineConfig(executor=executor, device=device), cuda_available=lambda: False)
     msg = str(e.value)
     assert msg.startswith(named) and "torch sees none" in msg and msg.count(". ") == 0
+
+
+def test_the_engine_resolves_auto_to_where_the_program_lives(monkeypatch):
+    import torch
+
+    from voxcli.engine.engine import Engine
+    from voxcli.engine.synthetic import SyntheticProgram
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # even on a GPU machine...
+    with Engine(SyntheticProgram(), EngineConfig()) as eng:  # ...a host-only program runs on the cpu
+        assert (eng.config.executor, eng.config.device) == ("cpu", "cpu")

@@ -89,8 +89,8 @@ class Engine:
     def __init__(self, program: ModelProgram, config: EngineConfig, executor: Executor | None = None,
                  profile: CostProfile | None = None) -> None:
         config.validate()
-        if config.device == "auto" and getattr(program, "device", None) is not None:
-            config = config.replace(device=str(program.device))  # "auto" follows the loaded program
+        if config.device == "auto":  # "auto" follows the loaded program (a host-only program: cpu)
+            config = config.replace(device=str(getattr(program, "device", None) or "cpu"))
         config = resolve_auto(config, check=False)
         if config.chunk is None:  # no recipe/--set schedule: the model's own applies
             config = config.replace(chunk=program.spec.chunk)
