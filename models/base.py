@@ -143,6 +143,24 @@ class CodecItem:
     last: bool
 
 
+@dataclass(frozen=True)
+class ResourceLimits:
+    """The engine's own bounds, handed to the program with its device resources (`set_limits`, called
+    before `init_kv` / `init_codec_slots` and before any graph stage is built), so fixed-shape buffers
+    are sized by what the engine can send rather than by the model's context or its default schedule.
+
+    `max_kv_tokens_per_row`: KV positions one row may reach in a batched (graphed) decode step: the
+    longest prompt a prefill batch admits plus the frame cap (plus the step's own position). A row past
+    it still decodes, eagerly. `max_chunk_frames`: the largest chunk of the engine's chunk schedule."""
+
+    max_kv_tokens_per_row: int
+    max_chunk_frames: int
+
+    def __post_init__(self) -> None:
+        if self.max_kv_tokens_per_row < 1 or self.max_chunk_frames < 1:
+            raise ValueError(f"resource limits must be positive, got {self}")
+
+
 @dataclass
 class GraphStage:
     """A program's fixed-shape device step for one (stage, bucket, lane), which the cuda executor captures
@@ -161,6 +179,14 @@ class GraphStage:
     # Optional: False for a batch the fixed shapes cannot hold (a voice-clone first chunk carrying its
     # reference codes, say); such a batch runs eagerly on the same stream instead of failing.
     accepts: Callable[[list[Any]], bool] | None = None
+    # Optional: plan an all-padding batch (scratch KV page / scratch codec slot) on the lane's stream.
+    # The executor calls it before warm-up and capture, so those runs read planned buffers (FlashInfer's
+    # run() needs a prior plan()) and write only scratch memory.
+    prime: Callable[[], None] | None = None
+    # Optional: called by the executor right after it enqueued a batch's replay, while the device runs
+    # it: prepare the host inputs of the NEXT step for the same rows (the usual next decode batch), so
+    # that launch only uploads them. A later load() with other rows ignores what was prepared.
+    prepare_next: Callable[[list[Any]], None] | None = None
 
 
 def check_voice_and_language(spec: ModelSpec, request: SynthesisRequest) -> None:
@@ -208,6 +234,12 @@ class ModelProgram(ABC):
             raise InputError(f"model {self.spec.name} takes no options, got {given}")
 
     # --- device resources, sized by the engine -------------------------------------------------
+    limits: ResourceLimits | None = None
+
+    def set_limits(self, limits: ResourceLimits) -> None:
+        """Take the engine's bounds (see ResourceLimits). Called before init_kv / init_codec_slots."""
+        self.limits = limits
+
     @abstractmethod
     def init_kv(self, num_pages: int, page_size: int) -> None:
         """Allocate the paged KV pool: `num_pages` pages of `page_size` positions each."""

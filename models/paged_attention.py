@@ -1,21 +1,31 @@
 """Paged-KV decode attention for graphed decode steps: FlashInfer when present, torch SDPA otherwise.
 
 One object per (lane, batch bucket): a CUDA graph is captured for a fixed batch size, and FlashInfer's
-graph-safe decode wrapper (`use_cuda_graph=True`) also fixes its batch size for life. The split of work:
+graph-safe decode wrapper (`use_cuda_graph=True`) also fixes its batch size for life. The buckets of one
+lane share one FlashInfer workspace (`LaneAttention`): a lane replays one graph at a time, lanes run
+concurrently and must not share one. The split of work:
 
-    plan(page_tables, kv_lens)   host, OUTSIDE graph capture, on the lane's stream, before every replay:
-                                 writes the batch's page indices into this object's static device
-                                 buffers (from pinned CPU int32 staging, non-blocking)
+    plan(page_tables, kv_lens)   host, OUTSIDE graph capture, on the lane's stream, before every replay
+                                 (and once before warm-up and capture: `prime()`): writes the batch's
+                                 page indices into this object's static device buffers
     append(k, v, kv_cache)       inside the graph: write this step's K/V at position kv_len-1
     run(q, kv_cache)             inside the graph: attention of q [bucket, Hq, D] over each row's pages
+
+No synchronous copy in `plan`: the host arrays are built with numpy (no per-row torch calls) into
+pinned staging buffers and go to the device with non-blocking copies on the lane's stream. FlashInfer's
+own `plan()` reads `indptr` and `last_page_len` on the host (pinned here, non-blocking copies into its
+bound buffers) but copies `indices` synchronously when they are on the host, so this module stages
+them on the device first and hands FlashInfer the device copy.
 
 KV layout (shared by both backends, FlashInfer's "NHD"): `kv_cache[num_pages, 2, page_size, Hkv, D]`,
 index 0 = K, 1 = V. Rows beyond the real batch (bucket padding) point at `scratch_page`, a page the KV
 pool never hands out, with length 1, so padded rows neither read garbage lengths nor write real pages.
+`max_pages_per_row` is the ENGINE's per-row bound (longest prompt + frame cap, `ResourceLimits`), not
+the model's context: the torch fallback gathers that many pages per row every step.
 
 Invariant the executor guarantees: `plan` for step t+1 runs only after step t's replay finished (a
-lane has one batch in flight), so the single pinned staging buffer is never overwritten while a
-non-blocking copy from it may still be pending.
+lane has one batch in flight), so the pinned staging buffers are never overwritten while a
+non-blocking copy from them may still be pending.
 
 `flashinfer` is imported lazily inside `load_flashinfer()` under try/except: importing it has crashed
 on CPU-only machines in released versions, and a CPU install must never import it.
@@ -25,9 +35,11 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
+from itertools import chain
 from types import ModuleType
 from typing import Any, Literal
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -81,38 +93,72 @@ class PagedDecodeAttention(ABC):
         self.write_page = torch.zeros(bucket, dtype=torch.long, device=self.device)
         self.write_offset = torch.zeros(bucket, dtype=torch.long, device=self.device)
         self._write_host = _pinned(2 * bucket, self.device, torch.long)
+        self._write_np = self._write_host.numpy()
+        self.planned = False
 
     # -- host side ---------------------------------------------------------------------------------
-    def _rows(self, page_tables: list[list[int]], kv_lens: list[int]) -> tuple[list[list[int]], list[int]]:
-        if len(page_tables) != len(kv_lens):
-            raise ValueError(f"{len(page_tables)} page tables but {len(kv_lens)} lengths")
-        if len(page_tables) > self.bucket:
-            raise ValueError(f"batch of {len(page_tables)} rows does not fit bucket {self.bucket}")
-        tables, lens = [], []
-        for pages, n in zip(page_tables, kv_lens, strict=True):
-            need = -(-n // self.page_size)
-            if n < 1 or need > len(pages) or need > self.max_pages:
-                raise ValueError(f"a row of {n} KV positions needs {need} pages of {self.page_size}; it has "
-                                 f"{len(pages)} (at most {self.max_pages} per row in this bucket)")
-            tables.append(list(pages[:need]))
-            lens.append(n)
-        pad = self.bucket - len(tables)
-        return tables + [[self.scratch_page]] * pad, lens + [1] * pad
+    def _rows(self, page_tables: list[list[int]] | list[np.ndarray],
+              kv_lens: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The padded batch as flat arrays: (pages [total] int64, indptr [bucket+1], lens [bucket]), each
+        row's first ceil(len / page_size) pages, padding rows one scratch page of length 1."""
+        n = len(page_tables)
+        if n != len(kv_lens):
+            raise ValueError(f"{n} page tables but {len(kv_lens)} lengths")
+        if n > self.bucket:
+            raise ValueError(f"batch of {n} rows does not fit bucket {self.bucket}")
+        lens = np.ones(self.bucket, dtype=np.int64)
+        lens[:n] = kv_lens
+        need = -(-lens // self.page_size)
+        have = np.fromiter((len(p) for p in page_tables), dtype=np.int64, count=n)
+        bad = (lens[:n] < 1) | (need[:n] > have) | (need[:n] > self.max_pages)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"a row of {int(lens[i])} KV positions needs {int(need[i])} pages of "
+                             f"{self.page_size}; it has {int(have[i])} (at most {self.max_pages} per row "
+                             "in this bucket)")
+        need[n:] = 1
+        indptr = np.zeros(self.bucket + 1, dtype=np.int64)
+        np.cumsum(need, out=indptr[1:])
+        total = int(indptr[-1])
+        pages = np.full(total, self.scratch_page, dtype=np.int64)
+        real = int(indptr[n])
+        firsts = [p[:k] for p, k in zip(page_tables, need[:n].tolist(), strict=True)]
+        if n and all(isinstance(p, np.ndarray) for p in page_tables):
+            pages[:real] = np.concatenate(firsts)
+        else:
+            pages[:real] = np.fromiter(chain.from_iterable(firsts), dtype=np.int64, count=real)
+        return pages, indptr, lens
 
-    def plan(self, page_tables: list[list[int]], kv_lens: list[int]) -> None:
-        """Stage a batch: row i has `kv_lens[i]` positions (including the one `append` writes this step)
-        in `page_tables[i]`. Call outside capture, on the lane's current stream."""
-        tables, lens = self._rows(page_tables, kv_lens)
-        w = self._write_host
-        for i, (pages, n) in enumerate(zip(tables, lens, strict=True)):
-            w[i] = pages[(n - 1) // self.page_size]
-            w[self.bucket + i] = (n - 1) % self.page_size
-        self.write_page.copy_(w[:self.bucket], non_blocking=True)
-        self.write_offset.copy_(w[self.bucket:], non_blocking=True)
-        self._plan(tables, lens)
+    def plan(self, page_tables: list[list[int]] | list[np.ndarray], kv_lens: list[int]) -> None:
+        """Stage a batch (page tables as lists or int64 arrays): row i has `kv_lens[i]` positions
+        (including the one `append` writes this step) in `page_tables[i]`. Call outside capture, on the
+        lane's current stream."""
+        self.stage(*self._rows(page_tables, kv_lens))
+
+    def compute(self, page_tables: list[list[int]] | list[np.ndarray],
+                kv_lens: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The host half of `plan` (validation and the flat arrays), touching no buffer: it may run
+        ahead, while the previous step still reads this object's buffers on the device."""
+        return self._rows(page_tables, kv_lens)
+
+    def stage(self, pages: np.ndarray, indptr: np.ndarray, lens: np.ndarray) -> None:
+        """The rest of `plan`: fill the pinned staging from `compute`'s arrays and copy (non-blocking)."""
+        w = self._write_np
+        w[:self.bucket] = pages[indptr[1:] - 1]  # the page holding position len-1 is each row's last
+        w[self.bucket:] = (lens - 1) % self.page_size
+        self.write_page.copy_(self._write_host[:self.bucket], non_blocking=True)
+        self.write_offset.copy_(self._write_host[self.bucket:], non_blocking=True)
+        self._plan(pages, indptr, lens)
+        self.planned = True
+
+    def prime(self) -> None:
+        """Plan an all-padding batch (every row on the scratch page, length 1): warm-up runs and the
+        capture read planned buffers (FlashInfer sets its kernel configuration in plan) and write only
+        the scratch page."""
+        self.plan([], [])
 
     @abstractmethod
-    def _plan(self, tables: list[list[int]], lens: list[int]) -> None: ...
+    def _plan(self, pages: np.ndarray, indptr: np.ndarray, lens: np.ndarray) -> None: ...
 
     # -- device side (graph-capturable) --------------------------------------------------------------
     def append(self, k: torch.Tensor, v: torch.Tensor, kv_cache: torch.Tensor) -> None:
@@ -137,16 +183,20 @@ class TorchPagedDecode(PagedDecodeAttention):
         self.kv_len = torch.ones(bucket, dtype=torch.long, device=self.device)
         self.positions = torch.arange(self.max_pages * self.page_size, device=self.device)
         self._host = _pinned(bucket * (self.max_pages + 1), self.device, torch.long)
+        self._grid_np = self._host[:bucket * self.max_pages].numpy().reshape(bucket, self.max_pages)
+        self._len_np = self._host[bucket * self.max_pages:].numpy()
 
-    def _plan(self, tables: list[list[int]], lens: list[int]) -> None:
-        h = self._host
-        h.fill_(self.scratch_page)
-        grid = h[:self.bucket * self.max_pages].view(self.bucket, self.max_pages)
-        for i, pages in enumerate(tables):
-            grid[i, :len(pages)] = torch.tensor(pages, dtype=torch.long)
-        h[self.bucket * self.max_pages:] = torch.tensor(lens, dtype=torch.long)
-        self.page_table.copy_(grid, non_blocking=True)
-        self.kv_len.copy_(h[self.bucket * self.max_pages:], non_blocking=True)
+    def _plan(self, pages: np.ndarray, indptr: np.ndarray, lens: np.ndarray) -> None:
+        grid = self._grid_np
+        grid.fill(self.scratch_page)
+        counts = np.diff(indptr)
+        rows = np.repeat(np.arange(self.bucket), counts)
+        cols = np.arange(pages.size) - np.repeat(indptr[:-1], counts)
+        grid[rows, cols] = pages
+        self._len_np[:] = lens
+        b, p = self.bucket, self.max_pages
+        self.page_table.copy_(self._host[:b * p].view(b, p), non_blocking=True)
+        self.kv_len.copy_(self._host[b * p:], non_blocking=True)
 
     def run(self, q: torch.Tensor, kv_cache: torch.Tensor) -> torch.Tensor:
         b, L = self.bucket, self.max_pages * self.page_size
@@ -171,9 +221,13 @@ class FlashInferPagedDecode(PagedDecodeAttention):
     def __init__(self, bucket: int, *, workspace: torch.Tensor, flashinfer: ModuleType, **kw: Any) -> None:
         super().__init__(bucket, **kw)
         b, p, dev = self.bucket, self.max_pages, self.device
+        self.workspace = workspace
         self.indptr_buf = torch.zeros(b + 1, dtype=torch.int32, device=dev)
         self.indices_buf = torch.zeros(b * p, dtype=torch.int32, device=dev)
         self.last_len_buf = torch.zeros(b, dtype=torch.int32, device=dev)
+        # The indices travel host -> device here (non-blocking, pinned); FlashInfer then copies them
+        # device -> device into indices_buf. Handing it host indices would make that copy synchronous.
+        self.indices_stage = torch.zeros(b * p, dtype=torch.int32, device=dev)
         self._indptr_h, self._indices_h = _pinned(b + 1, dev), _pinned(b * p, dev)
         self._last_h = _pinned(b, dev)
         group = self.num_qo_heads // self.num_kv_heads
@@ -182,17 +236,15 @@ class FlashInferPagedDecode(PagedDecodeAttention):
             paged_kv_indptr_buffer=self.indptr_buf, paged_kv_indices_buffer=self.indices_buf,
             paged_kv_last_page_len_buffer=self.last_len_buf)
 
-    def _plan(self, tables: list[list[int]], lens: list[int]) -> None:
-        n = 0
-        self._indptr_h[0] = 0
-        for i, (pages, length) in enumerate(zip(tables, lens, strict=True)):
-            self._indices_h[n:n + len(pages)] = torch.tensor(pages, dtype=torch.int32)
-            n += len(pages)
-            self._indptr_h[i + 1] = n
-            self._last_h[i] = (length - 1) % self.page_size + 1
-        # plan() must see CPU tensors (it reads indptr on the host) and explicit bf16: its default
+    def _plan(self, pages: np.ndarray, indptr: np.ndarray, lens: np.ndarray) -> None:
+        n = pages.size
+        self._indptr_h.numpy()[:] = indptr
+        self._indices_h.numpy()[:n] = pages
+        self._last_h.numpy()[:] = (lens - 1) % self.page_size + 1
+        self.indices_stage[:n].copy_(self._indices_h[:n], non_blocking=True)
+        # plan() reads indptr on the host (pinned: no sync) and needs explicit bf16: its default
         # q_data_type is float16.
-        self.wrapper.plan(self._indptr_h, self._indices_h[:n], self._last_h, self.num_qo_heads,
+        self.wrapper.plan(self._indptr_h, self.indices_stage[:n], self._last_h, self.num_qo_heads,
                           self.num_kv_heads, self.head_dim, self.page_size, pos_encoding_mode="NONE",
                           q_data_type=self.dtype, kv_data_type=self.dtype, non_blocking=True)
 
@@ -219,14 +271,22 @@ def make_decode_attention(bucket: int, *, backend: Backend = "auto", workspace: 
 
 
 class LaneAttention:
-    """All decode-attention objects of one lane, one per bucket, sharing the lane's workspace."""
+    """All decode-attention objects of one lane, one per bucket, built on first use and sharing ONE
+    FlashInfer workspace (a lane replays one graph at a time; 128 MiB per lane, not per bucket)."""
 
-    def __init__(self, lane: str, buckets: tuple[int, ...], *, backend: Backend = "auto", **kw: Any) -> None:
-        self.lane = lane
-        device = torch.device(kw["device"])
-        use_fi = backend != "torch" and device.type == "cuda" and load_flashinfer() is not None
-        ws = torch.empty(FLASHINFER_WORKSPACE_BYTES, dtype=torch.uint8, device=device) if use_fi else None
-        self.by_bucket = {b: make_decode_attention(b, backend=backend, workspace=ws, **kw) for b in buckets}
+    def __init__(self, lane: str, *, backend: Backend = "auto", **kw: Any) -> None:
+        self.lane, self.backend, self.kw = lane, backend, kw
+        self.by_bucket: dict[int, PagedDecodeAttention] = {}
+        self.workspace: torch.Tensor | None = None
 
     def __getitem__(self, bucket: int) -> PagedDecodeAttention:
-        return self.by_bucket[bucket]
+        attn = self.by_bucket.get(bucket)
+        if attn is None:
+            device = torch.device(self.kw["device"])
+            use_fi = (self.backend == "flashinfer"
+                      or (self.backend == "auto" and device.type == "cuda" and load_flashinfer() is not None))
+            if use_fi and self.workspace is None:
+                self.workspace = torch.empty(FLASHINFER_WORKSPACE_BYTES, dtype=torch.uint8, device=device)
+            attn = make_decode_attention(bucket, backend=self.backend, workspace=self.workspace, **self.kw)
+            self.by_bucket[bucket] = attn
+        return attn

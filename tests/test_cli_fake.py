@@ -292,3 +292,24 @@ def test_models_pull_offline_and_bad_ids(hf_cache):
     _one_error_line(vox("models", "pull", "Qwen/Qwen3-TTS-12Hz-1.7B-Base"), 1, "not reachable", "-m demo")
     _one_error_line(vox("models", "pull", "not-an-id"), 1, "not a Hugging Face model id")
     _one_error_line(vox("models", "pull", "demo"), 1, "built locally")
+
+
+def test_auto_backend_is_the_cpu_here_and_the_timing_line_names_it(monkeypatch):
+    import torch
+
+    engine, seen = FakeEngine(), {}
+    check = functools.partial(check_voice_and_language, SPEC)
+
+    def factory(cfg):
+        seen["cfg"] = cfg
+        return cli.Session(engine, SPEC, cfg.model, check, backend=f"{cfg.executor} executor on {cfg.device}")
+
+    monkeypatch.setattr(cli, "engine_factory", factory)
+    monkeypatch.setattr(cli, "STATE", cli._State())
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    r = vox("say", "Hello there.", "-o", "-")
+    assert r.exit_code == 0, r.output
+    assert (seen["cfg"].executor, seen["cfg"].device) == ("cpu", "cpu")
+    assert "cpu executor on cpu" in r.stderr
+    _one_error_line(vox("say", "--executor", "cuda", "Hello there.", "-o", "-"), 2, "executor=cuda",
+                    "torch sees none")

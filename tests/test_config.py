@@ -59,3 +59,42 @@ def test_models_get_their_own_recipe():
     assert recipe_for_model("Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice") == "qwen3-tts-0.6b"
     assert recipe_for_model("Qwen/Qwen3-TTS-12Hz-1.7B-Base") == "qwen3-tts-1.7b"
     assert recipe_for_model("/some/local/checkpoint") is None
+
+
+# ---------------------------------------------------------------- executor / device "auto"
+@pytest.mark.parametrize(("executor", "device", "gpu", "want"), [
+    ("auto", "auto", True, ("cuda", "cuda")),
+    ("auto", "auto", False, ("cpu", "cpu")),
+    ("auto", "cpu", True, ("cpu", "cpu")),
+    ("auto", "cuda:1", True, ("cuda", "cuda:1")),
+    ("cpu", "auto", True, ("cpu", "cpu")),
+    ("sim", "auto", False, ("sim", "cpu")),
+    ("cuda", "auto", True, ("cuda", "cuda")),
+])
+def test_auto_executor_and_device_follow_the_machine(executor, device, gpu, want):
+    from voxcli.config import resolve_auto
+
+    cfg = resolve_auto(EngineConfig(executor=executor, device=device), cuda_available=lambda: gpu)
+    assert (cfg.executor, cfg.device) == want
+
+
+@pytest.mark.parametrize(("executor", "device", "named"), [("cuda", "auto", "executor=cuda"),
+                                                           ("cpu", "cuda", "device=cuda")])
+def test_asking_for_cuda_without_a_gpu_is_one_sentence(executor, device, named):
+    from voxcli.config import resolve_auto
+
+    with pytest.raises(ConfigError) as e:
+        resolve_auto(EngineConfig(executor=executor, device=device), cuda_available=lambda: False)
+    msg = str(e.value)
+    assert msg.startswith(named) and "torch sees none" in msg and msg.count(". ") == 0
+
+
+def test_the_engine_resolves_auto_to_where_the_program_lives(monkeypatch):
+    import torch
+
+    from voxcli.engine.engine import Engine
+    from voxcli.engine.synthetic import SyntheticProgram
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # even on a GPU machine...
+    with Engine(SyntheticProgram(), EngineConfig()) as eng:  # ...a host-only program runs on the cpu
+        assert (eng.config.executor, eng.config.device) == ("cpu", "cpu")

@@ -98,7 +98,7 @@ def test_plan_rejects_batches_that_do_not_fit(tables, lens, match):
 def test_auto_backend_on_cpu_is_torch_and_never_imports_flashinfer(monkeypatch):
     monkeypatch.setattr(A, "load_flashinfer", lambda: pytest.fail("flashinfer must not be imported for CPU"))
     assert A.make_decode_attention(2, **_kw()).backend == "torch"
-    lane = A.LaneAttention("lm", (1, 2, 4), **_kw())
+    lane = A.LaneAttention("lm", **_kw())
     assert [lane[b].bucket for b in (1, 2, 4)] == [1, 2, 4]
 
 
@@ -156,10 +156,11 @@ def test_flashinfer_required_but_absent_is_a_clear_error(monkeypatch):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (the CPU CI has none)")
 @pytest.mark.parametrize("backend", ["torch", "auto"])
 def test_graph_replay_after_replan_matches_eager(backend):
-    dev = "cuda"
-    kv = torch.randn(32, 2, PAGE, HKV, D, device=dev, dtype=torch.bfloat16)
-    attn = A.make_decode_attention(2, backend=backend, **_kw(device=dev, dtype=torch.bfloat16))
-    q = torch.randn(2, HQ, D, device=dev, dtype=torch.bfloat16)
+    dev, d = "cuda", 128  # FlashInfer ("auto" on a GPU) dispatches head_dim 64/128/256/512 only
+    kv = torch.randn(32, 2, PAGE, HKV, d, device=dev, dtype=torch.bfloat16)
+    kw = {**_kw(device=dev, dtype=torch.bfloat16), "head_dim": d}
+    attn = A.make_decode_attention(2, backend=backend, **kw)
+    q = torch.randn(2, HQ, d, device=dev, dtype=torch.bfloat16)
     stream = torch.cuda.Stream()
     with torch.cuda.stream(stream):
         attn.plan([[1, 2], [3]], [6, 3])

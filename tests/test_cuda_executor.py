@@ -14,27 +14,23 @@ import torch
 
 from voxcli.config import EngineConfig
 from voxcli.engine.executors.base import Work
-from voxcli.engine.executors.cuda import (
-    BucketError,
-    CudaExecutor,
-    GraphStage,
-    graph_keys,
-    lane_layout,
-    pick_bucket,
-)
+from voxcli.engine.executors.cuda import BucketError, CudaExecutor, GraphStage, graph_keys
+from voxcli.engine.lanes import lane_layout
 from voxcli.engine.partitions import LaneStreams
 
+# ---------------------------------------------------------------- the lane plan, as the executor reads it
+FULL = lane_layout(EngineConfig(policy="full"))
 
-# ---------------------------------------------------------------- pure helpers
+
 @pytest.mark.parametrize(("n", "bucket"), [(1, 1), (2, 2), (3, 4), (5, 8), (8, 8), (200, 256)])
-def test_pick_bucket_is_the_smallest_that_fits(n, bucket):
-    assert pick_bucket(n, (1, 2, 4, 8, 16, 32, 64, 128, 256)) == bucket
+def test_the_bucket_is_the_smallest_that_fits(n, bucket):
+    assert FULL.bucket_for("lm", "decode", n) == bucket
 
 
 @pytest.mark.parametrize("n", [0, 9])
-def test_pick_bucket_refuses_empty_and_oversized_batches(n):
+def test_empty_and_oversized_batches_have_no_bucket(n):
     with pytest.raises(BucketError, match="bucket|row"):
-        pick_bucket(n, (1, 2, 4, 8))
+        FULL.bucket_for("urgent", "codec", n)
 
 
 def test_graph_keys_for_the_full_policy():
@@ -49,13 +45,16 @@ def test_graph_keys_for_the_full_policy():
     assert backbone == sorted(backbone, reverse=True)  # largest first: smaller captures reuse the pool
 
 
-def test_unsplit_policies_keep_one_partition_name_per_lane():
+def test_unsplit_policies_keep_one_partition_name_per_lane_and_capture_no_urgent_graphs():
     for policy in ("sync", "sync2", "lanes"):
-        parts = {p.partition for p in lane_layout(policy).values()}
-        assert len(parts) == 3 and all(p.startswith("whole/") for p in parts)
-    assert {p.stream for p in lane_layout("sync").values()} == {"lm"}
-    assert lane_layout("sync2")["background"].stream == "codec"
-    assert lane_layout("full")["urgent"] == lane_layout("full")["urgent"].__class__("device", "device")
+        plan = lane_layout(EngineConfig(policy=policy))
+        parts = set(plan.partition.values())
+        assert len(parts) == 2 and all(p.startswith("whole/") for p in parts)
+        keys = graph_keys(EngineConfig(policy=policy))
+        assert len(keys) == 9 + 6 and not any(k[0].endswith("urgent") for k in keys)  # no lane uses them
+    assert set(lane_layout(EngineConfig(policy="sync")).stream.values()) == {"lm"}
+    assert lane_layout(EngineConfig(policy="sync2")).stream["background"] == "codec"
+    assert (FULL.partition["urgent"], FULL.stream["urgent"]) == ("device", "device")
 
 
 # ---------------------------------------------------------------- fakes
@@ -323,7 +322,8 @@ def test_wait_returns_at_until_and_immediately_when_idle():
 
 def test_sync_policy_puts_every_lane_on_one_stream():
     ex, prog, _ = make(policy="sync")
-    ex.launch(Work("urgent", "codec", [R(1.0)], bucket=1))
+    assert set(ex.stream_of) == {"lm", "background"}
+    ex.launch(Work("background", "codec", [R(1.0)], bucket=1))
     ex.wait(None)
     ex.launch(Work("lm", "prefill", [R(1.0)], bucket=1))
     ex.wait(None)

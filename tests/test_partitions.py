@@ -259,3 +259,28 @@ def test_no_split_policy_uses_plain_streams_without_warning(caplog):
     res, _ = build(drv, split=False)
     assert not res.green and drv.calls == []
     assert _fallback_records(caplog) == []
+
+
+# ---------------------------------------------------------------- the device's own granularity
+def test_a_codec_partition_of_only_the_remainder_is_refused():
+    # 128 = 16 groups of 8 leaves 0 whole groups for the codec: the 4-SM remainder alone is no partition.
+    with pytest.raises(PartitionError, match="remainder alone"):
+        plan_split(132, 128, 4)
+    assert all(codec >= 8 for _, codec in P.valid_layouts(132))
+    assert (128, 4) not in P.valid_layouts(132)
+
+
+def test_granularity_is_read_from_the_device_when_the_driver_reports_it():
+    drv = fake_driver()
+    drv.cuDeviceGetDevResource = lambda dev, t: ("SUCCESS", SimpleNamespace(
+        sm=SimpleNamespace(smCount=132, minSmPartitionSize=16, smCoscheduledAlignment=16)))
+    with pytest.raises(PartitionError, match="groups of 16"):
+        build(drv, 104, 28)  # fine in groups of 8, impossible in groups of 16 (8 groups + 4 remainder)
+    res, _ = build(drv, 96, 32)
+    assert res.granularity == (16, 16) and res.granularity_source == "device"
+    assert ("split", 8, 0, 16) in drv.calls
+
+
+def test_granularity_falls_back_to_the_cc_table_without_device_fields():
+    res, _ = build(fake_driver())
+    assert res.granularity == (8, 8) and res.granularity_source == "cc table"

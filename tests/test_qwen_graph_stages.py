@@ -128,7 +128,7 @@ def test_graphed_codec_equals_eager_codec(cv, bucket, lengths):
         assert len(got) == n
         for w, g in zip(want, got, strict=True):
             assert w.shape == g.shape and g.dtype == np.float32
-            # Not bit-exact: the graph pads every chunk to graph_max_chunk_frames, the eager pass to the
+            # Not bit-exact: the graph pads every chunk to limits.max_chunk_frames, the eager pass to the
             # batch's longest chunk, and the matmul shapes change the last bits. The eager decoder moves
             # just as much (1.4e-5 on this checkpoint) when a longer batch-mate changes its padding.
             assert float(np.abs(w - g).max()) <= 5e-5
@@ -136,12 +136,12 @@ def test_graphed_codec_equals_eager_codec(cv, bucket, lengths):
 
 def test_codec_graph_refuses_too_long_chunks_and_bad_slots(cv):
     gs = cv.graph_stage("codec", 2, "urgent", torch.device("cpu"))
-    long = _chunks(cv, [cv.graph_max_chunk_frames + 1], 0)[0]
+    long = _chunks(cv, [cv.limits.max_chunk_frames + 1], 0)[0]
     too_long = CodecItem(slot=0, codes=long, first=True, last=False)
     fits = CodecItem(slot=1, codes=long[:3], first=True, last=False)
     # the executor asks first and runs such a batch eagerly; load() itself still refuses it
     assert gs.accepts([fits]) and not gs.accepts([fits, too_long])
-    with pytest.raises(ValueError, match="graph_max_chunk_frames"):
+    with pytest.raises(ValueError, match="max_chunk_frames"):
         gs.load([too_long])
     with pytest.raises(ValueError, match="outside the table"):
         gs.load([CodecItem(slot=cv.scratch_slot, codes=long[:2], first=True, last=False)])
@@ -184,7 +184,7 @@ def test_run_has_no_host_sync(cv):
     cod.load([CodecItem(slot=0, codes=_chunks(cv, [2], 1)[0], first=True, last=False)])
     with _no_host_sync():
         out = cod.run()
-    assert out["wav"].shape == (2, cv.graph_max_chunk_frames * cv.spec.samples_per_frame)
+    assert out["wav"].shape == (2, cv.limits.max_chunk_frames * cv.spec.samples_per_frame)
 
 
 # ---------------------------------------------------------------- the cuda executor picks them up

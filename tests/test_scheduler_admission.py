@@ -9,7 +9,7 @@ from voxcli.config import EngineConfig
 from voxcli.engine.estimates import LatencyEstimator, default_profile
 from voxcli.engine.executors.base import Completion, Work
 from voxcli.engine.executors.stages import run_work
-from voxcli.engine.scheduler import Scheduler, bucket_for
+from voxcli.engine.scheduler import Scheduler
 from voxcli.engine.synthetic import SyntheticProgram
 
 
@@ -107,6 +107,19 @@ def test_waiting_for_resources_is_not_a_deferral_and_pages_return():
     assert w.stage == "prefill" and [r.request_id for r in w.rows] == [2]
 
 
-def test_bucket_for():
-    assert bucket_for(3, (1, 2, 4, 8)) == 4 and bucket_for(1, (1, 2)) == 1
-    assert bucket_for(8, (1, 2, 4, 8)) == 8
+def test_the_lane_plan_is_the_one_bucket_rule():
+    import pytest
+
+    from voxcli.engine.lanes import BucketError, lane_layout
+
+    plan = lane_layout(EngineConfig(policy="full", decode_buckets=(1, 2, 4, 8), urgent_buckets=(1, 2)))
+    assert plan.bucket_for("lm", "decode", 3) == 4 and plan.bucket_for("lm", "decode", 8) == 8
+    assert plan.bucket_for("urgent", "codec", 2) == 2 and plan.largest("background", "codec") == 32
+    for n in (0, 9):
+        with pytest.raises(BucketError):
+            plan.bucket_for("lm", "decode", n)
+    # Policies without an urgent lane have no urgent buckets (and the cuda executor captures none).
+    sync2 = lane_layout(EngineConfig(policy="sync2"))
+    assert sync2.lanes == ("lm", "background") and "urgent" not in (sync2.stages or {})
+    with pytest.raises(BucketError, match="urgent"):
+        sync2.buckets("urgent", "codec")

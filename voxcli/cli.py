@@ -164,10 +164,11 @@ class Session:
     # Bounds generation when the user gave no --max-frames: set for the demo model, whose random
     # weights would otherwise run to the engine's hard cap (minutes of noise).
     frame_cap: Any = None
+    backend: str = ""  # "cuda executor on cuda" / "cpu executor on cpu", shown in the timing line
 
 
 def build_config(o: EngineOptions) -> Any:
-    from voxcli.config import EngineConfig, load_recipe, recipe_for_model
+    from voxcli.config import EngineConfig, load_recipe, recipe_for_model, resolve_auto
 
     # No --recipe: the model's own shipped recipe (demo, qwen3-tts-0.6b, ...), else the defaults.
     recipe = o.recipe or recipe_for_model(o.model or EngineConfig.model)
@@ -178,7 +179,7 @@ def build_config(o: EngineOptions) -> Any:
     # --set admission=... says otherwise (the recipes' TTFA gate sheds load for serving).
     if not any(s.split("=", 1)[0].strip().replace("-", "_") == "admission" for s in o.sets or []):
         changes["admission"] = "deadline"
-    return cfg.replace(**changes) if changes else cfg
+    return resolve_auto(cfg.replace(**changes) if changes else cfg)
 
 
 def default_engine_factory(config: Any) -> Session:
@@ -200,7 +201,7 @@ def default_engine_factory(config: Any) -> Session:
 
         cap = speech_length_cap(program.spec.frame_rate)
     return Session(engine=Engine(program, config), spec=program.spec, model=config.model, check=program.check,
-                   frame_cap=cap)
+                   frame_cap=cap, backend=f"{config.executor} executor on {config.device}")
 
 
 def _is_demo(model: str) -> bool:
@@ -325,8 +326,9 @@ SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Engine setting 
                                                    "e.g. --set policy=sync --set chunk.first=2.")]
 PolicyOpt = Annotated[str | None, typer.Option("--policy", help="Scheduling policy: sync, sync2, lanes, "
                                                "full.")]
-ExecOpt = Annotated[str | None, typer.Option("--executor", help="Executor backend: cpu, cuda, sim.")]
-DeviceOpt = Annotated[str | None, typer.Option("--device", help="Torch device: cpu or cuda.")]
+ExecOpt = Annotated[str | None, typer.Option(
+    "--executor", help="Executor backend: auto (cuda when torch sees a GPU, else cpu), cpu, cuda, sim.")]
+DeviceOpt = Annotated[str | None, typer.Option("--device", help="Torch device: auto, cpu or cuda.")]
 FormatOpt = Annotated[str | None, typer.Option("--format", help="wav, flac, pcm (and mp3, opus, ogg when "
                                                "libsndfile can encode them). Default: from the file name, "
                                                "else wav.")]
@@ -397,6 +399,7 @@ def say(
             if requests:
                 session.check(requests[0])  # before any synthesis; every segment shares the settings
             sr = session.spec.sample_rate
+            backend = session.backend
             sink = open_sink(output, sr, audio_format) if output is not None else None
             player = Player(sr) if play else None
             try:
@@ -423,8 +426,9 @@ def say(
             where = "" if output in (None, "-") else f" → {output}"
             rtf = f"{stats.rtf:.2f}" if stats.rtf is not None else "n/a"
             seg = f" in {stats.segments} sentences" if stats.segments > 1 else ""
+            on = f" · {backend}" if backend else ""
             _err(f"TTFA {stats.ttfa_s * 1000:.0f} ms · {stats.audio_s:.2f} s audio{seg} in "
-                 f"{stats.wall_s:.2f} s (RTF {rtf}){where}")
+                 f"{stats.wall_s:.2f} s (RTF {rtf}){on}{where}")
 
 
 def _isatty(stream: Any) -> bool:
@@ -482,11 +486,13 @@ def batch(
             # command-wide flags fail the command (a placeholder text stands in for the items')
             session.check(template.request("(flags check)"))
             opts.frame_cap, opts.check = session.frame_cap, session.check
+            backend = session.backend
             with _sigterm_as_interrupt():
                 result = run_batch(session.engine, session.spec, session.model, items, template, opts)
         summary = (f"{result.done} written, {result.failed} failed, {result.skipped} already done "
                    f"({result.audio_s:.1f} s audio in {result.wall_s:.1f} s"
-                   + (f", RTF {result.rtf:.2f}" if result.rtf else "") + f") → {out_dir}")
+                   + (f", RTF {result.rtf:.2f}" if result.rtf else "")
+                   + (f", {backend}" if backend else "") + f") → {out_dir}")
         if not quiet:
             _err(summary)
             for line in result.errors[:20]:
@@ -528,7 +534,7 @@ def voices(model: ModelOpt = None, device: DeviceOpt = None) -> None:
         ensure_available(source)
         from voxcli.models import load_model
 
-        spec = load_model(source, device or "cpu", "float32").spec
+        spec = load_model(source, device if device not in (None, "auto") else "cpu", "float32").spec
         typer.echo(f"model:     {source}")
         typer.echo(f"voices:    {', '.join(spec.voices) or '(none: ' + ', '.join(spec.modes) + ')'}")
         languages = ["auto", *(x for x in spec.languages if x.lower() != "auto")]

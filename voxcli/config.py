@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 Policy = Literal["sync", "sync2", "lanes", "full"]
 Admission = Literal["ttfa-gate", "deadline", "prefill-first"]
-ExecutorKind = Literal["cpu", "sim", "cuda"]
+ExecutorKind = Literal["auto", "cpu", "sim", "cuda"]
 
 POLICIES: tuple[str, ...] = ("sync", "sync2", "lanes", "full")
 ADMISSIONS: tuple[str, ...] = ("ttfa-gate", "deadline", "prefill-first")
@@ -84,8 +84,9 @@ class ChunkSchedule:
 class EngineConfig:
     # --- which model and where ---------------------------------------------------------------
     model: str = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
-    executor: ExecutorKind = "cpu"
-    device: str = "cpu"
+    # "auto": the cuda executor on "cuda" when torch sees a CUDA device, else cpu (see `resolve_auto`)
+    executor: ExecutorKind = "auto"
+    device: str = "auto"
     dtype: str = "float32"
     gpu: str = ""  # sim/profile: name of a cost profile in recipes/gpus/ (h100, h200, b200)
     sim_model: str = ""  # sim: fidelity model of the profile's [sim] (optimistic, honest); "" = its default
@@ -135,8 +136,8 @@ class EngineConfig:
             raise ConfigError(f"policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
         if self.admission not in ADMISSIONS:
             raise ConfigError(f"admission must be one of {', '.join(ADMISSIONS)}, got {self.admission!r}")
-        if self.executor not in ("cpu", "sim", "cuda"):
-            raise ConfigError(f"executor must be cpu, sim or cuda, got {self.executor!r}")
+        if self.executor not in ("auto", "cpu", "sim", "cuda"):
+            raise ConfigError(f"executor must be auto, cpu, sim or cuda, got {self.executor!r}")
         for name in ("urgent_buckets", "background_buckets", "decode_buckets"):
             b = getattr(self, name)
             if not b or list(b) != sorted(set(b)) or b[0] < 1:
@@ -233,6 +234,35 @@ def _merge(cfg: EngineConfig, values: dict[str, Any]) -> EngineConfig:
             chunk_changes["ramp"] = tuple(chunk_changes["ramp"])
         changes["chunk"] = dataclasses.replace(cfg.chunk or ChunkSchedule(), **chunk_changes)
     return dataclasses.replace(cfg, **changes).validate()
+
+
+def _cuda_available() -> bool:
+    import torch  # noqa: PLC0415 - only when a config is resolved, never at import
+
+    return bool(torch.cuda.is_available())
+
+
+def resolve_auto(cfg: EngineConfig, *, check: bool = True,
+                 cuda_available: Any = _cuda_available) -> EngineConfig:
+    """Turn `executor`/`device` "auto" into concrete values: the cuda executor on "cuda" when torch
+    sees a CUDA device, else the cpu executor on "cpu"; an explicit device decides an auto executor
+    and an explicit executor decides an auto device. With `check`, an explicit cuda executor or
+    device on a machine without CUDA is a ConfigError (one sentence), before any model load."""
+    executor, device = cfg.executor, cfg.device
+    if executor == "auto":
+        if device != "auto":
+            executor = "cuda" if device.startswith("cuda") else "cpu"
+        else:
+            executor = "cuda" if cuda_available() else "cpu"
+    if device == "auto":
+        device = "cuda" if executor == "cuda" else "cpu"
+    if check and (executor == "cuda" or device.startswith("cuda")) and not cuda_available():
+        what = "executor=cuda" if executor == "cuda" else f"device={device}"
+        raise ConfigError(f"{what} needs a CUDA GPU and torch sees none on this machine; use "
+                          "executor=cpu (or executor=sim with gpu=h100) here")
+    if (executor, device) == (cfg.executor, cfg.device):
+        return cfg
+    return cfg.replace(executor=executor, device=device)
 
 
 def recipe_path(name: str) -> Path:

@@ -1,11 +1,14 @@
 """Fixed-shape decode and codec steps of the Qwen3-TTS program for the cuda executor's CUDA graphs.
 
-Each stage object owns static device buffers sized for one batch bucket; `GraphStage(run, load, finish)`
-(voxcli/engine/executors/cuda.py) wraps its three methods:
+Each stage object owns static device buffers sized for one batch bucket (and the engine's limits,
+`ResourceLimits`); `GraphStage` (models/base.py) wraps its methods:
 
+    prime()               host: an all-padding batch (scratch page / slot), before warm-up and capture
     load(rows)            host: pad the batch to the bucket, fill the static inputs, plan the attention
     run()                 device only, fixed shapes, no host sync: the step itself -> dict of tensors
     finish(rows, host)    host: turn the host copies of run()'s outputs into per-row results
+    accepts(rows)         whether the fixed shapes hold the batch (else the executor runs it eagerly)
+    prepare_next(rows)    decode: the next step's host inputs, while this step runs (see below)
 
 Decode = the code predictor's 15 residual groups for the pending (h, c0), the talker step over the paged
 KV pool and the c0 sampling, exactly the arithmetic of `Qwen3TTSProgram.decode` with every
@@ -15,6 +18,11 @@ decode emit identical codes. Padding rows attend to and write the program's scra
 
 Codec = the streaming decoder over [bucket, 16, max_frames] right-padded chunks; each item's slot state is
 gathered and scattered inside run() by a static index tensor, padding items use the scratch slot.
+
+Host cost per launch (scripts/bench_graph_load.py): settings are packed once per request, page tables
+converted once per request, uniforms drawn in blocks; a step whose rows are the previous step's rows in
+the same order copies that step's host outputs back in one call per field, and `prepare_next` (called
+by the executor while the previous step runs on the device) computes the rest of its host inputs ahead.
 
 Buffers are bound at construction: a CUDA graph captured over them keeps their addresses, so the KV
 pool and the codec slot table must be allocated (`init_kv`, `init_codec_slots`) BEFORE the stages are
@@ -29,7 +37,8 @@ import numpy as np
 import torch
 
 from ..base import CodecItem, Row, StepOutput
-from ..paged_attention import FlashInferPagedDecode, PagedDecodeAttention, make_decode_attention
+from ..paged_attention import FlashInferPagedDecode, PagedDecodeAttention
+from .program import next_uniforms, peek_uniforms
 from .sampling import NEG_INF, BatchSampling, apply_repetition_penalty, warp
 
 if TYPE_CHECKING:
@@ -84,22 +93,40 @@ class _Static:
 
 
 # --- decode -------------------------------------------------------------------------------------------
+# Per-request settings as one float64 row (packed once per request, see RowState.packed); padding values.
+_PACKED = ("greedy", "temperature", "top_k", "top_p", "sub_greedy", "sub_temperature", "sub_top_k",
+           "sub_top_p", "penalty", "fixed")
+_PAD = {"greedy": True, "temperature": 1.0, "top_k": 0, "top_p": 1.0, "sub_greedy": True,
+        "sub_temperature": 1.0, "sub_top_k": 0, "sub_top_p": 1.0, "penalty": 1.0, "fixed": False}
+
+
+def _pages_np(r: Row) -> np.ndarray:
+    """The row's page table as an int64 array, converted once per request (the engine reserves a
+    request's pages at admission; a new list object is converted again)."""
+    st = r.state
+    if st.pages is None or st.pages[0] is not r.pages:
+        st.pages = (r.pages, np.asarray(r.pages, dtype=np.int64))
+    return st.pages[1]
+
+
+def _pack(st: Any) -> np.ndarray:
+    sp = st.sampling
+    st.packed = np.array([sp.greedy, sp.temperature, sp.top_k, sp.top_p, sp.sub_greedy, sp.sub_temperature,
+                          sp.sub_top_k, sp.sub_top_p, sp.repetition_penalty, st.fixed], dtype=np.float64)
+    return st.packed
+
+
 class DecodeGraphStage:
     """One decode step for `bucket` rows over static buffers."""
 
     def __init__(self, program: Qwen3TTSProgram, bucket: int, device: torch.device,
-                 attention_backend: str = "auto") -> None:
+                 attention_backend: str = "auto", lane: str = "lm") -> None:
         p, tc = program, program.cfg.talker
         b = tc.block
         self.p, self.bucket, self.device = p, bucket, device
         H, V = b.hidden_size, tc.vocab_size
-        kv_tokens = min(p.graph_max_kv_tokens or tc.block.max_position_embeddings,
-                        (p.scratch_page) * p.page_size)
-        self.attn: PagedDecodeAttention = make_decode_attention(
-            bucket, backend=attention_backend, num_qo_heads=b.num_attention_heads,
-            num_kv_heads=b.num_key_value_heads, head_dim=b.head_dim, page_size=p.page_size,
-            max_pages_per_row=max(1, -(-kv_tokens // p.page_size)), scratch_page=p.scratch_page,
-            device=device, dtype=p.dtype)
+        self.attn: PagedDecodeAttention = p.lane_attention(lane, device, attention_backend)[bucket]
+        self.max_kv = self.attn.max_pages * self.attn.page_size  # the engine's per-row bound
         f32, i64 = torch.float32, torch.int64
         self.s = _Static(
             device,
@@ -118,64 +145,148 @@ class DecodeGraphStage:
                     "hid": torch.zeros(bucket, H, dtype=p.dtype, device=device),
                     "nxt": torch.zeros(bucket, dtype=i64, device=device),
                     "seen": torch.zeros(bucket, V, dtype=torch.bool, device=device)}
+        # finish()'s host outputs and the request ids they belong to, for load()'s steady-state fast path
+        self._carry: tuple[list[int], torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+        self._last_ids: list[int] | None = None  # request ids of the previous load, in order
+        self._text_settled = False  # the previous load's rows were all past their trailing text
+        # prepare_next()'s work for the next step of the same rows: (ids, generated, q_pos, uniforms,
+        # attention arrays); `prepared_hits` counts loads that used it
+        self._next: tuple[list[int], np.ndarray, np.ndarray, torch.Tensor, tuple] | None = None
+        self.prepared_hits = 0
+        # numpy views of the host staging (h and text may be bfloat16, which numpy lacks: torch fills them)
+        self._np = {k: t.numpy() for k, t in self.s.host.items() if k not in ("h", "text")}
 
     # -- host --------------------------------------------------------------------------------------
+    def accepts(self, rows: list[Row]) -> bool:
+        """Rows past the engine's per-row KV bound (longer than any admitted prompt + frame cap) run
+        eagerly instead of failing their batch."""
+        return len(rows) <= self.bucket and all(r.kv_len + 1 <= self.max_kv for r in rows)
+
+    def prime(self) -> None:
+        """All padding rows (scratch page, length 1, neutral settings): what warm-up and capture run on."""
+        self.load([])
+
+    def prepare_next(self, rows: list[Row]) -> None:
+        """While this step runs on the device: the next step's host inputs for the same rows (each row
+        one frame further), so the next load of exactly these rows only copies them. Nothing is consumed
+        (the uniforms are peeked) and no buffer is touched, so a different next batch loses nothing."""
+        self._next = None
+        if not rows or any(r.kv_len + 2 > self.max_kv for r in rows):
+            return  # a row at the KV bound: the next batch is not graphed as is
+        states = [r.state for r in rows]
+        generated = np.fromiter((st.generated + 1 for st in states), dtype=np.int64, count=len(rows))
+        q_pos = np.fromiter((r.kv_len + 1 for r in rows), dtype=np.int64, count=len(rows))
+        uniforms = torch.stack([peek_uniforms(st) for st in states])
+        attn = self.attn.compute([_pages_np(r) for r in rows], (q_pos + 1).tolist())
+        self._next = ([r.request_id for r in rows], generated, q_pos, uniforms, attn)
+
+    def _take_prepared(self, rows: list[Row], ids: list[int]) -> tuple | None:
+        """What prepare_next made, if it is for exactly these rows, each one step on."""
+        nxt, self._next = self._next, None
+        if nxt is None or nxt[0] != ids:
+            return None
+        if not np.array_equal(nxt[2], np.fromiter((r.kv_len for r in rows), dtype=np.int64, count=len(rows))):
+            return None
+        return nxt
+
     def load(self, rows: list[Row]) -> None:
-        if len(rows) > self.bucket:
-            raise ValueError(f"a decode batch of {len(rows)} rows does not fit graph bucket {self.bucket}")
-        h = self.s.host
-        # Padding rows: greedy, neutral settings, zero inputs; their KV goes to the scratch page.
-        for k in ("h", "c0", "text", "seen", "fixed", "q_pos", "top_k", "sub_top_k"):
-            h[k].zero_()
-        for k in ("penalty", "temperature", "top_p", "sub_temperature", "sub_top_p"):
-            h[k].fill_(1.0)
-        h["greedy"].fill_(True)
-        h["sub_greedy"].fill_(True)
-        h["generated"].fill_(2)
-        h["uniforms"].fill_(0.5)
-        device_rows = []  # rows whose state still lives on the device (straight after prefill)
-        for i, r in enumerate(rows):
-            st = r.state
-            # The same 16 draws per row per step, in the same order, as the eager `_uniforms`.
-            h["uniforms"][i] = torch.rand(16, generator=st.gen, dtype=torch.float64)
-            sp = st.sampling
-            h["greedy"][i], h["temperature"][i], h["top_k"][i], h["top_p"][i] = (
-                sp.greedy, sp.temperature, sp.top_k, sp.top_p)
-            h["sub_greedy"][i], h["sub_temperature"][i], h["sub_top_k"][i], h["sub_top_p"][i] = (
-                sp.sub_greedy, sp.sub_temperature, sp.sub_top_k, sp.sub_top_p)
-            h["penalty"][i], h["generated"][i], h["fixed"][i] = sp.repetition_penalty, st.generated, st.fixed
-            h["q_pos"][i, 0] = r.kv_len
-            if st.h.device.type == "cpu" or self.device.type == "cpu":
-                h["h"][i], h["c0"][i], h["seen"][i] = st.h, st.c0, st.seen
-            else:
-                device_rows.append(i)
+        n = len(rows)
+        if n > self.bucket:
+            raise ValueError(f"a decode batch of {n} rows does not fit graph bucket {self.bucket}")
+        h, a = self.s.host, self._np
+        states = [r.state for r in rows]
+        ids = [r.request_id for r in rows]
+        prepared = self._take_prepared(rows, ids) if n else None
+        # The same rows in the same order as this stage's previous load: per-request settings (and a
+        # text term that reached its constant tail) are already in place.
+        same = ids == self._last_ids
+        self._last_ids = ids
+        if not same:  # settings never change within a request: packed once, one assignment per field
+            packs = np.stack([_pack(st) if st.packed is None else st.packed for st in states]) if n else None
+            for j, k in enumerate(_PACKED):
+                col = a[k]
+                col[n:] = _PAD[k]  # padding rows: greedy, neutral settings, zero inputs, scratch page
+                if n:
+                    col[:n] = packs[:, j]
+            a["generated"][n:] = 2
+            a["q_pos"][n:] = 0
+            a["uniforms"][n:] = 0.5
+            h["h"][n:].zero_()
+            h["c0"][n:] = 0
+            h["seen"][n:] = False
+        if prepared is not None:  # computed while the previous step ran: consume the peeked uniforms
+            a["generated"][:n], a["q_pos"][:n, 0] = prepared[1], prepared[2]
+            h["uniforms"][:n].copy_(prepared[3])
+            for st in states:
+                st.uidx += 1
+            self.prepared_hits += 1
+        elif n:
+            a["generated"][:n] = [st.generated for st in states]
+            a["q_pos"][:n, 0] = [r.kv_len for r in rows]
+            # the same 16 draws per row per step as the eager `_uniforms`
+            torch.stack([next_uniforms(st) for st in states], out=h["uniforms"][:n])
+        carry = self._carry
+        device_rows: list[int] = []
+        if n and same and carry is not None and all(
+                st.h._base is carry[1] and st.c0._base is carry[2] and st.seen._base is carry[3]
+                for st in states):
+            # Steady state: the rows' state is still the views finish() gave them: this stage's last
+            # host outputs are this step's inputs, one copy per field.
+            h["h"][:n].copy_(carry[1])
+            h["c0"][:n].copy_(carry[2])
+            h["seen"][:n].copy_(carry[3])
+        elif n:
+            on_host = self.device.type == "cpu" or all(st.h.device.type == "cpu" for st in states)
+            if on_host:
+                torch.stack([st.h for st in states], out=h["h"][:n])
+                torch.stack([st.c0 for st in states], out=h["c0"][:n])
+                torch.stack([st.seen for st in states], out=h["seen"][:n])
+            else:  # rows straight after prefill keep their state on the device
+                for i, st in enumerate(states):
+                    if st.h.device.type == "cpu":
+                        h["h"][i], h["c0"][i], h["seen"][i] = st.h, st.c0, st.seen
+                    else:
+                        device_rows.append(i)
         self.s.upload()
         d = self.s.dev
         for i in device_rows:  # device-to-device, ordered on the lane stream after the upload
-            st = rows[i].state
+            st = states[i]
             d["h"][i].copy_(st.h, non_blocking=True)
             d["c0"][i].copy_(st.c0, non_blocking=True)
             d["seen"][i].copy_(st.seen, non_blocking=True)
-        for i, r in enumerate(rows):  # the text term lives on the device with the prompt
-            st = r.state
-            t = st.generated - 1
-            d["text"][i].copy_(st.trailing[t] if t < st.trailing.shape[0] else st.tts_pad, non_blocking=True)
-        self.attn.plan([r.pages for r in rows], [r.kv_len + 1 for r in rows])
+        if n and not (same and self._text_settled):
+            # The text term lives on the device with the prompt: one stacked device-side copy. Once every
+            # row is past its trailing text the term is each row's constant tts_pad embedding.
+            text = [st.trailing[st.generated - 1] if st.generated - 1 < st.trailing.shape[0] else st.tts_pad
+                    for st in states]
+            if all(t.device == d["text"].device for t in text):
+                torch.stack(text, out=d["text"][:n])
+            else:
+                d["text"][:n].copy_(torch.stack(text), non_blocking=True)
+            self._text_settled = all(st.generated > st.trailing.shape[0] for st in states)
+        if prepared is not None:
+            self.attn.stage(*prepared[4])
+        else:
+            self.attn.plan([_pages_np(r) for r in rows], [r.kv_len + 1 for r in rows])
 
     def finish(self, rows: list[Row], host: dict[str, torch.Tensor]) -> list[StepOutput]:
         eos = self.p.cfg.talker.codec_eos_id
-        frames = host["frames"].numpy()
+        n = len(rows)
+        frames = host["frames"][:n].numpy().astype(np.int64)
+        # State stays on the host between graphed steps: one copy of each output per step, rows keep
+        # views into it, and load() stacks them back in one call per field.
+        hid, nxt_t, seen = host["hid"][:n].clone(), host["nxt"][:n].clone(), host["seen"][:n].clone()
+        self._carry = ([r.request_id for r in rows], hid, nxt_t, seen)
+        nxt = nxt_t.numpy()
         out = []
         for i, r in enumerate(rows):
             st = r.state
-            nxt = int(host["nxt"][i])
-            # State stays on the host between graphed steps: load() uploads it in one copy per field.
-            st.h, st.c0, st.seen = host["hid"][i].clone(), host["nxt"][i].clone(), host["seen"][i].clone()
+            st.h, st.c0, st.seen = hid[i], nxt_t[i], seen[i]
             st.generated += 1
             r.kv_len += 1
             r.frames_emitted += 1
-            done = r.frames_emitted >= st.limit or (not st.fixed and nxt == eos)
-            out.append(StepOutput(frame=frames[i].astype(np.int64), done=done))
+            done = r.frames_emitted >= st.limit or (not st.fixed and int(nxt[i]) == eos)
+            out.append(StepOutput(frame=frames[i], done=done))
         return out
 
     # -- device ------------------------------------------------------------------------------------
@@ -257,6 +368,10 @@ class CodecGraphStage:
         return len(items) <= self.bucket and all(
             len(self._with_reference(it)[0]) <= self.max_frames for it in items)
 
+    def prime(self) -> None:
+        """All padding items (scratch slot, one frame): what warm-up and capture run on."""
+        self.load([])
+
     def load(self, items: list[CodecItem]) -> None:
         if len(items) > self.bucket:
             raise ValueError(f"a codec batch of {len(items)} chunks does not fit graph bucket {self.bucket}")
@@ -276,8 +391,8 @@ class CodecGraphStage:
             n = self.codec._check_chunk(CodecItem(it.slot, codes, it.first, it.last))
             if n > self.max_frames:
                 raise ValueError(f"a codec chunk of {n} frames exceeds this graph's {self.max_frames}-frame "
-                                 "limit; raise program.graph_max_chunk_frames before the executor starts "
-                                 "(it must cover the largest chunk plus any voice-clone reference)")
+                                 "limit (the engine's largest chunk, ResourceLimits.max_chunk_frames); such "
+                                 "a batch must run eagerly (accepts() says so)")
             h["codes"][i, :, :n] = torch.from_numpy(np.ascontiguousarray(np.asarray(codes, np.int64).T))
             h["lengths"][i], h["slots"][i], h["fresh"][i] = n, it.slot, it.first
             self._cut.append(cut)

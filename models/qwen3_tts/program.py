@@ -25,6 +25,7 @@ from ..base import (
     ModelProgram,
     ModelSpec,
     Prompt,
+    ResourceLimits,
     Row,
     SamplingParams,
     StepOutput,
@@ -74,6 +75,33 @@ class RowState:
     tts_pad: torch.Tensor  # [H]
     limit: int  # frames after which the request stops
     fixed: bool  # bench: ignore EOS, emit exactly `limit` frames
+    packed: np.ndarray | None = None  # graph_stages: the sampling settings as one row, packed once
+    pages: tuple[list[int], np.ndarray] | None = None  # graph_stages: Row.pages and its numpy copy
+    ublock: torch.Tensor | None = None  # uniforms drawn ahead from `gen` (next_uniforms)
+    uidx: int = 0
+
+
+UNIFORM_BLOCK = 64  # steps of uniforms drawn from a request's generator at once
+
+
+def peek_uniforms(st: RowState) -> torch.Tensor:
+    """The uniforms `next_uniforms` will return next, without consuming them."""
+    if st.ublock is None or st.uidx >= st.ublock.shape[0]:
+        st.ublock = torch.rand(UNIFORM_BLOCK, 16, generator=st.gen, dtype=torch.float64)
+        st.uidx = 0
+    return st.ublock[st.uidx]
+
+
+def next_uniforms(st: RowState) -> torch.Tensor:
+    """This step's 16 uniforms (15 predictor groups + c0) from the request's own generator. Drawn
+    UNIFORM_BLOCK steps at a time: the CPU generator fills a tensor element by element in order, so the
+    values are exactly those of one `torch.rand(16)` per step, at a fraction of the calls."""
+    if st.ublock is None or st.uidx >= st.ublock.shape[0]:
+        st.ublock = torch.rand(UNIFORM_BLOCK, 16, generator=st.gen, dtype=torch.float64)
+        st.uidx = 0
+    u = st.ublock[st.uidx]
+    st.uidx += 1
+    return u
 
 
 class Qwen3TTSProgram(ModelProgram):
@@ -120,8 +148,13 @@ class Qwen3TTSProgram(ModelProgram):
         # engine never hands out, allocated one past the engine's counts by init_kv / init_codec_slots.
         self.scratch_page = 0
         self.scratch_slot = 0
-        self.graph_max_kv_tokens: int | None = None  # decode graphs' KV bound per row (None: model max)
-        self.graph_max_chunk_frames = max(DEFAULT_CHUNKS.first, *DEFAULT_CHUNKS.ramp, DEFAULT_CHUNKS.steady)
+        # The engine's bounds (set_limits); until it sets them, graphs use the model's context and
+        # default chunk schedule (standalone use, tests).
+        self.limits = ResourceLimits(
+            max_kv_tokens_per_row=tc.block.max_position_embeddings,
+            max_chunk_frames=max(DEFAULT_CHUNKS.first, *DEFAULT_CHUNKS.ramp, DEFAULT_CHUNKS.steady))
+        self._lane_attention: dict[tuple[str, str], Any] = {}  # (lane, backend) -> LaneAttention
+        self.attention_backend = "auto"  # graph decode attention: auto | flashinfer | torch
         self._codec = None
         self._speaker_encoder = None
         self._slot_ref: dict[int, np.ndarray] = {}
@@ -267,6 +300,11 @@ class Qwen3TTSProgram(ModelProgram):
         self.k_pool = torch.zeros(shape, device=self.device, dtype=self.dtype)
         self.v_pool = torch.zeros(shape, device=self.device, dtype=self.dtype)
         self.page_size = page_size
+        self._lane_attention.clear()  # sized by the pool's page size and scratch page
+
+    def set_limits(self, limits: ResourceLimits) -> None:
+        self.limits = limits
+        self._lane_attention.clear()
 
     def init_codec_slots(self, num_slots: int) -> None:
         self.codec_model.init_slots(num_slots + 1)
@@ -287,15 +325,32 @@ class Qwen3TTSProgram(ModelProgram):
             # RoPE tables come from a CPU inv_freq; on the device once, so the step copies nothing.
             for rot in (self.talker.rotary, self.talker.code_predictor.rotary):
                 rot.inv_freq = rot.inv_freq.to(device)
-            s: Any = DecodeGraphStage(self, bucket, device)
+            s: Any = DecodeGraphStage(self, bucket, device, self.attention_backend, lane=lane)
         elif stage == "codec":
             if self.scratch_slot == 0:
                 raise RuntimeError("codec graphs need the slot table: call init_codec_slots before "
                                    "building the executor")
-            s = CodecGraphStage(self, bucket, device, self.graph_max_chunk_frames)
+            s = CodecGraphStage(self, bucket, device, self.limits.max_chunk_frames)
         else:
             return None
-        return GraphStage(run=s.run, load=s.load, finish=s.finish, accepts=getattr(s, "accepts", None))
+        return GraphStage(run=s.run, load=s.load, finish=s.finish, accepts=s.accepts, prime=s.prime,
+                          prepare_next=getattr(s, "prepare_next", None))
+
+    def lane_attention(self, lane: str, device: torch.device, backend: str = "auto") -> Any:
+        """The decode attention of one lane (one object per bucket, one FlashInfer workspace per lane),
+        sized by the engine's per-row KV bound."""
+        from ..paged_attention import LaneAttention
+
+        key = (lane, backend)
+        if key not in self._lane_attention:
+            b = self.cfg.talker.block
+            kv_tokens = min(self.limits.max_kv_tokens_per_row, self.scratch_page * self.page_size)
+            self._lane_attention[key] = LaneAttention(
+                lane, backend=backend, num_qo_heads=b.num_attention_heads, num_kv_heads=b.num_key_value_heads,
+                head_dim=b.head_dim, page_size=self.page_size,
+                max_pages_per_row=max(1, -(-kv_tokens // self.page_size)), scratch_page=self.scratch_page,
+                device=device, dtype=self.dtype)
+        return self._lane_attention[key]
 
     @property
     def codec_model(self):
@@ -332,7 +387,7 @@ class Qwen3TTSProgram(ModelProgram):
 
     def _uniforms(self, states: list[RowState]) -> torch.Tensor:
         """16 uniforms per row per step from each request's own generator (15 predictor groups + c0)."""
-        return torch.stack([torch.rand(16, generator=s.gen, dtype=torch.float64) for s in states]).to(
+        return torch.stack([next_uniforms(s) for s in states]).to(
             self.device
         )
 

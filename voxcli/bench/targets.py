@@ -102,6 +102,9 @@ def dilated_program(program: Any, factor: float) -> Any:
         def prepare(self, request):  # type: ignore[no-untyped-def]
             return program.prepare(request)
 
+        def set_limits(self, limits) -> None:  # type: ignore[no-untyped-def]
+            program.set_limits(limits)
+
         def init_kv(self, num_pages: int, page_size: int) -> None:
             program.init_kv(num_pages, page_size)
 

@@ -33,7 +33,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from voxcli.config import ConfigError, EngineConfig
+from voxcli.config import ChunkSchedule, ConfigError, EngineConfig, resolve_auto
 from voxcli.engine.admission_check import check_request
 from voxcli.engine.cost import CostProfile
 from voxcli.engine.estimates import LatencyEstimator, load_profile
@@ -50,7 +50,7 @@ from voxcli.engine.stream import (
     RequestFailed,
     RequestRejected,
 )
-from voxcli.models.base import ModelProgram, SynthesisRequest
+from voxcli.models.base import ModelProgram, ResourceLimits, SynthesisRequest
 
 __all__ = ["Engine", "AudioStream", "AudioChunk", "Timeline", "EngineError", "EngineClosed", "RequestFailed",
            "RequestRejected", "RequestCancelled", "make_executor"]
@@ -78,14 +78,30 @@ def make_executor(config: EngineConfig, program: ModelProgram, profile: CostProf
     except ImportError as e:
         raise ConfigError(f"the cuda executor is not available in this install ({e}); use executor=cpu "
                           f"or executor=sim") from e
-    # The cuda executor derives its lanes from the same config (lane_layout) and measures its own costs.
-    return CudaExecutor(program=program, config=config)
+    # The cuda executor reads the same lane plan as the scheduler and measures its own costs.
+    return CudaExecutor(program=program, config=config, layout=layout)
+
+
+def resource_limits(config: EngineConfig, model_chunk: ChunkSchedule | None = None) -> ResourceLimits:
+    """The engine's bounds for the program's fixed-shape buffers: a row holds at most a prefill batch's
+    worth of prompt (max_prefill_tokens) plus the frame cap plus the step's own position, and never more
+    than the KV pool; chunks are at most the largest chunk of the schedule in force (the config's, else
+    the model's)."""
+    pool = config.kv_pages * config.kv_page_size
+    chunk = config.chunk if config.chunk is not None else model_chunk
+    if chunk is None:
+        raise ValueError("resource_limits needs a chunk schedule: the config's or the model's")
+    return ResourceLimits(max_kv_tokens_per_row=min(pool, config.max_prefill_tokens + config.max_frames + 1),
+                          max_chunk_frames=max(chunk.first, *chunk.ramp, chunk.steady))
 
 
 class Engine:
     def __init__(self, program: ModelProgram, config: EngineConfig, executor: Executor | None = None,
                  profile: CostProfile | None = None) -> None:
         config.validate()
+        if config.device == "auto":  # "auto" follows the loaded program (a host-only program: cpu)
+            config = config.replace(device=str(getattr(program, "device", None) or "cpu"))
+        config = resolve_auto(config, check=False)
         if config.chunk is None:  # no recipe/--set schedule: the model's own applies
             config = config.replace(chunk=program.spec.chunk)
         self.program = program
@@ -94,6 +110,7 @@ class Engine:
         self.profile = profile or load_profile(config)
         self.estimator = LatencyEstimator(self.profile, config, self.layout)
         # Device buffers first: a graph-capturing executor (cuda) records stages over them at startup.
+        program.set_limits(resource_limits(config))
         try:
             program.init_kv(config.kv_pages, config.kv_page_size)
             program.init_codec_slots(config.codec_slots)
@@ -124,6 +141,7 @@ class Engine:
 
     @classmethod
     def from_config(cls, config: EngineConfig) -> Engine:
+        config = resolve_auto(config)
         if config.executor == "sim":
             from voxcli.engine.synthetic import SyntheticProgram
 

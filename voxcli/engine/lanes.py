@@ -1,13 +1,36 @@
-"""Which lanes a policy uses and how they share the device. Executors read this to set themselves up
-(threads, streams + SM partitions, the sim's overlap model); the scheduler reads it to know which lanes
-it may fill."""
+"""The lane plan: which lanes a policy uses, where each runs, what it runs and in which batch sizes.
+
+One object, read by everyone: the scheduler (which lanes it may fill, the bucket of a batch), the
+latency estimator and the sim executor (SMs per lane, overlap, priority), the cpu executor (a thread
+per lane) and the cuda executor (a stream, a graph-table partition and graphs per lane). Nothing else
+decides these things, so the executor captures exactly the graphs the scheduler can ask for, in the
+buckets it will ask for.
+
+Per policy:
+
+    full    lm on the backbone SM partition, background codec on the codec partition, urgent codec
+            on the whole device at the greatest stream priority (it keeps its speed and slows others)
+    lanes   lm and background on two whole-device streams (no partition, no urgent lane)
+    sync2   as lanes; the scheduler keeps the codec beside the LM step
+    sync    both lanes on ONE stream: never two at once (time sharing)
+
+Stream priorities belong to the streams (`partitions.lane_priorities`): "device" greatest, "lm" one
+below, "codec" least. Prefill is not tabled: it runs eagerly (variable length) on the whole device at
+the lm stream's priority.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from voxcli.config import EngineConfig
-from voxcli.engine.executors.base import LaneName
+from voxcli.engine.executors.base import LaneName, StageName
+
+StreamRole = str  # "lm" | "codec" | "device": which LaneStreams stream a lane uses
+
+
+class BucketError(ValueError):
+    """A batch size no bucket of its lane/stage holds."""
 
 
 @dataclass(frozen=True)
@@ -18,6 +41,13 @@ class LaneLayout:
     serialized: bool  # sync: never two lanes at once (time sharing)
     # a lane that, when running beside others, keeps its speed and slows them (stream priority)
     priority_lane: LaneName | None = None
+    stream: dict[str, StreamRole] | None = None  # lane -> LaneStreams stream
+    # lane -> graph-table partition name. A graph keeps the SM partition of the stream it was captured
+    # on, so graphs are keyed by partition; lanes that share a stream still get their own name (own
+    # graphs, own memory pool: lanes on one stream would otherwise share static outputs not yet read).
+    partition: dict[str, str] | None = None
+    # lane -> the stages it runs with fixed batch buckets (graphs), each with its buckets, ascending
+    stages: dict[str, tuple[tuple[StageName, tuple[int, ...]], ...]] | None = None
 
     def overlaps(self, a: str, b: str) -> bool:
         """True if lanes a and b compete for the same SMs when they run at once."""
@@ -29,12 +59,44 @@ class LaneLayout:
     def partitioned(self) -> bool:
         return any(v is not None for v in self.sms.values())
 
+    def buckets(self, lane: str, stage: str) -> tuple[int, ...]:
+        for s, b in (self.stages or {}).get(lane, ()):
+            if s == stage:
+                return b
+        raise BucketError(f"lane {lane!r} runs no {stage!r} batches under policy {self.policy!r}")
+
+    def bucket_for(self, lane: str, stage: str, n: int) -> int:
+        """The smallest bucket of `lane`/`stage` that holds `n` rows: the one rule for every user."""
+        buckets = self.buckets(lane, stage)
+        if n < 1:
+            raise BucketError(f"a batch needs at least one row, got {n}")
+        for b in buckets:
+            if b >= n:
+                return b
+        raise BucketError(f"a batch of {n} rows exceeds the largest {lane} {stage} bucket {buckets[-1]}; "
+                          "raise the bucket list in the recipe or cap batches at it")
+
+    def largest(self, lane: str, stage: str) -> int:
+        return self.buckets(lane, stage)[-1]
+
 
 def lane_layout(config: EngineConfig) -> LaneLayout:
     policy = config.policy
+    decode = (("decode", tuple(sorted(config.decode_buckets))),)
+    background = (("codec", tuple(sorted(config.background_buckets))),)
     if policy == "full":
         return LaneLayout(policy, ("lm", "urgent", "background"),
                           {"lm": config.lm_sms, "background": config.codec_sms, "urgent": None},
-                          serialized=False, priority_lane="urgent")
+                          serialized=False, priority_lane="urgent",
+                          stream={"lm": "lm", "background": "codec", "urgent": "device"},
+                          partition={"lm": "backbone", "background": "codec", "urgent": "device"},
+                          stages={"lm": decode, "background": background,
+                                  "urgent": (("codec", tuple(sorted(config.urgent_buckets))),)})
+    if policy not in ("sync", "sync2", "lanes"):
+        raise ValueError(f"unknown policy {policy!r}")
     sms: dict[str, int | None] = {"lm": None, "background": None}
-    return LaneLayout(policy, ("lm", "background"), sms, serialized=(policy == "sync"))
+    codec_stream = "lm" if policy == "sync" else "codec"
+    return LaneLayout(policy, ("lm", "background"), sms, serialized=(policy == "sync"),
+                      stream={"lm": "lm", "background": codec_stream},
+                      partition={"lm": "whole/lm", "background": "whole/background"},
+                      stages={"lm": decode, "background": background})

@@ -8,7 +8,11 @@ Two jobs, kept apart so the first is testable anywhere:
    groups, which is the only way two partitions out of one split can both be honoured (the outputs of a
    split cannot be split again without an intermediate green context). On a 132-SM H100/H200 that
    gives 96 + 32 with 4 SMs spare, or 104 + 28 where the codec takes 3 groups plus the 4-SM remainder.
-   A layout that cannot be granted (100 + 32) is refused with a message listing layouts that can.
+   A layout that cannot be granted (100 + 32) is refused with a message listing layouts that can, and
+   so is a codec partition made only of the remainder (the driver promises no co-scheduling for it).
+   The granularity is the device's own (`minSmPartitionSize`, `smCoscheduledAlignment` of its SM
+   resource, `device_granularity`); the compute-capability table is only the fallback when the
+   binding does not report them.
 
 2. **Green contexts** (`build_partitions`). The driver call sequence
    `cuDeviceGetDevResource -> cuDevSmResourceSplitByCount -> cuDevResourceGenerateDesc ->
@@ -50,8 +54,8 @@ class GreenContextUnavailable(RuntimeError):
 
 def sm_granularity(cc_major: int, cc_minor: int = 0) -> tuple[int, int]:
     """(minimum SMs per group, alignment) of `cuDevSmResourceSplitByCount` by compute capability,
-    as documented for the driver API: 9.0+ -> (8, 8); 8.x -> (4, 2); older -> (2, 2). The device's
-    own `minSmPartitionSize` / `smCoscheduledAlignment` fields win when the driver reports them."""
+    as documented for the driver API: 9.0+ -> (8, 8); 8.x -> (4, 2); older -> (2, 2). Only a fallback:
+    `device_granularity` reads the device's own figures, which win whenever the driver reports them."""
     if cc_major >= 9:
         return 8, 8
     if cc_major == 8:
@@ -105,15 +109,22 @@ class SplitPlan:
                 f"groups of {self.group_sms}")
 
 
+def group_size(min_count: int, alignment: int) -> int:
+    """SMs per group of the one split: at least `min_count` and a multiple of `alignment`."""
+    return max(alignment, 1) * math.ceil(max(min_count, 1) / max(alignment, 1))
+
+
 def valid_layouts(total_sms: int, min_count: int = 8, alignment: int = 8) -> list[tuple[int, int]]:
-    """Every (backbone, codec) pair `plan_split` can grant exactly, largest backbone first."""
-    g = max(min_count, alignment)
+    """Every (backbone, codec) pair `plan_split` can grant exactly, largest backbone first. A codec
+    partition always holds at least one whole group: the remainder alone carries no co-scheduling
+    guarantee, so it never is a partition by itself."""
+    g = group_size(min_count, alignment)
     groups, rem = divmod(total_sms, g)
     out = []
     for lm in range(groups, 0, -1):
         left = groups - lm
         out.extend((lm * g, c * g) for c in range(left, 0, -1))
-        if rem:
+        if rem and left >= 1:
             out.append((lm * g, left * g + rem))
     return sorted(set(out), key=lambda p: (-p[0], -p[1]))
 
@@ -125,7 +136,7 @@ def plan_split(total_sms: int, lm_request: int, codec_request: int, *, min_count
     Raises PartitionError naming the rounded counts and a few layouts that would work."""
     if total_sms < 1:
         raise PartitionError(f"the device reports {total_sms} SMs; cannot partition it")
-    g = max(min_count, alignment)
+    g = group_size(min_count, alignment)
     groups, rem = divmod(total_sms, g)
     lm_sms = round_up_sms(lm_request, min_count, alignment)
     codec_sms = round_up_sms(codec_request, min_count, alignment)
@@ -133,17 +144,19 @@ def plan_split(total_sms: int, lm_request: int, codec_request: int, *, min_count
     codec_groups = math.ceil(codec_sms / g)
     if lm_groups + codec_groups <= groups:
         return SplitPlan(total_sms, g, groups, lm_groups, codec_groups, False, lm_request, codec_request)
-    # The codec may take the leftover groups plus the split's remainder (e.g. 104 + 28 on 132 SMs).
+    # The codec may take the leftover groups plus the split's remainder (e.g. 104 + 28 on 132 SMs), but
+    # never the remainder alone: the driver makes no co-scheduling promise for it ("unstructured").
     left_groups = groups - lm_groups
-    if left_groups >= 0 and rem and left_groups * g + rem >= codec_request:
+    if left_groups >= 1 and rem and left_groups * g + rem >= codec_request:
         return SplitPlan(total_sms, g, groups, lm_groups, left_groups, True, lm_request, codec_request)
     suggestions = ", ".join(f"{a}+{b}" for a, b in _nearby(valid_layouts(total_sms, min_count, alignment),
                                                            lm_request, codec_request))
     raise PartitionError(
         f"cannot split {total_sms} SMs into backbone {lm_request} + codec {codec_request}: the driver "
         f"grants SMs in groups of {g} (minimum {min_count}), so the backbone would get {lm_groups * g} and "
-        f"only {max(0, total_sms - lm_groups * g)} would be left for the codec. Set lm_sms/codec_sms to a "
-        f"layout that fits, e.g. {suggestions}.")
+        f"only {max(0, total_sms - lm_groups * g)} would be left for the codec (a codec partition needs at "
+        f"least one whole group; the {rem}-SM remainder alone has no co-scheduling guarantee). Set "
+        f"lm_sms/codec_sms to a layout that fits, e.g. {suggestions}.")
 
 
 def _nearby(layouts: list[tuple[int, int]], lm: int, codec: int, n: int = 4) -> list[tuple[int, int]]:
@@ -180,6 +193,23 @@ def check(driver: Any, result: Any, call: str) -> Any:
     return out[0] if len(out) == 1 else tuple(out)
 
 
+def device_granularity(drv: Any, device_index: int) -> tuple[int, int] | None:
+    """The device's own (minSmPartitionSize, smCoscheduledAlignment) from its SM resource
+    (`cuDeviceGetDevResource(dev, CU_DEV_RESOURCE_TYPE_SM).sm`); None when the binding does not
+    expose those fields (older cuda-bindings) or reports zeros. Raises GreenContextUnavailable when the
+    query itself fails."""
+    check(drv, drv.cuInit(0), "cuInit")
+    dev = check(drv, drv.cuDeviceGet(device_index), "cuDeviceGet")
+    sm = check(drv, drv.cuDeviceGetDevResource(dev, drv.CUdevResourceType.CU_DEV_RESOURCE_TYPE_SM),
+               "cuDeviceGetDevResource")
+    try:
+        min_size = int(getattr(sm.sm, "minSmPartitionSize", 0) or 0)
+        align = int(getattr(sm.sm, "smCoscheduledAlignment", 0) or 0)
+    except (TypeError, ValueError):
+        return None
+    return (min_size, align) if min_size > 0 and align > 0 else None
+
+
 @dataclass
 class LaneStreams:
     """The streams the cuda executor's lanes run on, and what the device actually granted.
@@ -200,6 +230,10 @@ class LaneStreams:
     plan: SplitPlan | None = None
     prefill: Any = None  # whole-device stream at the backbone's priority (eager prefill)
     reason: str = ""  # why green contexts are not in use ("" when they are)
+    # (min SMs per partition, co-scheduling alignment) the split used, and where they came from:
+    # "device" (read from the driver) or "cc table" (compute-capability fallback)
+    granularity: tuple[int, int] = (0, 0)
+    granularity_source: str = ""
     _handles: list[tuple[str, Any]] = field(default_factory=list, repr=False)
     _driver: Any = field(default=None, repr=False)
 
@@ -282,7 +316,18 @@ def build_partitions(lm_sms: int, codec_sms: int, *, device_index: int = 0, spli
         cc = cc or (int(props.major), int(props.minor))
     least, greatest = streams.priority_range()
     prio = lane_priorities(least, greatest)
-    min_count, alignment = sm_granularity(*cc)
+    granularity, source = sm_granularity(*cc), "cc table"
+    drv, driver_error = None, ""
+    if split:
+        try:
+            drv = driver if driver is not None else load_driver()
+            reported = device_granularity(drv, device_index)
+            if reported is not None:
+                granularity, source = reported, "device"
+        except GreenContextUnavailable as e:
+            driver_error = str(e)
+    min_count, alignment = granularity
+    # A layout the device cannot grant is the user's to fix: PartitionError, never a silent fallback.
     plan = (plan_split(total_sms, lm_sms, codec_sms, min_count=min_count, alignment=alignment)
             if split else None)
 
@@ -292,15 +337,19 @@ def build_partitions(lm_sms: int, codec_sms: int, *, device_index: int = 0, spli
         lm = streams.plain(prio["lm"])
         return LaneStreams(lm=lm, codec=streams.plain(prio["codec"]), device=streams.plain(prio["device"]),
                            green=False, total_sms=total_sms, lm_sms=total_sms, codec_sms=total_sms,
-                           priorities=prio, plan=plan, prefill=lm, reason=reason)
+                           priorities=prio, plan=plan, prefill=lm, reason=reason,
+                           granularity=granularity, granularity_source=source)
 
     if not split:
         return fallback("policy without an SM split")
+    if drv is None:
+        return fallback(driver_error)
     try:
-        drv = driver if driver is not None else load_driver()
-        return _green(drv, plan, device_index, prio, streams, total_sms)
+        res = _green(drv, plan, device_index, prio, streams, total_sms)
     except GreenContextUnavailable as e:
         return fallback(str(e))
+    res.granularity, res.granularity_source = granularity, source
+    return res
 
 
 def _green(drv: Any, plan: SplitPlan, device_index: int, prio: dict[str, int], streams: StreamFactory,

@@ -98,13 +98,6 @@ class Released:
 Event = Delivered | Ended | Released
 
 
-def bucket_for(n: int, buckets: tuple[int, ...]) -> int:
-    for b in buckets:
-        if b >= n:
-            return b
-    return n  # callers never exceed the largest bucket; keep the true size if one does
-
-
 class Scheduler:
     def __init__(self, config: EngineConfig, spec: ModelSpec, estimator: LatencyEstimator,
                  kv_tokens: Callable[[Prompt], int], layout: LaneLayout | None = None) -> None:
@@ -120,9 +113,11 @@ class Scheduler:
         self.deadline_admission = config.admission in ("deadline", "ttfa-gate")
         self.gate = admission.TtfaGate() if config.admission == "ttfa-gate" else None
         self.margin = config.urgent_margin_s
-        self.max_urgent = max(config.urgent_buckets)
-        self.max_background = max(config.background_buckets)
-        self.max_decode = max(config.decode_buckets)
+        # Batch caps and buckets come from the lane plan (lanes.py), the same table the executors build
+        # their graphs from.
+        self.max_urgent = self.layout.largest("urgent", "codec") if "urgent" in self.layout.lanes else 0
+        self.max_background = self.layout.largest("background", "codec")
+        self.max_decode = self.layout.largest("lm", "decode")
         self.empty_codes = np.zeros((0, spec.codebooks), dtype=np.int64)
 
         self.requests: dict[int, Request] = {}  # every non-terminal request, by id
@@ -320,7 +315,7 @@ class Scheduler:
             reqs = list(self.decoding.values())
             self._decode_all = True
             return Work(lane="lm", stage="decode", rows=list(map(_row_of, reqs)),
-                        bucket=bucket_for(self.decoding_rows, self.config.decode_buckets), tag=reqs)
+                        bucket=self.layout.bucket_for("lm", "decode", self.decoding_rows), tag=reqs)
         # Fill the largest bucket in priority order; a pair that no longer fits waits for the next
         # step whole (the first in order always fits: add() rejects widths above the bucket).
         order: Iterable[Request] = (sorted(self.decoding.values(), key=lambda r: (self._key(r), r.id))
@@ -335,7 +330,7 @@ class Scheduler:
         for r in reqs:
             r.lm_inflight = True
         return Work(lane="lm", stage="decode", rows=list(map(_row_of, reqs)),
-                    bucket=bucket_for(_rows(reqs), self.config.decode_buckets), tag=reqs)
+                    bucket=self.layout.bucket_for("lm", "decode", _rows(reqs)), tag=reqs)
 
     # --- codec lanes
     # Pending chunks live in two ordered structures so decisions never sort everything: first chunks
@@ -382,7 +377,7 @@ class Scheduler:
         firsts = sorted(self._firsts.values(), key=_chunk_order)
         near = self._chunks(self._order[: min(n_near, self.max_urgent)])
         batch = list(islice(merge(firsts, near, key=_chunk_order), self.max_urgent))
-        return self._launch_codec("urgent", batch, now, self.config.urgent_buckets)
+        return self._launch_codec("urgent", batch, now)
 
     def _background_batch(self, now: float, urgent_lane: bool) -> Work | None:
         if not self.pending:
@@ -399,7 +394,7 @@ class Scheduler:
         if not (force or len(batch) >= self._bg_min
                 or now >= self._background_trigger(batch) or self._lm_has_nothing_left()):
             return None
-        return self._launch_codec("background", batch, now, self.config.background_buckets)
+        return self._launch_codec("background", batch, now)
 
     def _adapt_background(self, c: Completion) -> None:
         """Adaptive batching: B follows the background lane's load. Busy most of the time, it waits
@@ -424,11 +419,9 @@ class Scheduler:
     def _codec_all(self, now: float) -> Work | None:
         if not self.pending:
             return None
-        return self._launch_codec("background", self._all_in_order(self.max_background), now,
-                                  self.config.background_buckets)
+        return self._launch_codec("background", self._all_in_order(self.max_background), now)
 
-    def _launch_codec(self, lane: LaneName, chunks: list[Chunk], now: float,
-                      buckets: tuple[int, ...]) -> Work:
+    def _launch_codec(self, lane: LaneName, chunks: list[Chunk], now: float) -> Work:
         items: list[CodecItem] = []
         flat: list[Any] = []  # every frame of the batch: one array build, then a view per chunk
         for ch in chunks:
@@ -445,8 +438,8 @@ class Scheduler:
             codes = codes_all[frames:frames + n] if n > 0 else self.empty_codes
             items.append(CodecItem(slot=ch.request.slot, codes=codes, first=ch.index == 0, last=ch.last))
             frames += n
-        return Work(lane=lane, stage="codec", rows=items, bucket=bucket_for(len(items), buckets), tag=chunks,
-                    frames=frames)
+        bucket = self.layout.bucket_for(lane, "codec", len(items))
+        return Work(lane=lane, stage="codec", rows=items, bucket=bucket, tag=chunks, frames=frames)
 
     # ------------------------------------------------------------------ timers
     def next_timer(self, now: float) -> float | None:

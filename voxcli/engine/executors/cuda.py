@@ -1,18 +1,23 @@
-"""The cuda executor: three lanes on CUDA streams, per-(partition, stage, bucket) CUDA graphs.
+"""The cuda executor: the lane plan's lanes on CUDA streams, per-(partition, stage, bucket) CUDA graphs.
 
-Lanes and where they run (policy `full`; see `lane_layout` for the others):
-
-    lm           decode graphs on the backbone green partition (priority greatest+1); prefill runs
-                 eagerly on a whole-device stream of the same priority
-    background   codec graphs on the codec green partition (priority least)
-    urgent       codec graphs for buckets 1, 2, 4, 8 on the whole device (priority greatest)
+Which lanes exist, their streams, partitions, stages and buckets come from the lane plan
+(`voxcli/engine/lanes.py`), the table the scheduler reads too: policy `full` runs the lm lane's decode
+graphs on the backbone green partition (priority greatest+1; prefill runs eagerly on a whole-device
+stream of the same priority), background codec graphs on the codec green partition (priority least)
+and urgent codec graphs on the whole device (priority greatest); the other policies have no urgent
+lane, so no urgent graph is captured for them.
 
 A graph keeps the SM partition of the stream it was captured on, whatever stream replays it, so the
 table is keyed by partition: `graphs[(partition, stage, bucket)]`, captured at startup with lanes
 idle, each lane with its own graph memory pool (lanes replay concurrently; a shared pool would alias
-their intermediates). Completion is a CUDA event per launch, polled from the scheduler thread.
-Outputs are copied into pinned host mirrors on the lane stream before the event, so `finish` never
-touches the device.
+their intermediates). Before a stage's warm-up and capture the executor calls its `prime()` on the
+lane's stream: an all-padding batch is planned (FlashInfer's run() needs a prior plan(); warm-ups and
+the capture then write only the scratch KV page / codec slot). Right after a batch's replay is enqueued
+the executor calls the stage's optional `prepare_next(rows)`: the host work of the lane's likely next
+batch (the same rows one step on: every decode step but those where rows join or leave) runs while the
+device computes this one, and the next launch only uploads it. Completion is a CUDA event per launch,
+polled from the scheduler thread. Outputs are copied into pinned host mirrors on the lane stream before
+the event, so `finish` never touches the device.
 
 ## The graph hook a model program may offer (declared in models/base.py: ModelProgram.graph_stage)
 
@@ -39,68 +44,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from voxcli.config import EngineConfig
-from voxcli.engine.executors.base import LANES, Completion, Executor, LaneName, StageName, Work
+from voxcli.engine.executors.base import Completion, Executor, LaneName, Work
+from voxcli.engine.lanes import BucketError, LaneLayout, lane_layout
 from voxcli.models.base import GraphStage
 
 log = logging.getLogger("voxcli.cuda")
 
 GraphKey = tuple[str, str, int]  # (partition, stage, bucket)
-StreamRole = str  # "lm" | "codec" | "device": which LaneStreams stream a lane uses
 
 
-class BucketError(ValueError):
-    """A batch larger than every bucket built for its lane/stage."""
-
-
-def pick_bucket(n: int, buckets: Sequence[int]) -> int:
-    """The smallest bucket that holds `n` rows."""
-    if n < 1:
-        raise BucketError(f"a batch needs at least one row, got {n}")
-    for b in sorted(buckets):
-        if b >= n:
-            return b
-    raise BucketError(f"a batch of {n} rows exceeds the largest bucket {max(buckets)}; raise the "
-                      "bucket list in the recipe or let the scheduler cap batches at it")
-
-
-@dataclass(frozen=True)
-class LanePlace:
-    partition: str  # graph-table partition name: graphs are bound to it at capture
-    stream: StreamRole
-
-
-def lane_layout(policy: str) -> dict[LaneName, LanePlace]:
-    """Where each lane runs for a policy. Only `full` splits SMs; without a split every lane still
-    gets its own partition NAME (own graphs, own pool), because lanes that share a stream would
-    otherwise share static outputs still waiting to be read."""
-    if policy == "full":
-        return {"lm": LanePlace("backbone", "lm"), "background": LanePlace("codec", "codec"),
-                "urgent": LanePlace("device", "device")}
-    streams = {"sync": ("lm", "lm", "lm"),  # one stream: nothing overlaps
-               "sync2": ("lm", "codec", "codec"),  # codec beside the LM step
-               "lanes": ("lm", "codec", "codec")}  # async lanes, no urgent lane: urgent queues behind
-    if policy not in streams:
-        raise ValueError(f"unknown policy {policy!r}")
-    lm, bg, ur = streams[policy]
-    return {"lm": LanePlace("whole/lm", lm), "background": LanePlace("whole/background", bg),
-            "urgent": LanePlace("whole/urgent", ur)}
-
-
-def lane_stages(config: EngineConfig) -> dict[LaneName, list[tuple[StageName, tuple[int, ...]]]]:
-    """Which (stage, buckets) each lane captures graphs for. Prefill is eager (variable length)."""
-    return {"lm": [("decode", config.decode_buckets)],
-            "background": [("codec", config.background_buckets)],
-            "urgent": [("codec", config.urgent_buckets)]}
-
-
-def graph_keys(config: EngineConfig) -> list[GraphKey]:
-    """Every key the executor captures at startup, largest bucket first within a lane (so later,
-    smaller captures reuse the pool's blocks)."""
-    layout = lane_layout(config.policy)
+def graph_keys(config: EngineConfig, layout: LaneLayout | None = None) -> list[GraphKey]:
+    """Every key the executor captures at startup: the lane plan's (lane, stage, buckets), largest bucket
+    first within a lane (so later, smaller captures reuse the pool's blocks)."""
+    plan = layout or lane_layout(config)
     keys: list[GraphKey] = []
-    for lane, stages in lane_stages(config).items():
-        for stage, buckets in stages:
-            keys.extend((layout[lane].partition, stage, b) for b in sorted(buckets, reverse=True))
+    for lane in plan.lanes:
+        for stage, buckets in (plan.stages or {}).get(lane, ()):
+            keys.extend((plan.partition[lane], stage, b) for b in sorted(buckets, reverse=True))
     return keys
 
 
@@ -134,8 +94,9 @@ class CudaExecutor(Executor):
     poll_interval_s = 50e-6
 
     def __init__(self, program: Any, config: EngineConfig, *, device_index: int = 0, streams: Any = None,
-                 ops: Any = None, capture: bool = True) -> None:
+                 ops: Any = None, capture: bool = True, layout: LaneLayout | None = None) -> None:
         self.program, self.config = program, config
+        self.plan = layout or lane_layout(config)
         if ops is None:
             from voxcli.engine.executors.cuda_ops import TorchCudaOps
 
@@ -147,20 +108,18 @@ class CudaExecutor(Executor):
             streams = build_partitions(config.lm_sms, config.codec_sms, device_index=device_index,
                                        split=config.policy == "full")
         self.streams = streams
-        self.layout = lane_layout(config.policy)
+        plan = self.plan
         self.stream_of: dict[LaneName, Any] = {
-            lane: getattr(streams, p.stream) for lane, p in self.layout.items()}
+            lane: getattr(streams, plan.stream[lane]) for lane in plan.lanes}
         # Prefill takes the whole device: on a green backbone stream it would be confined to 96 SMs.
         prefill = getattr(streams, "prefill", None)
         self.prefill_stream = prefill if prefill is not None else self.stream_of["lm"]
-        self.pools = {lane: ops.pool() for lane in LANES}
+        self.pools = {lane: ops.pool() for lane in plan.lanes}
         self.graphs: dict[GraphKey, Captured] = {}
         self.eager_keys: list[GraphKey] = []
         self._flights: dict[LaneName, _Flight] = {}
         self._last: dict[LaneName, tuple[Any, Any]] = {}  # lane -> (stream, event) of its last batch
-        self._workers = {lane: ThreadPoolExecutor(1, thread_name_prefix=f"vox-{lane}") for lane in LANES}
-        self.buckets = {(lane, stage): tuple(b)
-                        for lane, st in lane_stages(config).items() for stage, b in st}
+        self._workers = {lane: ThreadPoolExecutor(1, thread_name_prefix=f"vox-{lane}") for lane in plan.lanes}
         if capture:
             self.capture_all()
         log.info("voxcli cuda executor: %s; %d graphs, %d eager stage/buckets",
@@ -168,18 +127,23 @@ class CudaExecutor(Executor):
 
     # -- startup -------------------------------------------------------------------------------------
     def capture_all(self) -> None:
-        """Capture every (partition, stage, bucket) the program offers a graph for, lanes idle."""
+        """Capture every (partition, stage, bucket) of the lane plan the program offers a graph for,
+        lanes idle: prime (plan an all-padding batch) on the lane's stream, then warm up and capture."""
         hook = getattr(self.program, "graph_stage", None)
-        for lane, stages in lane_stages(self.config).items():
-            place = self.layout[lane]
-            for stage, buckets in stages:
+        plan = self.plan
+        for lane in plan.lanes:
+            stream = self.stream_of[lane]
+            for stage, buckets in (plan.stages or {}).get(lane, ()):
                 for bucket in sorted(buckets, reverse=True):
-                    key = (place.partition, stage, bucket)
+                    key = (plan.partition[lane], stage, bucket)
                     gs = hook(stage, bucket, lane, getattr(self.ops, "device", None)) if hook else None
                     if gs is None:
                         self.eager_keys.append(key)
                         continue
-                    graph, outputs = self.ops.capture(gs.run, self.stream_of[lane], self.pools[lane])
+                    if gs.prime is not None:
+                        with self.ops.on(stream):
+                            gs.prime()
+                    graph, outputs = self.ops.capture(gs.run, stream, self.pools[lane])
                     host = {k: self.ops.host_mirror(v) for k, v in outputs.items()}
                     self.graphs[key] = Captured(gs, graph, outputs, host)
         self.ops.synchronize()
@@ -204,8 +168,11 @@ class CudaExecutor(Executor):
         try:
             captured = None
             if work.stage != "prefill":
-                bucket = pick_bucket(len(work.rows), self.buckets[(lane, work.stage)])
-                captured = self.graphs.get((self.layout[lane].partition, work.stage, bucket))
+                bucket, allowed = work.bucket, self.plan.buckets(lane, work.stage)
+                if bucket not in allowed or not 1 <= len(work.rows) <= bucket:
+                    raise BucketError(f"a {lane} {work.stage} batch of {len(work.rows)} rows came with "
+                                      f"bucket {bucket}, not one of the lane plan's {allowed}")
+                captured = self.graphs.get((self.plan.partition[lane], work.stage, bucket))
                 accepts = None if captured is None else captured.stage.accepts
                 if accepts is not None and not accepts(work.rows):
                     captured = None
@@ -240,6 +207,9 @@ class CudaExecutor(Executor):
             flight.event = self.ops.event()
             self.ops.record(flight.event, flight.stream)
         flight.captured = captured
+        if captured.stage.prepare_next is not None:
+            # Host work for the lane's likely next batch (the same rows, one step on) overlaps this one.
+            captured.stage.prepare_next(flight.work.rows)
 
     def _run_eager(self, flight: _Flight) -> list[Any]:
         stage = getattr(self.program, flight.work.stage)
