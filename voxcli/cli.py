@@ -461,20 +461,24 @@ def models_pull(model_id: Annotated[str, typer.Argument(help="Hugging Face model
 
 
 def _register_extensions() -> None:
-    """`vox bench` / `vox profile` come from voxcli.bench.cli when it is present and importable. A broken
-    bench module must never break `vox say`, so problems here only show up under --debug."""
-    try:
-        from voxcli.bench import cli as bench_cli
-    except ImportError:
-        return
-    register = getattr(bench_cli, "register", None)
-    if register is None:
-        return
-    try:
-        register(app)
-    except Exception:  # noqa: BLE001
-        if "--debug" in sys.argv:
-            raise
+    """`vox bench` / `vox profile` (voxcli.bench.cli) and `vox serve` (voxcli.server.cli) when present and
+    importable. A broken extension must never break `vox say`, so problems here only show up under
+    --debug."""
+    import importlib
+
+    for name in ("voxcli.bench.cli", "voxcli.server.cli"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        register = getattr(module, "register", None)
+        if register is None:
+            continue
+        try:
+            register(app)
+        except Exception:  # noqa: BLE001
+            if "--debug" in sys.argv:
+                raise
 
 
 _register_extensions()
