@@ -138,3 +138,43 @@ def test_websocket_needs_the_key_and_a_start_message():
             ws.send(json.dumps({"type": "start", "speed": 2}))
             err = json.loads(ws.recv(timeout=10))
             assert err["type"] == "error" and err["code"] == 422 and "speed" in err["message"]
+
+
+def test_speak_live_speaks_a_sentence_before_the_next_one_exists():
+    pytest.importorskip("fastapi", reason="the serve extra is not installed")
+    from voxcli.models.base import SynthesisRequest
+
+    from voxcli.server.sessions import sim_session
+    from voxcli.textstream import speak_live
+
+    session = sim_session("qwen3-tts-1.7b", "h100")
+    second_sent = threading.Event()
+
+    def requests():
+        yield SynthesisRequest(text="First.", fixed_frames=10)
+        assert second_sent.wait(10)
+        yield SynthesisRequest(text="Second.", fixed_frames=15)
+
+    heard_before_second: list[bool] = []
+
+    def on_audio(pcm) -> None:
+        heard_before_second.append(not second_sent.is_set())
+        second_sent.set()
+
+    try:
+        stats = speak_live(session.engine, requests(), on_audio, 24000)
+    finally:
+        session.engine.close()
+    assert heard_before_second[0] and stats.segments == 2 and stats.samples == 25 * 1920
+
+
+def test_vox_say_stdin_empty_is_one_sentence(monkeypatch):
+    from cli_fakes import SPEC, FakeEngine
+    from typer.testing import CliRunner
+
+    from voxcli import cli
+
+    monkeypatch.setattr(cli, "engine_factory", lambda cfg: cli.Session(FakeEngine(), SPEC, cfg.model))
+    monkeypatch.setattr(cli, "STATE", cli._State())
+    r = CliRunner().invoke(cli.app, ["say", "-", "-o", "-"], input=" \n")
+    assert r.exit_code == 2 and "the text from standard input is empty" in r.stderr, r.output

@@ -235,13 +235,24 @@ FormatOpt = Annotated[str | None, typer.Option("--format", help="wav, flac, pcm 
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress or timing lines on stderr.")]
 
 
+def _sentence_request(template: Any, frame_cap: Any) -> Any:
+    def make(sentence: str) -> Any:
+        req = template.request(sentence)
+        if req.max_frames is None and frame_cap is not None:
+            req.max_frames = frame_cap(sentence)
+        return req
+    return make
+
+
 @app.command(help="Speak text: to the speakers, a file, or stdout.\n\n[bold]Examples[/bold]\n\n"
                   "  vox say -m demo \"Hello there.\" -o hello.wav\n\n"
                   "  vox say \"Hello there.\" --voice Ryan --play\n\n"
                   "  echo \"Hello. How are you?\" | vox say -m demo - -o - > hello.wav\n\n"
                   "  vox say -m demo \"Raw audio.\" --raw -o - | aplay -r 24000 -f S16_LE -c 1")
 def say(
-    text: Annotated[str | None, typer.Argument(help="Text to say; '-' or nothing reads stdin.")] = None,
+    text: Annotated[str | None, typer.Argument(help="Text to say; '-' or nothing reads stdin (each "
+                                                    "sentence is spoken as soon as it is complete).")]
+    = None,
     output: Annotated[str | None, typer.Option("--output", "-o",
                                                help="Output file, or '-' for stdout.")] = None,
     play: Annotated[bool, typer.Option("--play", help="Play through the speakers while it streams.")] = False,
@@ -267,7 +278,9 @@ def say(
 
         if set_ is None:
             set_ = []
-        words = read_say_text(text, text_file=text_file)
+        # stdin streams in: each sentence is spoken once complete, not after EOF (`llm ... | vox say -`)
+        live_stdin = text_file is None and (text == "-" or (text is None and not _isatty(sys.stdin)))
+        words = "" if live_stdin else read_say_text(text, text_file=text_file)
         stdout_tty = _isatty(sys.stdout)
         if output is None and not play:
             if stdout_tty:
@@ -289,7 +302,11 @@ def say(
             check_playback()  # before minutes of model loading, not after
         with open_session(EngineOptions(model, recipe, set_, policy, executor, device), quiet) as session:
             check_request(session.spec, session.model, template)
-            requests = segment_requests(words, template, frame_cap=session.frame_cap)
+            requests: Any = segment_requests(words, template, frame_cap=session.frame_cap)
+            if live_stdin:
+                from voxcli.textstream import speak_live, stdin_requests
+
+                requests = stdin_requests(sys.stdin, _sentence_request(template, session.frame_cap))
             sr = session.spec.sample_rate
             sink = open_sink(output, sr, audio_format) if output is not None else None
             player = Player(sr) if play else None
@@ -300,7 +317,7 @@ def say(
                     if player is not None:
                         player.feed(pcm)
 
-                stats = speak(session.engine, requests, on_audio, sr)
+                stats = (speak_live if live_stdin else speak)(session.engine, requests, on_audio, sr)
                 if stats.samples == 0:
                     raise VoxError("the model produced no audio for this text.")
                 if player is not None:

@@ -23,7 +23,7 @@ import numpy as np
 
 from voxcli.models.base import SynthesisRequest
 from voxcli.speak import SpeechFailed, SpeechStats, Stopped, describe
-from voxcli.text import split_sentences
+from voxcli.text import TextInputError, split_sentences
 
 _CJK_END = "。！？」』）"
 
@@ -206,3 +206,13 @@ def speak_live(engine: Any, requests: Iterable[SynthesisRequest], on_audio: Call
             except Exception:  # noqa: BLE001 - best effort on the way out
                 pass
         raise
+
+
+def stdin_requests(stream: IO[str], make: Callable[[str], SynthesisRequest]) -> Iterator[SynthesisRequest]:
+    """`vox say -`: one request per sentence of `stream`, each as soon as it is complete."""
+    any_text = False
+    for sentence in sentences_from(read_fragments(stream)):
+        any_text = True
+        yield make(sentence)
+    if not any_text:
+        raise TextInputError("the text from standard input is empty; give some words to say.")
