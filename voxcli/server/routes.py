@@ -222,7 +222,7 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
         languages = ["auto", *(x for x in spec.languages if x.lower() != "auto")]
         return {"model": service.model_id, "voices": list(spec.voices), "languages": languages,
                 "modes": list(spec.modes), "sample_rate": spec.sample_rate,
-                "response_formats": encoding.formats_here()}
+                "response_formats": list(encoding.formats_here())}
 
     @router.get("/v1/models")
     async def models() -> dict[str, Any]:

@@ -14,6 +14,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,7 +94,7 @@ class SpeechJob:
                 if self._on_end is not None:
                     self._on_end(self)
 
-        threading.Thread(target=work, name="vox-serve-job", daemon=True).start()
+        _pool().submit(work)
 
     def _audio(self, pcm: np.ndarray) -> None:
         self.put(Item("audio", pcm=pcm))
@@ -107,6 +108,20 @@ class SpeechJob:
             streams = list(self.streams)
         for s in streams:
             s.cancel()
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The job threads, reused: starting a thread per request costs the event loop a GIL round trip
+    (Thread.start waits for the new thread), which under load is most of a request's server time."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=4096, thread_name_prefix="vox-serve-job")
+        return _POOL
 
 
 class Completions:
