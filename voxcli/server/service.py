@@ -159,6 +159,7 @@ class SpeechService:
         self.completions = Completions()
         self.active = 0  # jobs between start and end (the metrics read it)
         self._lock = threading.Lock()
+        self._seq = 0
 
     def requests_for(self, text: str, template: RequestTemplate,
                      fixed_frames: int | None) -> list[SynthesisRequest]:
@@ -188,6 +189,25 @@ class SpeechService:
             waiting = self.queued() + 1
             estimate = waiting / rate if rate > 0 else 1.0
         return int(min(60, max(1, math.ceil(estimate))))
+
+    def routing_stats(self, utilization: float = 0.6) -> dict[str, float]:
+        """For the scale-out router: `slack` = how many more streams this engine's device can decode
+        within `utilization` of one audio frame's time (its latency estimator's decode-step cost; the
+        rest of the frame is for prefills and the codec), less the streams it holds or has waiting."""
+        self._seq += 1
+        engine = self.engine
+        sched, cfg = engine.scheduler, engine.config
+        budget = self.spec.frame_seconds * utilization
+        lo, hi = 0, cfg.max_running  # largest n with decode_step(n) <= budget (monotonic in n)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if engine.estimator.decode_step(mid) <= budget:
+                lo = mid
+            else:
+                hi = mid - 1
+        held = len(sched.decoding) + sched.prefilling + len(sched.waiting)
+        return {"slack": float(lo - held), "held": float(held), "capacity": float(lo),
+                "seq": float(self._seq)}
 
     # --- engine state for /health and /metrics (read from another thread: approximate by nature) ---
     def queued(self) -> int:
