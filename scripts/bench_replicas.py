@@ -1,6 +1,7 @@
 """Scale-out on Ray Serve, measured: capacity of 1 vs 2 sim replicas behind the same HTTP API, one run.
 
     python scripts/bench_replicas.py --rates 4,8,12,16,20 --duration 15 --set max_running=8
+    python scripts/bench_replicas.py --per-replica --rates 6,7,8,9,10,11 --duration 15 --set max_running=8
 
 Each configuration is deployed on a local Ray instance (`voxcli.server.ray_app.start`, the code
 `vox serve --replicas N` runs), driven over HTTP by the bench's open-loop client (`HttpTarget`, the one
@@ -29,6 +30,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--replicas", default="1,2", help="replica counts to compare")
     ap.add_argument("--rates", default="4,8,12,16,20")
+    ap.add_argument("--per-replica", action="store_true",
+                    help="--rates are per replica: N replicas are offered N times each rate (same grid)")
     ap.add_argument("--duration", type=float, default=15.0)
     ap.add_argument("--warmup", type=int, default=8)
     ap.add_argument("--gpu", default="h100")
@@ -52,8 +55,10 @@ def main() -> None:
         start(spec, n, "127.0.0.1", args.port, quiet=True)
         print(f"{n} replica(s) up in {time.perf_counter() - t0:.1f} s", flush=True)
         target = HttpTarget(f"http://127.0.0.1:{args.port}", f"{n}x", seed=0)
+        scaled = SweepSpec(**{**vars(sweep), "rates": [r * n for r in sweep.rates]}) if args.per_replica \
+            else sweep
         try:
-            res = sweep_variant(target, Variant(f"{n} replica(s)"), sweep, utts,
+            res = sweep_variant(target, Variant(f"{n} replica(s)"), scaled, utts,
                                 lambda sw, r: print(f"  {sw.variant.label}: {r.rate:g} req/s -> "
                                                     f"{r.attainment * 100:5.1f}% SLO, TTFA p50 "
                                                     f"{(r.ttfa_p50 or 0) * 1e3:.0f} ms, "

@@ -365,6 +365,8 @@ def batch(
     top_p: TopPOpt = None, repetition_penalty: RepOpt = None, max_frames: MaxFramesOpt = None,
     recipe: RecipeOpt = None, set_: SetOpt = None, policy: PolicyOpt = None, executor: ExecOpt = None,
     device: DeviceOpt = None, quiet: QuietOpt = False,
+    replicas: Annotated[int, typer.Option(help="Spread the items over this many engine replicas on Ray "
+                                          "Serve (the ray extra; 1 = this process).")] = 1,
 ) -> None:
     with friendly_errors():
         import os
@@ -387,8 +389,16 @@ def batch(
         hook = os.environ.get("VOX_TEST_INTERRUPT_AFTER")  # tests: simulate Ctrl-C after N items
         opts = BatchOptions(out_dir=out_dir, fmt=audio_format, concurrency=concurrency, force=force,
                             progress=not quiet, interrupt_after=int(hook) if hook else None)
+        if replicas < 1:
+            raise VoxError(f"--replicas must be at least 1, got {replicas}.", 2)
         engine_options = EngineOptions(model, recipe, set_ or [], policy, executor, device)
-        with open_session(engine_options, quiet) as session:
+        if replicas > 1:
+            from voxcli.server.ray_app import batch_session
+
+            opened: Any = batch_session(replicas, model, executor, recipe, set_ or [], policy, device, quiet)
+        else:
+            opened = open_session(engine_options, quiet)
+        with opened as session:
             check_request(session.spec, session.model, template)  # command-wide flags: fail the command
             opts.frame_cap = session.frame_cap
             with _sigterm_as_interrupt():

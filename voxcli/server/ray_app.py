@@ -10,8 +10,10 @@ on the head (README: Scale out). We build no cluster manager of our own.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -79,6 +81,29 @@ def build_deployment(spec: ReplicaSpec, replicas: int, max_ongoing: int) -> Any:
         def record_routing_stats(self) -> dict[str, float]:
             return self.service.routing_stats()
 
+        def describe(self) -> tuple[Any, str, Any]:
+            """(ModelSpec, model name, frame cap) for a driver that submits through a handle."""
+            session = self.service.session
+            return session.spec, session.model, session.frame_cap
+
+        async def synthesize(self, request: Any) -> Any:
+            """One SynthesisRequest in, its PCM chunks out (`vox batch --replicas`: through a handle)."""
+            import asyncio
+
+            job = self.service.job(asyncio.get_running_loop())
+            job.start([request])
+            try:
+                while True:
+                    item = await job.next()
+                    if item.kind == "audio":
+                        yield item.pcm
+                    elif item.kind == "end":
+                        return
+                    else:
+                        raise item.error or RuntimeError("synthesis failed")
+            finally:
+                job.cancel()
+
     return serve.deployment(VoxReplica, name="vox", **options).bind(asdict(spec))
 
 
@@ -118,5 +143,61 @@ def run_ray(replicas: int, model: str | None, executor: str | None, gpu: str, re
             time.sleep(3600)
     except KeyboardInterrupt:
         pass
+    finally:
+        serve.shutdown()
+
+
+@dataclass
+class _Chunk:
+    pcm: Any
+
+
+class _ReplicaStream:
+    """A request on some replica, as `voxcli.speak.speak` reads an engine stream."""
+
+    def __init__(self, response: Any) -> None:
+        self._response = response
+
+    def __iter__(self) -> Iterator[_Chunk]:
+        for pcm in self._response:
+            yield _Chunk(pcm)
+
+    def cancel(self) -> None:
+        self._response.cancel()
+
+
+class ReplicaEngine:
+    """`Engine.submit` over the deployment's replicas (Ray Serve routes each request, most slack first)."""
+
+    def __init__(self, handle: Any) -> None:
+        self._handle = handle.options(method_name="synthesize", stream=True)
+
+    def submit(self, request: Any) -> _ReplicaStream:
+        return _ReplicaStream(self._handle.remote(request))
+
+
+@contextlib.contextmanager
+def batch_session(replicas: int, model: str | None, executor: str | None, recipe: str | None,
+                  sets: list[str], policy: str | None, device: str | None, quiet: bool) -> Iterator[Any]:
+    """`vox batch --replicas N`: a Session whose engine spreads the items over N replicas (no HTTP)."""
+    try:
+        import ray
+        from ray import serve
+    except ImportError:
+        from voxcli.errors import VoxError
+
+        raise VoxError("--replicas needs Ray Serve: pip install 'voxcli[ray]'.", 2) from None
+    from voxcli.cli import Session
+
+    spec = ReplicaSpec(model=model, executor=executor, recipe=recipe, sets=sets, policy=policy, device=device)
+    if not ray.is_initialized():
+        ray.init(address=os.environ.get("RAY_ADDRESS") or None, include_dashboard=False,
+                 log_to_driver=not quiet, logging_level="WARNING" if quiet else "INFO")
+    serve.start(proxy_location="Disabled")
+    try:
+        handle = serve.run(build_deployment(spec, replicas, max_ongoing=256), name="vox-batch",
+                           route_prefix=None)
+        model_spec, name, cap = handle.describe.remote().result()
+        yield Session(engine=ReplicaEngine(handle), spec=model_spec, model=name, frame_cap=cap)
     finally:
         serve.shutdown()
