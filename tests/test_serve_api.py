@@ -106,6 +106,9 @@ def test_missing_field_text_limit_body_limit_and_404():
         r = httpx.post(f"{url}/v1/audio/speech", content=b"{not json", timeout=10,
                        headers={"content-type": "application/json"})
         assert r.status_code == 422 and "not valid JSON" in r.json()["error"]["message"]
+        r = httpx.post(f"{url}/v1/audio/speech", content=b"model=x&input=y", timeout=10,
+                       headers={"content-type": "application/x-www-form-urlencoded"})
+        assert r.status_code == 422 and "Content-Type: application/json" in r.json()["error"]["message"]
         r = httpx.get(f"{url}/v2/nothing", timeout=10)
         assert r.status_code == 404 and "no such endpoint" in r.json()["error"]["message"]
 

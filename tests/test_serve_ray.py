@@ -69,3 +69,26 @@ def test_routing_stats_slack_falls_as_streams_are_held():
             s.cancel()
     finally:
         service.close()
+
+
+@pytest.mark.slow
+def test_batch_over_two_replicas_writes_every_item_and_resumes(tiny_custom_voice, tmp_path, monkeypatch):
+    import json
+
+    from typer.testing import CliRunner
+
+    from voxcli import cli
+
+    monkeypatch.setattr(cli, "STATE", cli._State())
+    lines = tmp_path / "lines.txt"
+    lines.write_text("Hello there, friend.\nHow are you today?\nThis is the third line.\n")
+    out = tmp_path / "out"
+    args = ["batch", str(lines), "-o", str(out), "-m", str(tiny_custom_voice), "--greedy", "--max-frames",
+            "8", "--replicas", "2", "--quiet"]
+    r = CliRunner().invoke(cli.app, args)
+    assert r.exit_code == 0, r.output
+    records = [json.loads(x) for x in (out / "manifest.jsonl").read_text().splitlines()]
+    assert sorted(x["id"] for x in records) == ["0001", "0002", "0003"], records
+    assert all(x["status"] == "ok" and (out / x["file"]).exists() for x in records), records
+    again = CliRunner().invoke(cli.app, args[:-1])  # same batch, not quiet: nothing left to do
+    assert again.exit_code == 0 and "3 already done" in again.stderr, again.output

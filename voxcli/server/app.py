@@ -61,6 +61,8 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     elif kind == "json_invalid":
         message = "the request body is not valid JSON."
         field = "body"
+    elif field == "body":
+        message = "the request body must be a JSON object sent with Content-Type: application/json."
     else:
         message = f"field {field}: {e.get('msg', 'invalid value')}."
     more = f" ({len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""

@@ -34,7 +34,13 @@ def formats_here() -> tuple[str, ...]:
 
 
 def pcm_bytes(pcm: np.ndarray) -> bytes:
-    return to_int16(np.asarray(pcm, dtype=np.float32).reshape(-1)).tobytes()
+    """PCM16 bytes, sample for sample what `voxcli.audio.to_int16` gives (clip(x, -1, 1) * 32767, rounded
+    half to even), in place on one float32 copy: this runs for every chunk of every stream."""
+    x = np.array(pcm, dtype=np.float32).reshape(-1)
+    np.clip(x, -1.0, 1.0, out=x)
+    np.multiply(x, np.float32(32767.0), out=x)
+    np.rint(x, out=x)
+    return x.astype("<i2").tobytes()
 
 
 def stream_prefix(fmt: str, sample_rate: int) -> bytes:
