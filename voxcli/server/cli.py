@@ -76,6 +76,7 @@ def serve(
         except ImportError as e:
             raise VoxError(f"vox serve needs the serve extra ({e.name} is missing): pip install "
                            "'voxcli[serve]'.", 2) from None
+        _check_port(host, port)  # before minutes of model loading, not after
         limits = Limits(max_input_chars=max_input_chars, max_body_bytes=max_body_bytes)
         if replicas > 1:
             from voxcli.server.ray_app import run_ray
@@ -96,6 +97,19 @@ def serve(
             _err(f"serving {session.model} on http://{host}:{port} (POST /v1/audio/speech; Ctrl-C stops)")
         uvicorn.run(app, host=host, port=port, log_level="warning" if quiet else "info",
                     timeout_graceful_shutdown=5)
+
+
+def _check_port(host: str, port: int) -> None:
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            raise VoxError(f"cannot listen on {host}:{port} ({e.strerror or e}); choose another --port or "
+                           "--host.", 2) from None
 
 
 def _is_loopback(host: str) -> bool:

@@ -145,7 +145,7 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
             metrics.requests.labels(outcome="failed").inc()
             raise APIError(500, "the model produced no audio for this input.", kind="server_error")
         clock.chunk(first.pcm.size, first.t)  # type: ignore[union-attr]
-        if metrics is not None and clock.ttfa is not None:
+        if clock.ttfa is not None:
             metrics.ttfa.observe(clock.ttfa)
         if fmt not in encoding.STREAMED:
             return await _whole_file(job, first, fmt, clock, metrics, request)
