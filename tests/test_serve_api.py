@@ -212,3 +212,20 @@ def test_metrics_counters_move(server):
         metric(before, "vox_audio_seconds_total") + 20 / 12.5)
     for gauge in ("vox_active_requests", "vox_queued_requests", "vox_kv_pages_used", "vox_codec_slots_used"):
         assert f"\n{gauge} " in after
+
+
+def test_bench_http_target_plays_a_schedule(server):
+    from voxcli.bench.client import burst
+    from voxcli.bench.http_target import HttpTarget
+    from voxcli.bench.workloads import Utterance
+
+    url, _ = server
+    target = HttpTarget(url, seed=3)
+    assert target.model == MODEL and target.sample_rate == 24000
+    utterances = [Utterance("u1", "Short one."), Utterance("u2", "A somewhat longer sentence here.")]
+    arrivals = burst(3, utterances, 0)
+    records = target.play(arrivals, timeout_s=30)
+    for a, rec in zip(arrivals, records, strict=True):
+        assert rec.status == "done", rec.reason
+        assert sum(s for _, s in rec.deliveries) == pytest.approx(a.frames / 12.5)
+        assert rec.deliveries[0][0] >= rec.sent  # first audio after the send
