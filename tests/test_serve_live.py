@@ -178,3 +178,26 @@ def test_vox_say_stdin_empty_is_one_sentence(monkeypatch):
     monkeypatch.setattr(cli, "STATE", cli._State())
     r = CliRunner().invoke(cli.app, ["say", "-", "-o", "-"], input=" \n")
     assert r.exit_code == 2 and "the text from standard input is empty" in r.stderr, r.output
+
+
+def test_websocket_client_leaving_cancels_and_frees_the_engine():
+    pytest.importorskip("fastapi", reason="the serve extra is not installed")
+    ws_client = pytest.importorskip("websockets.sync.client", reason="websockets is not installed")
+    from serve_util import running_server, sim_service, wait_until
+
+    service = sim_service()
+    sched = service.engine.scheduler
+    long_text = "This sentence goes on for a good long while, " * 30 + "and then it ends. "
+    with running_server(service) as url:
+        with ws_client.connect(url.replace("http", "ws") + "/v1/audio/speech/live") as ws:
+            ws.send(json.dumps({"type": "start"}))
+            ws.send(long_text)  # no "end": the client just leaves mid-speech
+            while not isinstance(ws.recv(timeout=10), bytes):
+                pass
+            assert sched.kv.used > 0
+        def released() -> bool:
+            return (sched.kv.free == sched.kv.num_pages and sched.slots.free == sched.slots.num_slots
+                    and service.active == 0)
+
+        assert wait_until(released, timeout=3.0)
+        assert service.engine.timelines[-1].status == "cancelled"

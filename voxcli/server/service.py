@@ -53,6 +53,9 @@ class _TrackedEngine:
             if self._job.stop.is_set():
                 raise Stopped()
             stream = self._engine.submit(request)
+            keep_audio = getattr(stream, "keep_audio", None)
+            if keep_audio is not None:
+                keep_audio(False)  # a server never calls wait(): forget each chunk once it is sent
             self._job.streams.append(stream)
             return stream
 
