@@ -69,8 +69,9 @@ def template_from(body: Any, service: SpeechService) -> RequestTemplate:
 
 
 def _no_cli_flags(message: str) -> str:
-    message = message.replace("drop --voice", "omit voice")
-    return message.replace(" (see vox voices -m ", " (GET /v1/audio/voices; ")
+    """The model's message speaks to the CLI; over HTTP, point at the API instead."""
+    message = re.sub(r"drop (--voice|the voice)", "omit voice", message)
+    return re.sub(r"\s*\(see vox voices -m [^)]*\)", " (see GET /v1/audio/voices)", message)
 
 
 def classify_failure(e: BaseException, service: SpeechService, metrics: ServerMetrics) -> APIError:
