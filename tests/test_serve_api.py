@@ -133,8 +133,8 @@ def test_disconnect_cancels_and_frees_pages_and_slots(server):
     with httpx.Client(timeout=30) as client:
         with client.stream("POST", f"{url}/v1/audio/speech", json=body) as r:
             assert r.status_code == 200
-            first = next(r.iter_raw())
-            assert first
+            pieces = r.iter_raw()  # keep the iterator: a collected one closes the response (disconnects)
+            assert next(pieces)
             held = (sched.kv.used, sched.slots.used, service.engine.timelines[-1])
             assert sched.kv.used > 0 and sched.slots.used > 0, held  # the request holds its resources
             t_close = time.monotonic()
@@ -161,7 +161,8 @@ def test_forced_full_admission_is_503_with_retry_after():
         def one() -> None:
             with httpx.Client(timeout=30) as client, client.stream("POST", f"{url}/v1/audio/speech",
                                                                    json=body) as r:
-                r.read() if r.status_code != 200 else next(r.iter_raw())
+                pieces = r.iter_raw()  # kept alive: a collected iterator would close the connection
+                r.read() if r.status_code != 200 else next(pieces)
                 with lock:
                     results.append(r)
                     if len(results) == 4:
@@ -229,3 +230,26 @@ def test_bench_http_target_plays_a_schedule(server):
         assert rec.status == "done", rec.reason
         assert sum(s for _, s in rec.deliveries) == pytest.approx(a.frames / 12.5)
         assert rec.deliveries[0][0] >= rec.sent  # first audio after the send
+
+
+def test_leaving_while_queued_cancels_the_waiting_request():
+    import socket
+
+    service = sim_service("max_running=1", "max_queue=4")
+    sched = service.engine.scheduler
+    body = json.dumps({"model": MODEL, "input": "Wait.", "fixed_frames": 1000, "response_format": "pcm"})
+    with running_server(service) as url:
+        port = int(url.rsplit(":", 1)[1])
+        with httpx.Client(timeout=30) as client, client.stream(
+                "POST", f"{url}/v1/audio/speech", content=body,
+                headers={"content-type": "application/json"}) as first:
+            pieces = first.iter_raw()  # kept alive: a collected iterator would close the connection
+            assert first.status_code == 200 and next(pieces)  # holds the only running row
+            s = socket.create_connection(("127.0.0.1", port))
+            s.sendall(f"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      f"Content-Length: {len(body)}\r\n\r\n{body}".encode())
+            assert wait_until(lambda: len(sched.waiting) == 1)  # admitted to the queue, no audio yet
+            s.close()  # the client gives up before its first audio
+            assert wait_until(lambda: len(sched.waiting) == 0, timeout=3.0)
+            assert service.engine.timelines[-1].status == "cancelled"
+            assert service.engine.timelines[0].status == "decode"  # the running neighbour is untouched

@@ -25,7 +25,7 @@ from voxcli.models.base import SynthesisRequest
 from voxcli.server import encoding
 from voxcli.server.guard import APIError
 from voxcli.server.metrics import PlaybackClock, ServerMetrics
-from voxcli.server.routes import classify_failure, template_from
+from voxcli.server.routes import classify_failure, stopped, template_from
 from voxcli.server.service import Item, SpeechJob, SpeechService
 from voxcli.speak import Stopped
 from voxcli.textstream import SentenceBuffer, speak_live
@@ -120,7 +120,7 @@ def build_live_router(service: SpeechService, metrics: ServerMetrics) -> APIRout
                     return
                 else:
                     error = item.error
-                    if isinstance(error, Stopped):
+                    if stopped(error):
                         return  # the client left
                     if isinstance(error, APIError):
                         await _close_with(ws, error.status, error.message)

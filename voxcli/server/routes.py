@@ -102,6 +102,15 @@ def classify_failure(e: BaseException, service: SpeechService, metrics: ServerMe
     return APIError(500, f"internal error: {type(cause).__name__}: {message}.", kind="server_error")
 
 
+def stopped(e: BaseException | None) -> bool:
+    """The job ended because it was told to stop (its client left), however `speak` wrapped that."""
+    while e is not None:
+        if isinstance(e, Stopped):
+            return True
+        e = e.__cause__
+    return False
+
+
 def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
     router = APIRouter()
     limits = service.limits
@@ -137,20 +146,26 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
             r.cfg_scale = body.cfg_scale
         job = service.job(asyncio.get_running_loop())
         job.start(requests)
+        # from now on a client that leaves cancels the job, even while it still waits for admission
+        watcher = asyncio.create_task(_watch_disconnect(request, job))
         clock = PlaybackClock(sr, arrived)
         first = await job.next()
-        if first.kind == "error":
+        if first.kind != "audio":
+            watcher.cancel()
             job.cancel()
-            raise classify_failure(first.error or RuntimeError("unknown"), service, metrics)
-        if first.kind == "end":
+            if stopped(first.error):
+                metrics.requests.labels(outcome="cancelled").inc()
+                return Response(status_code=499)  # nobody reads it: the client closed the connection
+            if first.kind == "error":
+                raise classify_failure(first.error or RuntimeError("unknown"), service, metrics)
             metrics.requests.labels(outcome="failed").inc()
             raise APIError(500, "the model produced no audio for this input.", kind="server_error")
         clock.chunk(first.pcm.size, first.t)  # type: ignore[union-attr]
         if clock.ttfa is not None:
             metrics.ttfa.observe(clock.ttfa)
         if fmt not in encoding.STREAMED:
-            return await _whole_file(job, first, fmt, clock, metrics, request)
-        body_iter = _stream(job, first, fmt, body.stream_format, clock, metrics, request, len(text))
+            return await _whole_file(job, first, fmt, clock, metrics, watcher)
+        body_iter = _stream(job, first, fmt, body.stream_format, clock, metrics, watcher, len(text))
         media = "text/event-stream" if body.stream_format == "sse" else encoding.MEDIA_TYPES[fmt]
         headers = {"Cache-Control": "no-store", "X-Sample-Rate": str(sr)}
         if clock.ttfa is not None:
@@ -158,9 +173,9 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
         return StreamingResponse(body_iter, media_type=media, headers=headers)
 
     async def _stream(job: SpeechJob, first: Item, fmt: str, stream_format: str, clock: PlaybackClock,
-                      metrics: ServerMetrics, request: Request, chars: int) -> AsyncIterator[bytes]:
+                      metrics: ServerMetrics, watcher: asyncio.Task[None],
+                      chars: int) -> AsyncIterator[bytes]:
         sse = stream_format == "sse"
-        watcher = asyncio.create_task(_watch_disconnect(request, job))
         outcome = "cancelled"
         try:
             data = encoding.stream_prefix(fmt, sr) + encoding.pcm_bytes(first.pcm)  # type: ignore[arg-type]
@@ -177,7 +192,7 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
                         yield encoding.sse_done(clock.audio_s, chars)
                     return
                 else:
-                    if isinstance(item.error, Stopped):
+                    if stopped(item.error):
                         return  # the client left
                     outcome = "failed"
                     message = str(item.error)
@@ -195,9 +210,8 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
                 metrics.stall.observe(clock.stall_s)
 
     async def _whole_file(job: SpeechJob, first: Item, fmt: str, clock: PlaybackClock, metrics: ServerMetrics,
-                          request: Request) -> Response:
+                          watcher: asyncio.Task[None]) -> Response:
         pieces = [first.pcm]
-        watcher = asyncio.create_task(_watch_disconnect(request, job))
         try:
             while True:
                 item = await job.next()
