@@ -1,9 +1,9 @@
-"""Model programs, one per family. `voxcli.models` is this folder (see pyproject package-dir).
+"""Model programs, one package per family. `voxcli.models` is this folder (see pyproject package-dir).
 
-`load_model(source)` picks the program from the checkpoint's config.json `model_type`. The alias
-"demo" is a tiny random-weight Qwen3-TTS CustomVoice checkpoint generated on first use into
-$VOX_CACHE/demo (default ~/.cache/voxcli/demo), so the whole pipeline runs offline. Its audio is not
-speech: the weights are random.
+`load_model(source)` picks the family from the checkpoint's config.json `model_type` (models/registry.py
+lists the families). A demo alias (e.g. "demo": a tiny random-weight Qwen3-TTS CustomVoice checkpoint) is
+generated on first use into $VOX_CACHE/<alias> (default ~/.cache/voxcli/<alias>), so the whole pipeline
+runs offline. Its audio is not speech: the weights are random.
 """
 
 from __future__ import annotations
@@ -13,44 +13,49 @@ import logging
 import os
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
+from . import registry
 from .base import CheckpointError, ModelProgram
 
 log = logging.getLogger(__name__)
 
-KNOWN_MODELS: tuple[str, ...] = (
-    "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice",
-    "Qwen/Qwen3-TTS-12Hz-0.6B-Base",
-    "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice",
-    "Qwen/Qwen3-TTS-12Hz-1.7B-Base",
-    "Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign",
-)
-DEMO = "demo"
-DEMO_VERSION = "3"  # bump when the demo checkpoint's recipe changes (forces a rebuild)
-_demo_warned = False
+DEMO = "demo"  # the default family's demo alias
+_demo_warned: set[str] = set()
+
+
+def known_models() -> tuple[str, ...]:
+    """Hub ids of every registered family (what `vox models` lists besides the demos)."""
+    return tuple(m.id for m in registry.hub_models())
+
+
+def is_demo(name: str) -> bool:
+    """Whether `name` is a demo alias of some family (built locally, random weights)."""
+    return registry.find_demo(name) is not None
 
 
 def cache_dir() -> Path:
     return Path(os.environ.get("VOX_CACHE") or Path.home() / ".cache" / "voxcli")
 
 
-def demo_checkpoint() -> Path:
-    """Build the demo checkpoint once (in a temp dir, then an atomic rename) and return its path."""
+def demo_checkpoint(name: str = DEMO) -> Path:
+    """Build a demo alias's checkpoint once (in a temp dir, then an atomic rename) and return its path."""
+    found = registry.find_demo(name)
+    if found is None:
+        raise CheckpointError(f"no demo model named {name!r}; demos: "
+                              f"{', '.join(d.name for d in registry.demos())}")
+    demo = found[1]
     root = cache_dir()
-    out = root / DEMO
+    out = root / demo.name
     stamp = out / "VOX_DEMO_VERSION"
-    if stamp.exists() and stamp.read_text().strip() == DEMO_VERSION:
+    if stamp.exists() and stamp.read_text().strip() == demo.version:
         return out
-    from .qwen3_tts.tiny import build_tiny
-
     root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".demo-", dir=root))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{demo.name}-", dir=root))
     try:
-        # A modest cap (250 frames = 20 s) and an EOS stop rate of 0.08 per frame on the greedy path:
-        # sampled runs mostly end within a few seconds (measured median ~2 s; some hit the cap).
-        build_tiny(tmp / "ckpt", variant="custom_voice", max_new_tokens=250, eos_hazard=0.08)
-        (tmp / "ckpt" / "VOX_DEMO_VERSION").write_text(DEMO_VERSION)
+        demo.build(tmp / "ckpt")
+        (tmp / "ckpt" / "VOX_DEMO_VERSION").write_text(demo.version)
         if out.exists():
             shutil.rmtree(out)
         try:
@@ -64,35 +69,27 @@ def demo_checkpoint() -> Path:
 
 
 def load_model(source: str, device: str = "cpu", dtype: str = "float32") -> ModelProgram:
-    """A local checkpoint directory, a hub id in the local cache, or "demo"."""
-    global _demo_warned
-    if source == DEMO:
-        path = demo_checkpoint()
-        if not _demo_warned:
-            log.warning("model 'demo' has random weights: its audio is not speech (pipeline demo only)")
-            _demo_warned = True
-        from .qwen3_tts.program import Qwen3TTSProgram
-
-        program = Qwen3TTSProgram.load(str(path), device=device, dtype=dtype)
-        program.spec = _renamed(program.spec, DEMO)
+    """A local checkpoint directory, a hub id in the local cache, or a demo alias ("demo")."""
+    demo = registry.find_demo(source)
+    if demo is not None:
+        path = demo_checkpoint(source)
+        if source not in _demo_warned:
+            log.warning("model %r has random weights: its audio is not speech (pipeline demo only)", source)
+            _demo_warned.add(source)
+        program = demo[0].load(str(path), device, dtype)
+        program.spec = replace(program.spec, name=source)
         return program
-    from .qwen3_tts.checkpoint import read_json, resolve
+    from .checkpoint import read_json, resolve
 
     root = resolve(source)
     model_type = read_json(root / "config.json").get("model_type")
-    if model_type == "qwen3_tts":
-        from .qwen3_tts.program import Qwen3TTSProgram
-
-        program = Qwen3TTSProgram.load(str(root), device=device, dtype=dtype)
-        program.spec = _renamed(program.spec, source)
-        return program
-    raise CheckpointError(
-        f"{root / 'config.json'} has model_type {json.dumps(model_type)}; "
-        'voxcli serves Qwen3-TTS 12 Hz checkpoints (model_type "qwen3_tts")'
-    )
-
-
-def _renamed(spec, name: str):
-    from dataclasses import replace
-
-    return replace(spec, name=name)
+    family = registry.family_for_model_type(model_type)
+    if family is None:
+        supported = ", ".join(json.dumps(t) for t in registry.model_types())
+        raise CheckpointError(
+            f"{root / 'config.json'} has model_type {json.dumps(model_type)}; voxcli serves the model "
+            f"types {supported} (see vox models)"
+        )
+    program = family.load(str(root), device, dtype)
+    program.spec = replace(program.spec, name=source)
+    return program

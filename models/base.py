@@ -17,6 +17,7 @@ different requests may share a batch and arrive on two lanes concurrently (disjo
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,13 +62,9 @@ class SamplingParams:
 
     greedy: bool = False  # model's own greedy rules (may still apply penalties / masks)
     temperature: float | None = None
-    top_k: int | None = None
+    top_k: int | None = None  # >= 0; 0 = no top-k filter
     top_p: float | None = None
     repetition_penalty: float | None = None
-    sub_greedy: bool | None = None  # depth transformer (sub-talker) settings, separately
-    sub_temperature: float | None = None
-    sub_top_k: int | None = None
-    sub_top_p: float | None = None
 
 
 @dataclass
@@ -89,7 +86,6 @@ class SynthesisRequest:
     cfg_scale: float | None = None
     # Family-specific options (e.g. Qwen3-TTS sub-talker sampling); a program refuses keys it does not know.
     options: dict[str, Any] = field(default_factory=dict)
-    streaming_text: bool | None = None  # None = the model's default text mode
     request_id: str | None = None
     # Bench/sim only: force an exact number of frames (random weights cannot run away).
     fixed_frames: int | None = None
@@ -98,7 +94,7 @@ class SynthesisRequest:
 @dataclass
 class Prompt:
     """Host-side result of `prepare`: everything prefill needs. `length` is the number of prefill
-    positions (KV tokens) so the engine can reserve pages before admitting the request."""
+    positions (KV tokens) of one sequence, so the engine can reserve pages before admitting the request."""
 
     length: int
     data: Any  # model-private (embeddings, trailing text, reference codes...)
@@ -144,6 +140,45 @@ class CodecItem:
     last: bool
 
 
+@dataclass
+class GraphStage:
+    """A program's fixed-shape device step for one (stage, bucket, lane), which the cuda executor captures
+    as a CUDA graph (see `ModelProgram.graph_stage`).
+
+    `run()` is the device work of one step for `bucket` rows: it reads only tensors the program allocated
+    once (static inputs, KV pool, codec slot table; slots are gathered and scattered inside `run` by a
+    static index tensor) and returns its outputs as a dict of tensors. `load(rows)` fills the static
+    inputs for a batch (host, before replay, on the lane's stream), padding rows up to the bucket.
+    `finish(rows, host_outputs)` turns the host copies of the outputs into per-row results (`StepOutput`s
+    for decode, PCM arrays for codec) and runs the host token logic."""
+
+    run: Callable[[], dict[str, Any]]
+    load: Callable[[list[Any]], None]
+    finish: Callable[[list[Any], dict[str, Any]], list[Any]]
+    # Optional: False for a batch the fixed shapes cannot hold (a voice-clone first chunk carrying its
+    # reference codes, say); such a batch runs eagerly on the same stream instead of failing.
+    accepts: Callable[[list[Any]], bool] | None = None
+
+
+def check_voice_and_language(spec: ModelSpec, request: SynthesisRequest) -> None:
+    """A voice among `spec.voices` (none allowed when it has none) and a language among
+    `spec.languages` ("auto" always allowed), case-insensitively."""
+    name = spec.name
+    if request.voice is not None:
+        if not spec.voices:
+            modes = ", ".join(spec.modes) or "none"
+            raise InputError(f"model {name} has no named voices (its modes: {modes}); drop the voice")
+        if request.voice.lower() not in {v.lower() for v in spec.voices}:
+            raise InputError(f"model {name} has no voice {request.voice!r}; choose one of "
+                             f"{', '.join(spec.voices)} (see vox voices -m {name})")
+    lang = request.language
+    if lang is not None and lang.lower() != "auto" and spec.languages:
+        if lang.lower() not in {x.lower() for x in spec.languages}:
+            choices = ["auto", *(x for x in spec.languages if x.lower() != "auto")]
+            raise InputError(f"model {name} does not speak language {lang!r}; choose one of "
+                             f"{', '.join(choices)}")
+
+
 class ModelProgram(ABC):
     spec: ModelSpec
 
@@ -154,7 +189,20 @@ class ModelProgram(ABC):
 
     @abstractmethod
     def prepare(self, request: SynthesisRequest) -> Prompt:
-        """Validate and tokenize on the host. Raise InputError with a sentence for the user."""
+        """Validate (at least what `check` does) and tokenize on the host. Raise InputError with a
+        sentence for the user."""
+
+    def check(self, request: SynthesisRequest) -> None:
+        """Cheap validation, no tokenizing or audio encoding: what a CLI runs before synthesis for early
+        errors. Raise InputError. The default checks voice and language against `spec`, refuses a
+        `cfg_scale` other than None/1 and any `options` (override when the family has them)."""
+        check_voice_and_language(self.spec, request)
+        if request.cfg_scale is not None and request.cfg_scale != 1:
+            raise InputError(f"model {self.spec.name} has no classifier-free guidance: leave cfg_scale unset "
+                             f"or 1, got {request.cfg_scale}")
+        if request.options:
+            given = ", ".join(map(repr, request.options))
+            raise InputError(f"model {self.spec.name} takes no options, got {given}")
 
     # --- device resources, sized by the engine -------------------------------------------------
     @abstractmethod
@@ -166,9 +214,10 @@ class ModelProgram(ABC):
         """Allocate the codec state slot table."""
 
     def kv_tokens(self, prompt: Prompt) -> int:
-        """Positions a request will occupy at most (prompt + generation) for page reservation."""
+        """Positions a request will occupy at most (prompt + generation, every one of its `width`
+        sequences) for page reservation. Override when the sequences of a pair differ in length."""
         frames = prompt.max_frames if prompt.fixed_frames is None else prompt.fixed_frames
-        return prompt.length + frames + 1
+        return (prompt.length + frames + 1) * prompt.width
 
     # --- stages ---------------------------------------------------------------------------------
     @abstractmethod
@@ -185,3 +234,12 @@ class ModelProgram(ABC):
 
     def release(self, row: Row) -> None:  # noqa: B027 - optional hook
         """Called once when a request ends (done, cancelled, failed)."""
+
+    # --- optional: graph capture (cuda executor) --------------------------------------------------
+    def graph_stage(self, stage: str, bucket: int, lane: str, device: Any = None) -> GraphStage | None:
+        """A fixed-shape `GraphStage` for `stage` ("prefill" | "decode" | "codec") at batch size `bucket`
+        on `lane` ("lm" | "background" | "urgent"), built on `device` (a torch.device; None = the
+        program's own), or None to run that stage eagerly through `prefill/decode/codec`. Called once
+        per (partition, stage, bucket) at executor start-up, after `init_kv` / `init_codec_slots` (the
+        graphs bind those buffers' addresses). The default offers no graphs."""
+        return None

@@ -353,7 +353,7 @@ def s6_priority() -> tuple[bool, dict]:
 
 # ------------------------------------------------------------------------------------------------ 7
 def s7_flashinfer() -> tuple[bool | None, dict]:
-    from voxcli.engine import attention as A
+    from voxcli.models import paged_attention as A
 
     if A.load_flashinfer() is None:
         return None, {"reason": f"flashinfer not importable: {A._flashinfer_error}"}

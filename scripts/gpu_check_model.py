@@ -5,7 +5,7 @@ fixed output lengths, so gpu_check can time a decode step and a codec chunk per 
 SM partition without a checkpoint. Dimensions from the design notes (qwen3-tts-notes.md):
 
 - decode step: talker 28 x [GQA 16/8 heads x 128, qk-norm, SwiGLU 6144] at width 2048 with paged-KV
-  attention (voxcli.engine.attention), codec head 2048->3072, then the depth transformer: 15 sequential
+  attention (voxcli.models.paged_attention), codec head 2048->3072, then the depth transformer: 15 sequential
   sub-steps of 5 layers at width 1024 (16/8 x 128, SwiGLU 3072) with one 1024->2048 head per group;
 - codec chunk: 16 codebooks -> 512, transformer 8 x [16 x 64 heads, MLP 1024] at width 512 between
   1024-wide projections, two x2 transposed-conv upsamplers with ConvNeXt blocks, a conv decoder
@@ -20,8 +20,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
-
-from voxcli.engine.attention import make_decode_attention
+from voxcli.models.paged_attention import make_decode_attention
 
 
 @dataclass(frozen=True)

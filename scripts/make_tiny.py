@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from voxcli.models.qwen3_tts.tiny import SEED, SIZES, build_tiny
+from voxcli.models.qwen3_tts.tiny import ALL_SIZES, SEED, build_tiny
 
 
 def main() -> None:
@@ -16,7 +16,7 @@ def main() -> None:
     ap.add_argument("out")
     ap.add_argument("--variant", default="custom_voice", choices=["custom_voice", "base", "voice_design"])
     ap.add_argument("--proj", action="store_true", help="1.7B-like: predictor narrower than the talker")
-    ap.add_argument("--size", default="tiny", choices=sorted(SIZES))
+    ap.add_argument("--size", default="tiny", choices=sorted(ALL_SIZES))
     ap.add_argument("--seed", type=int, default=SEED)
     a = ap.parse_args()
     print(build_tiny(a.out, variant=a.variant, proj=a.proj, size=a.size, seed=a.seed))

@@ -42,6 +42,7 @@ def workload(n: int, rate: float, seed: int, cancel_frac: float = 0.05, fail_fra
 
 def run_sim(config: EngineConfig, reqs, check_deferral: bool = True):
     program = SyntheticProgram(sample_rate=100, samples_per_frame=SPF, pcm_scale=1.0)  # 80 ms frames
+    config = config.replace(chunk=config.chunk_or(program.spec.chunk))  # the schedule the engine runs
     layout = lane_layout(config)
     profile = default_profile()
     inner = SimExecutor(program, profile, layout)

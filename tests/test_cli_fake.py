@@ -3,6 +3,7 @@ batch resume/interrupt mechanics, fast and independent of any model."""
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -12,6 +13,7 @@ import pytest
 import soundfile as sf
 from cli_fakes import SPEC, SR, FakeDevice, FakeEngine
 from typer.testing import CliRunner
+from voxcli.models.base import check_voice_and_language
 
 from voxcli import cli, playback
 
@@ -19,7 +21,8 @@ from voxcli import cli, playback
 @pytest.fixture
 def fake(monkeypatch):
     engine = FakeEngine()
-    monkeypatch.setattr(cli, "engine_factory", lambda cfg: cli.Session(engine, SPEC, cfg.model))
+    check = functools.partial(check_voice_and_language, SPEC)  # a model's neutral ModelProgram.check
+    monkeypatch.setattr(cli, "engine_factory", lambda cfg: cli.Session(engine, SPEC, cfg.model, check))
     monkeypatch.setattr(cli, "STATE", cli._State())
     return engine
 

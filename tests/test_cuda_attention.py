@@ -8,8 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-
-from voxcli.engine import attention as A
+from voxcli.models import paged_attention as A
 
 HQ, HKV, D, PAGE = 4, 2, 8, 4
 

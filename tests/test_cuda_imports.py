@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 MODULES = ["voxcli.engine.executors.cuda", "voxcli.engine.executors.cuda_ops", "voxcli.engine.partitions",
-           "voxcli.engine.attention"]
+           "voxcli.models.paged_attention"]
 
 
 def test_backend_modules_import_without_gpu_libraries():

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from voxcli.models.base import InputError, SynthesisRequest
 
-from voxcli.config import EngineConfig
+from voxcli.config import ChunkSchedule, EngineConfig
 from voxcli.engine.engine import Engine, EngineClosed, RequestCancelled, RequestFailed
 from voxcli.engine.synthetic import SyntheticProgram
 
@@ -117,7 +117,9 @@ def test_sim_engine_from_config_virtual_time():
     eng.run()
     assert a.status == b.status == "done" and c.status == "cancelled"
     assert a.timeline.arrival == 0.5 and a.timeline.admitted >= 0.5 and 0 < a.timeline.ttfa < 0.2
-    assert a.wait().shape[0] == 50 * 1920 and len(a.timeline.chunks) == 1 + (50 - 4 + 9) // 10
+    # the sim's stand-in for the default model has its family's sim chunk schedule (10-frame chunks)
+    assert eng.config.chunk == ChunkSchedule(first=10, steady=10)
+    assert a.wait().shape[0] == 50 * 1920 and len(a.timeline.chunks) == 5
     assert c.timeline.finished == pytest.approx(1.5)
     assert eng.now >= 1.5
     # streams on a virtual-time engine pump run() themselves

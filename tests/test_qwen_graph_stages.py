@@ -84,8 +84,8 @@ def test_graphed_decode_stops_on_eos_and_masks_it_for_bench_rows(cv):
     """The calibrated greedy request of test_qwen_program stops on EOS after 24 frames; a fixed-frames
     copy must run past it. Both in one padded bucket, graphed and eager in lockstep."""
     def req(**kw):
-        return SynthesisRequest(text=TEXTS[0], voice="serena", language="english", streaming_text=True,
-                                sampling=SamplingParams(greedy=True), **kw)
+        return SynthesisRequest(text=TEXTS[0], voice="serena", language="english",
+                                options={"streaming_text": True}, sampling=SamplingParams(greedy=True), **kw)
 
     reqs = [req(max_frames=30), req(fixed_frames=26)]
     eager, graphed = _rows(cv, reqs, 0), _rows(cv, reqs, PAGES // 2)

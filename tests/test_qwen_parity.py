@@ -16,7 +16,7 @@ import torch
 from oracle_util import run_oracle
 from voxcli.models.base import SamplingParams, SynthesisRequest
 from voxcli.models.qwen3_tts.program import Qwen3TTSProgram
-from voxcli.models.qwen3_tts.reference import Trace, decode_full, generate, teacher_forced
+from voxcli.models.testing.qwen3_tts_reference import Trace, decode_full, generate, teacher_forced
 
 pytestmark = pytest.mark.oracle
 
@@ -117,7 +117,7 @@ def _request(case: dict) -> SynthesisRequest:
         language=case["language"],
         instructions=case.get("instruct"),
         ref_text=case.get("ref_text"),
-        streaming_text=case["stream"],
+        options={"streaming_text": case["stream"]},
         max_frames=case["max_new"] - 1,
         sampling=SamplingParams(greedy=True),
     )

@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from voxcli.models.base import CheckpointError, InputError, Row, SamplingParams, SynthesisRequest
 from voxcli.models.qwen3_tts.program import Qwen3TTSProgram
-from voxcli.models.qwen3_tts.reference import run_codes
+from voxcli.models.testing.qwen3_tts_reference import run_codes
 
 GREEDY = SamplingParams(greedy=True)
 PAGE = 4
@@ -53,7 +53,7 @@ def test_batched_rows_of_different_lengths_equal_batch_one(cv):
             text="Hello world. This is a tiny test.",
             voice="serena",
             language="english",
-            streaming_text=True,
+            options={"streaming_text": True},
             max_frames=30,
             sampling=GREEDY,
         ),
@@ -62,7 +62,7 @@ def test_batched_rows_of_different_lengths_equal_batch_one(cv):
             text="The quick brown fox jumps over the lazy dog.",
             voice="vivian",
             language="german",
-            streaming_text=False,
+            options={"streaming_text": False},
             max_frames=9,
             sampling=GREEDY,
         ),
@@ -103,7 +103,7 @@ def test_fixed_frames_ignores_eos_and_codes_stay_in_codebook(cv):
         SynthesisRequest(
             text="Hello world. This is a tiny test.",
             voice="serena",
-            streaming_text=True,
+            options={"streaming_text": True},
             language="english",
             fixed_frames=27,
             sampling=GREEDY,
@@ -118,7 +118,7 @@ def test_codec_stage_matches_full_decode(cv):
     p = cv.prepare(SynthesisRequest(text="Hello world.", voice="serena", fixed_frames=5, sampling=GREEDY))
     codes = run_codes(cv, p)
     from voxcli.models.base import CodecItem
-    from voxcli.models.qwen3_tts.reference import decode_full
+    from voxcli.models.testing.qwen3_tts_reference import decode_full
 
     cv.init_codec_slots(2)
     a = cv.codec([CodecItem(slot=1, codes=codes[:1], first=True, last=False)])[0]

@@ -22,8 +22,8 @@ from typing import Any
 
 from voxcli.audio import PART_SUFFIX, AudioOutputError, FileSink, extension
 from voxcli.errors import VoxError
-from voxcli.models.base import InputError, ModelSpec
-from voxcli.speak import RequestTemplate, SpeechFailed, Stopped, check_request, segment_requests, speak
+from voxcli.models.base import InputError, ModelSpec, SynthesisRequest
+from voxcli.speak import RequestTemplate, SpeechFailed, Stopped, segment_requests, speak
 from voxcli.text import BatchItem
 
 MANIFEST = "manifest.jsonl"
@@ -38,6 +38,8 @@ class BatchOptions:
     max_chars: int = 300  # sentence segment size for long lines (as `vox say`)
     progress: bool = True
     frame_cap: Callable[[str], int] | None = None  # see speak.segment_requests
+    # The model's cheap request check (ModelProgram.check): an item it refuses fails before any work.
+    check: Callable[[SynthesisRequest], None] | None = None
     # Test hook: behave as if Ctrl-C came after this many items finished in this run.
     interrupt_after: int | None = None
 
@@ -209,10 +211,12 @@ def _synthesize_item(engine: Any, spec: ModelSpec, model_name: str, template: Re
     sink: FileSink | None = None
     try:
         item_template = template.with_fields(voice=item.voice, language=item.language,
-                                             instructions=item.instructions, seed=item.seed)
-        check_request(spec, model_name, item_template)
+                                             instructions=item.instructions, seed=item.seed,
+                                             options=item.options)
         requests = segment_requests(item.text, item_template, max_chars=opts.max_chars,
                                     frame_cap=opts.frame_cap)
+        if opts.check is not None and requests:
+            opts.check(requests[0])  # every segment shares the item's settings
         sink = FileSink(opts.out_dir / name, spec.sample_rate, opts.fmt)
         stats = speak(engine, requests, sink.write, spec.sample_rate, stop=stop)
         if stats.samples == 0:

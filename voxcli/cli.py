@@ -12,7 +12,7 @@ import contextlib
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -118,6 +118,8 @@ class Session:
     engine: Any
     spec: Any  # ModelSpec
     model: str
+    # The model's cheap request check (ModelProgram.check): voice, language, options... before synthesis.
+    check: Callable[[Any], None]
     # Bounds generation when the user gave no --max-frames: set for the demo model, whose random
     # weights would otherwise run to the engine's hard cap (minutes of noise).
     frame_cap: Any = None
@@ -148,11 +150,18 @@ def default_engine_factory(config: Any) -> Session:
         torch.set_num_threads(config.threads)
     program = load_model(config.model, config.device, config.dtype)
     cap = None
-    if config.model == "demo":
+    if _is_demo(config.model):
         from voxcli.speak import speech_length_cap
 
         cap = speech_length_cap(program.spec.frame_rate)
-    return Session(engine=Engine(program, config), spec=program.spec, model=config.model, frame_cap=cap)
+    return Session(engine=Engine(program, config), spec=program.spec, model=config.model, check=program.check,
+                   frame_cap=cap)
+
+
+def _is_demo(model: str) -> bool:
+    from voxcli.models import is_demo
+
+    return is_demo(model)
 
 
 # Tests may replace this (monkeypatch) to run the CLI over a different engine.
@@ -162,12 +171,12 @@ engine_factory = default_engine_factory
 @contextlib.contextmanager
 def open_session(o: EngineOptions, quiet: bool) -> Iterator[Session]:
     config = build_config(o)
-    if config.model == "demo":
+    if _is_demo(config.model):
         if not quiet:
             _err(DEMO_NOTE)
         import voxcli.models as models
 
-        models._demo_warned = True  # the CLI said it already (and --quiet means quiet)
+        models._demo_warned.add(config.model)  # the CLI said it already (and --quiet means quiet)
     session = engine_factory(config)
     try:
         yield session
@@ -184,11 +193,10 @@ def _sampling(greedy: bool, temperature: float | None, top_k: int | None, top_p:
     for name, value, lo in (("--temperature", temperature, 0.0), ("--top-p", top_p, 0.0)):
         if value is not None and value <= lo:
             raise VoxError(f"{name} must be above {lo}, got {value}.", 2)
-    if top_k is not None and top_k < 1:
-        raise VoxError(f"--top-k must be at least 1, got {top_k}.", 2)
+    if top_k is not None and top_k < 0:
+        raise VoxError(f"--top-k must be >= 0 (0 turns the top-k filter off), got {top_k}.", 2)
     return SamplingParams(greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p,
-                          repetition_penalty=repetition_penalty,
-                          sub_greedy=True if greedy else None)
+                          repetition_penalty=repetition_penalty)
 
 
 def _read_ref_audio(path: Path | None) -> tuple[Any, int | None]:
@@ -218,7 +226,7 @@ SeedOpt = Annotated[int | None, typer.Option("--seed", help="Sampling seed, for 
 GreedyOpt = Annotated[bool, typer.Option("--greedy", help="Greedy decoding with the model's own rules "
                                          "(reproducible).")]
 TempOpt = Annotated[float | None, typer.Option("--temperature", help="Sampling temperature.")]
-TopKOpt = Annotated[int | None, typer.Option("--top-k", help="Top-k sampling.")]
+TopKOpt = Annotated[int | None, typer.Option("--top-k", help="Top-k sampling (0 = off).")]
 TopPOpt = Annotated[float | None, typer.Option("--top-p", help="Top-p (nucleus) sampling.")]
 RepOpt = Annotated[float | None, typer.Option("--repetition-penalty", help="Repetition penalty.")]
 MaxFramesOpt = Annotated[int | None, typer.Option("--max-frames", help="Cap on audio frames per sentence.")]
@@ -273,7 +281,7 @@ def say(
     with friendly_errors():
         from voxcli.audio import open_sink, resolve_format
         from voxcli.playback import Player
-        from voxcli.speak import RequestTemplate, check_request, segment_requests, speak
+        from voxcli.speak import RequestTemplate, segment_requests, speak
         from voxcli.text import read_say_text
 
         if set_ is None:
@@ -301,11 +309,13 @@ def say(
 
             check_playback()  # before minutes of model loading, not after
         with open_session(EngineOptions(model, recipe, set_, policy, executor, device), quiet) as session:
-            check_request(session.spec, session.model, template)
             requests: Any = segment_requests(words, template, frame_cap=session.frame_cap)
+            if requests:
+                session.check(requests[0])  # before any synthesis; every segment shares the settings
             if live_stdin:
                 from voxcli.textstream import speak_live, stdin_requests
 
+                session.check(template.request("(flags check)"))  # the flags, before the text arrives
                 requests = stdin_requests(sys.stdin, _sentence_request(template, session.frame_cap))
             sr = session.spec.sample_rate
             sink = open_sink(output, sr, audio_format) if output is not None else None
@@ -347,7 +357,7 @@ def _isatty(stream: Any) -> bool:
 
 @app.command(help="Synthesize many lines into one file each, resumably.\n\n"
                   "Inputs: text files (one utterance per line), TSV (id<TAB>text), JSONL "
-                  "({\"id\", \"text\", \"voice\", \"language\", \"instructions\", \"seed\"}), "
+                  "({\"id\", \"text\", \"voice\", \"language\", \"instructions\", \"seed\", \"options\"}), "
                   "or '-' for stdin. "
                   "Outputs <id>.<format> and manifest.jsonl in DIR; rerunning the same command skips "
                   "finished items and retries failed ones.\n\n[bold]Examples[/bold]\n\n"
@@ -373,7 +383,7 @@ def batch(
 
         from voxcli.audio import resolve_format
         from voxcli.batch import BatchOptions, prepare_out_dir, run_batch
-        from voxcli.speak import RequestTemplate, check_request
+        from voxcli.speak import RequestTemplate
         from voxcli.text import read_batch_inputs
 
         if concurrency < 1:
@@ -399,8 +409,9 @@ def batch(
         else:
             opened = open_session(engine_options, quiet)
         with opened as session:
-            check_request(session.spec, session.model, template)  # command-wide flags: fail the command
-            opts.frame_cap = session.frame_cap
+            # command-wide flags fail the command (a placeholder text stands in for the items')
+            session.check(template.request("(flags check)"))
+            opts.frame_cap, opts.check = session.frame_cap, session.check
             with _sigterm_as_interrupt():
                 result = run_batch(session.engine, session.spec, session.model, items, template, opts)
         summary = (f"{result.done} written, {result.failed} failed, {result.skipped} already done "

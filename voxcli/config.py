@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -70,7 +70,9 @@ class EngineConfig:
     decode_buckets: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
     max_prefill_batch: int = 4
     max_prefill_tokens: int = 4096
-    chunk: ChunkSchedule = field(default_factory=ChunkSchedule)
+    # None = the model's own schedule (ModelSpec.chunk); a recipe's [engine.chunk] table or `--set chunk.*`
+    # makes it explicit, and an explicit schedule always wins, even one equal to ChunkSchedule().
+    chunk: ChunkSchedule | None = None
 
     # --- SM split (cuda executor, sim) ---------------------------------------------------------
     lm_sms: int = 96
@@ -107,15 +109,24 @@ class EngineConfig:
         for name in ("urgent_margin_s", "max_defer_s", "ttfa_target_s"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
-        self.chunk.validate()
+        if self.chunk is not None:
+            if not isinstance(self.chunk, ChunkSchedule):
+                raise ConfigError(f"chunk must be a chunk schedule (first, ramp, steady), got {self.chunk!r}")
+            self.chunk.validate()
         return self
+
+    def chunk_or(self, model_default: ChunkSchedule) -> ChunkSchedule:
+        """The chunk schedule in force: the explicit one, else the model's default."""
+        return self.chunk if self.chunk is not None else model_default
 
     def replace(self, **changes: Any) -> EngineConfig:
         return dataclasses.replace(self, **changes).validate()
 
     def with_overrides(self, overrides: dict[str, Any] | list[str] | None) -> EngineConfig:
         """Apply `{"key": value}` or `["key=value", ...]` (CLI `--set`); `chunk.first=2` reaches
-        into the chunk schedule. Values from strings are parsed as TOML scalars/arrays."""
+        into the chunk schedule. Values from strings are parsed as TOML scalars/arrays. Setting any chunk
+        field makes the schedule explicit: fields not given keep the current explicit schedule's values,
+        or ChunkSchedule's defaults (first 4, no ramp, steady 10) when it was the model's default."""
         if not overrides:
             return self
         if isinstance(overrides, list):
@@ -146,7 +157,10 @@ def _merge(cfg: EngineConfig, values: dict[str, Any]) -> EngineConfig:
         if key.startswith("chunk."):
             chunk_changes[key.split(".", 1)[1]] = value
             continue
-        if key == "chunk" and isinstance(value, dict):
+        if key == "chunk":
+            if not isinstance(value, dict):
+                raise ConfigError(f"chunk is a table, got {value!r}: set chunk.first, chunk.ramp and/or "
+                                  "chunk.steady (frames)")
             chunk_changes.update(value)
             continue
         if key not in known:
@@ -169,7 +183,7 @@ def _merge(cfg: EngineConfig, values: dict[str, Any]) -> EngineConfig:
             raise ConfigError(f"unknown chunk setting(s) {sorted(bad)}; known: {sorted(chunk_fields)}")
         if "ramp" in chunk_changes:
             chunk_changes["ramp"] = tuple(chunk_changes["ramp"])
-        changes["chunk"] = dataclasses.replace(cfg.chunk, **chunk_changes)
+        changes["chunk"] = dataclasses.replace(cfg.chunk or ChunkSchedule(), **chunk_changes)
     return dataclasses.replace(cfg, **changes).validate()
 
 
@@ -186,20 +200,12 @@ def recipe_path(name: str) -> Path:
     raise ConfigError(f"no recipe named {name!r} (looked for a file and in voxcli/recipes)")
 
 
-# Which shipped recipe a model gets when the user names none (`--recipe` always wins).
-_MODEL_RECIPES: tuple[tuple[str, str], ...] = (("0.6b", "qwen3-tts-0.6b"), ("1.7b", "qwen3-tts-1.7b"))
-
-
 def recipe_for_model(model: str) -> str | None:
-    """The shipped recipe for `model` (`demo`, or a Qwen3-TTS hub id / folder named by size), if any."""
-    if model == "demo":
-        return "demo"
-    name = model.lower()
-    if "qwen3-tts" in name:
-        for size, recipe in _MODEL_RECIPES:
-            if size in name:
-                return recipe
-    return None
+    """The shipped recipe for `model` when the user names none (`--recipe` always wins): what the model's
+    family registers for its demo alias or hub id (voxcli/models/registry.py), if anything."""
+    from voxcli.models.registry import recipe_for
+
+    return recipe_for(model)
 
 
 def load_recipe(name: str | None, overrides: dict[str, Any] | list[str] | None = None) -> EngineConfig:

@@ -9,23 +9,6 @@ from pathlib import Path
 from voxcli.errors import VoxError
 
 DEMO = "demo"
-# Used until voxcli.models publishes KNOWN_MODELS (and to describe them).
-_DESCRIPTIONS = {
-    "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice": "9 built-in voices, 10 languages",
-    "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice": "9 built-in voices + style instructions",
-    "Qwen/Qwen3-TTS-12Hz-0.6B-Base": "voice clone from --ref-audio",
-    "Qwen/Qwen3-TTS-12Hz-1.7B-Base": "voice clone from --ref-audio",
-    "Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign": "a voice described by --instructions",
-}
-
-
-def known_models() -> list[str]:
-    try:
-        from voxcli.models import KNOWN_MODELS  # type: ignore[attr-defined]
-
-        return list(KNOWN_MODELS)
-    except ImportError:
-        return list(_DESCRIPTIONS)
 
 
 @dataclass
@@ -52,21 +35,23 @@ def cached_snapshot(repo_id: str) -> Path | None:
     return Path(hit).parent if isinstance(hit, str) else None
 
 
-def demo_dir() -> Path:
-    from voxcli.models import DEMO as demo_name
+def demo_dir(name: str = DEMO) -> Path:
     from voxcli.models import cache_dir
 
-    return cache_dir() / demo_name
+    return cache_dir() / name
 
 
 def list_models() -> list[ModelEntry]:
+    from voxcli.models import registry
+
     entries = []
-    demo = demo_dir()
-    entries.append(ModelEntry(DEMO, "tiny random weights, offline; its audio is not speech",
-                              (demo / "config.json").exists(), str(demo), None))
-    for name in known_models():
-        snap = cached_snapshot(name)
-        entries.append(ModelEntry(name, _DESCRIPTIONS.get(name, ""), snap is not None,
+    for demo in registry.demos():
+        folder = demo_dir(demo.name)
+        entries.append(ModelEntry(demo.name, demo.description, (folder / "config.json").exists(),
+                                  str(folder), None))
+    for m in registry.hub_models():
+        snap = cached_snapshot(m.id)
+        entries.append(ModelEntry(m.id, m.description, snap is not None,
                                   str(snap) if snap else None, _dir_size(snap) if snap else None))
     return entries
 
@@ -78,8 +63,8 @@ def _dir_size(path: Path) -> int:
 
 def ensure_available(source: str) -> None:
     """Fail early, with the way out, when a hub model is not on this machine."""
-    if source == DEMO or not looks_like_hub_id(source):
-        if source != DEMO and not Path(source).expanduser().exists():
+    if _is_demo(source) or not looks_like_hub_id(source):
+        if not _is_demo(source) and not Path(source).expanduser().exists():
             raise VoxError(f"model {source!r} is neither a known model id, a local checkpoint folder nor "
                            "'demo'; see vox models for the choices.")
         return
@@ -88,14 +73,20 @@ def ensure_available(source: str) -> None:
                        f"`vox models pull {source}`, or use the offline demo model with `-m demo`.")
 
 
+def _is_demo(name: str) -> bool:
+    from voxcli.models import is_demo
+
+    return is_demo(name)
+
+
 def pull(repo_id: str) -> Path:
     """Download a model into the Hugging Face cache (huggingface_hub shows per-file progress bars)."""
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
 
-    if repo_id == DEMO:
-        raise VoxError("the demo model is not downloaded; it is built locally on first use "
-                       "(vox say -m demo).")
+    if _is_demo(repo_id):
+        raise VoxError(f"the {repo_id} model is not downloaded; it is built locally on first use "
+                       f"(vox say -m {repo_id}).")
     if not looks_like_hub_id(repo_id):
         raise VoxError(f"{repo_id!r} is not a Hugging Face model id (owner/name); see vox models.")
     try:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from voxcli.models.base import InputError, ModelSpec, SamplingParams, SynthesisRequest
+from voxcli.models.base import SamplingParams, SynthesisRequest
 from voxcli.text import split_sentences
 
 
@@ -42,32 +42,18 @@ class RequestTemplate:
     seed: int | None = None
     sampling: SamplingParams = SamplingParams()
     max_frames: int | None = None
+    cfg_scale: float | None = None
+    options: dict[str, Any] | None = None  # the model family's own options (SynthesisRequest.options)
 
     def request(self, text: str, request_id: str | None = None) -> SynthesisRequest:
         return SynthesisRequest(text=text, voice=self.voice, language=self.language,
                                 instructions=self.instructions, ref_audio=self.ref_audio,
                                 ref_sample_rate=self.ref_sample_rate, ref_text=self.ref_text, seed=self.seed,
-                                sampling=self.sampling, max_frames=self.max_frames, request_id=request_id)
+                                sampling=self.sampling, max_frames=self.max_frames, cfg_scale=self.cfg_scale,
+                                options=dict(self.options or {}), request_id=request_id)
 
     def with_fields(self, **fields: Any) -> RequestTemplate:
         return replace(self, **{k: v for k, v in fields.items() if v is not None})
-
-
-def check_request(spec: ModelSpec, model_name: str, template: RequestTemplate) -> None:
-    """Catch an unknown voice or language before any work, with the choices in the message."""
-    if template.voice is not None:
-        if not spec.voices:
-            raise InputError(f"model {model_name} has no named voices (its modes: "
-                             f"{', '.join(spec.modes) or 'none'}); drop --voice.")
-        if template.voice.lower() not in {v.lower() for v in spec.voices}:
-            raise InputError(f"model {model_name} has no voice {template.voice!r}; choose one of "
-                             f"{', '.join(spec.voices)} (see vox voices -m {model_name}).")
-    lang = template.language
-    if lang is not None and lang.lower() != "auto" and spec.languages:
-        if lang.lower() not in {x.lower() for x in spec.languages}:
-            choices = ["auto", *(x for x in spec.languages if x.lower() != "auto")]
-            raise InputError(f"model {model_name} does not speak language {lang!r}; choose one of "
-                             f"{', '.join(choices)}.")
 
 
 @dataclass

@@ -4,7 +4,9 @@ Batch inputs are read line by line and each line decides its own format, so one 
 
     plain text            one utterance; its id is the line number (`0007`)
     id<TAB>text           TSV; a first line `id<TAB>text` is a header and skipped
-    {"id": ..., ...}      JSONL with `text` and optional voice/language/instructions/seed
+    {"id": ..., ...}      JSONL with `text` and optional voice/language/instructions/seed, and
+                          `options`: an object of the model family's own options (e.g. Qwen3-TTS
+                          {"sub_temperature": 0.7}); the model refuses keys it does not know
 
 A line that cannot be used (empty, bad JSON, unknown field, duplicate id) becomes an item that carries
 its error, so the batch records that one failure and goes on with the rest.
@@ -169,7 +171,7 @@ def _cut_words(clause: str, max_chars: int) -> list[str]:
 
 # --- batch input ----------------------------------------------------------------------------------
 
-JSONL_FIELDS = ("id", "text", "voice", "language", "lang", "instructions", "seed")
+JSONL_FIELDS = ("id", "text", "voice", "language", "lang", "instructions", "seed", "options")
 _SAFE_ID = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -185,12 +187,16 @@ class BatchItem:
     language: str | None = None
     instructions: str | None = None
     seed: int | None = None
+    options: dict[str, Any] | None = None  # SynthesisRequest.options (the model family's own)
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def fingerprint(self) -> str:
         """What the output depends on; resume regenerates an item whose fingerprint changed."""
-        key = json.dumps([self.text, self.voice, self.language, self.instructions, self.seed])
+        parts: list[Any] = [self.text, self.voice, self.language, self.instructions, self.seed]
+        if self.options:  # absent options keep the fingerprints of files written before they existed
+            parts.append(self.options)
+        key = json.dumps(parts, sort_keys=True)
         return hashlib.sha1(key.encode()).hexdigest()[:16]
 
 
@@ -276,6 +282,10 @@ def _parse_json_line(line: str, where: str, default_id: str) -> BatchItem:
         if obj.get(name) is not None and not isinstance(obj[name], str):
             return BatchItem(str(obj.get("id", default_id)), "", where,
                              error=f"{where}: {name} must be a string.")
+    options = obj.get("options")
+    if options is not None and not isinstance(options, dict):
+        return BatchItem(str(obj.get("id", default_id)), "", where,
+                         error=f"{where}: options must be an object of the model's options.")
     return _make_item(str(obj.get("id") or default_id), text, where, voice=obj.get("voice"),
                       language=obj.get("language", obj.get("lang")), instructions=obj.get("instructions"),
-                      seed=seed)
+                      seed=seed, options=options)

@@ -28,9 +28,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from voxcli.engine.attention import FlashInferPagedDecode, PagedDecodeAttention, make_decode_attention
-
 from ..base import CodecItem, Row, StepOutput
+from ..paged_attention import FlashInferPagedDecode, PagedDecodeAttention, make_decode_attention
 from .sampling import NEG_INF, BatchSampling, apply_repetition_penalty, warp
 
 if TYPE_CHECKING:

@@ -20,6 +20,7 @@ from voxcli.config import ChunkSchedule
 
 from ..base import (
     CodecItem,
+    GraphStage,
     InputError,
     ModelProgram,
     ModelSpec,
@@ -29,13 +30,14 @@ from ..base import (
     StepOutput,
     SynthesisRequest,
 )
-from .checkpoint import load_weights, read_json, read_state_dict, resolve
+from ..checkpoint import load_weights, read_json, read_state_dict, resolve
 from .config import GenerationDefaults, Qwen3TTSConfig, parse_config
 from .layers import PagedBatch
 from .prompt import PromptEmbeds, build_prompt
 from .sampling import BatchSampling, RowSampling, select, talker_masks
 from .talker import Qwen3TTSWeights
 from .text_tokenizer import TextTokenizer
+from .validate import QwenOptions, Validated, validate_request
 
 SAMPLE_RATE = 24000
 SAMPLES_PER_FRAME = 1920
@@ -143,15 +145,18 @@ class Qwen3TTSProgram(ModelProgram):
         return cls(root, cfg, gen, weights.eval(), tok, torch.device(device), DTYPES[dtype], name)
 
     # --- host: prompts -----------------------------------------------------------------------------
-    def resolve_sampling(self, p: SamplingParams) -> RowSampling:
+    def resolve_sampling(self, p: SamplingParams, o: QwenOptions | None = None) -> RowSampling:
+        """The request's sampling (`p`) and sub-talker options (`o`) over the checkpoint's defaults.
+        top_k and sub_top_k: >= 0, 0 = no top-k filter (the reference's meaning)."""
         g = self.gen
+        o = o or QwenOptions()
 
         def pick(v, default):
             return default if v is None else v
 
         greedy = p.greedy or not g.do_sample
-        sub_greedy = (not g.subtalker_dosample) if p.sub_greedy is None else p.sub_greedy
-        if p.greedy and p.sub_greedy is None:
+        sub_greedy = (not g.subtalker_dosample) if o.sub_greedy is None else o.sub_greedy
+        if p.greedy and o.sub_greedy is None:
             sub_greedy = True  # "greedy" asks for the deterministic path throughout
         rs = RowSampling(
             greedy=greedy,
@@ -160,9 +165,9 @@ class Qwen3TTSProgram(ModelProgram):
             top_p=pick(p.top_p, g.top_p),
             repetition_penalty=pick(p.repetition_penalty, g.repetition_penalty),
             sub_greedy=sub_greedy,
-            sub_temperature=pick(p.sub_temperature, g.subtalker_temperature),
-            sub_top_k=pick(p.sub_top_k, g.subtalker_top_k),
-            sub_top_p=pick(p.sub_top_p, g.subtalker_top_p),
+            sub_temperature=pick(o.sub_temperature, g.subtalker_temperature),
+            sub_top_k=pick(o.sub_top_k, g.subtalker_top_k),
+            sub_top_p=pick(o.sub_top_p, g.subtalker_top_p),
         )
         for name in ("temperature", "sub_temperature"):
             if getattr(rs, name) <= 0:
@@ -173,8 +178,10 @@ class Qwen3TTSProgram(ModelProgram):
         for name in ("top_p", "sub_top_p"):
             if not 0 < getattr(rs, name) <= 1:
                 raise InputError(f"sampling {name} must be in (0, 1], got {getattr(rs, name)}")
-        if rs.top_k < 0 or rs.sub_top_k < 0:
-            raise InputError("sampling top_k must be >= 0 (0 = off)")
+        for name in ("top_k", "sub_top_k"):
+            if getattr(rs, name) < 0:
+                raise InputError(f"sampling {name} must be >= 0 (0 = no top-k filter), "
+                                 f"got {getattr(rs, name)}")
         if rs.repetition_penalty <= 0:
             raise InputError(f"repetition_penalty must be > 0, got {rs.repetition_penalty}")
         return rs
@@ -188,9 +195,13 @@ class Qwen3TTSProgram(ModelProgram):
     ) -> Prompt:
         """Validate a request and build its prefill embeddings. `x_vector` / `ref_codes` inject a voice-
         clone prompt computed elsewhere (tests feed the reference package's own values)."""
-        from .validate import validate_request
-
-        v = validate_request(self.cfg, request, has_injected_clone=x_vector is not None)
+        v = self._validate(request, has_injected_clone=x_vector is not None)
+        sampling = self.resolve_sampling(request.sampling, v.options)
+        max_frames = request.max_frames if request.max_frames is not None else self.gen.max_new_tokens - 1
+        if max_frames < 1:
+            raise InputError(f"max_frames must be >= 1, got {max_frames}")
+        if request.fixed_frames is not None and request.fixed_frames < 1:
+            raise InputError(f"fixed_frames must be >= 1, got {request.fixed_frames}")
         tc = self.cfg.talker
         speaker: torch.Tensor | None = None
         ids_ref: list[int] | None = None
@@ -216,12 +227,6 @@ class Qwen3TTSProgram(ModelProgram):
             ref_ids=ids_ref,
             ref_codes=codes,
         )
-        max_frames = request.max_frames if request.max_frames is not None else self.gen.max_new_tokens - 1
-        if max_frames < 1:
-            raise InputError(f"max_frames must be >= 1, got {max_frames}")
-        if request.fixed_frames is not None and request.fixed_frames < 1:
-            raise InputError(f"fixed_frames must be >= 1, got {request.fixed_frames}")
-        sampling = self.resolve_sampling(request.sampling)
         data = PreparedPrompt(emb, sampling, request.seed)
         return Prompt(
             length=int(emb.embeds.shape[0]),
@@ -229,6 +234,16 @@ class Qwen3TTSProgram(ModelProgram):
             max_frames=max_frames,
             fixed_frames=request.fixed_frames,
         )
+
+    def check(self, request: SynthesisRequest) -> None:
+        """Everything `prepare` refuses that needs no tokenizing or audio encoding (text, voice, language,
+        instructions, reference audio, options, cfg_scale, sampling): early errors for the CLI."""
+        v = self._validate(request)
+        self.resolve_sampling(request.sampling, v.options)
+
+    def _validate(self, request: SynthesisRequest, has_injected_clone: bool = False) -> Validated:
+        return validate_request(self.cfg, request, has_injected_clone=has_injected_clone,
+                                model=self.spec.name)
 
     def x_vector(self, wav: np.ndarray | None) -> torch.Tensor:
         from .speaker_encoder import SpeakerEncoder
@@ -257,11 +272,9 @@ class Qwen3TTSProgram(ModelProgram):
         self.codec_model.init_slots(num_slots + 1)
         self.scratch_slot = num_slots  # the extra slot: graph padding items decode into it
 
-    def graph_stage(self, stage: str, bucket: int, lane: str, device: torch.device | None = None):
+    def graph_stage(self, stage: str, bucket: int, lane: str, device: Any = None) -> GraphStage | None:
         """The cuda executor's hook: a fixed-shape GraphStage for decode / codec (prefill stays eager).
         Call after init_kv / init_codec_slots: the graphs bind those buffers' addresses."""
-        from voxcli.engine.executors.cuda import GraphStage
-
         from .graph_stages import CodecGraphStage, DecodeGraphStage
 
         device = self.device if device is None else torch.device(device)

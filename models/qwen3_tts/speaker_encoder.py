@@ -265,10 +265,3 @@ class SpeakerEncoder(nn.Module):
             enc = cls(SpeakerEncoderConfig.from_dict(cfg_all["speaker_encoder_config"]))
         load_checked(enc, root / "model.safetensors", prefix="speaker_encoder.", device=device, dtype=dtype)
         return enc.eval()
-
-
-def speaker_encoder_weights(*args: Any, **kwargs: Any) -> dict[str, torch.Tensor]:
-    """Random tiny weights; see `tiny_audio.speaker_encoder_weights` (re-exported for the builder)."""
-    from .tiny_audio import speaker_encoder_weights as build
-
-    return build(*args, **kwargs)

@@ -39,7 +39,6 @@ from tokenizers import Tokenizer, models
 from ..base import SynthesisRequest
 from .config import parse_config
 from .layers import RMSNorm
-from .sizes import real_config
 from .text_tokenizer import TextTokenizer, add_specials, bytes_to_unicode, qwen2_pipeline
 
 SEED = 1234
@@ -114,39 +113,18 @@ SIZES: dict[str, dict[str, Any]] = {
         enc_dim=256,
     ),
 }
-# The real architectures, read off `sizes.real_config` (the one place their dimensions are written):
-# the predictor is 1024 wide in both, so the 1.7B talker (2048) gets the 2048->1024 projection by
-# itself; `proj` is a tiny-only switch.
-def _real_size(label: str) -> dict[str, Any]:
-    cfg = real_config(label)
-    t = cfg["talker_config"]
-    p = t["code_predictor_config"]
-    return dict(
-        codebook=p["vocab_size"],
-        hidden=t["hidden_size"],
-        inter=t["intermediate_size"],
-        layers=t["num_hidden_layers"],
-        heads=t["num_attention_heads"],
-        kv=t["num_key_value_heads"],
-        head_dim=t["head_dim"],
-        text_hidden=t["text_hidden_size"],
-        text_vocab=t["text_vocab_size"],
-        p_hidden=p["hidden_size"],
-        p_inter=p["intermediate_size"],
-        p_layers=p["num_hidden_layers"],
-        p_heads=p["num_attention_heads"],
-        p_kv=p["num_key_value_heads"],
-        p_head_dim=p["head_dim"],
-        mrope=list(t["rope_scaling"]["mrope_section"]),
-        enc_dim=t["hidden_size"],
-        real=True,
-        model_size=cfg["tts_model_size"],
-    )
-
-
-SIZES["0.6b"] = _real_size("0.6B")
-SIZES["1.7b"] = _real_size("1.7B")
+# The real architectures: their builder lives in voxcli.models.testing.qwen3_tts_realsize (benchmarks and
+# gpu_check only); build_tiny dispatches to it for these names.
 REAL_SIZES = ("0.6b", "1.7b")
+ALL_SIZES = (*SIZES, *REAL_SIZES)
+
+
+def size_dims(size: str) -> dict[str, Any]:
+    if size in REAL_SIZES:
+        from ..testing.qwen3_tts_realsize import real_size_dims
+
+        return real_size_dims(size)
+    return SIZES[size]
 
 
 # --- text tokenizer ------------------------------------------------------------------------------------
@@ -172,7 +150,7 @@ def tiny_tokenizer() -> TextTokenizer:
 
 # --- configs -------------------------------------------------------------------------------------------
 def make_config(variant: str, proj: bool, size: str, tok: TextTokenizer) -> dict[str, Any]:
-    s = SIZES[size]
+    s = size_dims(size)
     real = s.get("real", False)
     cb = s["codebook"]
     off = cb - 2048  # keep the specials in the top 1024 ids, which generate() suppresses (except EOS)
@@ -313,39 +291,6 @@ def _talker_state(cfg_dict: dict[str, Any], seed: int) -> dict[str, torch.Tensor
     return {k: v.contiguous() for k, v in w.state_dict().items()}
 
 
-@torch.no_grad()
-def _talker_state_streamed(
-    cfg_dict: dict[str, Any], seed: int, dtype: torch.dtype
-) -> dict[str, torch.Tensor]:
-    """The real-size talker state in `dtype`, drawn parameter by parameter with the same rules as
-    `_talker_state` (the module lives on the meta device, so only one float32 tensor exists at a time)."""
-    from .talker import Qwen3TTSWeights
-
-    cfg = parse_config(cfg_dict)
-    with torch.device("meta"):
-        w = Qwen3TTSWeights(cfg.talker)
-    params = dict(w.named_parameters())
-    if set(params) != set(w.state_dict()):
-        raise RuntimeError("the talker has buffers or tied weights in its state dict; the streamed "
-                           "builder only knows parameters; extend _talker_state_streamed")
-    owners = _owners(w)
-    gen = torch.Generator().manual_seed(seed)
-    heads = {"talker.codec_head.weight"} | {
-        f"talker.code_predictor.lm_head.{i}.weight" for i in range(len(w.talker.code_predictor.lm_head))
-    }
-    sd: dict[str, torch.Tensor] = {}
-    for name, p in params.items():
-        m, pname = owners[name]
-        v = _random_value(m, pname, p.shape, gen)
-        if name in heads:
-            v.mul_(HEAD_GAIN)
-        if name == "talker.codec_head.weight":
-            v[cfg.talker.codec_eos_id] *= -1e-3  # EOS never wins (no calibration at real size)
-        sd[name] = v.to(dtype).contiguous()
-        del v
-    return sd
-
-
 def _save_weights(out: Path, sd: dict[str, torch.Tensor]) -> None:
     save_file(dict(sorted(sd.items())), str(out / "model.safetensors"), metadata={"format": "pt"})
 
@@ -355,8 +300,8 @@ def calibrate_eos(out: Path, variant: str, eos_frame: int, cal_text: str = CAL_T
                   hazard: float | None = None) -> float:
     """Set the EOS row of codec_head to c * h_T / |h_T| so greedy decoding of `cal_text` stops after
     exactly `eos_frame` frames; c is the middle of the window where EOS wins at T and nowhere before."""
+    from ..testing.qwen3_tts_reference import Trace, generate
     from .program import Qwen3TTSProgram
-    from .reference import Trace, generate
 
     program = Qwen3TTSProgram.load(str(out))
     cfg = program.cfg.talker
@@ -365,7 +310,7 @@ def calibrate_eos(out: Path, variant: str, eos_frame: int, cal_text: str = CAL_T
     req = SynthesisRequest(
         text=cal_text,
         language="english",
-        streaming_text=True,
+        options={"streaming_text": True},
         max_frames=T + 8,
         voice="serena" if variant == "custom_voice" else None,
     )
@@ -448,8 +393,8 @@ def build_tiny(
     Real sizes ("0.6b", "1.7b") ignore `eos_frame` (no calibration) and refuse `proj`/`eos_hazard`."""
     if variant not in ("custom_voice", "base", "voice_design"):
         raise ValueError(f"variant must be custom_voice, base or voice_design, got {variant!r}")
-    if size not in SIZES:
-        raise ValueError(f"size must be one of {', '.join(SIZES)}, got {size!r}")
+    if size not in ALL_SIZES:
+        raise ValueError(f"size must be one of {', '.join(ALL_SIZES)}, got {size!r}")
     real = size in REAL_SIZES
     if real and proj:
         raise ValueError(f"proj is for the tiny sizes only: size {size!r} fixes the predictor width itself "
@@ -466,13 +411,18 @@ def build_tiny(
         cfg = make_config(variant, proj, size, tok)
         (tmp / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True))
         (tmp / "generation_config.json").write_text(json.dumps(generation_config(max_new_tokens), indent=2))
-        sd = _talker_state_streamed(cfg, seed, torch.bfloat16) if real else _talker_state(cfg, seed)
+        if real:
+            from ..testing.qwen3_tts_realsize import talker_state_streamed
+
+            sd = talker_state_streamed(cfg, seed, torch.bfloat16)
+        else:
+            sd = _talker_state(cfg, seed)
         if variant == "base":
             sd.update(_speaker_encoder_state(cfg["speaker_encoder_config"], seed + 3))
         _save_weights(tmp, sd)
         del sd
         _write_speech_tokenizer(
-            tmp / "speech_tokenizer", SIZES[size]["codebook"], seed + 1, "real" if real else None
+            tmp / "speech_tokenizer", size_dims(size)["codebook"], seed + 1, "real" if real else None
         )
         if not real:
             calibrate_eos(tmp, variant, eos_frame, hazard=eos_hazard)

@@ -2,11 +2,19 @@
 
 Where the reference silently ignores something (instructions on the 0.6B CustomVoice, a speaker on a
 Base model...) we refuse instead, so a user never gets audio that quietly ignored part of the request.
+Everything here is cheap (no tokenizing, no audio encoding): `Qwen3TTSProgram.check` runs it before any
+work, and `prepare` runs it again as its first step.
+
+Family options (`SynthesisRequest.options`, see `OPTIONS`): the depth transformer's ("sub-talker")
+sampling, separately from the talker's, and the text mode. Unknown keys and wrong types are refused.
+Qwen3-TTS has no classifier-free guidance: `cfg_scale` must be unset or 1.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 
@@ -17,12 +25,54 @@ REF_SAMPLE_RATE = 24000
 
 
 @dataclass(frozen=True)
+class QwenOptions:
+    """Qwen3-TTS request options; None = the checkpoint's default (generation_config.json)."""
+
+    sub_greedy: bool | None = None  # depth transformer: greedy (None: greedy when `sampling.greedy`)
+    sub_temperature: float | None = None  # > 0
+    sub_top_k: int | None = None  # >= 0; 0 = no top-k filter (as `top_k`)
+    sub_top_p: float | None = None  # in (0, 1]
+    streaming_text: bool | None = None  # text fed as generation goes (default: Base models only)
+
+
+# option -> (accepted python types, what to tell the user)
+OPTIONS: dict[str, tuple[tuple[type, ...], str]] = {
+    "sub_greedy": ((bool,), "true or false"),
+    "sub_temperature": ((int, float), "a number > 0"),
+    "sub_top_k": ((int,), "an integer >= 0 (0 = off)"),
+    "sub_top_p": ((int, float), "a number in (0, 1]"),
+    "streaming_text": ((bool,), "true or false"),
+}
+assert set(OPTIONS) == {f.name for f in fields(QwenOptions)}
+
+
+def parse_options(options: Mapping[str, Any] | None) -> QwenOptions:
+    options = dict(options or {})
+    accepted = ", ".join(OPTIONS)
+    for key, value in options.items():
+        if key not in OPTIONS:
+            raise InputError(f"Qwen3-TTS has no option {key!r}; its options are: {accepted}")
+        types, what = OPTIONS[key]
+        bad_bool = isinstance(value, bool) and bool not in types  # True is an int to Python, not to us
+        if value is not None and (bad_bool or not isinstance(value, types)):
+            raise InputError(f"option {key} must be {what}, got {value!r}")
+    return QwenOptions(**options)
+
+
+def check_cfg_scale(scale: float | None) -> None:
+    if scale is not None and scale != 1:
+        raise InputError(f"Qwen3-TTS has no classifier-free guidance: leave cfg_scale unset or 1, "
+                         f"got {scale}")
+
+
+@dataclass(frozen=True)
 class Validated:
     speaker: str | None  # CustomVoice speaker name (lowercase)
     language_id: int | None  # None = auto
     instructions: bool
     streaming: bool  # text mode: streaming text (True) or the whole text up front (False)
     icl: bool  # Base: in-context clone (reference transcript given) vs x-vector only
+    options: QwenOptions
 
 
 def _names(xs) -> str:
@@ -30,12 +80,15 @@ def _names(xs) -> str:
 
 
 def validate_request(
-    cfg: Qwen3TTSConfig, req: SynthesisRequest, has_injected_clone: bool = False
+    cfg: Qwen3TTSConfig, req: SynthesisRequest, has_injected_clone: bool = False, model: str = "this model"
 ) -> Validated:
+    """`model` names the model in messages (the name the user gave, e.g. "demo")."""
     tc = cfg.talker
     kind = cfg.model_type
     if not isinstance(req.text, str) or not req.text.strip():
         raise InputError("the text to speak is empty; give some words to synthesise")
+    options = parse_options(req.options)
+    check_cfg_scale(req.cfg_scale)
 
     speaker: str | None = None
     if kind == "custom_voice":
@@ -44,7 +97,8 @@ def validate_request(
             voice = sorted(tc.speaker_ids)[0]
         if voice not in tc.speaker_ids:
             raise InputError(
-                f"unknown voice {req.voice!r}; this model's voices are: {_names(tc.speaker_ids)}"
+                f"model {model} has no voice {req.voice!r}; choose one of {_names(tc.speaker_ids)} "
+                f"(see vox voices -m {model})"
             )
         speaker = voice
     elif req.voice:
@@ -55,7 +109,8 @@ def validate_request(
 
     lang = (req.language or "auto").strip().lower()
     if lang not in cfg.languages:
-        raise InputError(f"unknown language {req.language!r}; choose one of: {', '.join(cfg.languages)}")
+        raise InputError(f"model {model} does not speak language {req.language!r}; choose one of "
+                         f"{', '.join(cfg.languages)}")
     language_id = None if lang == "auto" else tc.language_ids[lang]
     if speaker is not None and lang in ("chinese", "auto"):
         dialect = tc.speaker_dialect.get(speaker, False)
@@ -91,8 +146,8 @@ def validate_request(
             "(e.g. Qwen/Qwen3-TTS-12Hz-0.6B-Base) or drop the reference"
         )
 
-    streaming = req.streaming_text if req.streaming_text is not None else kind == "base"
-    return Validated(speaker, language_id, instructions, bool(streaming), icl)
+    streaming = options.streaming_text if options.streaming_text is not None else kind == "base"
+    return Validated(speaker, language_id, instructions, bool(streaming), icl, options)
 
 
 def _check_reference_audio(req: SynthesisRequest) -> None:

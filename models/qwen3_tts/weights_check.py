@@ -12,7 +12,7 @@ from safetensors import SafetensorError, safe_open
 from torch import nn
 
 from ..base import CheckpointError
-from .checkpoint import check_state_dict
+from ..checkpoint import check_state_dict
 
 
 def load_checked(

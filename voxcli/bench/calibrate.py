@@ -57,21 +57,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
-# --- Qwen3-TTS 1.7B dimensions (qwen3-tts-notes.md) ---------------------------------------------------
-TALKER = dict(hidden=2048, layers=28, heads=16, kv_heads=8, head_dim=128, mlp=6144, codec_vocab=3072)
-PREDICTOR = dict(
-    hidden=1024,
-    layers=5,
-    heads=16,
-    kv_heads=8,
-    head_dim=128,
-    mlp=3072,
-    vocab=2048,
-    passes=15,
-    talker_hidden=2048,
-)
-CHUNK_FRAMES = 10
+from voxcli.models.registry import find_sim_model
+
+# --- Qwen3-TTS 1.7B dimensions: the sim model its family registers (models/qwen3_tts/family.py) -------
+MODEL = "qwen3-tts-1.7b"
+
+
+def _sim_model() -> tuple[Any, Any]:
+    found = find_sim_model(MODEL)
+    if found is None:
+        raise LookupError(f"no registered family has the sim model {MODEL!r} (models/registry.py)")
+    return found
+
+
+_FAMILY, _SIM = _sim_model()
+TALKER: dict[str, int] = dict(_SIM.sizes["talker"])
+PREDICTOR: dict[str, int] = dict(_SIM.sizes["predictor"])
+CHUNK_FRAMES = _FAMILY.sim.chunk.steady  # the paper's chunks (10 frames), as the family's sim schedule
 BYTES_BF16 = 2
 
 

@@ -86,6 +86,7 @@ def bench(
     from voxcli.bench.targets import cpu_bench_checkpoint, engine_target, model_config, sim_target
     from voxcli.bench.workloads import load_workload
     from voxcli.cli import friendly_errors
+    from voxcli.models.registry import sim_spec_for
 
     console = Console()
     with friendly_errors():
@@ -118,6 +119,13 @@ def bench(
         for name in [] if url else names:
             config.replace(policy=name)  # a clear ConfigError for an unknown policy, before any run
         utts = load_workload(workload)
+        program = None
+        if executor != "sim" and not url:  # --url: the server has the model
+            from voxcli.models import load_model
+
+            program = load_model(config.model, config.device, config.dtype)
+        # Frames per second of audio: the loaded model's, or (sim) its family's registered sim spec.
+        frame_rate = program.spec.frame_rate if program is not None else sim_spec_for(config.model).frame_rate
         spec = SweepSpec(
             rates=rate_list,
             duration_s=duration,
@@ -128,13 +136,8 @@ def bench(
             frames_scale=frames_scale,
             max_frames=max_frames or None,
             stop_rule=not no_stop,
-            frame_rate=12.5,
+            frame_rate=frame_rate,
         )
-        program = None
-        if executor != "sim" and not url:
-            from voxcli.models import load_model
-
-            program = load_model(config.model, config.device, config.dtype)
 
         def make_target(v: Variant):
             if url:
@@ -195,6 +198,7 @@ def profile(
     from voxcli.cli import friendly_errors
     from voxcli.config import ConfigError, recipe_path
     from voxcli.engine.cost import CostProfile
+    from voxcli.models.registry import sim_spec_for
     from voxcli.profile import (
         LoadShape,
         choose_split,
@@ -246,8 +250,10 @@ def profile(
             prof_path.write_text("\n".join(lines) + "\n")
             source = f"measured on {data['gpu']['name']} -> {prof_path}"
         utts = load_workload(workload)
-        frames = sum(estimate_frames(u.text) for u in utts) / len(utts)
-        shape = LoadShape(frames_per_request=frames, chunks_per_request=mean_chunks(utts))
+        sim = sim_spec_for(model)  # the model family's frame rate and the chunks its profiles assume
+        frames = sum(estimate_frames(u.text, sim.frame_rate) for u in utts) / len(utts)
+        chunks = mean_chunks(utts, sim.chunk.first, sim.chunk.steady, sim.frame_rate)
+        shape = LoadShape(frames_per_request=frames, chunks_per_request=chunks)
         console.print(f"[bold]{model}[/bold] on [bold]{prof.name}[/bold] ({prof.sms} SMs) from {source}")
         console.print(
             f"load shape ({workload}): {frames:.1f} frames and {shape.chunks_per_request:.2f} chunks "

@@ -51,7 +51,7 @@ def poisson_times(rate: float, duration_s: float, seed: int) -> list[float]:
 
 
 def schedule(rate: float, duration_s: float, seed: int, utterances: Sequence[Utterance],
-             frame_rate: float = 12.5, frames_scale: float = 1.0,
+             frame_rate: float | None = None, frames_scale: float = 1.0,
              max_frames: int | None = None) -> list[Arrival]:
     """The whole arrival schedule of one rate: Poisson times and a seeded utterance order (cycled)."""
     if not utterances:
@@ -64,7 +64,7 @@ def schedule(rate: float, duration_s: float, seed: int, utterances: Sequence[Utt
     return out
 
 
-def burst(n: int, utterances: Sequence[Utterance], seed: int, frame_rate: float = 12.5,
+def burst(n: int, utterances: Sequence[Utterance], seed: int, frame_rate: float | None = None,
           frames_scale: float = 1.0, max_frames: int | None = None) -> list[Arrival]:
     """`n` requests all sent at t=0 (the uncounted warm-up)."""
     order = seeded_order(list(utterances), seed + 7919)
@@ -72,7 +72,7 @@ def burst(n: int, utterances: Sequence[Utterance], seed: int, frame_rate: float 
                                                              max_frames)) for i in range(n)]
 
 
-def _frames(u: Utterance, frame_rate: float, scale: float, cap: int | None) -> int:
+def _frames(u: Utterance, frame_rate: float | None, scale: float, cap: int | None) -> int:
     n = max(1, round(estimate_frames(u.text, frame_rate) * scale))
     return min(n, cap) if cap else n
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from voxcli.bench.client import Target, burst, schedule
 from voxcli.bench.metrics import RateResult, capacity, rate_result, should_stop
-from voxcli.bench.workloads import Utterance
+from voxcli.bench.workloads import Utterance, default_frame_rate
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class SweepSpec:
     max_frames: int | None = None
     stop_rule: bool = True
     stop_below: float | None = None  # also stop at the first rate under this attainment (fits)
-    frame_rate: float = 12.5
+    frame_rate: float = field(default_factory=default_frame_rate)  # the benched model's (bench/cli.py)
     ttfa_target_s: float = 0.200  # SLO thresholds (scaled only by a time-dilated CPU run, see targets.py)
     stall_s: float = 0.010
 

@@ -8,12 +8,7 @@ from typing import Any
 
 from voxcli.bench.client import EngineTarget, SimTarget, Target
 from voxcli.bench.sweep import Variant
-from voxcli.config import ChunkSchedule, ConfigError, EngineConfig, load_recipe, recipe_path
-
-# The synthetic program of the sim has no chunk schedule of its own: without a recipe/--set one, the sim
-# uses the design paper's Qwen3-TTS configuration (every chunk 10 frames), which the GPU profiles in
-# recipes/gpus/ were calibrated with.
-SIM_CHUNK = ChunkSchedule(first=10, steady=10)
+from voxcli.config import ConfigError, EngineConfig, load_recipe, recipe_path
 
 
 def model_config(
@@ -27,9 +22,12 @@ def model_config(
         cfg = load_recipe(model)
     except ConfigError:
         if executor == "sim":
+            from voxcli.models.registry import families
+
+            names = ", ".join(s.name for f in families() for s in f.sim.models)
             raise ConfigError(
-                f"no recipe named {model!r} for the simulator: use a model recipe such as "
-                "qwen3-tts-1.7b (recipes/*.toml)"
+                f"no recipe named {model!r} for the simulator: use a model recipe ({names}; "
+                "recipes/*.toml)"
             ) from None
         cfg = EngineConfig(model=model)
     changes: dict[str, Any] = {"executor": executor}
@@ -48,14 +46,14 @@ def sim_target(config: EngineConfig, variant: Variant, seed: int = 0, profile: A
     if not config.gpu and profile is None:
         raise ConfigError("the sim executor needs a GPU cost profile: pass --gpu h100|h200|b200")
     cfg = config.with_overrides(variant.overrides)
-    if cfg.chunk == ChunkSchedule():
-        cfg = cfg.replace(chunk=SIM_CHUNK)
 
     def make() -> Any:
         from voxcli.engine.engine import Engine
         from voxcli.engine.synthetic import SyntheticProgram
 
-        return Engine(SyntheticProgram(chunk=cfg.chunk), cfg, profile=profile)
+        # The stand-in has the model family's audio shape and, unless the recipe/--set gives a chunk
+        # schedule, the family's sim schedule (the one the GPU profiles in recipes/gpus/ assume).
+        return Engine(SyntheticProgram.for_model(cfg.model), cfg, profile=profile)
 
     return SimTarget(make, variant.label, seed)
 

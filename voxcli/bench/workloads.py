@@ -35,6 +35,13 @@ SECONDS_PER_WORD = (_ANCHORS[0][1] - _ANCHORS[1][1]) / (_ANCHORS[0][0] - _ANCHOR
 SECONDS_OFFSET = _ANCHORS[0][1] - SECONDS_PER_WORD * _ANCHORS[0][0]
 
 
+def default_frame_rate() -> float:
+    """Frames per second of audio when the caller names no model: the default family's sim spec."""
+    from voxcli.models.registry import default_family
+
+    return default_family().sim.frame_rate
+
+
 class WorkloadError(ValueError):
     """A workload name or file that cannot be used; the message says which and what to do."""
 
@@ -54,9 +61,11 @@ def estimate_audio_seconds(text: str) -> float:
     return SECONDS_OFFSET + SECONDS_PER_WORD * max(1, len(text.split()))
 
 
-def estimate_frames(text: str, frame_rate: float = 12.5) -> int:
-    """Frames the backbone generates for `text` at `frame_rate` frames per second of audio."""
-    return max(1, round(estimate_audio_seconds(text) * frame_rate))
+def estimate_frames(text: str, frame_rate: float | None = None) -> int:
+    """Frames the backbone generates for `text` at `frame_rate` frames per second of audio (default:
+    `default_frame_rate()`)."""
+    rate = default_frame_rate() if frame_rate is None else frame_rate
+    return max(1, round(estimate_audio_seconds(text) * rate))
 
 
 def parse_tsv(text: str, source: str = "<text>") -> list[Utterance]:
@@ -99,9 +108,16 @@ def seeded_order(utterances: list[Utterance], seed: int) -> list[Utterance]:
     return order
 
 
-def mean_chunks(utterances: list[Utterance], first: int = 10, steady: int = 10,
-                frame_rate: float = 12.5) -> float:
-    """Average codec chunks per request under the estimator (first chunk `first` frames, then `steady`)."""
+def mean_chunks(utterances: list[Utterance], first: int | None = None, steady: int | None = None,
+                frame_rate: float | None = None) -> float:
+    """Average codec chunks per request under the estimator (first chunk `first` frames, then `steady`;
+    defaults: the default family's sim chunk schedule and frame rate)."""
+    if first is None or steady is None:
+        from voxcli.models.registry import default_family
+
+        chunk = default_family().sim.chunk
+        first = chunk.first if first is None else first
+        steady = chunk.steady if steady is None else steady
     total = 0
     for u in utterances:
         frames = estimate_frames(u.text, frame_rate)

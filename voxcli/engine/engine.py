@@ -31,7 +31,7 @@ import warnings
 from collections.abc import Iterable
 from typing import Any
 
-from voxcli.config import ChunkSchedule, ConfigError, EngineConfig
+from voxcli.config import ConfigError, EngineConfig
 from voxcli.engine.cost import CostProfile
 from voxcli.engine.estimates import LatencyEstimator, load_profile
 from voxcli.engine.executors.base import Completion, Executor
@@ -76,8 +76,7 @@ class Engine:
     def __init__(self, program: ModelProgram, config: EngineConfig, executor: Executor | None = None,
                  profile: CostProfile | None = None) -> None:
         config.validate()
-        if config.chunk == ChunkSchedule() and program.spec.chunk != config.chunk:
-            # the config left the chunk schedule at its default: the model's own schedule applies
+        if config.chunk is None:  # no recipe/--set schedule: the model's own applies
             config = config.replace(chunk=program.spec.chunk)
         self.program = program
         self.config = config
@@ -111,7 +110,7 @@ class Engine:
         if config.executor == "sim":
             from voxcli.engine.synthetic import SyntheticProgram
 
-            program: ModelProgram = SyntheticProgram()
+            program: ModelProgram = SyntheticProgram.for_model(config.model)
         else:
             from voxcli.models import load_model  # type: ignore[attr-defined]
 

@@ -51,7 +51,11 @@ class LatencyEstimator:
         self.profile = profile
         self.layout = layout or lane_layout(config)
         self.config = config
-        self.frames_per_chunk = frames_per_chunk or config.chunk.steady
+        # Codec cost scales with the frames of a chunk; with no explicit schedule (the engine resolves the
+        # model's before building its estimator) chunks count as the profile measured them.
+        codec = profile.stages.get("codec")
+        steady = config.chunk.steady if config.chunk is not None else None
+        self.frames_per_chunk = frames_per_chunk or steady or (codec.frames_ref if codec else 0) or 1
         self._scale = {"prefill": 1.0, "decode": 1.0, "codec": 1.0}
         self._cache: dict[tuple, float] = {}
         self._decode_buckets = config.decode_buckets
@@ -80,7 +84,7 @@ class LatencyEstimator:
         if work.stage == "decode":
             return self.decode_step(work.bucket)
         if work.stage == "prefill":
-            return self.prefill(work.tokens, len(work.rows))
+            return self.prefill(work.tokens, work.bucket)  # rows: a CFG pair counts 2
         return self.codec(work.lane, work.bucket, work.frames)
 
     def observe(self, work: Work, seconds: float, weight: float = 0.2) -> None:

@@ -35,9 +35,6 @@ class KVPagePool:
     def used(self) -> int:
         return self.num_pages - len(self._free)
 
-    def can_allocate(self, n: int) -> bool:
-        return n <= len(self._free)
-
     def allocate(self, n: int, owner: int) -> list[int]:
         if n > len(self._free):
             raise PoolExhausted(f"request {owner} needs {n} KV pages, only {len(self._free)} free")

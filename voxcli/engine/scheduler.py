@@ -23,6 +23,11 @@ Decisions by policy (see `lanes.py` for how lanes share the device):
     smallest running slack is below its estimated duration, never `max_defer_s` or more in a row.
     Otherwise one decode step for the running rows: least slack first (deadline admission) or
     admission order (prefill-first), up to the largest decode bucket.
+  Rows: a request whose prompt has `width` w (a CFG pair: 2 sequences in every forward pass) is one
+    Request but w rows: it counts w toward `max_running`, `max_prefill_batch`, the largest decode
+    bucket and the bucket of every LM batch holding it, and is never split across batches (its rows
+    are one `Row`, so they are admitted, batched, cancelled and freed together). Prefill tokens count
+    `length * width` (`Prompt.length` is per sequence).
   full: urgent lane = first chunks and chunks within `urgent_margin_s` of their deadline, deadline
     order, up to the largest urgent bucket, whenever the lane is free. Background lane = the other
     ready chunks, in deadline order up to the largest background bucket, launched when at least B are
@@ -39,7 +44,6 @@ A request's next chunk becomes dispatchable only after its previous chunk has be
 
 from __future__ import annotations
 
-import heapq
 from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -119,7 +123,8 @@ class Scheduler:
         self.requests: dict[int, Request] = {}  # every non-terminal request, by id
         self.waiting: deque[Request] = deque()
         self.decoding: dict[int, Request] = {}  # admission order
-        self.prefilling = 0
+        self.prefilling = 0  # rows (sum of widths) in the prefill batch in flight
+        self.decoding_rows = 0  # rows (sum of widths) of `decoding`
         self.pending: dict[int, Chunk] = {}  # dispatchable chunks, at most one per request
         self._firsts: dict[int, Chunk] = {}
         self._order: list[tuple[float, int]] = []
@@ -130,7 +135,7 @@ class Scheduler:
     # ------------------------------------------------------------------ requests in and out
     def new_request(self, request_id: int, prompt: Prompt, arrival: float,
                     synthesis: SynthesisRequest | None = None, user: Any = None) -> Request:
-        schedule = self.config.chunk
+        schedule = self.config.chunk_or(self.spec.chunk)
         r = Request(request_id, prompt, arrival, schedule, self.frame_s, self.config.ttfa_target_s,
                     synthesis, user)
         r.frame_cap = min(prompt.max_frames, self.config.max_frames)
@@ -140,6 +145,13 @@ class Scheduler:
         if r.id in self.requests:
             raise ValueError(f"request id {r.id} is already in the engine")
         r.need_pages = self.kv.pages_for(self.kv_tokens(r.prompt))
+        width = r.prompt.width
+        cap = min(self.config.max_running, self.max_decode, self.config.max_prefill_batch)
+        if width > cap:
+            return self._end(r, S.REJECTED, now,
+                             f"the request runs {width} sequences per step (classifier-free guidance) but "
+                             f"the engine batches at most {cap} rows (max_running, max_prefill_batch and "
+                             f"decode_buckets); raise them or lower the guidance scale to 1")
         if r.need_pages > self.kv.num_pages:
             return self._end(r, S.REJECTED, now,
                              f"the request needs {r.need_pages} KV pages of {self.kv.page_size} positions "
@@ -168,10 +180,6 @@ class Scheduler:
         return not self.requests
 
     # ------------------------------------------------------------------ decisions
-    def next_work(self, lane: LaneName, now: float) -> Work | None:
-        works = self.decide(now, (lane,))
-        return works[0] if works else None
-
     def decide(self, now: float, free_lanes: Iterable[str] | None = None) -> list[Work]:
         free = {lane for lane in self.layout.lanes if not self.busy[lane]}
         if free_lanes is not None:
@@ -215,18 +223,20 @@ class Scheduler:
     # --- LM lane
     def _prefill_candidates(self) -> list[Request]:
         cfg = self.config
-        room = cfg.max_running - len(self.decoding) - self.prefilling
-        pages, slots, tokens = self.kv.free, self.slots.free, 0
+        room = min(cfg.max_running - self.decoding_rows - self.prefilling, cfg.max_prefill_batch)
+        pages, slots, tokens, rows = self.kv.free, self.slots.free, 0, 0
         out: list[Request] = []
         for r in self.waiting:  # FIFO, no overtaking: a big request is not starved by small ones
-            if len(out) >= min(room, cfg.max_prefill_batch) or r.need_pages > pages or slots < 1:
+            w = r.prompt.width
+            if rows + w > room or r.need_pages > pages or slots < 1:
                 break
-            if out and tokens + r.prompt.length > cfg.max_prefill_tokens:
+            if out and tokens + r.prompt.length * w > cfg.max_prefill_tokens:
                 break
             out.append(r)
             pages -= r.need_pages
             slots -= 1
-            tokens += r.prompt.length
+            tokens += r.prompt.length * w
+            rows += w
         return out
 
     def _lm_work(self, now: float) -> Work | None:
@@ -234,7 +244,7 @@ class Scheduler:
         if cands:
             admit = True
             if self.deadline_admission and self.decoding:
-                est = self.est.prefill(sum(r.prompt.length for r in cands), len(cands))
+                est = self.est.prefill(sum(r.prompt.length * r.prompt.width for r in cands), _rows(cands))
                 min_slack = min(r.key for r in self.decoding.values()) - now
                 if min_slack < est:
                     if self.defer_since is None:
@@ -264,21 +274,30 @@ class Scheduler:
             r.timeline.admitted = now
             r.timeline.status = S.PREFILL.value
             rows.append(r.row)
-        self.prefilling += len(cands)
-        return Work(lane="lm", stage="prefill", rows=rows, bucket=len(rows), tag=cands,
-                    tokens=sum(r.prompt.length for r in cands))
+        n = _rows(cands)
+        self.prefilling += n
+        return Work(lane="lm", stage="prefill", rows=rows, bucket=n, tag=cands,
+                    tokens=sum(r.prompt.length * r.prompt.width for r in cands))
 
     def _launch_decode(self, now: float) -> Work:
-        if len(self.decoding) <= self.max_decode:
+        if self.decoding_rows <= self.max_decode:
             reqs = list(self.decoding.values())
-        elif self.deadline_admission:
-            reqs = heapq.nsmallest(self.max_decode, self.decoding.values(), key=lambda r: (r.key, r.id))
         else:
-            reqs = list(self.decoding.values())[: self.max_decode]
+            # Fill the largest bucket in priority order; a pair that no longer fits waits for the next
+            # step whole (the first in order always fits: add() rejects widths above the bucket).
+            order: Iterable[Request] = (sorted(self.decoding.values(), key=lambda r: (r.key, r.id))
+                                        if self.deadline_admission else self.decoding.values())
+            reqs, rows = [], 0
+            for r in order:
+                if rows + r.prompt.width <= self.max_decode:
+                    reqs.append(r)
+                    rows += r.prompt.width
+                    if rows == self.max_decode:
+                        break
         for r in reqs:
             r.lm_inflight = True
         return Work(lane="lm", stage="decode", rows=[r.row for r in reqs],
-                    bucket=bucket_for(len(reqs), self.config.decode_buckets), tag=reqs)
+                    bucket=bucket_for(_rows(reqs), self.config.decode_buckets), tag=reqs)
 
     # --- codec lanes
     # Pending chunks live in two ordered structures so decisions never sort everything: first chunks
@@ -404,7 +423,7 @@ class Scheduler:
         events: list[Event] = []
         now = c.finished
         if work.stage == "prefill":
-            self.prefilling -= len(reqs)
+            self.prefilling -= _rows(reqs)
         if c.error is not None or c.result is None or len(c.result) != len(reqs):
             reason = _stage_reason(work.stage, c)
             for r in reqs:
@@ -414,7 +433,7 @@ class Scheduler:
                 else:
                     events += self._end(r, S.FAILED, now, reason)
             return events
-        step = self.est.decode_step(len(self.decoding) + len(reqs) * (work.stage == "prefill"))
+        step = self.est.decode_step(self.decoding_rows + _rows(reqs) * (work.stage == "prefill"))
         codec1 = self.est.codec("urgent" if self.policy == "full" else "background", 1)
         prefill = work.stage == "prefill"
         requests = self.requests
@@ -430,6 +449,7 @@ class Scheduler:
                 r.state = S.DECODE
                 r.timeline.status = S.DECODE.value
                 self.decoding[r.id] = r
+                self.decoding_rows += r.prompt.width
             if out.frame is not None:
                 if r.n_frames == 0:
                     r.timeline.first_frame = now
@@ -449,6 +469,7 @@ class Scheduler:
         r.timeline.status = S.DRAINING.value
         r.timeline.frames = r.n_frames
         del self.decoding[r.id]
+        self.decoding_rows -= r.prompt.width
         # the LM will never touch these pages again: hand them back now, before the codec drains
         if r.pages:
             self.kv.release(r.pages, r.id)
@@ -513,7 +534,8 @@ class Scheduler:
                 self.waiting.remove(r)
             except ValueError:
                 pass  # a rejected request never entered the queue
-        self.decoding.pop(r.id, None)
+        if self.decoding.pop(r.id, None) is not None:
+            self.decoding_rows -= r.prompt.width
         if r.id in self.pending:
             self._unpend(self.pending[r.id])
         self.requests.pop(r.id, None)
@@ -538,6 +560,11 @@ class Scheduler:
             self.slots.release(r.slot, r.id)
             r.slot = -1
         return [Released(r)] if had else []
+
+
+def _rows(reqs: Iterable[Request]) -> int:
+    """Rows (sequences per forward pass) of a set of requests: a CFG pair counts 2."""
+    return sum(r.prompt.width for r in reqs)
 
 
 def _chunk_order(ch: Chunk) -> tuple[float, int]:

@@ -1,5 +1,12 @@
 """SyntheticProgram: a ModelProgram with no tensors, for the sim and for engine tests.
 
+Audio shape (sample rate, frame rate, samples per frame, codebooks): a registered family's sim spec
+(models/registry.py; `for_model(name)` picks the family of a sim model name, hub id or demo alias; the
+default family's otherwise), each overridable by argument.
+
+Classifier-free guidance: a request with `cfg_scale` > 1 prepares a width-2 prompt (a conditional +
+unconditional pair in every forward pass), so engine tests can check how pairs are scheduled.
+
 Frames: `SynthesisRequest.fixed_frames` when given, else an estimate from the text length (about 15
 characters per second of speech). Frame k of a request is the code vector filled with k, and the codec
 turns each frame into `samples_per_frame` samples of the value `code[0] * pcm_scale` (0 by default:
@@ -21,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from voxcli.config import ChunkSchedule
+from voxcli.models import registry
 from voxcli.models.base import (
     CodecItem,
     InputError,
@@ -53,11 +61,18 @@ class _RowState:
 
 
 class SyntheticProgram(ModelProgram):
-    def __init__(self, sample_rate: int = 24000, frame_rate: float = 12.5, samples_per_frame: int = 1920,
-                 codebooks: int = 16, chunk: ChunkSchedule | None = None, max_context: int = 4096,
-                 chars_per_second: float = 15.0, pcm_scale: float = 0.0) -> None:
-        self.spec = ModelSpec(name="synthetic", sample_rate=sample_rate, frame_rate=frame_rate,
-                              samples_per_frame=samples_per_frame, codebooks=codebooks,
+    def __init__(self, sample_rate: float | None = None, frame_rate: float | None = None,
+                 samples_per_frame: int | None = None, codebooks: int | None = None,
+                 chunk: ChunkSchedule | None = None, max_context: int = 4096, chars_per_second: float = 15.0,
+                 pcm_scale: float = 0.0, sim: registry.SimSpec | None = None) -> None:
+        """`sim` (default: the default family's) supplies every audio setting not given. `chunk` is the
+        program's own (model default) schedule: ChunkSchedule() unless given (`for_model` gives the
+        family's sim schedule)."""
+        sim = sim or registry.default_family().sim
+        self.spec = ModelSpec(name="synthetic", sample_rate=sample_rate or sim.sample_rate,
+                              frame_rate=frame_rate or sim.frame_rate,
+                              samples_per_frame=samples_per_frame or sim.samples_per_frame,
+                              codebooks=codebooks or sim.codebooks,
                               chunk=chunk or ChunkSchedule(), max_context=max_context,
                               voices=("any",), modes=("custom_voice",))
         self.chars_per_second = chars_per_second
@@ -70,8 +85,15 @@ class SyntheticProgram(ModelProgram):
         self.slots = 0
 
     @classmethod
+    def for_model(cls, model: str | None, **kw) -> SyntheticProgram:  # type: ignore[no-untyped-def]
+        """The sim's stand-in for `model`: its family's audio shape and sim chunk schedule."""
+        sim = registry.sim_spec_for(model)
+        kw.setdefault("chunk", sim.chunk)
+        return cls(sim=sim, **kw)
+
+    @classmethod
     def load(cls, source: str, device: str = "cpu", dtype: str = "float32") -> SyntheticProgram:
-        return cls()
+        return cls.for_model(source)
 
     def prepare(self, request: SynthesisRequest) -> Prompt:
         text = request.text or ""
@@ -97,7 +119,15 @@ class SyntheticProgram(ModelProgram):
             seconds = len(clean) / self.chars_per_second
             plan.frames = max(1, math.ceil(seconds * self.spec.frame_rate))
         plan.frames = min(plan.frames, max_frames)
-        return Prompt(length=8 + len(clean) // 4, data=plan, max_frames=max_frames, fixed_frames=plan.frames)
+        scale = request.cfg_scale
+        if scale is not None and not scale >= 1:
+            raise InputError(f"cfg_scale must be >= 1 (1 = no guidance), got {scale}")
+        width = 2 if scale is not None and scale > 1 else 1
+        return Prompt(length=8 + len(clean) // 4, data=plan, max_frames=max_frames, fixed_frames=plan.frames,
+                      width=width)
+
+    def check(self, request: SynthesisRequest) -> None:
+        self.prepare(request)  # prepare is cheap here: the one place its checks live
 
     def init_kv(self, num_pages: int, page_size: int) -> None:
         self.kv_pages = num_pages

@@ -43,9 +43,11 @@ class LiveStart(BaseModel):
     seed: int | None = None
     greedy: bool = False
     temperature: float | None = Field(default=None, gt=0)
-    top_k: int | None = Field(default=None, ge=1)
+    top_k: int | None = Field(default=None, ge=0)
     top_p: float | None = Field(default=None, gt=0, le=1)
     max_frames: int | None = Field(default=None, ge=1)
+    cfg_scale: float | None = None
+    options: dict[str, Any] | None = None
 
 
 def build_live_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:

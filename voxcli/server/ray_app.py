@@ -81,6 +81,10 @@ def build_deployment(spec: ReplicaSpec, replicas: int, max_ongoing: int) -> Any:
         def record_routing_stats(self) -> dict[str, float]:
             return self.service.routing_stats()
 
+        def check(self, request: Any) -> None:
+            """The model's cheap request check, for a driver without the model (`vox batch`)."""
+            self.service.check(request)
+
         def describe(self) -> tuple[Any, str, Any]:
             """(ModelSpec, model name, frame cap) for a driver that submits through a handle."""
             session = self.service.session
@@ -198,6 +202,10 @@ def batch_session(replicas: int, model: str | None, executor: str | None, recipe
         handle = serve.run(build_deployment(spec, replicas, max_ongoing=256), name="vox-batch",
                            route_prefix=None)
         model_spec, name, cap = handle.describe.remote().result()
-        yield Session(engine=ReplicaEngine(handle), spec=model_spec, model=name, frame_cap=cap)
+
+        def check(request: Any) -> None:  # on a replica: the model's InputError comes back as raised
+            handle.check.remote(request).result()
+
+        yield Session(engine=ReplicaEngine(handle), spec=model_spec, model=name, check=check, frame_cap=cap)
     finally:
         serve.shutdown()

@@ -24,7 +24,7 @@ from voxcli.server import encoding
 from voxcli.server.guard import APIError
 from voxcli.server.metrics import CONTENT_TYPE, PlaybackClock, ServerMetrics
 from voxcli.server.service import Item, SpeechJob, SpeechService
-from voxcli.speak import RequestTemplate, SpeechFailed, Stopped, check_request
+from voxcli.speak import RequestTemplate, SpeechFailed, Stopped
 
 # OpenAI's model names, accepted for the one model this server runs (clients often hard-code them).
 OPENAI_MODEL_ALIASES = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
@@ -48,24 +48,32 @@ class SpeechBody(BaseModel):
     cfg_scale: float | None = None
     greedy: bool = False
     temperature: float | None = Field(default=None, gt=0)
-    top_k: int | None = Field(default=None, ge=1)
+    top_k: int | None = Field(default=None, ge=0)  # 0 = no top-k filter
     top_p: float | None = Field(default=None, gt=0, le=1)
     max_frames: int | None = Field(default=None, ge=1)
+    options: dict[str, Any] | None = None  # the model family's own options (SynthesisRequest.options)
     fixed_frames: int | None = Field(default=None, ge=1)  # benchmarks on random weights / the sim
 
 
 def template_from(body: Any, service: SpeechService) -> RequestTemplate:
-    """The request template of a speech body (HTTP or WebSocket), after checking voice and language."""
+    """The request template of a speech body (HTTP or WebSocket), checked by the model's own cheap
+    `check` (voice, language, cfg_scale, options) before any synthesis."""
     sampling = SamplingParams(greedy=body.greedy, temperature=body.temperature, top_k=body.top_k,
-                              top_p=body.top_p, sub_greedy=True if body.greedy else None)
+                              top_p=body.top_p)
     template = RequestTemplate(voice=body.voice, language=body.language, instructions=body.instructions,
-                               seed=body.seed, sampling=sampling, max_frames=body.max_frames)
+                               seed=body.seed, sampling=sampling, max_frames=body.max_frames,
+                               cfg_scale=getattr(body, "cfg_scale", None), options=body.options)
     try:
-        check_request(service.spec, service.model_id, template)
+        service.check(template.request("(flags check)"))
     except InputError as e:
-        param = "voice" if "voice" in str(e) else "language"
-        raise APIError(400, _no_cli_flags(str(e)), param) from None
+        message = str(e)
+        param = next((p for p in ("voice", "language", "cfg_scale", "option") if p in message), None)
+        raise APIError(400, _sentence(_no_cli_flags(message)), param) from None
     return template
+
+
+def _sentence(message: str) -> str:
+    return message if message.endswith((".", "!", "?")) else message + "."
 
 
 def _no_cli_flags(message: str) -> str:
@@ -95,7 +103,7 @@ def classify_failure(e: BaseException, service: SpeechService, metrics: ServerMe
                         headers={"Retry-After": "5"})
     if isinstance(cause, InputError):
         metrics.requests.labels(outcome="invalid").inc()
-        return APIError(400, str(cause), "input")
+        return APIError(400, _sentence(_no_cli_flags(str(cause))), "input")
     metrics.requests.labels(outcome="failed").inc()
     if isinstance(cause, RequestFailed):
         return APIError(500, f"synthesis failed: {message}.", kind="server_error")
@@ -142,8 +150,6 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
                                 "response_format pcm (or wav).", "stream_format")
         template = template_from(body, service)
         requests = service.requests_for(text, template, body.fixed_frames)
-        for r in requests:
-            r.cfg_scale = body.cfg_scale
         job = service.job(asyncio.get_running_loop())
         job.start(requests)
         # from now on a client that leaves cancels the job, even while it still waits for admission

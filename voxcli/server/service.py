@@ -164,6 +164,10 @@ class SpeechService:
         self._lock = threading.Lock()
         self._seq = 0
 
+    def check(self, request: SynthesisRequest) -> None:
+        """The model's cheap check (voice, language, options...): raises InputError."""
+        self.session.check(request)
+
     def requests_for(self, text: str, template: RequestTemplate,
                      fixed_frames: int | None) -> list[SynthesisRequest]:
         """`vox say`'s segmentation; a `fixed_frames` request (benchmarks) is one request, unsplit."""

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from voxcli.config import ChunkSchedule, ConfigError
+from voxcli.config import ConfigError
 
 
 def sim_session(model: str, gpu: str, sets: list[str] | None = None, policy: str | None = None) -> Any:
-    from voxcli.bench.targets import SIM_CHUNK, model_config
+    from voxcli.bench.targets import model_config
     from voxcli.cli import Session
     from voxcli.engine.engine import Engine
     from voxcli.engine.estimates import load_profile
@@ -26,13 +26,12 @@ def sim_session(model: str, gpu: str, sets: list[str] | None = None, policy: str
     config = model_config(model, "sim", gpu, sets)
     if policy:
         config = config.replace(policy=policy)
-    if config.chunk == ChunkSchedule():
-        config = config.replace(chunk=SIM_CHUNK)
-    program = SyntheticProgram(chunk=config.chunk)
+    # the model family's audio shape and sim chunk schedule, unless the recipe/--set gives one
+    program = SyntheticProgram.for_model(config.model)
     profile = load_profile(config)
     executor = RealtimeSimExecutor(program, profile, lane_layout(config))
     engine = Engine(program, config, executor=executor, profile=profile)
-    return Session(engine=engine, spec=program.spec, model=model)
+    return Session(engine=engine, spec=program.spec, model=model, check=program.check)
 
 
 def open_session(model: str | None, executor: str | None, gpu: str, recipe: str | None, sets: list[str],

@@ -14,7 +14,7 @@ their intermediates). Completion is a CUDA event per launch, polled from the sch
 Outputs are copied into pinned host mirrors on the lane stream before the event, so `finish` never
 touches the device.
 
-## The graph hook a model program may offer
+## The graph hook a model program may offer (declared in models/base.py: ModelProgram.graph_stage)
 
     program.graph_stage(stage, bucket, lane, device) -> GraphStage | None
 
@@ -33,13 +33,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from voxcli.config import EngineConfig
 from voxcli.engine.executors.base import LANES, Completion, Executor, LaneName, StageName, Work
+from voxcli.models.base import GraphStage
 
 log = logging.getLogger("voxcli.cuda")
 
@@ -105,18 +106,6 @@ def graph_keys(config: EngineConfig) -> list[GraphKey]:
 
 def codec_slots(rows: Sequence[Any]) -> set[int]:
     return {int(r.slot) for r in rows if getattr(r, "slot", -1) >= 0}
-
-
-@dataclass
-class GraphStage:
-    """See the module docstring: the program's fixed-shape step for one (stage, bucket, lane)."""
-
-    run: Callable[[], dict[str, Any]]
-    load: Callable[[list[Any]], None]
-    finish: Callable[[list[Any], dict[str, Any]], list[Any]]
-    # Optional: False for a batch the fixed shapes cannot hold (a voice-clone first chunk carrying its
-    # reference codes, say); such a batch runs eagerly on the same stream instead of failing.
-    accepts: Callable[[list[Any]], bool] | None = None
 
 
 @dataclass

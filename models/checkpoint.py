@@ -1,4 +1,5 @@
-"""Finding a checkpoint (local directory or Hugging Face hub id) and loading its safetensors strictly.
+"""Shared by every family: finding a checkpoint (local directory or Hugging Face hub id) and loading its
+safetensors strictly.
 
 Loading never downloads: a hub id must already be in the local hub cache (`vox models pull ID` puts it
 there). Every mismatch between the file and the architecture is a CheckpointError that names the
@@ -15,7 +16,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..base import CheckpointError
+from .base import CheckpointError
 
 
 def looks_like_hub_id(source: str) -> bool:
@@ -27,12 +28,13 @@ def resolve(source: str) -> Path:
     p = Path(source).expanduser()
     if p.is_dir():
         if not (p / "config.json").exists():
-            raise CheckpointError(f"{p} has no config.json; point at a Qwen3-TTS checkpoint directory")
+            raise CheckpointError(f"{p} has no config.json; point at a model checkpoint directory "
+                                  "(see vox models)")
         return p
     if not looks_like_hub_id(source):
         raise CheckpointError(
             f"checkpoint {source!r} not found: give an existing local directory or a hub id "
-            "such as Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
+            "(owner/name; see vox models)"
         )
     from huggingface_hub import snapshot_download
 
@@ -48,16 +50,6 @@ def resolve(source: str) -> Path:
             + f"; download it with `vox models pull {source}` or pass a local checkpoint directory"
         )
     return Path(snap)
-
-
-def pull(repo_id: str) -> Path:
-    """Download a hub checkpoint into the local cache (network). Used by `vox models pull`."""
-    from huggingface_hub import snapshot_download
-
-    try:
-        return Path(snapshot_download(repo_id=repo_id))
-    except Exception as e:  # noqa: BLE001 - re-raised as a sentence for the user
-        raise CheckpointError(f"could not download {repo_id!r}: {e}") from None
 
 
 def read_json(path: Path) -> dict[str, Any]:

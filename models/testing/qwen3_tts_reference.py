@@ -1,5 +1,6 @@
 """Batch-1 reference path: one request through the SAME stage functions the engine drives
-(prepare -> prefill -> decode... -> full codec forward). Used by parity tests and the tiny builder.
+(prepare -> prefill -> decode... -> full codec forward). Used by parity tests and the tiny builder's
+EOS calibration.
 
 It uses the program's KV pool (allocating a small one when there is none, or it is too small), so do
 not call it on a program that is serving requests at the same time.
@@ -14,8 +15,8 @@ import numpy as np
 import torch
 
 from ..base import Prompt, Row, SynthesisRequest
-from .layers import PagedBatch
-from .program import SAMPLES_PER_FRAME, Qwen3TTSProgram
+from ..qwen3_tts.layers import PagedBatch
+from ..qwen3_tts.program import SAMPLES_PER_FRAME, Qwen3TTSProgram
 
 PAGE = 16
 

@@ -1,0 +1,61 @@
+"""Qwen3-TTS 12 Hz as a registered family (see models/registry.py). Imports nothing heavy: the program
+and the demo builder load when first used."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from voxcli.config import ChunkSchedule
+
+from ..registry import Demo, Family, HubModel, SimModel, SimSpec
+
+
+def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
+    from .program import Qwen3TTSProgram
+
+    return Qwen3TTSProgram.load(path, device=device, dtype=dtype)
+
+
+def build_demo(out: Path) -> None:
+    from .tiny import build_tiny
+
+    # A modest cap (250 frames = 20 s) and an EOS stop rate of 0.08 per frame on the greedy path:
+    # sampled runs mostly end within a few seconds (measured median ~2 s; some hit the cap).
+    build_tiny(out, variant="custom_voice", max_new_tokens=250, eos_hazard=0.08)
+
+
+def _sizes(hidden: int, mlp: int) -> dict[str, dict[str, int]]:
+    """Dimensions the cost model reads (design notes, qwen3-tts-notes.md; as in
+    models/testing/qwen3_tts_sizes.py):
+    the talker (28 layers) and the depth transformer ("predictor": 5 layers, run 15 times per frame)."""
+    return {
+        "talker": dict(hidden=hidden, layers=28, heads=16, kv_heads=8, head_dim=128, mlp=mlp,
+                       codec_vocab=3072),
+        "predictor": dict(hidden=1024, layers=5, heads=16, kv_heads=8, head_dim=128, mlp=3072, vocab=2048,
+                          passes=15, talker_hidden=hidden),
+    }
+
+
+FAMILY = Family(
+    name="Qwen3-TTS 12 Hz",
+    model_types=("qwen3_tts",),
+    load=load,
+    hub_models=(
+        HubModel("Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice", "9 built-in voices, 10 languages", "qwen3-tts-0.6b"),
+        HubModel("Qwen/Qwen3-TTS-12Hz-0.6B-Base", "voice clone from --ref-audio", "qwen3-tts-0.6b"),
+        HubModel("Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice", "9 built-in voices + style instructions",
+                 "qwen3-tts-1.7b"),
+        HubModel("Qwen/Qwen3-TTS-12Hz-1.7B-Base", "voice clone from --ref-audio", "qwen3-tts-1.7b"),
+        HubModel("Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign", "a voice described by --instructions",
+                 "qwen3-tts-1.7b"),
+    ),
+    demos=(Demo("demo", build_demo, version="3", recipe="demo",
+                description="tiny random weights, offline; its audio is not speech"),),
+    # 24 kHz PCM, 1920 samples (80 ms) per frame, 16 codebooks. The sim's chunks are the design paper's
+    # Qwen3-TTS configuration (every chunk 10 frames), which the GPU profiles in recipes/gpus/ assume.
+    sim=SimSpec(sample_rate=24000, frame_rate=12.5, samples_per_frame=1920, codebooks=16,
+                chunk=ChunkSchedule(first=10, steady=10),
+                models=(SimModel("qwen3-tts-0.6b", _sizes(1024, 3072)),
+                        SimModel("qwen3-tts-1.7b", _sizes(2048, 6144)))),
+)

@@ -1,0 +1,158 @@
+"""The family registry (models/registry.py): one registration per family feeds model loading, `vox
+models`, the default recipes and the sim/bench defaults."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+from voxcli.models import CheckpointError, known_models, load_model, registry
+
+from voxcli.config import ChunkSchedule, recipe_for_model
+
+QWEN_IDS = {"Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice", "Qwen/Qwen3-TTS-12Hz-0.6B-Base",
+            "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice", "Qwen/Qwen3-TTS-12Hz-1.7B-Base",
+            "Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign"}
+
+
+@pytest.fixture
+def fake_family(monkeypatch):
+    """A second family registered first (so it is also the default), the way Dia will register."""
+    from voxcli.engine.synthetic import SyntheticProgram
+
+    def load(path, device, dtype):
+        p = SyntheticProgram(sim=fake.sim)
+        p.loaded_from = path
+        return p
+
+    fake = registry.Family(
+        name="Fake", model_types=("fake_tts",), load=load,
+        hub_models=(registry.HubModel("acme/Fake-1B", "a fake model", "qwen3-tts-1.7b"),),
+        sim=registry.SimSpec(sample_rate=44100, frame_rate=44100 / 512, samples_per_frame=512, codebooks=9,
+                             chunk=ChunkSchedule(first=8, steady=16),
+                             models=(registry.SimModel("fake-1b", {"layers": 18}),)),
+    )
+    real = registry.families()
+    monkeypatch.setattr(registry, "families", lambda: (fake, *real))
+    return fake
+
+
+def test_listing_is_the_registered_families_and_imports_no_torch():
+    qwen = registry.families()[-1]
+    assert qwen.model_types == ("qwen3_tts",) and "qwen3_tts" in registry.model_types()
+    assert set(known_models()) == QWEN_IDS == {m.id for m in qwen.hub_models}
+    assert all(m.description and m.recipe for m in qwen.hub_models)
+    assert [d.name for d in registry.demos()] == ["demo"]
+    code = ("import sys\nfrom voxcli.models import registry\n"
+            "registry.families(); registry.recipe_for('demo')\n"
+            "print(sorted(m for m in sys.modules if m == 'torch' or m.endswith('.program')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_vox_models_lists_demos_and_hub_models_with_descriptions(fake_family):
+    from voxcli.models_cmd import list_models
+
+    entries = {e.name: e.description for e in list_models()}
+    assert entries["demo"].startswith("tiny random weights")
+    assert entries["Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign"] == "a voice described by --instructions"
+    assert entries["acme/Fake-1B"] == "a fake model"
+
+
+def test_recipe_choice_comes_from_the_registration(fake_family):
+    assert recipe_for_model("demo") == "demo"
+    assert recipe_for_model("Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice") == "qwen3-tts-0.6b"
+    assert recipe_for_model("Qwen/Qwen3-TTS-12Hz-1.7B-Base") == "qwen3-tts-1.7b"
+    assert recipe_for_model("/ckpts/Qwen3-TTS-12Hz-0.6B-Base") == "qwen3-tts-0.6b"  # folder named after it
+    assert recipe_for_model("/hf/models--Qwen--Qwen3-TTS-12Hz-1.7B-Base/snapshots/abc") == "qwen3-tts-1.7b"
+    assert recipe_for_model("acme/Fake-1B") == "qwen3-tts-1.7b"
+    assert recipe_for_model("/some/local/checkpoint") is None
+
+
+def test_bench_and_sim_defaults_come_from_the_default_family(fake_family):
+    from voxcli.bench import calibrate
+    from voxcli.bench.sweep import SweepSpec
+    from voxcli.bench.workloads import Utterance, estimate_frames, mean_chunks
+    from voxcli.engine.synthetic import SyntheticProgram
+
+    rate = 44100 / 512
+    assert SweepSpec(rates=[1.0]).frame_rate == rate
+    u = [Utterance("a", "one two three four five six seven eight nine ten")]
+    assert estimate_frames(u[0].text) == estimate_frames(u[0].text, rate)
+    assert mean_chunks(u) == mean_chunks(u, 8, 16, rate)
+    spec = SyntheticProgram().spec
+    assert (spec.sample_rate, spec.samples_per_frame, spec.codebooks) == (44100, 512, 9)
+    assert spec.frame_rate == rate
+    # a named model picks its own family's spec and sim chunk schedule
+    fake = SyntheticProgram.for_model("fake-1b").spec
+    assert fake.chunk == ChunkSchedule(first=8, steady=16) and fake.codebooks == 9
+    qwen = SyntheticProgram.for_model("qwen3-tts-1.7b").spec
+    assert (qwen.frame_rate, qwen.samples_per_frame, qwen.chunk) == (12.5, 1920, ChunkSchedule(10, (), 10))
+    assert SyntheticProgram.for_model("Qwen/Qwen3-TTS-12Hz-1.7B-Base").spec.frame_rate == 12.5
+    # the cost-profile arithmetic reads the registered 1.7B dimensions
+    sizes = registry.find_sim_model("qwen3-tts-1.7b")[1].sizes
+    assert calibrate.TALKER == sizes["talker"] and calibrate.PREDICTOR == sizes["predictor"]
+
+
+def test_sim_bench_target_uses_the_models_family(fake_family):
+    from voxcli.bench.sweep import Variant
+    from voxcli.bench.targets import model_config, sim_target
+
+    cfg = model_config("qwen3-tts-1.7b", "sim", "h100")
+    assert cfg.chunk is None  # the recipe sets none: the family's sim schedule applies
+    eng = sim_target(cfg, Variant.policy("full")).make_engine()
+    assert eng.config.chunk == ChunkSchedule(10, (), 10) and eng.spec.frame_rate == 12.5
+    with pytest.raises(Exception, match="qwen3-tts-1.7b") as e:
+        model_config("nope", "sim", "h100")
+    assert "fake-1b" in str(e.value)
+
+
+def test_load_model_dispatches_on_model_type(fake_family, tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "fake_tts"}))
+    program = load_model(str(tmp_path))
+    assert program.loaded_from == str(tmp_path) and program.spec.name == str(tmp_path)
+
+
+def test_unknown_model_type_lists_the_supported_ones(fake_family, tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bark"}))
+    with pytest.raises(CheckpointError) as e:
+        load_model(str(tmp_path))
+    msg = str(e.value)
+    assert '"bark"' in msg and '"fake_tts"' in msg and '"qwen3_tts"' in msg and "config.json" in msg
+
+
+def test_demo_alias_builds_through_its_family(fake_family, monkeypatch, tmp_path):
+    import voxcli.models as models
+
+    built = []
+
+    def build(out):
+        out.mkdir(parents=True)
+        (out / "config.json").write_text(json.dumps({"model_type": "fake_tts"}))
+        built.append(out)
+
+    fam = replace(fake_family, demos=(registry.Demo("demo-fake", build, "1", "fake demo"),))
+    monkeypatch.setattr(registry, "families", lambda: (fam,))
+    monkeypatch.setenv("VOX_CACHE", str(tmp_path))
+    p = models.load_model("demo-fake")
+    assert p.spec.name == "demo-fake" and p.loaded_from == str(tmp_path / "demo-fake")
+    models.load_model("demo-fake")
+    assert len(built) == 1  # cached after the first build (version stamp)
+    assert models.is_demo("demo-fake") and not models.is_demo("demo")
+
+
+def test_every_model_package_ships():
+    """setuptools lists packages explicitly: a family package missing from pyproject.toml would work in
+    an editable install and vanish from a wheel."""
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    shipped = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    on_disk = {f"voxcli.models.{p.parent.name}" for p in (root / "models").glob("*/__init__.py")}
+    assert on_disk <= shipped, f"add to pyproject.toml packages: {sorted(on_disk - shipped)}"
+    assert {f"voxcli.models.{p}" for p in registry.FAMILY_PACKAGES} <= shipped

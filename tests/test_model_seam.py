@@ -1,0 +1,42 @@
+"""The model seam: model code (voxcli.models) never imports the engine (voxcli.engine); models/base.py is
+the whole contract between them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def test_model_packages_import_nothing_from_the_engine():
+    # A clean interpreter: this test process has long imported the engine.
+    code = (
+        "import sys\n"
+        "import voxcli.models, voxcli.models.qwen3_tts.program, voxcli.models.qwen3_tts.graph_stages\n"
+        "print(','.join(sorted(m for m in sys.modules if m.startswith('voxcli.engine'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "", f"voxcli.models imported engine modules: {out.stdout.strip()}"
+
+
+def test_serving_path_imports_no_test_builders():
+    code = (
+        "import sys\n"
+        "from voxcli.models import registry\n"
+        "import voxcli.models.qwen3_tts.program, voxcli.models.qwen3_tts.graph_stages\n"
+        "registry.families()\n"
+        "print(','.join(sorted(m for m in sys.modules if m.startswith('voxcli.models.testing')\n"
+        "                      or m.endswith(('.tiny', '.tiny_audio')))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "", f"serving code imported test builders: {out.stdout.strip()}"
+
+
+def test_graph_stage_hook_is_declared_on_the_contract():
+    from voxcli.models.base import GraphStage, ModelProgram
+
+    from voxcli.engine.executors import cuda
+
+    assert cuda.GraphStage is GraphStage  # the executor uses the contract's type, not its own copy
+    assert ModelProgram.graph_stage.__doc__
