@@ -79,7 +79,7 @@ def test_sse_framing(server):
     ({"response_format": "ogg-vorbis"}, 400, "response_format 'ogg-vorbis' is not available"),
     ({"model": "nope"}, 400, "model 'nope' is not served here"),
     ({"input": "   "}, 400, "input is empty"),
-    ({"voice": "Nobody"}, 400, "no voice 'Nobody'"),
+    ({"input": "Refuse me [fail:input]"}, 400, "this request asked to be refused"),  # the model's check
     ({"stream_format": "sse", "response_format": "flac"}, 400, "stream_format sse carries wav or pcm"),
     ({"colour": "blue"}, 422, "field colour is not a field"),
     ({"fixed_frames": "many"}, 422, "field fixed_frames"),

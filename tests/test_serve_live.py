@@ -174,7 +174,8 @@ def test_vox_say_stdin_empty_is_one_sentence(monkeypatch):
 
     from voxcli import cli
 
-    monkeypatch.setattr(cli, "engine_factory", lambda cfg: cli.Session(FakeEngine(), SPEC, cfg.model))
+    monkeypatch.setattr(cli, "engine_factory",
+                        lambda cfg: cli.Session(FakeEngine(), SPEC, cfg.model, check=lambda request: None))
     monkeypatch.setattr(cli, "STATE", cli._State())
     r = CliRunner().invoke(cli.app, ["say", "-", "-o", "-"], input=" \n")
     assert r.exit_code == 2 and "the text from standard input is empty" in r.stderr, r.output

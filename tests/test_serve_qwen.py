@@ -40,6 +40,11 @@ def test_streamed_wav_equals_vox_say(tiny_custom_voice, tmp_path, monkeypatch):
         with httpx.stream("POST", f"{url}/v1/audio/speech", json=body, timeout=120) as resp:
             assert resp.status_code == 200, resp.read()
             pieces = [p for p in resp.iter_raw() if p]
+        bad = httpx.post(f"{url}/v1/audio/speech", json={**body, "voice": "Nobody"}, timeout=30)
+        assert bad.status_code == 400, bad.text  # the model's own check, before any synthesis
+        err = bad.json()["error"]
+        assert "no voice 'Nobody'" in err["message"] and "GET /v1/audio/voices" in err["message"]
+        assert err["param"] == "voice"
     assert len(pieces) >= 2  # streamed: more than one piece on the wire
     served, served_sr = sf.read(io.BytesIO(b"".join(pieces)), dtype="int16")
     assert served_sr == sr
