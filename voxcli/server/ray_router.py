@@ -14,11 +14,13 @@ Ray Serve's request-router API is alpha (Ray >= 2.46); `ray_app.py` falls back t
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from ray.serve.request_router import PendingRequest, ReplicaID, RequestRouter, RunningReplica
 
 STATS_PERIOD_S = 0.2
+logger = logging.getLogger("ray.serve")
 
 
 def slack_of(stats: dict[str, Any] | None, routed_since: int) -> float:
@@ -31,6 +33,7 @@ class MostSlackRouter(RequestRouter):
     def initialize_state(self, **kwargs: Any) -> None:
         self._routed: dict[Any, int] = {}  # replica id -> requests sent since its last stats report
         self._report: dict[Any, Any] = {}  # replica id -> the report's sequence number those count from
+        logger.info("vox most-slack request router active")
 
     def _routed_since(self, replica: RunningReplica) -> int:
         stats = replica.routing_stats or {}
