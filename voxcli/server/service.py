@@ -49,15 +49,19 @@ class _TrackedEngine:
         self._engine, self._job = engine, job
 
     def submit(self, request: SynthesisRequest) -> Any:
-        with self._job._lock:
-            if self._job.stop.is_set():
-                raise Stopped()
-            stream = self._engine.submit(request)
-            keep_audio = getattr(stream, "keep_audio", None)
-            if keep_audio is not None:
-                keep_audio(False)  # a server never calls wait(): forget each chunk once it is sent
-            self._job.streams.append(stream)
-            return stream
+        job = self._job
+        if job.stop.is_set():
+            raise Stopped()
+        stream = self._engine.submit(request)  # prepare() runs here: never under the job's lock
+        keep_audio = getattr(stream, "keep_audio", None)
+        if keep_audio is not None:
+            keep_audio(False)  # a server never calls wait(): forget each chunk once it is sent
+        with job._lock:
+            job.streams.append(stream)
+        if job.stop.is_set():  # cancelled meanwhile: cancel() may have missed this stream
+            stream.cancel()
+            raise Stopped()
+        return stream
 
 
 class SpeechJob:
@@ -106,8 +110,10 @@ class SpeechJob:
         return await self.queue.get()
 
     def cancel(self) -> None:
+        """Stop: no new segment starts, every submitted stream is cancelled (never blocks for long: it
+        runs on the event loop)."""
+        self.stop.set()
         with self._lock:
-            self.stop.set()
             streams = list(self.streams)
         for s in streams:
             s.cancel()
