@@ -163,7 +163,12 @@ def bench(
         variants = [Variant(n) for n in names] if url else [Variant.policy(n) for n in names]
         if url:
             meta.update(url=url, executor=f"{executor} (real time)" if executor == "sim" else executor)
-        result = run_sweep(make_target, variants, spec, utts, meta, progress)
+        if url and len(variants) > 1:  # side by side: the variants take turns at each rate
+            from voxcli.bench.http_target import run_paired_sweep
+
+            result = run_paired_sweep(make_target, variants, spec, utts, meta, progress)
+        else:
+            result = run_sweep(make_target, variants, spec, utts, meta, progress)
         for t in rate_tables(result):
             console.print(t)
         console.print(capacity_table(result))

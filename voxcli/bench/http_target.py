@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import http.client
 import json
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -119,3 +120,50 @@ def url_sweep_targets(url: str, api_key: str | None, executor: str, gpu: str, mo
         return HttpTarget(url, "http", seed, api_key)
 
     return names, make
+
+
+def run_paired_sweep(make_target: Any, variants: Sequence[Any], spec: Any, utterances: Sequence[Any],
+                     meta: dict[str, Any] | None = None, progress: Any = None) -> Any:
+    """`run_sweep` for a side-by-side comparison on a shared host: every target is up for the whole run
+    and the variants take turns at each rate (A, B at one rate, B, A at the next), so a change in the
+    host's background load lands on both instead of on whichever ran second. Same schedules, same
+    metrics, same stop rule (per variant) as `run_sweep`."""
+    from voxcli.bench.client import burst, schedule
+    from voxcli.bench.metrics import rate_result, should_stop
+    from voxcli.bench.sweep import SweepResult, VariantSweep
+
+    targets = {}
+    try:
+        for v in variants:
+            targets[v.label] = make_target(v)
+        sweeps = {v.label: VariantSweep(v) for v in variants}
+        kw = dict(frame_rate=spec.frame_rate, frames_scale=spec.frames_scale, max_frames=spec.max_frames)
+        started = time.perf_counter()
+        if spec.warmup > 0:
+            for v in variants:
+                targets[v.label].play(burst(spec.warmup, utterances, spec.seed, **kw), spec.timeout_s)
+        for i, rate in enumerate(spec.rates):
+            turn = list(variants) if i % 2 == 0 else list(reversed(variants))
+            for v in turn:
+                out = sweeps[v.label]
+                if out.stopped_after is not None:
+                    continue
+                records = []
+                for k in range(spec.seeds):
+                    arrivals = schedule(rate, spec.duration_s, (spec.seed + k) * 1000 + i, utterances, **kw)
+                    records.extend(targets[v.label].play(arrivals, spec.timeout_s))
+                res = rate_result(rate, records, spec.duration_s * spec.seeds, spec.ttfa_target_s,
+                                  spec.stall_s)
+                out.results.append(res)
+                if progress:
+                    progress(out, res)
+                if (spec.stop_rule and should_stop(res)) or (spec.stop_below is not None
+                                                              and res.attainment < spec.stop_below):
+                    out.stopped_after = rate
+        wall = time.perf_counter() - started
+        for out in sweeps.values():
+            out.wall_s = wall
+        return SweepResult(spec, [sweeps[v.label] for v in variants], dict(meta or {}))
+    finally:
+        for t in targets.values():
+            t.close()
