@@ -207,6 +207,8 @@ def test_metrics_counters_move(server):
     after = httpx.get(f"{url}/metrics").text
     assert metric(after, "vox_requests_total", 'outcome="done"') == metric(before, "vox_requests_total",
                                                                           'outcome="done"') + 1
+    assert metric(after, "vox_requests_total", 'outcome="invalid"') == metric(
+        before, "vox_requests_total", 'outcome="invalid"') + 1  # the speed=2.0 request
     assert metric(after, "vox_ttfa_seconds_count") == metric(before, "vox_ttfa_seconds_count") + 1
     assert metric(after, "vox_stall_seconds_count") == metric(before, "vox_stall_seconds_count") + 1
     assert metric(after, "vox_audio_seconds_total") == pytest.approx(

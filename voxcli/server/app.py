@@ -36,8 +36,18 @@ def create_app(service: SpeechService, api_key: str | None = None, close_on_shut
     app.state.metrics = metrics
     app.include_router(build_router(service, metrics))
     app.include_router(build_live_router(service, metrics))
-    app.add_exception_handler(APIError, api_error_handler)
-    app.add_exception_handler(RequestValidationError, _validation_error)
+    async def on_api_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, APIError)
+        if 400 <= exc.status < 500 and not exc.counted:
+            metrics.requests.labels(outcome="invalid").inc()
+        return await api_error_handler(request, exc)
+
+    async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
+        metrics.requests.labels(outcome="invalid").inc()
+        return await _validation_error(request, exc)
+
+    app.add_exception_handler(APIError, on_api_error)
+    app.add_exception_handler(RequestValidationError, on_validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_middleware(GuardMiddleware, api_key=api_key, max_body_bytes=service.limits.max_body_bytes)
     return app

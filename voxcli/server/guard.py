@@ -30,6 +30,7 @@ class APIError(Exception):
                  kind: str = "invalid_request_error", headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status, self.message, self.param, self.kind, self.headers = status, message, param, kind, headers
+        self.counted = False  # already in the request metrics (the engine's outcome was counted)
 
     def response(self) -> JSONResponse:
         return error_response(self.status, self.message, self.kind, self.param, self.headers)

@@ -83,7 +83,14 @@ def _no_cli_flags(message: str) -> str:
 
 
 def classify_failure(e: BaseException, service: SpeechService, metrics: ServerMetrics) -> APIError:
-    """An error before the first audio -> the HTTP answer (never a 500 for what the user can fix)."""
+    """An error before the first audio -> the HTTP answer (never a 500 for what the user can fix),
+    counted in the request metrics by its outcome."""
+    error = _classify(e, service, metrics)
+    error.counted = True
+    return error
+
+
+def _classify(e: BaseException, service: SpeechService, metrics: ServerMetrics) -> APIError:
     cause: BaseException = e
     while isinstance(cause, SpeechFailed) and cause.__cause__ is not None:
         cause = cause.__cause__
