@@ -50,6 +50,7 @@ def paper_config(gpu: str, **changes) -> EngineConfig:
     base = EngineConfig(
         executor="sim",
         gpu=gpu,
+        sim_model="optimistic",  # the calibration fits the cost table alone (the honest effects come after)
         policy="full",
         admission="deadline",
         lm_sms=lm,

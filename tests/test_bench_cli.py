@@ -13,7 +13,7 @@ runner = CliRunner()
 
 def test_vox_profile_names_a_split_and_writes_plot_and_recipe(tmp_path):
     res = runner.invoke(app, ["profile", "--gpu", "h100", "--model", "qwen3-tts-1.7b", "--target-rate", "40",
-                              "--gpus", "2", "--out", str(tmp_path)])
+                              "--gpus", "2", "--no-simulate", "--out", str(tmp_path)])
     assert res.exit_code == 0, res.output
     assert "chosen split:" in res.output and "backbone step" in res.output
     recipe = (tmp_path / "qwen3-tts-1.7b-h100.toml").read_text()
@@ -21,6 +21,28 @@ def test_vox_profile_names_a_split_and_writes_plot_and_recipe(tmp_path):
     assert (tmp_path / "qwen3-tts-1.7b-h100-splits.png").stat().st_size > 1000
     summary = json.loads((tmp_path / "qwen3-tts-1.7b-h100.json").read_text())
     assert summary["chosen"]["codec_sms"] % 8 == 0 and summary["placements"]
+
+
+def test_vox_profile_chooses_the_split_by_simulation_and_vox_bench_agrees(tmp_path):
+    sim = ["--workload", "seed-tts"]
+    res = runner.invoke(app, ["profile", "--gpu", "h100", "--model", "qwen3-tts-1.7b", *sim, "--keep", "2",
+                              "--sim-rates", "40,80,120", "--sim-duration", "2", "--sim-seeds", "1",
+                              "--out", str(tmp_path / "p")])
+    assert res.exit_code == 0, res.output
+    summary = json.loads((tmp_path / "p" / "qwen3-tts-1.7b-h100.json").read_text())
+    tried = summary["simulated"]["candidates"]
+    chosen = summary["simulated"]["chosen"]
+    assert len(tried) >= 2 and chosen["capacity90"] == max(t["capacity90"] for t in tried)
+    recipe = (tmp_path / "p" / "qwen3-tts-1.7b-h100.toml").read_text()
+    assert f"lm_sms = {chosen['lm_sms']}" in recipe and f"codec_sms = {chosen['codec_sms']}" in recipe
+    # the same sweep through `vox bench` on the chosen split reports the same capacity
+    split = ["--set", f"lm_sms={chosen['lm_sms']}", "--set", f"codec_sms={chosen['codec_sms']}"]
+    res = runner.invoke(app, ["bench", "--executor", "sim", "--gpu", "h100", "--model", "qwen3-tts-1.7b",
+                              *sim, "--rates", "40,80,120", "--duration", "2", "--seeds", "1", "--no-plot",
+                              *split, "--out", str(tmp_path / "b")])
+    assert res.exit_code == 0, res.output
+    bench = json.loads((tmp_path / "b" / "bench-sim-h100.json").read_text())["variants"][0]
+    assert bench["capacity90"] == chosen["capacity90"] and bench["capacity99"] == chosen["capacity99"]
 
 
 def test_vox_profile_rejects_an_unknown_gpu(tmp_path):

@@ -42,7 +42,7 @@ def test_sim_sweep_finds_a_capacity_and_stops(tmp_path):
     prof = CostProfile.from_dict(build_profile("h100", 6.0))
     cfg = EngineConfig(executor="sim", gpu="h100", policy="sync", chunk=ChunkSchedule(first=10, steady=10))
     utts = load_workload("seed-tts")
-    spec = SweepSpec(rates=[5.0, 200.0, 400.0], duration_s=3.0, warmup=8)
+    spec = SweepSpec(rates=[5.0, 200.0, 400.0], duration_s=3.0, warmup=8, seeds=1)
     sw = sweep_variant(
         sim_target(cfg, Variant.policy("sync"), profile=prof), Variant.policy("sync"), spec, utts
     )
@@ -56,3 +56,21 @@ def test_sim_sweep_finds_a_capacity_and_stops(tmp_path):
     out = write_json(SweepResult(spec, [sw]), tmp_path / "r.json")
     data = json.loads(out.read_text())
     assert data["variants"][0]["capacity90"] == 5.0
+
+
+def test_capacity_is_reported_per_seed_as_mean_and_spread():
+    from voxcli.bench.metrics import RateResult
+    from voxcli.bench.report import capacity_cell
+    from voxcli.bench.sweep import VariantSweep
+
+    def rr(rate, att):
+        return RateResult(rate, 10, round(10 * att), 10, 0, 0, att, 0.0, 0.0, None, None, None, 1.0, 0, 1.0)
+
+    sw = VariantSweep(Variant.policy("full"))
+    sw.per_seed = [[rr(40, 1.0), rr(44, 0.95), rr(48, 0.5)], [rr(40, 1.0), rr(44, 0.8), rr(48, 0.95)],
+                   [rr(40, 1.0), rr(44, 1.0), rr(48, 0.92)]]
+    assert sw.seed_capacities(0.9) == [44, 40, 48]  # the second seed fails at 44: its capacity is 40
+    st = sw.capacity_stats(0.9)
+    assert st["mean"] == 44 and st["min"] == 40 and st["max"] == 48
+    assert abs(st["std"] - (32 / 3) ** 0.5) < 1e-9
+    assert capacity_cell(sw, 0.9) == "44.0 ± 3.3 (40–48, 3 seeds)"

@@ -61,3 +61,33 @@ def test_schedule_draws_a_seeded_utterance_order():
     assert all(a.frames >= 1 for a in s1)
     w = burst(8, utts, seed=0)
     assert len(w) == 8 and all(a.at == 0.0 for a in w)
+
+
+def test_long_form_paragraphs_are_consecutive_sentences_of_one_chapter_within_15_to_60_s():
+    from voxcli.bench.workloads import estimate_audio_seconds, load_workload, long_form
+
+    lib = load_workload("libritts")
+    paras = load_workload("libritts-long")
+    assert len(paras) > 500 and paras == long_form(lib)  # seeded: the same paragraphs every time
+    secs = [estimate_audio_seconds(p.text) for p in paras]
+    assert min(secs) >= 15.0 and max(secs) <= 60.0 and 30 < sum(secs) / len(secs) < 45
+    # the first paragraph is chapter 1089_134686's sentences, in id order, joined
+    first = paras[0]
+    chapter = sorted((u for u in lib if u.id.startswith("1089_134686_")), key=lambda u: u.id)
+    joined = ""
+    for u in chapter:
+        joined = (joined + " " + u.text).strip()
+        if joined == first.text:
+            break
+    assert joined == first.text and first.id.startswith("1089_134686_")
+
+
+def test_chat_is_short_replies_and_long_form_needs_libritts_ids():
+    import pytest
+
+    from voxcli.bench.workloads import Utterance, WorkloadError, load_workload, long_form
+
+    replies = load_workload("chat")
+    assert replies and all(u.words <= 12 for u in replies)
+    with pytest.raises(WorkloadError, match="speaker_chapter_paragraph_sentence"):
+        long_form([Utterance("abc", "hello")])

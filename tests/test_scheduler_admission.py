@@ -14,6 +14,7 @@ from voxcli.engine.synthetic import SyntheticProgram
 
 
 def make(**kw):
+    kw.setdefault("admission", "deadline")  # these tests pin the LM lane's rules; the TTFA gate has its own
     cfg = EngineConfig(executor="sim", **kw)
     prog = SyntheticProgram()
     sched = Scheduler(cfg, prog.spec, LatencyEstimator(default_profile(), cfg), prog.kv_tokens)

@@ -49,8 +49,9 @@ def test_same_seed_same_decisions():
 
 def test_bounded_pools_queue_and_reject():
     # small pools: requests wait for pages/slots, the queue bound refuses the overflow with a reason
-    cfg = EngineConfig(executor="sim", policy="full", kv_pages=48, kv_page_size=16, codec_slots=6,
-                       max_running=8, max_queue=20)
+    # (deadline admission: the TTFA gate would refuse them earlier, see test_admission_gate.py)
+    cfg = EngineConfig(executor="sim", policy="full", admission="deadline", kv_pages=48, kv_page_size=16,
+                       codec_slots=6, max_running=8, max_queue=20)
     reqs = workload(300, rate=60.0, seed=5)
     eng, obs, streams = run_sim(cfg, reqs, check_deferral=False)
     rejected = [s for s in streams if s.status == "rejected"]

@@ -133,6 +133,10 @@ def build_config(o: EngineOptions) -> Any:
     cfg = load_recipe(recipe, o.sets)
     changes = {k: v for k, v in (("model", o.model), ("policy", o.policy), ("executor", o.executor),
                                  ("device", o.device)) if v is not None}
+    # Offline synthesis (say, batch) wants every request served, late or not: queue them all unless
+    # --set admission=... says otherwise (the recipes' TTFA gate sheds load for serving).
+    if not any(s.split("=", 1)[0].strip().replace("-", "_") == "admission" for s in o.sets or []):
+        changes["admission"] = "deadline"
     return cfg.replace(**changes) if changes else cfg
 
 

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 Policy = Literal["sync", "sync2", "lanes", "full"]
-Admission = Literal["deadline", "prefill-first"]
+Admission = Literal["ttfa-gate", "deadline", "prefill-first"]
 ExecutorKind = Literal["cpu", "sim", "cuda"]
 
 POLICIES: tuple[str, ...] = ("sync", "sync2", "lanes", "full")
-ADMISSIONS: tuple[str, ...] = ("deadline", "prefill-first")
+ADMISSIONS: tuple[str, ...] = ("ttfa-gate", "deadline", "prefill-first")
 
 
 class ConfigError(ValueError):
@@ -57,11 +57,19 @@ class EngineConfig:
     device: str = "cpu"
     dtype: str = "float32"
     gpu: str = ""  # sim/profile: name of a cost profile in recipes/gpus/ (h100, h200, b200)
+    sim_model: str = ""  # sim: fidelity model of the profile's [sim] (optimistic, honest); "" = its default
 
     # --- scheduling policy --------------------------------------------------------------------
     policy: Policy = "full"
+    # ttfa-gate: deadline-aware, and a request whose predicted TTFA misses the target is refused at
+    # submit with a retry-after (voxcli/engine/admission.py): the default of the shipped model recipes
+    # (serving, `vox bench`). deadline / prefill-first queue everything: the library default stays
+    # deadline, since an engine on hardware that cannot meet the target (a CPU) would refuse most work.
     admission: Admission = "deadline"
     background_min_batch: int = 8  # B: background codec lane waits for this many ready chunks
+    # beyond the paper (both off = the paper's design; see voxcli/engine/admission.py, scheduler.py):
+    urgency_chunking: bool = False  # ttfa-gate picks each request's first chunk (and a ramp) from its slack
+    adaptive_batching: bool = False  # B and the urgent margin follow the background lane's measured load
     urgent_margin_s: float = 0.100  # delta_u: a chunk whose deadline is this close is urgent
     max_defer_s: float = 0.100  # deadline-aware admission defers a prefill at most this long in a row
     ttfa_target_s: float = 0.200  # SLO: time to first audio

@@ -234,6 +234,69 @@ def interference(gpu: GpuSpec) -> float:
     return 2 / (lm_speed + codec_speed)
 
 
+# --- the sim's fidelity models (SimModel in voxcli/engine/cost.py) -----------------------------------
+# Codec traffic (assumptions, no published fact): weights ~100 M params bf16 read once per batch, and
+# the activations of a convolutional decoder upsampling 10 frames to 19,200 samples, ~4 levels of
+# equal-sized feature maps read and written ~10 times each in bf16: ~150 MB per chunk.
+CODEC_WEIGHT_MB = 200.0
+CODEC_CHUNK_MB = 150.0
+NOISE_SIGMA = 0.1  # device time / table time, lognormal (the issue's default; kernels vary ~10% run to run)
+# Host time per scheduler call (thread CPU time, `scripts/bench_scheduler.py --per-call` on the 2-core
+# dev box at 256 running rows, after vectorisation): a fixed part plus a part per row of the batch.
+HOST_CALL_US = 20.0
+HOST_ROW_US = 0.3
+
+
+def decode_bytes_mb(batch: float) -> float:
+    """Weights once per step plus each row's talker KV reads (the same terms as decode_terms_ms)."""
+    weights = (talker_params() + PREDICTOR["passes"] * predictor_pass_params()) * BYTES_BF16
+    return (weights + batch * CTX_TOKENS * kv_bytes_per_token()) / 1e6
+
+
+def codec_bytes_mb(chunks: float) -> float:
+    return CODEC_WEIGHT_MB + CODEC_CHUNK_MB * chunks
+
+
+def sim_section(gpu_name: str) -> dict:
+    """The [sim] table: "optimistic" (none of the effects: the paper-calibrated numbers) and "honest"
+    (all of them, the default)."""
+    gpu = GPUS[gpu_name]
+    return {
+        "default": "honest",
+        "bandwidth_gbs": round(gpu.bandwidth * BW_EFF / 1e9, 1),
+        "optimistic": {},
+        "honest": {"urgent_contention": True, "bandwidth_sharing": True, "host": "profile",
+                   "host_call_us": HOST_CALL_US, "host_row_us": HOST_ROW_US, "noise_sigma": NOISE_SIGMA},
+    }
+
+
+def sim_lines(gpu_name: str) -> list[str]:
+    """Why each sim effect is there and where its number comes from (profile header comments)."""
+    gpu = GPUS[gpu_name]
+    return [
+        "Sim models ([sim]; `--set sim_model=optimistic|honest`, default honest):",
+        " optimistic = the paper-calibrated table alone: the urgent lane keeps whole-device speed beside",
+        "  both partitions, partitions never contend for memory, host time is free, the device takes exactly",
+        "  the estimate. It reproduces the calibration's numbers.",
+        " honest adds, each a flag:",
+        "  urgent_contention: the urgent lane runs on SMs the partitions' resident blocks occupy; stream",
+        f"   priority orders block launches but does not preempt, so it is slowed by `interference` "
+        f"({interference(gpu):.3f}) like any two lanes sharing SMs;",
+        f"  bandwidth_sharing: lanes split {gpu.bandwidth / 1e12:.2f} TB/s x BW_EFF {BW_EFF} = "
+        f"{gpu.bandwidth * BW_EFF / 1e12:.2f} TB/s; a batch streams",
+        "   memory a fraction f = bytes / bandwidth / time of its life and is slowed by 1 + f x sum(f of the",
+        "   other running lanes). bytes_mb: decode = weights once + rows x ctx x KV/token (as decode_ms);",
+        f"   codec = {CODEC_WEIGHT_MB:.0f} MB weights + {CODEC_CHUNK_MB:.0f} MB activations per chunk "
+        "(assumed: no published codec traffic);",
+        f"  host = profile: {HOST_CALL_US} us per scheduler call + {HOST_ROW_US} us per batch row, ~200 us",
+        "   per LM step at 256 rows (thread CPU time, scripts/bench_scheduler.py on the dev box);",
+        "   host = \"measured\" charges each call's live thread CPU time instead (not reproducible);",
+        f"  noise_sigma {NOISE_SIGMA}: each batch takes the table time x lognormal(mean 1, sigma), seeded by "
+        "config.seed, so",
+        "   the scheduler's estimates are right only on average.",
+    ]
+
+
 def build_profile(gpu_name: str, fitted: float, model: str = "v1") -> dict:
     """A CostProfile dict (TOML layout of voxcli/engine/cost.py) for `gpu_name`; `fitted` is the one
     fitted parameter of calibration `model` (step_floor_ms for v1, H100 row_ms for v2)."""
@@ -243,6 +306,7 @@ def build_profile(gpu_name: str, fitted: float, model: str = "v1") -> dict:
     decode = {
         "batch": list(DECODE_BATCHES),
         "ms": [round(m, 4) for m in whole],
+        "bytes_mb": [round(decode_bytes_mb(b), 1) for b in DECODE_BATCHES],
         "sm_ms": {
             str(s): [
                 round(m / decode_speed(b, s, gpu.sms), 4) for b, m in zip(DECODE_BATCHES, whole, strict=True)
@@ -259,11 +323,13 @@ def build_profile(gpu_name: str, fitted: float, model: str = "v1") -> dict:
         "batch": list(CODEC_BATCHES),
         "ms": [round(codec_ms(b, gpu.sms), 4) for b in CODEC_BATCHES],
         "frames_ref": CHUNK_FRAMES,
+        "bytes_mb": [round(codec_bytes_mb(b), 1) for b in CODEC_BATCHES],
         "sm_ms": {str(s): [round(codec_ms(b, s), 4) for b in CODEC_BATCHES] for s in sm_counts},
     }
     return {
         "gpu": {"name": gpu.name, "sms": gpu.sms, "interference": round(interference(gpu), 4)},
         "stages": {"decode": decode, "prefill": prefill, "codec": codec},
+        "sim": sim_section(gpu_name),
     }
 
 
@@ -306,6 +372,7 @@ def profile_toml(gpu_name: str, fitted: float, header: list[str] | None = None, 
     """The profile as TOML text with its derivation as comments."""
     data = build_profile(gpu_name, fitted, model)
     lines = [f"# {s}" for s in (header or [])] + [f"# {s}" for s in derivation_lines(gpu_name, fitted, model)]
+    lines += [f"# {s}" for s in sim_lines(gpu_name)]
     lines += ["", "[gpu]"]
     lines += [f"{k} = {_toml_value(v)}" for k, v in data["gpu"].items()]
     lines.append(f"calibration = {_toml_value(model)}")
@@ -317,10 +384,17 @@ def profile_toml(gpu_name: str, fitted: float, header: list[str] | None = None, 
             if isinstance(v, dict):
                 lines += ["", f"[stages.{stage}.{k}]"]
                 lines += [f"{kk} = {_toml_value(vv)}" for kk, vv in v.items()]
+    sim = data["sim"]
+    lines += ["", "[sim]"] + [f"{k} = {_toml_value(v)}" for k, v in sim.items() if not isinstance(v, dict)]
+    for name, table in sim.items():
+        if isinstance(table, dict):
+            lines += ["", f"[sim.{name}]"] + [f"{k} = {_toml_value(v)}" for k, v in table.items()]
     return "\n".join(lines) + "\n"
 
 
 def _toml_value(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
     if isinstance(v, str):
         return f'"{v}"'
     if isinstance(v, list):

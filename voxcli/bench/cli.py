@@ -56,9 +56,15 @@ def bench(
     policy: Annotated[str, typer.Option(help="Comma-separated policies: full, sync2, lanes, sync.")] = "full",
     rates: Annotated[str, typer.Option(help="Offered rates in req/s: start:stop:step or a list.")] = "2:60:2",
     duration: Annotated[float, typer.Option(help="Seconds of arrivals per rate.")] = 60.0,
-    workload: Annotated[str, typer.Option(help="libritts, seed-tts, or an id<TAB>text file.")] = "libritts",
+    workload: Annotated[
+        str,
+        typer.Option(help="libritts, seed-tts, libritts-long (15-60 s paragraphs), chat (short replies), "
+                     "or an id<TAB>text file."),
+    ] = "libritts",
     seed: Annotated[int, typer.Option(help="Arrival/order seed.")] = 0,
-    seeds: Annotated[int, typer.Option(help="Seeds pooled per rate (the paper pools 3).")] = 1,
+    seeds: Annotated[
+        int, typer.Option(help="Arrival seeds per rate: capacity is reported as their mean and spread.")
+    ] = 3,
     warmup: Annotated[int, typer.Option(help="Uncounted warm-up burst size (0 = none).")] = 64,
     timeout: Annotated[float, typer.Option(help="Max seconds to wait for a rate's last requests.")] = 900.0,
     frames_scale: Annotated[float, typer.Option(help="Scale the estimated output lengths.")] = 1.0,
@@ -191,6 +197,18 @@ def profile(
     ] = 0.0,
     workload: Annotated[str, typer.Option(help="Workload whose lengths define the load.")] = "libritts",
     gpus: Annotated[int, typer.Option(help="Rank placements of roles over this many GPUs.")] = 1,
+    simulate: Annotated[
+        bool,
+        typer.Option(help="Choose the split by simulating the best candidates (as `vox bench` would) "
+                     "instead of by the throughput model alone."),
+    ] = True,
+    keep: Annotated[int, typer.Option(help="Candidates the throughput model keeps for simulation.")] = 4,
+    sim_rates: Annotated[
+        str, typer.Option(help="Offered rates of each simulated sweep (start:stop:step or a list; "
+                          "default 4 req/s steps up to 1.25x the throughput model's best).")
+    ] = "",
+    sim_duration: Annotated[float, typer.Option(help="Seconds of arrivals per rate (simulation).")] = 10.0,
+    sim_seeds: Annotated[int, typer.Option(help="Arrival seeds per rate in the simulation.")] = 3,
     out: Annotated[Path, typer.Option(help="Directory for the plot, the recipe and the JSON.")] = Path(
         "out/profile"
     ),
@@ -270,6 +288,12 @@ def profile(
         points = split_points(prof, rate, shape)
         chosen = choose_split(points)
         console.print(split_table(points, chosen, rate))
+        simulated = None
+        if simulate:
+            simulated, tried = _simulate_splits(console, prof, gpu, model, workload, utts, points, keep,
+                                                sim_rates, sim_duration, sim_seeds,
+                                                max_sustainable_rate(prof, shape))
+            chosen = simulated.point
         out.mkdir(parents=True, exist_ok=True)
         stem = f"{Path(model).name}-{gpu}"
         png = plot_splits(
@@ -282,13 +306,21 @@ def profile(
         recipe = out / f"{stem}.toml"
         recipe.write_text(recipe_text(model, gpu, chosen, rate, gpu))
         summary = summary_dict(points, chosen, rate)
-        note = "" if chosen.keeps_up else " (no split sustains this load)"
-        console.print(
-            f"chosen split: [bold]{chosen.lm_sms}/{chosen.codec_sms}[/bold] (backbone/codec SMs) at "
-            f"a target load of {rate:.1f} req/s: backbone up to {chosen.lm_capacity_rps:.1f} req/s, "
-            f"codec up to {chosen.codec_capacity_rps:.1f} req/s{note}"
-        )
-        if not target_rate:
+        if simulated is not None:
+            summary["simulated"] = {"chosen": simulated.to_dict(), "candidates": [t.to_dict() for t in tried]}
+            console.print(
+                f"chosen split: [bold]{simulated.lm_sms}/{simulated.codec_sms}[/bold] (backbone/codec SMs): "
+                f"the highest simulated capacity, {simulated.capacity90:.1f} req/s at 90% and "
+                f"{simulated.capacity99:.1f} at 99% (throughput model: {chosen.sustainable_rps:.1f} req/s)"
+            )
+        else:
+            note = "" if chosen.keeps_up else " (no split sustains this load)"
+            console.print(
+                f"chosen split: [bold]{chosen.lm_sms}/{chosen.codec_sms}[/bold] (backbone/codec SMs) at "
+                f"a target load of {rate:.1f} req/s: backbone up to {chosen.lm_capacity_rps:.1f} req/s, "
+                f"codec up to {chosen.codec_capacity_rps:.1f} req/s{note}"
+            )
+        if not target_rate and simulated is None:
             console.print(
                 "[dim]target load = the highest load any split sustains (an upper bound); pass "
                 "--target-rate with your expected load to size the split for it[/dim]"
@@ -305,6 +337,46 @@ def profile(
             summary["placements"] = [{"placement": p.describe(), "rps": p.rps} for p in ranked]
         (out / f"{stem}.json").write_text(json.dumps(summary, indent=1))
         console.print(f"plot: {png}\nrecipe: {recipe} (use with --recipe or load_recipe)")
+
+
+def _simulate_splits(console, prof, gpu: str, model: str, workload: str, utts, points, keep: int,
+                     sim_rates: str, duration: float, seeds: int, best_rps: float):
+    """Second pass of `vox profile`: simulate the throughput model's best `keep` splits (voxcli/bench/
+    split_search.py); returns (the one with the highest simulated capacity, all of them)."""
+    import math
+
+    from voxcli.bench.split_search import choose_simulated, prune, simulate_splits
+    from voxcli.bench.sweep import SweepSpec, parse_rates
+    from voxcli.bench.targets import model_config, sim_target
+
+    if keep < 1:
+        _fail(f"--keep must be >= 1, got {keep}")
+    if seeds < 1:
+        _fail(f"--sim-seeds must be >= 1, got {seeds}")
+    if duration <= 0:
+        _fail(f"--sim-duration must be > 0 s, got {duration}")
+    text = sim_rates or f"4:{max(8, 4 * math.ceil(1.25 * best_rps / 4))}:4"
+    try:
+        rates = parse_rates(text)
+    except ValueError as e:
+        _fail(f"--sim-rates: {e}")
+    config = model_config(model, "sim", gpu if gpu != "measured" else "", None)
+    spec = SweepSpec(rates=rates, duration_s=duration, seeds=seeds)
+    candidates = prune(points, keep)
+    own = [p for p in points if p.codec_sms == config.codec_sms]  # the recipe's own split: a baseline
+    if own and own[0] not in candidates:
+        candidates = sorted([*candidates, own[0]], key=lambda p: p.codec_sms)
+    console.print(f"simulating {len(candidates)} splits (`vox bench --executor sim --gpu {gpu} --model "
+                  f"{model} --workload {workload} --rates {text} --duration {duration:g} --seeds {seeds} "
+                  "--set lm_sms=L --set codec_sms=C` on each):")
+
+    def show(s) -> None:
+        console.print(f"  {s.lm_sms:3d}/{s.codec_sms:<3d} throughput model {s.point.sustainable_rps:6.1f} "
+                      f"req/s  simulated capacity @90% {s.capacity90:6.1f}  @99% {s.capacity99:6.1f}")
+
+    tried = simulate_splits(config, candidates, utts, spec,
+                            lambda cfg, v: sim_target(cfg, v, 0, profile=prof), show)
+    return choose_simulated(tried), tried
 
 
 def register(app: typer.Typer) -> None:

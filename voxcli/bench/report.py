@@ -63,13 +63,21 @@ def capacity_table(result: SweepResult):
         peak = max((r.goodput for r in sw.results), default=0.0)
         t.add_row(
             sw.variant.label,
-            f"{sw.capacity90:g}",
-            f"{sw.capacity99:g}",
+            capacity_cell(sw, 0.90),
+            capacity_cell(sw, 0.99),
             f"{peak:.1f}",
             "-" if sw.stopped_after is None else f"{sw.stopped_after:g}",
             f"{sw.wall_s:.1f}",
         )
     return t
+
+
+def capacity_cell(sw, threshold: float) -> str:
+    """Mean ± standard deviation over the seeds, with the range (one seed: just the capacity)."""
+    st = sw.capacity_stats(threshold)
+    if st["n"] < 2:
+        return f"{st['mean']:g}"
+    return f"{st['mean']:.1f} ± {st['std']:.1f} ({st['min']:g}–{st['max']:g}, {st['n']} seeds)"
 
 
 def write_json(result: SweepResult, path: Path) -> Path:

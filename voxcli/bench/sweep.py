@@ -32,7 +32,7 @@ class SweepSpec:
     rates: list[float]
     duration_s: float = 60.0
     seed: int = 0
-    seeds: int = 1  # arrival seeds pooled per rate (the paper pools three)
+    seeds: int = 3  # arrival seeds per rate: pooled for the per-rate table, one capacity each (mean/spread)
     warmup: int = 64  # concurrent requests before the first rate, not counted (0 = none)
     timeout_s: float = 900.0  # wait for the last requests of a rate at most this long
     frames_scale: float = 1.0  # scale the estimated output lengths (small CPU models)
@@ -47,7 +47,8 @@ class SweepSpec:
 @dataclass
 class VariantSweep:
     variant: Variant
-    results: list[RateResult] = field(default_factory=list)
+    results: list[RateResult] = field(default_factory=list)  # seeds pooled
+    per_seed: list[list[RateResult]] = field(default_factory=list)  # [seed][rate]
     stopped_after: float | None = None  # rate after which the stop rule fired
     wall_s: float = 0.0
 
@@ -59,9 +60,23 @@ class VariantSweep:
     def capacity99(self) -> float:
         return capacity(self.results, 0.99)
 
+    def seed_capacities(self, threshold: float) -> list[float]:
+        """One capacity per arrival seed (each seed's own attainment curve)."""
+        return [capacity(rs, threshold) for rs in self.per_seed] or [capacity(self.results, threshold)]
+
+    def capacity_stats(self, threshold: float) -> dict[str, float]:
+        """Mean, standard deviation, min and max of the per-seed capacities."""
+        caps = self.seed_capacities(threshold)
+        mean = sum(caps) / len(caps)
+        std = (sum((c - mean) ** 2 for c in caps) / len(caps)) ** 0.5
+        return {"mean": mean, "std": std, "min": min(caps), "max": max(caps), "n": len(caps)}
+
     def to_dict(self) -> dict:
         return {"label": self.variant.label, "overrides": self.variant.overrides,
                 "capacity90": self.capacity90, "capacity99": self.capacity99,
+                "capacity90_seeds": self.seed_capacities(0.90),
+                "capacity99_seeds": self.seed_capacities(0.99),
+                "capacity90_stats": self.capacity_stats(0.90), "capacity99_stats": self.capacity_stats(0.99),
                 "stopped_after": self.stopped_after, "wall_s": round(self.wall_s, 3),
                 "rates": [r.to_dict() for r in self.results]}
 
@@ -109,11 +124,16 @@ def sweep_variant(target: Target, variant: Variant, spec: SweepSpec, utterances:
     if spec.warmup > 0:
         target.play(burst(spec.warmup, utterances, spec.seed, **kw), spec.timeout_s)
     for i, rate in enumerate(spec.rates):
-        # each (seed, rate) draws its own arrival times and utterance order; seeds are pooled
+        # each (seed, rate) draws its own arrival times and utterance order; pooled for the table, kept
+        # apart for one capacity per seed
         records = []
         for k in range(spec.seeds):
             arrivals = schedule(rate, spec.duration_s, (spec.seed + k) * 1000 + i, utterances, **kw)
-            records.extend(target.play(arrivals, spec.timeout_s))
+            mine = target.play(arrivals, spec.timeout_s)
+            records.extend(mine)
+            if len(out.per_seed) <= k:
+                out.per_seed.append([])
+            out.per_seed[k].append(rate_result(rate, mine, spec.duration_s, spec.ttfa_target_s, spec.stall_s))
         res = rate_result(rate, records, spec.duration_s * spec.seeds, spec.ttfa_target_s, spec.stall_s)
         out.results.append(res)
         if progress:

@@ -28,6 +28,13 @@ WORKLOADS: dict[str, str] = {
     "libritts": "libritts_test_clean.tsv",
     "seed-tts": "seed_tts_eval_en.tsv",
 }
+# Workloads built from the shipped files (see `long_form` and `chat`): name -> what they are
+DERIVED: dict[str, str] = {
+    "libritts-long": "paragraphs of 15-60 s: consecutive LibriTTS test-clean sentences of one chapter",
+    "chat": "short replies: Seed-TTS en sentences of at most 12 words (about 1-5 s)",
+}
+LONG_MIN_S, LONG_MAX_S = 15.0, 60.0
+CHAT_MAX_WORDS = 12
 
 # The estimator's two anchor points (words, audio seconds) from the paper's workload descriptions.
 _ANCHORS = ((18.674, 7.8), (10.853, 4.7))
@@ -89,16 +96,67 @@ def parse_tsv(text: str, source: str = "<text>") -> list[Utterance]:
     return out
 
 
+def long_form(utterances: list[Utterance], seed: int = 0, min_s: float = LONG_MIN_S,
+              max_s: float = LONG_MAX_S) -> list[Utterance]:
+    """Paragraphs read aloud: LibriTTS ids are speaker_chapter_paragraph_sentence, so the sentences of
+    one chapter, in id order, are consecutive text. Each paragraph takes sentences in order until its
+    estimated audio reaches a length drawn uniformly from [min_s, max_s] (seeded), never passing max_s;
+    a chapter's tail shorter than min_s is dropped. Long requests make later chunks' deadlines bind
+    (the player drains 15-60 s of audio while the codec keeps up) so stalls can happen."""
+    rng = random.Random(seed)
+    chapters: dict[str, list[tuple[tuple[int, ...], str]]] = {}
+    for u in utterances:
+        parts = u.id.split("_")
+        if len(parts) != 4 or not all(p.isdigit() for p in parts):
+            raise WorkloadError("long-form needs LibriTTS ids speaker_chapter_paragraph_sentence, got "
+                                f"{u.id!r}")
+        chapters.setdefault("_".join(parts[:2]), []).append((tuple(int(p) for p in parts[2:]), u.text))
+    out: list[Utterance] = []
+    for chapter in sorted(chapters):
+        sentences = sorted(chapters[chapter])
+        i = 0
+        while i < len(sentences):
+            goal, words, j = rng.uniform(min_s, max_s), [], i
+            while j < len(sentences):
+                more = words + sentences[j][1].split()
+                if words and SECONDS_OFFSET + SECONDS_PER_WORD * len(more) > max_s:
+                    break
+                words = more
+                j += 1
+                if estimate_audio_seconds(" ".join(words)) >= goal:
+                    break
+            if estimate_audio_seconds(" ".join(words)) >= min_s:
+                first, last = sentences[i][0], sentences[j - 1][0]
+                out.append(Utterance(f"{chapter}_{first[0]}.{first[1]}-{last[0]}.{last[1]}", " ".join(words)))
+            i = j
+    if not out:
+        raise WorkloadError(f"no chapter has {min_s:g} s of consecutive text for a long-form workload")
+    return out
+
+
+def chat(utterances: list[Utterance], max_words: int = CHAT_MAX_WORDS) -> list[Utterance]:
+    """Short assistant-style replies: the workload's sentences of at most `max_words` words."""
+    out = [u for u in utterances if u.words <= max_words]
+    if not out:
+        raise WorkloadError(f"no sentence of at most {max_words} words for a chat workload")
+    return out
+
+
 def load_workload(name: str) -> list[Utterance]:
-    """A shipped workload by name (`libritts`, `seed-tts`) or a path to a TSV file of the same format."""
+    """A shipped workload by name (`libritts`, `seed-tts`, `libritts-long`, `chat`) or a path to a TSV
+    file of the same format."""
+    if name == "libritts-long":
+        return long_form(load_workload("libritts"))
+    if name == "chat":
+        return chat(load_workload("seed-tts"))
     if name in WORKLOADS:
         ref = resources.files("voxcli.bench").joinpath("data", WORKLOADS[name])
         return parse_tsv(ref.read_text(encoding="utf-8"), source=WORKLOADS[name])
     path = Path(name)
     if path.is_file():
         return parse_tsv(path.read_text(encoding="utf-8"), source=str(path))
-    raise WorkloadError(f"unknown workload {name!r}: use one of {', '.join(WORKLOADS)} or a path to an "
-                        "id<TAB>text file")
+    raise WorkloadError(f"unknown workload {name!r}: use one of {', '.join([*WORKLOADS, *DERIVED])} or a "
+                        "path to an id<TAB>text file")
 
 
 def seeded_order(utterances: list[Utterance], seed: int) -> list[Utterance]:

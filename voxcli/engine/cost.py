@@ -34,6 +34,24 @@ falls in proportion to the SMs.
 
     [stages.codec.sm_ms]
     24 = [5.0, 49.0]
+
+Optional per stage, for the sim's bandwidth model: `bytes_mb`, megabytes moved from/to device memory per
+call at each `batch` point (interpolated like `ms`).
+
+The sim's fidelity settings (`SimModel`), one table per named model, the default chosen by `default`
+(a profile without `[sim]` has only "optimistic", which adds none of these effects):
+
+    [sim]
+    default = "honest"
+    bandwidth_gbs = 2680.0         # achievable memory bandwidth, shared by lanes running at once
+    [sim.optimistic]               # every flag off: the lanes' costs are the table's, exactly
+    [sim.honest]
+    urgent_contention = true       # the urgent lane is slowed like any lane it overlaps
+    bandwidth_sharing = true       # lanes running at once share memory bandwidth by bytes moved
+    host = "profile"               # "free" | "profile" (host_*_us below) | "measured" (thread CPU time)
+    host_call_us = 20.0            # host time per scheduler call ...
+    host_row_us = 0.3              # ... plus this per row of the batch it launched or completed
+    noise_sigma = 0.1              # device time = table time x lognormal(mean 1, this sigma), seeded
 """
 
 from __future__ import annotations
@@ -66,6 +84,7 @@ class StageCost:
     per_token_ms: float = 0.0
     frames_ref: int = 0  # codec: batch is counted in chunks of this many frames (0 = per item)
     sm_ms: tuple[tuple[float, tuple[float, ...]], ...] = ()  # (SM count, ms per batch point), ascending
+    bytes_mb: tuple[float, ...] = ()  # MB moved per call at each batch point (sim bandwidth model)
 
     def seconds(self, batch: float, sms: int | None, total_sms: int, tokens: int = 0) -> float:
         b = max(batch, self.batch[0] if batch <= 0 else batch)
@@ -89,12 +108,75 @@ class StageCost:
         return whole_ms
 
 
+HOST_MODES = ("free", "profile", "measured")
+
+
+@dataclass(frozen=True)
+class SimModel:
+    """Which second-order effects the sim executor adds to the cost table (see the module docstring;
+    each profile's header says why each one is on and where its numbers come from)."""
+
+    name: str = "optimistic"
+    urgent_contention: bool = False
+    bandwidth_sharing: bool = False
+    bandwidth_gbs: float = 0.0
+    host: str = "free"
+    host_call_us: float = 0.0
+    host_row_us: float = 0.0
+    noise_sigma: float = 0.0
+
+    @classmethod
+    def from_dict(cls, name: str, d: dict, bandwidth_gbs: float = 0.0) -> SimModel:
+        known = {f for f in cls.__dataclass_fields__ if f != "name"}
+        bad = set(d) - known
+        if bad:
+            raise ValueError(f"[sim.{name}]: unknown key(s) {sorted(bad)}; known: {sorted(known)}")
+        m = cls(name=name, urgent_contention=bool(d.get("urgent_contention", False)),
+                bandwidth_sharing=bool(d.get("bandwidth_sharing", False)),
+                bandwidth_gbs=float(d.get("bandwidth_gbs", bandwidth_gbs)), host=str(d.get("host", "free")),
+                host_call_us=float(d.get("host_call_us", 0.0)), host_row_us=float(d.get("host_row_us", 0.0)),
+                noise_sigma=float(d.get("noise_sigma", 0.0)))
+        if m.host not in HOST_MODES:
+            raise ValueError(f"[sim.{name}] host must be one of {', '.join(HOST_MODES)}, got {m.host!r}")
+        if m.noise_sigma < 0 or m.host_call_us < 0 or m.host_row_us < 0:
+            raise ValueError(f"[sim.{name}]: noise_sigma, host_call_us and host_row_us must be >= 0")
+        if m.bandwidth_sharing and m.bandwidth_gbs <= 0:
+            raise ValueError(f"[sim.{name}] bandwidth_sharing needs bandwidth_gbs > 0 (in [sim] or "
+                             f"[sim.{name}])")
+        return m
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "name"}
+
+
+OPTIMISTIC = SimModel()
+
+
 @dataclass(frozen=True)
 class CostProfile:
     name: str
     sms: int
     stages: dict[str, StageCost] = field(default_factory=dict)
     interference: float = 1.0
+    sim_models: dict[str, SimModel] = field(default_factory=lambda: {"optimistic": OPTIMISTIC})
+    sim_default: str = "optimistic"
+
+    def sim_model(self, name: str = "") -> SimModel:
+        """The named sim model ("" = the profile's default); a clear error names the choices."""
+        key = name or self.sim_default
+        if key not in self.sim_models:
+            raise ValueError(f"sim_model {key!r} is not in profile {self.name}: use one of "
+                             f"{', '.join(sorted(self.sim_models))}")
+        return self.sim_models[key]
+
+    def bytes_moved(self, stage: str, batch: float, frames: int = 0) -> float:
+        """Bytes one call of `stage` moves to/from device memory (0 when the profile has no table)."""
+        cost = self.stages.get(stage)
+        if cost is None or not cost.bytes_mb:
+            return 0.0
+        if cost.frames_ref and frames:
+            batch = frames / cost.frames_ref
+        return _interp(cost.batch, cost.bytes_mb, max(batch, cost.batch[0])) * 1e6
 
     def latency(self, stage: str, batch: float, sms: int | None = None, tokens: int = 0,
                 frames: int = 0) -> float:
@@ -121,9 +203,21 @@ class CostProfile:
                 speed=tuple(float(x) for x in s.get("speed", ())),
                 per_token_ms=float(s.get("per_token_ms", 0.0)), frames_ref=int(s.get("frames_ref", 0)),
                 sm_ms=tuple(sorted((float(k), tuple(float(m) for m in v))
-                                   for k, v in s.get("sm_ms", {}).items())))
+                                   for k, v in s.get("sm_ms", {}).items())),
+                bytes_mb=tuple(float(x) for x in s.get("bytes_mb", ())))
+        sim = dict(data.get("sim", {}))
+        default = str(sim.pop("default", "optimistic"))
+        bandwidth = float(sim.pop("bandwidth_gbs", 0.0))
+        models = {"optimistic": OPTIMISTIC}
+        for key, table in sim.items():
+            if not isinstance(table, dict):
+                raise ValueError(f"[sim] {key} = {table!r}: only `default`, `bandwidth_gbs` and "
+                                 "[sim.<model>] tables belong there")
+            models[key] = SimModel.from_dict(key, table, bandwidth)
+        if default not in models:
+            raise ValueError(f"[sim] default = {default!r} names no [sim.{default}] table")
         return cls(name=gpu.get("name", default_name), sms=int(gpu.get("sms", 1)), stages=stages,
-                   interference=float(gpu.get("interference", 1.0)))
+                   interference=float(gpu.get("interference", 1.0)), sim_models=models, sim_default=default)
 
     def to_dict(self) -> dict:
         stages = {}
@@ -137,6 +231,12 @@ class CostProfile:
                 d["frames_ref"] = s.frames_ref
             if s.sm_ms:
                 d["sm_ms"] = {str(int(k)): list(v) for k, v in s.sm_ms}
+            if s.bytes_mb:
+                d["bytes_mb"] = list(s.bytes_mb)
             stages[name] = d
-        return {"gpu": {"name": self.name, "sms": self.sms, "interference": self.interference},
-                "stages": stages}
+        out = {"gpu": {"name": self.name, "sms": self.sms, "interference": self.interference},
+               "stages": stages}
+        if set(self.sim_models) != {"optimistic"}:
+            out["sim"] = {"default": self.sim_default,
+                          **{k: m.to_dict() for k, m in self.sim_models.items()}}
+        return out

@@ -27,6 +27,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
+import time
 import warnings
 from collections.abc import Iterable
 from typing import Any
@@ -58,7 +59,11 @@ def make_executor(config: EngineConfig, program: ModelProgram, profile: CostProf
     if config.executor == "sim":
         from voxcli.engine.executors.sim import SimExecutor
 
-        return SimExecutor(program, profile, layout)
+        try:
+            model = profile.sim_model(config.sim_model)
+        except ValueError as e:
+            raise ConfigError(str(e)) from e
+        return SimExecutor(program, profile, layout, model=model, seed=config.seed)
     if config.executor == "cpu":
         from voxcli.engine.executors.cpu import CpuExecutor
 
@@ -218,7 +223,7 @@ class Engine:
                 stream._push(AudioChunk(ev.pcm, self.spec.sample_rate, ch.index, ev.t, ch.start * frame_s,
                                         ch.last))
             elif isinstance(ev, Ended):
-                stream._finish(ev.request.state.value, ev.request.reason)
+                stream._finish(ev.request.state.value, ev.request.reason, ev.request.retry_after)
                 with self._lock:
                     self._streams.pop(ev.request.id, None)
             elif isinstance(ev, Released) and ev.request.row is not None:
@@ -243,14 +248,27 @@ class Engine:
 
     def _run_virtual(self, until: float | None) -> None:
         ex, sched = self.executor, self.scheduler
+        # the sim may charge host time per scheduler call (its model says whether and how much)
+        charge = getattr(ex, "charge_host", None)
+        if charge is not None and getattr(getattr(ex, "model", None), "host", "free") == "free":
+            charge = None
+        clock = time.thread_time
         while True:
             now = ex.now()
             while self._arrivals and self._arrivals[0][0] <= now:
                 _, _, kind, payload = heapq.heappop(self._arrivals)
-                self._admit(kind, payload, now)
+                if charge is None:
+                    self._admit(kind, payload, now)
+                else:
+                    t0 = clock()
+                    self._admit(kind, payload, now)
+                    charge(clock() - t0, 0)
             if until is not None and now >= until:
                 return
-            self._step(now)
+            if charge is None:
+                self._step(now)
+            else:
+                self._step_charged(now, charge, clock)
             arrival = self._arrivals[0][0] if self._arrivals else None
             wake = [t for t in (sched.next_timer(now), arrival, until) if t is not None]
             if not self._in_flight() and not wake:
@@ -258,7 +276,25 @@ class Engine:
                     return
                 raise RuntimeError(f"engine stalled at t={now:.6f}: {len(sched.requests)} requests open, "
                                    f"nothing in flight and no timer (a scheduler bug)")
-            self._complete(ex.wait(min(wake) if wake else None))
+            completions = ex.wait(min(wake) if wake else None)
+            if charge is None:
+                self._complete(completions)
+            else:
+                for c in completions:
+                    t0 = clock()
+                    self._complete((c,))
+                    charge(clock() - t0, len(c.work.rows))
+
+    def _step_charged(self, now: float, charge: Any, clock: Any) -> None:
+        """`_step` on the sim with host time: the batches launch once the decision is made."""
+        free = [lane for lane in self.layout.lanes if not self.executor.busy(lane)]
+        if not free:
+            return
+        t0 = clock()
+        works = self.scheduler.decide(now, free)
+        charge(clock() - t0, sum(len(w.rows) for w in works))
+        for work in works:
+            self.executor.launch(work)
 
     def _pump(self) -> None:
         self.run()

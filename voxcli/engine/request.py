@@ -41,7 +41,7 @@ class RequestState(enum.Enum):
 _TERMINAL = frozenset({RequestState.DONE, RequestState.FAILED, RequestState.CANCELLED, RequestState.REJECTED})
 
 
-@dataclass
+@dataclass(slots=True)
 class ChunkRecord:
     """One delivered chunk, for metrics: when it was delivered and how much audio it carried."""
 
@@ -81,7 +81,7 @@ class Timeline:
         return sum(c.audio_s for c in self.chunks)
 
 
-@dataclass
+@dataclass(slots=True)
 class Chunk:
     """A dispatchable chunk: frames [start, end) of its request."""
 
@@ -106,12 +106,13 @@ class Chunk:
 
 class Request:
     """Engine-side record of one synthesis request. Owned by the scheduler; mutated only on the host
-    thread. `key` caches the LM slack key (slack = key - now) so decisions need no recomputation."""
+    thread. The LM slack key is computed on demand by the scheduler (`Scheduler._key`)."""
 
     __slots__ = ("id", "name", "synthesis", "prompt", "row", "state", "arrival", "timeline", "frames",
                  "n_frames", "schedule", "frame_s", "ttfa_target", "next_chunk", "next_start",
                  "gen_chunk", "gen_start", "gen_end", "chunk_inflight", "lm_inflight", "t_first_audio",
-                 "key", "pages", "slot", "reason", "user", "need_pages", "frame_cap", "next_end")
+                 "pages", "slot", "reason", "user", "need_pages", "frame_cap", "next_end", "retry_after",
+                 "next_event")
 
     def __init__(self, request_id: int, prompt: Prompt, arrival: float, schedule: ChunkSchedule,
                  frame_s: float, ttfa_target: float, synthesis: SynthesisRequest | None = None,
@@ -140,13 +141,15 @@ class Request:
         self.chunk_inflight = False
         self.lm_inflight = False
         self.t_first_audio: float | None = None
-        self.key = 0.0
         self.pages: list[int] = []
         self.slot = -1
         self.reason: str | None = None
         self.user = user  # engine-side handle (the AudioStream); opaque here
         self.need_pages = 0  # KV pages reserved at admission
         self.frame_cap = prompt.max_frames  # the LM is stopped here if the model has not stopped itself
+        self.retry_after: float | None = None  # a refusal's estimate of when a retry could be served
+        self.next_event = 0  # frame count at which a decode step has more to do than store the frame
+        self.refresh_event()
 
     # --- deadlines ---------------------------------------------------------------------------
     def deadline_of(self, start_frame: int) -> float:
@@ -156,6 +159,14 @@ class Request:
         base = self.t_first_audio if self.t_first_audio is not None else self.arrival + self.ttfa_target
         return base + start_frame * self.frame_s
 
+    def set_schedule(self, schedule: ChunkSchedule) -> None:
+        """Replace the chunk schedule (admission only: before the first frame)."""
+        if self.n_frames:
+            raise RuntimeError(f"request {self.id}: the chunk schedule is fixed once frames exist")
+        self.schedule = schedule
+        self.gen_end = self.next_end = schedule.size(0)
+        self.refresh_event()
+
     # --- frames ------------------------------------------------------------------------------
     def add_frame(self, frame: Any) -> None:
         self.frames.append(frame)
@@ -164,6 +175,14 @@ class Request:
             self.gen_chunk += 1
             self.gen_start = self.gen_end
             self.gen_end += self.schedule.size(self.gen_chunk)
+        self.refresh_event()
+
+    def refresh_event(self) -> None:
+        """Recompute `next_event` after gen_end, next_end, frame_cap or n_frames changed: the LM moves
+        on to a new chunk, finishes, or first completes the next chunk to hand to the codec (past that
+        frame the chunk is waiting or in flight, and the codec's completion advances it)."""
+        next_end = self.next_end if self.next_end > self.n_frames else self.frame_cap
+        self.next_event = min(self.gen_end, next_end, self.frame_cap)
 
     def ready_chunk_bounds(self) -> tuple[int, int, bool] | None:
         """(start, end, last) of the next chunk if it is ready to decode, else None."""

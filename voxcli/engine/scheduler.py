@@ -22,7 +22,9 @@ Decisions by policy (see `lanes.py` for how lanes share the device):
     running row are free for each request; with `admission = "deadline"` it is deferred while the
     smallest running slack is below its estimated duration, never `max_defer_s` or more in a row.
     Otherwise one decode step for the running rows: least slack first (deadline admission) or
-    admission order (prefill-first), up to the largest decode bucket.
+    admission order (prefill-first), up to the largest decode bucket. `admission = "ttfa-gate"` runs
+    the LM lane as deadline admission does (a deferral never costs the head request its own TTFA) and
+    refuses at `add` what would miss its TTFA target (voxcli/engine/admission.py).
   Rows: a request whose prompt has `width` w (a CFG pair: 2 sequences in every forward pass) is one
     Request but w rows: it counts w toward `max_running`, `max_prefill_batch`, the largest decode
     bucket and the bucket of every LM batch holding it, and is never split across batches (its rows
@@ -50,23 +52,25 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from heapq import merge
 from itertools import islice
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
 from voxcli.config import EngineConfig
+from voxcli.engine import admission
 from voxcli.engine.codec_slots import CodecSlotTable
 from voxcli.engine.estimates import LatencyEstimator
 from voxcli.engine.executors.base import Completion, LaneName, Work
 from voxcli.engine.kv_cache import KVPagePool
 from voxcli.engine.lanes import LaneLayout, lane_layout
 from voxcli.engine.request import Chunk, ChunkRecord, Request, RequestState
-from voxcli.models.base import CodecItem, ModelSpec, Prompt, Row, SynthesisRequest
+from voxcli.models.base import CodecItem, ModelSpec, Prompt, Row, StepOutput, SynthesisRequest
 
 S = RequestState
 
 
-@dataclass
+@dataclass(slots=True)
 class Delivered:
     """A chunk's PCM is ready for the user."""
 
@@ -76,7 +80,7 @@ class Delivered:
     t: float
 
 
-@dataclass
+@dataclass(slots=True)
 class Ended:
     """A request reached a terminal state (done, failed, cancelled, rejected); see request.state/reason."""
 
@@ -84,7 +88,7 @@ class Ended:
     t: float
 
 
-@dataclass
+@dataclass(slots=True)
 class Released:
     """A request's pages and slot went back to the pools (the program may drop its per-row state)."""
 
@@ -113,7 +117,8 @@ class Scheduler:
         self.slots = CodecSlotTable(config.codec_slots)
         self.frame_s = spec.frame_seconds
         self.policy = config.policy
-        self.deadline_admission = config.admission == "deadline"
+        self.deadline_admission = config.admission in ("deadline", "ttfa-gate")
+        self.gate = admission.TtfaGate() if config.admission == "ttfa-gate" else None
         self.margin = config.urgent_margin_s
         self.max_urgent = max(config.urgent_buckets)
         self.max_background = max(config.background_buckets)
@@ -131,6 +136,14 @@ class Scheduler:
         self.busy: dict[str, bool] = {lane: False for lane in self.layout.lanes}
         self.defer_since: float | None = None
         self._sync_codec_turn = False
+        self._key_step = estimator.decode_step(1)
+        self._key_codec1 = estimator.codec("urgent" if self.policy == "full" else "background", 1)
+        self._ended_in_lm: set[int] = set()  # requests that ended while an LM batch held them
+        self._decode_all = False  # a decode step of every running row is in flight
+        # background batch threshold B; with adaptive_batching it follows the lane's measured load
+        self._bg_min = config.background_min_batch
+        self._bg_load = 0.0  # exponential average of the background lane's busy fraction
+        self._bg_last = 0.0  # when its previous batch finished
 
     # ------------------------------------------------------------------ requests in and out
     def new_request(self, request_id: int, prompt: Prompt, arrival: float,
@@ -139,6 +152,7 @@ class Scheduler:
         r = Request(request_id, prompt, arrival, schedule, self.frame_s, self.config.ttfa_target_s,
                     synthesis, user)
         r.frame_cap = min(prompt.max_frames, self.config.max_frames)
+        r.refresh_event()
         return r
 
     def add(self, r: Request, now: float) -> list[Event]:
@@ -157,6 +171,13 @@ class Scheduler:
                              f"the request needs {r.need_pages} KV pages of {self.kv.page_size} positions "
                              f"but the pool has only {self.kv.num_pages}; shorten the text, lower max_frames "
                              f"or raise kv_pages")
+        if self.gate is not None:
+            verdict = self.gate.predict(self, r, now)
+            if not verdict.admit:
+                r.retry_after = verdict.retry_after
+                return self._end(r, S.REJECTED, now, verdict.reason)
+            if verdict.first_chunk is not None:
+                r.set_schedule(admission.urgent_schedule(r.schedule, verdict.first_chunk))
         if len(self.waiting) >= self.config.max_queue:
             return self._end(r, S.REJECTED, now,
                              f"the queue is full ({self.config.max_queue} requests waiting); retry later or "
@@ -245,8 +266,8 @@ class Scheduler:
             admit = True
             if self.deadline_admission and self.decoding:
                 est = self.est.prefill(sum(r.prompt.length * r.prompt.width for r in cands), _rows(cands))
-                min_slack = min(r.key for r in self.decoding.values()) - now
-                if min_slack < est:
+                min_slack = min(map(self._key, self.decoding.values())) - now
+                if min_slack < est and (self.gate is None or self.gate.may_defer(self, cands[0], est, now)):
                     if self.defer_since is None:
                         self.defer_since = now
                     if now - self.defer_since < self.config.max_defer_s:
@@ -281,22 +302,26 @@ class Scheduler:
 
     def _launch_decode(self, now: float) -> Work:
         if self.decoding_rows <= self.max_decode:
+            # every running row: `_decode_all` stands for their lm_inflight flags (no per-row writes;
+            # `_end` sets the flag of a row that ends while the step runs)
             reqs = list(self.decoding.values())
-        else:
-            # Fill the largest bucket in priority order; a pair that no longer fits waits for the next
-            # step whole (the first in order always fits: add() rejects widths above the bucket).
-            order: Iterable[Request] = (sorted(self.decoding.values(), key=lambda r: (r.key, r.id))
-                                        if self.deadline_admission else self.decoding.values())
-            reqs, rows = [], 0
-            for r in order:
-                if rows + r.prompt.width <= self.max_decode:
-                    reqs.append(r)
-                    rows += r.prompt.width
-                    if rows == self.max_decode:
-                        break
+            self._decode_all = True
+            return Work(lane="lm", stage="decode", rows=list(map(_row_of, reqs)),
+                        bucket=bucket_for(self.decoding_rows, self.config.decode_buckets), tag=reqs)
+        # Fill the largest bucket in priority order; a pair that no longer fits waits for the next
+        # step whole (the first in order always fits: add() rejects widths above the bucket).
+        order: Iterable[Request] = (sorted(self.decoding.values(), key=lambda r: (self._key(r), r.id))
+                                    if self.deadline_admission else self.decoding.values())
+        reqs, rows = [], 0
+        for r in order:
+            if rows + r.prompt.width <= self.max_decode:
+                reqs.append(r)
+                rows += r.prompt.width
+                if rows == self.max_decode:
+                    break
         for r in reqs:
             r.lm_inflight = True
-        return Work(lane="lm", stage="decode", rows=[r.row for r in reqs],
+        return Work(lane="lm", stage="decode", rows=list(map(_row_of, reqs)),
                     bucket=bucket_for(_rows(reqs), self.config.decode_buckets), tag=reqs)
 
     # --- codec lanes
@@ -358,10 +383,22 @@ class Scheduler:
         else:
             batch = self._all_in_order(self.max_background)
             force = bool(self._firsts) or self._urgent_prefix(now) > 0
-        if not (force or len(batch) >= self.config.background_min_batch
+        if not (force or len(batch) >= self._bg_min
                 or now >= self._background_trigger(batch) or self._lm_has_nothing_left()):
             return None
         return self._launch_codec("background", batch, now, self.config.background_buckets)
+
+    def _adapt_background(self, c: Completion) -> None:
+        """Adaptive batching: B follows the background lane's load. Busy most of the time, it waits
+        for bigger batches (one fixed launch cost per batch, and the lane drains faster); mostly idle,
+        it keeps the configured B (a chunk never waits for company it does not need). The deadline
+        trigger still launches any batch that would otherwise be late."""
+        gap = max(c.finished - self._bg_last, c.finished - c.started, 1e-9)
+        self._bg_last = c.finished
+        busy = (c.finished - c.started) / gap
+        self._bg_load = 0.8 * self._bg_load + 0.2 * min(1.0, busy)
+        b0 = self.config.background_min_batch
+        self._bg_min = max(b0, round(b0 + (self.max_background - b0) * max(0.0, self._bg_load - 0.5) * 2))
 
     def _background_trigger(self, batch: list[Chunk]) -> float:
         """Latest launch time at which the batch still ends before its earliest chunk turns urgent."""
@@ -380,16 +417,21 @@ class Scheduler:
     def _launch_codec(self, lane: LaneName, chunks: list[Chunk], now: float,
                       buckets: tuple[int, ...]) -> Work:
         items: list[CodecItem] = []
-        frames = 0
+        flat: list[Any] = []  # every frame of the batch: one array build, then a view per chunk
         for ch in chunks:
             r = ch.request
             self._unpend(ch)
             r.chunk_inflight = True
             ch.t_dispatched = now
             ch.lane = lane
-            codes = np.stack(r.frames[ch.start:ch.end]) if ch.end > ch.start else self.empty_codes
-            items.append(CodecItem(slot=r.slot, codes=codes, first=ch.index == 0, last=ch.last))
-            frames += ch.frames
+            flat += r.frames[ch.start:ch.end]
+        codes_all = np.array(flat) if flat else self.empty_codes
+        frames = 0
+        for ch in chunks:
+            n = ch.end - ch.start
+            codes = codes_all[frames:frames + n] if n > 0 else self.empty_codes
+            items.append(CodecItem(slot=ch.request.slot, codes=codes, first=ch.index == 0, last=ch.last))
+            frames += n
         return Work(lane=lane, stage="codec", rows=items, bucket=bucket_for(len(items), buckets), tag=chunks,
                     frames=frames)
 
@@ -413,7 +455,12 @@ class Scheduler:
     def complete(self, c: Completion) -> list[Event]:
         work = c.work
         self.busy[work.lane] = False
+        if self.gate is not None and c.error is None:
+            self.gate.observe(self, work.stage, work.lane, work.bucket, work.tokens, work.frames,
+                              c.finished - c.started)
         if work.stage == "codec":
+            if work.lane == "background" and self.config.adaptive_batching:
+                self._adapt_background(c)
             return self._complete_codec(c)
         return self._complete_lm(c)
 
@@ -422,8 +469,11 @@ class Scheduler:
         reqs: list[Request] = work.tag
         events: list[Event] = []
         now = c.finished
-        if work.stage == "prefill":
+        prefill = work.stage == "prefill"
+        if prefill:
             self.prefilling -= _rows(reqs)
+        else:
+            self._decode_all = False
         if c.error is not None or c.result is None or len(c.result) != len(reqs):
             reason = _stage_reason(work.stage, c)
             for r in reqs:
@@ -433,36 +483,61 @@ class Scheduler:
                 else:
                     events += self._end(r, S.FAILED, now, reason)
             return events
-        step = self.est.decode_step(self.decoding_rows + _rows(reqs) * (work.stage == "prefill"))
-        codec1 = self.est.codec("urgent" if self.policy == "full" else "background", 1)
-        prefill = work.stage == "prefill"
-        requests = self.requests
-        for r, out in zip(reqs, c.result, strict=True):
-            r.lm_inflight = False
-            if r.id not in requests:  # cancelled or failed while the batch ran
-                events += self._maybe_release(r)
-                continue
-            if isinstance(out, BaseException):  # a per-row error: this request alone fails
-                events += self._end(r, S.FAILED, now, f"the {work.stage} stage failed: {_describe(out)}")
-                continue
-            if prefill:
-                r.state = S.DECODE
-                r.timeline.status = S.DECODE.value
-                self.decoding[r.id] = r
-                self.decoding_rows += r.prompt.width
-            if out.frame is not None:
-                if r.n_frames == 0:
-                    r.timeline.first_frame = now
-                r.add_frame(out.frame)
-            if out.done or r.n_frames >= r.frame_cap:
-                self._lm_finished(r)
-            else:
-                r.key = r.deadline_of(r.gen_start) - (r.gen_end - r.n_frames) * step - codec1
-            # cheap test first: most steps complete no chunk
-            if (r.n_frames >= r.next_end or r.state is S.DRAINING) and not r.chunk_inflight \
-                    and r.id not in self.pending:
-                events += self._advance_chunks(r, now)
+        # slack keys are computed on demand (`_key`) from the step estimate of the latest LM step
+        self._key_step = self.est.decode_step(self.decoding_rows + (_rows(reqs) if prefill else 0))
+        rows = zip(reqs, c.result, strict=True)
+        if not prefill and not self._ended_in_lm:
+            rows = self._fast_rows(reqs, c.result)
+        self._ended_in_lm.clear()
+        for r, out in rows:
+            events += self._lm_row(r, out, now, work.stage)
         return events
+
+    def _fast_rows(self, reqs: list[Request], results: list) -> list[tuple[Request, Any]]:
+        """The hot path of a decode step (every running row, once per LM step): a row whose new frame
+        completes nothing (no chunk ready, no new chunk under generation, not finished) only stores
+        its frame; the others are returned for `_lm_row`. Only valid when no row ended in flight."""
+        slow: list[tuple[Request, Any]] = []
+        step_cls = StepOutput
+        for r, out in zip(reqs, results, strict=True):
+            if out.__class__ is step_cls and not out.done:
+                frame = out.frame
+                if frame is not None:
+                    n = r.n_frames + 1
+                    if 1 < n < r.next_event:
+                        r.frames.append(frame)
+                        r.n_frames = n
+                        continue
+            slow.append((r, out))
+        return slow
+
+    def _lm_row(self, r: Request, out: Any, now: float, stage: str) -> list[Event]:
+        """One row's result of an LM batch (prefill or decode)."""
+        r.lm_inflight = False
+        if r.id not in self.requests:  # cancelled or failed while the batch ran
+            return self._maybe_release(r)
+        if isinstance(out, BaseException):  # a per-row error: this request alone fails
+            return self._end(r, S.FAILED, now, f"the {stage} stage failed: {_describe(out)}")
+        if stage == "prefill":
+            r.state = S.DECODE
+            r.timeline.status = S.DECODE.value
+            self.decoding[r.id] = r
+            self.decoding_rows += r.prompt.width
+        if out.frame is not None:
+            if r.n_frames == 0:
+                r.timeline.first_frame = now
+            r.add_frame(out.frame)
+        if out.done or r.n_frames >= r.frame_cap:
+            self._lm_finished(r)
+        if (r.n_frames >= r.next_end or r.state is S.DRAINING) and not r.chunk_inflight \
+                and r.id not in self.pending:
+            return self._advance_chunks(r, now)
+        return []
+
+    def _key(self, r: Request) -> float:
+        """LM slack key (slack = key - now): the deadline of the chunk under generation, less the
+        decode steps its remaining frames need and a one-chunk codec call."""
+        return r.deadline_of(r.gen_start) - (r.gen_end - r.n_frames) * self._key_step - self._key_codec1
 
     def _lm_finished(self, r: Request) -> None:
         r.state = S.DRAINING
@@ -513,6 +588,8 @@ class Scheduler:
             if ch.index == 0:
                 r.t_first_audio = now
                 r.timeline.first_audio = now
+                if self.gate is not None:
+                    self.gate.first_audio(r, now)
             events.append(Delivered(r, ch, pcm, now))
             r.next_chunk += 1
             r.next_start = ch.end
@@ -520,10 +597,7 @@ class Scheduler:
             if ch.last:
                 events += self._end(r, S.DONE, now, None)
                 continue
-            if ch.index == 0 and r.state is S.DECODE:
-                # the real playback clock is known now: re-key the request's slack on it
-                if r.gen_start > 0:
-                    r.key += now - (r.arrival + r.ttfa_target)
+            r.refresh_event()
             events += self._advance_chunks(r, now)
         return events
 
@@ -534,6 +608,10 @@ class Scheduler:
                 self.waiting.remove(r)
             except ValueError:
                 pass  # a rejected request never entered the queue
+        if self._decode_all and r.id in self.decoding:
+            r.lm_inflight = True  # it is in the decode step now running (see _launch_decode)
+        if r.lm_inflight:
+            self._ended_in_lm.add(r.id)
         if self.decoding.pop(r.id, None) is not None:
             self.decoding_rows -= r.prompt.width
         if r.id in self.pending:
@@ -541,6 +619,8 @@ class Scheduler:
         self.requests.pop(r.id, None)
         r.state = state
         r.reason = reason
+        if self.gate is not None:
+            self.gate.forget(r)
         tl = r.timeline
         tl.status, tl.reason, tl.finished, tl.frames = state.value, reason, now, r.n_frames
         events: list[Event] = [Ended(r, now)]
@@ -560,6 +640,9 @@ class Scheduler:
             self.slots.release(r.slot, r.id)
             r.slot = -1
         return [Released(r)] if had else []
+
+
+_row_of = attrgetter("row")
 
 
 def _rows(reqs: Iterable[Request]) -> int:

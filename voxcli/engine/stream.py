@@ -69,6 +69,7 @@ class AudioStream:
         self._read = 0
         self._status = "queued"
         self._reason: str | None = None
+        self.retry_after: float | None = None  # set on a refusal when the admission estimated one
 
     # --- engine side (host thread) -----------------------------------------------------------
     def _push(self, chunk: AudioChunk) -> None:
@@ -78,11 +79,11 @@ class AudioStream:
                 self._status = "streaming"
             self._cond.notify_all()
 
-    def _finish(self, status: str, reason: str | None) -> None:
+    def _finish(self, status: str, reason: str | None, retry_after: float | None = None) -> None:
         with self._cond:
             if self._status in _DONE_STATES:
                 return
-            self._status, self._reason = status, reason
+            self._status, self._reason, self.retry_after = status, reason, retry_after
             self._cond.notify_all()
 
     # --- user side -----------------------------------------------------------------------------
@@ -106,7 +107,7 @@ class AudioStream:
         if self._status == "failed":
             raise RequestFailed(f"request {self.request_id} failed: {self._reason}")
         if self._status == "rejected":
-            raise RequestRejected(f"request {self.request_id} was refused: {self._reason}")
+            raise RequestRejected(f"request {self.request_id} was refused: {self._reason}", self.retry_after)
         if self._status == "cancelled" and cancelled_raises:
             raise RequestCancelled(f"request {self.request_id} was cancelled ({self._reason})")
 

@@ -9,14 +9,28 @@ frames)`. Lanes run concurrently:
     slows whatever it overlaps by the same factor;
   - `sync` serializes: launching on a second lane while one is busy is a scheduler bug and raises.
 Progress is tracked as remaining solo-seconds per lane and re-rated whenever the set of running lanes
-changes, so a batch that overlaps another only for part of its life is slowed only for that part."""
+changes, so a batch that overlaps another only for part of its life is slowed only for that part.
+
+The profile's sim model (`CostProfile.sim_model`, chosen by `config.sim_model`) adds, each on its own
+flag (the "optimistic" model has none of them and is the description above, exactly):
+  - urgent_contention: the urgent lane is slowed by `interference` too while it overlaps another lane
+    (stream priority orders block launches; it does not preempt the partitions' resident blocks);
+  - bandwidth_sharing: each running batch spends the fraction f = bytes / bandwidth / solo time of its
+    life streaming memory; while it does, each other lane streams a fraction f_j of the time and they
+    split the bandwidth, so a lane is slowed by 1 + f * sum(f_j) on top of the rest;
+  - noise_sigma: each batch's solo time is the table's times lognormal(mean 1, sigma), seeded;
+  - host: scheduler calls take host time (`charge_host`): the virtual clock moves on while the device
+    keeps running, and completions that land meanwhile are only seen after it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from typing import Any
 
-from voxcli.engine.cost import CostProfile
+import numpy as np
+
+from voxcli.engine.cost import CostProfile, SimModel
 from voxcli.engine.executors.base import Completion, Executor, LaneName, Work
 from voxcli.engine.executors.stages import run_work
 from voxcli.engine.lanes import LaneLayout
@@ -32,24 +46,30 @@ class _Running:
     remaining: float  # solo seconds left
     result: list[Any] | None
     error: BaseException | None
+    mem_frac: float = 0.0  # share of its solo time spent streaming memory (bandwidth model)
 
 
 class SimExecutor(Executor):
     realtime = False
 
-    def __init__(self, program: ModelProgram, profile: CostProfile, layout: LaneLayout, start: float = 0.0):
+    def __init__(self, program: ModelProgram, profile: CostProfile, layout: LaneLayout, start: float = 0.0,
+                 model: SimModel | None = None, seed: int = 0):
         self.program = program
         self.profile = profile
         self.layout = layout
+        self.model = model or profile.sim_model()
+        self._rng = np.random.default_rng(seed)
         self._t = start
         self._running: dict[str, _Running] = {}
+        self._seen: list[Completion] = []  # finished while the host was busy, not yet handed back
         self.launches = 0
+        self.host_s = 0.0  # host time charged so far
 
     def now(self) -> float:
         return self._t
 
     def busy(self, lane: LaneName) -> bool:
-        return lane in self._running
+        return lane in self._running or any(c.work.lane == lane for c in self._seen)
 
     def duration(self, work: Work) -> float:
         """Solo duration of `work` on its lane (no interference)."""
@@ -71,22 +91,59 @@ class SimExecutor(Executor):
             result = run_work(self.program, work)
         except Exception as e:  # the stage's failure belongs to its requests, not to the device
             error = e
-        self._running[work.lane] = _Running(work, self._t, self.duration(work), result, error)
+        solo = self.duration(work)
+        m = self.model
+        if m.noise_sigma > 0:  # mean-1 lognormal: the table stays right on average
+            solo *= math.exp(self._rng.normal(-0.5 * m.noise_sigma ** 2, m.noise_sigma))
+        mem = 0.0
+        if m.bandwidth_sharing and solo > 0:
+            moved = self.profile.bytes_moved(work.stage, work.bucket, work.frames)
+            mem = min(1.0, moved / (m.bandwidth_gbs * 1e9) / solo)
+        self._running[work.lane] = _Running(work, self._t, solo, result, error, mem)
         self.launches += 1
 
     def _slowdown(self, lane: str) -> float:
-        if len(self._running) < 2 or lane == self.layout.priority_lane:
+        if len(self._running) < 2:
             return 1.0
-        for other in self._running:
-            if other != lane and self.layout.overlaps(lane, other):
-                return self.profile.interference
-        return 1.0
+        slow = 1.0
+        if lane != self.layout.priority_lane or self.model.urgent_contention:
+            for other in self._running:
+                if other != lane and self.layout.overlaps(lane, other):
+                    slow = self.profile.interference
+                    break
+        if self.model.bandwidth_sharing:
+            others = sum(r.mem_frac for other, r in self._running.items() if other != lane)
+            slow *= 1.0 + self._running[lane].mem_frac * others
+        return slow
+
+    def charge_host(self, measured_s: float, rows: int = 0) -> float:
+        """The host spent time on a scheduler call (`measured_s` of thread CPU time, over `rows` rows):
+        advance the clock by what the sim model charges for it; the device keeps running meanwhile.
+        Returns the seconds charged."""
+        m = self.model
+        if m.host == "free":
+            return 0.0
+        dt = measured_s if m.host == "measured" else (m.host_call_us + m.host_row_us * rows) * 1e-6
+        if dt <= 0:
+            return 0.0
+        self.host_s += dt
+        end = self._t + dt
+        while self._running and self._t < end:
+            self._seen += self._advance(end)
+        self._t = max(self._t, end)
+        return dt
 
     def wait(self, until: float | None) -> list[Completion]:
+        if self._seen:  # the host notices these only now: the lane stayed idle until this moment
+            seen, self._seen = self._seen, []
+            return [replace(c, finished=max(c.finished, self._t)) for c in seen]
         if not self._running:
             if until is not None and until > self._t:
                 self._t = until
             return []
+        return self._advance(until)
+
+    def _advance(self, until: float | None) -> list[Completion]:
         slow = {lane: self._slowdown(lane) for lane in self._running}
         t_next = min(self._t + run.remaining * slow[lane] for lane, run in self._running.items())
         if until is not None and until < t_next:

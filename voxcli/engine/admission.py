@@ -1,0 +1,252 @@
+"""TTFA-gated admission (`admission = "ttfa-gate"`): refuse at submit what cannot meet the SLO.
+
+Past capacity a queue that takes everything serves nobody well: every request waits, so every TTFA is
+lost (the paper's admission policies both collapse there). The gate predicts, from the latency
+estimator and the scheduler's state at the moment a request arrives, the request's time to first audio:
+
+    TTFA = LM wait + prefill + first-chunk frames x decode step + codec wait + first-chunk codec
+
+  LM wait       the batch now on the LM lane (one decode step), the prefill batches of the requests
+                queued ahead (each followed by a decode step: deadline-aware admission interleaves
+                them), and, when no decode row (or KV pages) would be free for it, the time until
+                enough running requests finish (their frames left x the decode step);
+  decode step   at the number of rows that will be running then (the ones running and queued + it);
+  codec wait    the first chunks already waiting for the urgent lane, in batches of its largest bucket.
+
+It refuses a request whose predicted TTFA exceeds the target, and also while the codec is behind:
+when the continuation chunks already waiting need longer to decode (background batches of the largest
+bucket, one after another) than the earliest of them has slack, a new request would only add stalls.
+The queue is thereby bounded by predicted wait, not by count (`max_queue` stays as a backstop).
+A refusal says which bound missed and by how much; `retry_after` is the excess (seconds after which
+the same prediction, with the backlog served at the estimated rate, would fit).
+
+The gate only decides admission; the LM lane then runs exactly as deadline-aware admission does.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from voxcli.config import ChunkSchedule
+
+if TYPE_CHECKING:
+    from voxcli.engine.request import Request
+    from voxcli.engine.scheduler import Scheduler
+
+
+@dataclass(frozen=True)
+class Verdict:
+    admit: bool
+    predicted_ttfa: float
+    reason: str = ""
+    retry_after: float | None = None
+    first_chunk: int | None = None  # urgency chunking: the first-chunk size chosen for this request
+
+
+def resource_wait(sched: Scheduler, r: Request, now: float, step: float) -> tuple[float, str]:
+    """Seconds until a decode row, KV pages and a codec slot are free for `r` after the queue ahead of
+    it took theirs (inf when they never are). Rows and pages come back when a running request's LM
+    finishes (its frames left x the decode step); a codec slot when its last chunk is decoded, which
+    the background lane does close to that chunk's playback deadline (the end of its audio, less the
+    urgent margin). A request's length is its fixed length when it has one (the bench, the sim), else
+    its frame cap (pessimistic for a model that stops early). Returns (seconds, which resource binds)."""
+    cfg, queued = sched.config, list(sched.waiting)
+    running = list(sched.decoding.values())
+    wait, what = 0.0, ""
+    rows_short = sched.decoding_rows + sched.prefilling + sum(q.prompt.width for q in queued) \
+        + r.prompt.width - cfg.max_running
+    pages_short = sum(q.need_pages for q in queued) + r.need_pages - sched.kv.free
+    if rows_short > 0 or pages_short > 0:
+        by_finish = sorted(running, key=lambda q: _frames(q) - q.n_frames)
+        k, freed = max(rows_short, 0), 0
+        if pages_short > 0:  # count finishing requests until their pages cover the shortfall
+            j = 0
+            while j < len(by_finish) and freed < pages_short:
+                freed += len(by_finish[j].pages)
+                j += 1
+            k = max(k, j if freed >= pages_short else len(by_finish) + 1)
+        what = "decode rows / KV pages"
+        if k > len(by_finish):
+            # more than every running request frees: the queue ahead runs in waves after them, each
+            # as long as its average request
+            if not queued:
+                return math.inf, what  # nothing will ever free enough (the request alone is too big)
+            last = (_frames(by_finish[-1]) - by_finish[-1].n_frames) * step if by_finish else 0.0
+            per_wave = max(1, cfg.max_running // max(1, max(q.prompt.width for q in queued)))
+            mean = sum(_frames(q) for q in queued) / len(queued) * step
+            wait = last + math.ceil((k - len(by_finish)) / per_wave) * mean
+        elif k > 0:
+            wait = (_frames(by_finish[k - 1]) - by_finish[k - 1].n_frames) * step
+    slots_short = len(queued) + 1 - sched.slots.free
+    if slots_short > 0:
+        holders = [q for q in sched.requests.values() if q.slot >= 0]
+        if not holders:
+            return math.inf, "codec slots"
+        steady, margin = sched.config.chunk.steady, sched.margin
+        # more short than there are holders: at least until the last one frees (a lower bound)
+        ends = heapq.nsmallest(min(slots_short, len(holders)),
+                               (q.deadline_of(max(0, _frames(q) - steady)) - margin for q in holders))
+        if ends[-1] - now > wait:
+            wait, what = ends[-1] - now, "codec slots"
+    return max(wait, 0.0), what
+
+
+class TtfaGate:
+    """The gate's state: per stage, how much slower the device has been than the estimator says
+    (measured / estimated, an exponential average over completed batches). Contention, noise and host
+    time on the device (or in the honest sim) make the table optimistic; predictions are scaled by
+    these ratios, never below 1, so the gate refuses what the *observed* device would serve too late."""
+
+    WEIGHT = 0.05  # exponential-average weight of one completed batch
+    WINDOW_S = 2.0  # admitted requests whose first audio came this recently set the safety factor ...
+    MIN_SAMPLES = 16  # ... once there are this many (else 1: an idle or new engine has no history)
+    QUANTILE = 0.95  # ... at this quantile: the gate aims at 95% of the admitted meeting the target
+
+    def __init__(self) -> None:
+        self.ratio = {"decode": 1.0, "prefill": 1.0, "codec": 1.0}
+        self.predicted: dict[int, float] = {}  # request id -> its predicted TTFA (admitted, no audio yet)
+        self.errors: deque[tuple[float, float]] = deque()  # (time, measured / predicted TTFA)
+        self.safety = 1.0
+
+    def first_audio(self, r: Request, now: float) -> None:
+        """An admitted request got its first audio: how far off was its prediction?"""
+        pred = self.predicted.pop(r.id, None)
+        if pred is not None and pred > 0:
+            self.errors.append((now, (now - r.arrival) / pred))
+        self._refresh(now)
+
+    def _refresh(self, now: float) -> None:
+        errors = self.errors
+        while errors and errors[0][0] < now - self.WINDOW_S:
+            errors.popleft()
+        if len(errors) < self.MIN_SAMPLES:
+            self.safety = 1.0
+            return
+        xs = sorted(e for _, e in errors)
+        self.safety = max(1.0, xs[min(len(xs) - 1, int(self.QUANTILE * len(xs)))])
+
+    def forget(self, r: Request) -> None:
+        self.predicted.pop(r.id, None)
+
+    def observe(self, sched: Scheduler, stage: str, lane: str, bucket: int, tokens: int, frames: int,
+                seconds: float) -> None:
+        est = sched.est
+        if stage == "decode":
+            base = est.decode_step(bucket)
+        elif stage == "prefill":
+            base = est.prefill(tokens, bucket)
+        else:
+            base = est.codec(lane, bucket, frames)
+        if base > 0 and seconds > 0:
+            w = self.WEIGHT
+            self.ratio[stage] = (1 - w) * self.ratio[stage] + w * (seconds / base)
+
+    def scale(self, stage: str) -> float:
+        return max(1.0, self.ratio[stage])
+
+    def predict(self, sched: Scheduler, r: Request, now: float) -> Verdict:
+        cfg, est = sched.config, sched.est
+        k_dec, k_pre, k_codec = self.scale("decode"), self.scale("prefill"), self.scale("codec")
+        queued = len(sched.waiting)
+        running = sched.decoding_rows + sched.prefilling  # rows: a CFG pair counts its width
+        rows_then = min(cfg.max_running, running + sum(q.prompt.width for q in sched.waiting)
+                        + r.prompt.width)
+        buckets = cfg.decode_buckets  # a step costs its padded batch
+        step = est.decode_step(_bucket(rows_then, buckets)) * k_dec
+        step_now = est.decode_step(_bucket(sched.decoding_rows, buckets)) * k_dec
+
+        # LM wait: the batch in flight, the prefills ahead (each interleaved with a decode step), and a
+        # wait for decode rows, KV pages and codec slots when the queue ahead takes the free ones
+        ahead_tokens = sum(q.prompt.length * q.prompt.width for q in sched.waiting)
+        running_ahead = sum(q.prompt.width for q in sched.waiting)
+        batches = math.ceil(running_ahead / cfg.max_prefill_batch)
+        lm_wait = step_now if sched.decoding or sched.prefilling else 0.0
+        if batches:
+            lm_wait += est.prefill(ahead_tokens, max(1, running_ahead)) * k_pre + batches * step_now
+        res_wait, res_what = resource_wait(sched, r, now, step_now)
+        lm_wait = max(lm_wait, res_wait)
+
+        codec_lane = "urgent" if sched.policy == "full" else "background"
+        max_first = sched.max_urgent if sched.policy == "full" else sched.max_background
+        firsts = len(sched._firsts)
+        codec_wait = math.ceil(firsts / max_first) * est.codec(codec_lane, max_first) if firsts else 0.0
+        base = lm_wait + est.prefill(r.prompt.length * r.prompt.width, r.prompt.width) * k_pre \
+            + codec_wait * k_codec
+        target = r.ttfa_target
+        if self.errors and self.errors[0][0] < now - self.WINDOW_S:
+            self._refresh(now)
+
+        def ttfa_with(first: int) -> float:  # raw prediction with a first chunk of `first` frames
+            return base + first * step + est.codec(codec_lane, 1, first) * k_codec
+
+        first = r.schedule.size(0)
+        chosen = None
+        if cfg.urgency_chunking:
+            # the largest first chunk the slack allows (fewer, bigger codec calls), halving down to 1
+            f = first
+            while f > 1 and ttfa_with(f) * self.safety > target:
+                f //= 2
+            if f != first:
+                chosen = first = f
+        raw = ttfa_with(first)
+        ttfa = raw * self.safety
+        if ttfa > target:
+            why = f"{queued} queued ahead, {running} running"
+            if res_wait >= lm_wait and res_what:
+                why += f", waiting {res_wait * 1e3:.0f} ms for free {res_what}"
+            retry = None if math.isinf(ttfa) else ttfa - target
+            shown = "unbounded" if math.isinf(ttfa) else f"{ttfa * 1e3:.0f} ms"
+            return Verdict(False, ttfa, f"overloaded: predicted time to first audio {shown} exceeds the "
+                                        f"{target * 1e3:.0f} ms target ({why}); retry later", retry)
+        behind = codec_behind(sched, now) * k_codec
+        if behind > 0:
+            return Verdict(False, ttfa, f"overloaded: the codec is {behind * 1e3:.0f} ms behind its "
+                                        f"playback deadlines; retry later", behind)
+        self.predicted[r.id] = raw
+        return Verdict(True, ttfa, first_chunk=chosen)
+
+    def may_defer(self, sched: Scheduler, head: Request, prefill_s: float, now: float) -> bool:
+        """Deadline-aware deferral of the head prefill, bounded by the head's own TTFA: defer only while
+        the head could still be prefilled after one more deferral window and meet its target."""
+        rows = sched.decoding_rows + head.prompt.width
+        step = sched.est.decode_step(_bucket(rows, sched.config.decode_buckets)) * self.scale("decode")
+        need = prefill_s * self.scale("prefill") + head.schedule.size(0) * step \
+            + sched.est.codec("urgent" if sched.policy == "full" else "background", 1) * self.scale("codec")
+        return now + prefill_s + need <= head.arrival + head.ttfa_target
+
+
+def urgent_schedule(schedule: ChunkSchedule, first: int) -> ChunkSchedule:
+    """A first chunk of `first` frames, then chunks doubling in size up to the steady size."""
+    ramp, n = [], first * 2
+    while n < schedule.steady:
+        ramp.append(n)
+        n *= 2
+    return ChunkSchedule(first=first, ramp=tuple(ramp), steady=schedule.steady)
+
+
+def _frames(r: Request) -> int:
+    """Frames the request will have in all: its fixed length if known, else its cap."""
+    fixed = r.prompt.fixed_frames
+    return r.frame_cap if fixed is None else min(fixed, r.frame_cap)
+
+
+def _bucket(n: int, buckets: tuple[int, ...]) -> int:
+    return next((b for b in buckets if b >= n), max(n, 1))
+
+
+def codec_behind(sched: Scheduler, now: float) -> float:
+    """How far (seconds) the waiting continuation chunks overrun their deadlines when decoded back to
+    back in the largest background batches, in deadline order (0 = the codec keeps up)."""
+    order = sched._order
+    if not order or sched.policy not in ("full", "lanes"):
+        return 0.0
+    big = sched.max_background
+    t_batch = sched.est.codec("background", big)
+    worst = 0.0
+    for k in range(0, len(order), big):  # batch k ends (k/big + 1) batches from now
+        worst = max(worst, (k // big + 1) * t_batch - (order[k][0] - now))
+    return worst
