@@ -149,8 +149,11 @@ def test_disconnect_cancels_and_frees_pages_and_slots(server):
     assert wait_until(lambda: service.active == 0, timeout=2.0)
 
 
-def test_forced_full_admission_is_503_with_retry_after():
-    service = sim_service("max_running=1", "max_queue=1")
+@pytest.mark.parametrize(("admission", "reason"), [("ttfa-gate", "ttfa_gate"), ("deadline", "queue_full")])
+def test_forced_full_admission_is_503_with_retry_after(admission, reason):
+    """Whichever admission refuses (the TTFA gate's prediction, or a full queue), the answer is the same
+    503 with Retry-After and a JSON sentence."""
+    service = sim_service(f"admission={admission}", "max_running=1", "max_queue=1")
     results: list[httpx.Response] = []
     lock = threading.Lock()
     body = {"model": MODEL, "input": "Busy now.", "fixed_frames": 300, "response_format": "pcm"}
@@ -179,9 +182,9 @@ def test_forced_full_admission_is_503_with_retry_after():
         refused = next(r for r in results if r.status_code == 503)
         assert int(refused.headers["retry-after"]) >= 1
         err = refused.json()["error"]
-        assert err["type"] == "overloaded" and "queue is full" in err["message"]
+        assert err["type"] == "overloaded" and err["message"].startswith("the server is at capacity: ")
         text = httpx.get(f"{url}/metrics").text
-        assert metric(text, "vox_rejections_total", 'reason="queue_full"') >= 2
+        assert metric(text, "vox_rejections_total", f'reason="{reason}"') >= 2
 
 
 def test_auth_on_and_off():
@@ -237,7 +240,7 @@ def test_bench_http_target_plays_a_schedule(server):
 def test_leaving_while_queued_cancels_the_waiting_request():
     import socket
 
-    service = sim_service("max_running=1", "max_queue=4")
+    service = sim_service("admission=deadline", "max_running=1", "max_queue=4")  # it queues, never refuses
     sched = service.engine.scheduler
     body = json.dumps({"model": MODEL, "input": "Wait.", "fixed_frames": 1000, "response_format": "pcm"})
     with running_server(service) as url:

@@ -26,13 +26,15 @@ class FakeTarget:
 def test_variants_take_turns_and_each_keeps_its_own_stop_rule():
     log: list[tuple[str, int]] = []
     targets = {"in-process": FakeTarget("in-process", log), "http": FakeTarget("http", log, fail_from=25)}
-    spec = SweepSpec(rates=[2.0, 4.0, 8.0], duration_s=5.0, warmup=3)
+    spec = SweepSpec(rates=[2.0, 4.0, 8.0], duration_s=5.0, warmup=3, seeds=2)
     result = run_paired_sweep(lambda v: targets[v.label], [Variant("in-process"), Variant("http")], spec,
                               [Utterance("a", "Some words here.")])
     order = [name for name, _ in log]
     assert order[:2] == ["in-process", "http"]  # warm-ups
-    assert order[2:6] == ["in-process", "http", "http", "in-process"]  # rate 1: A, B; rate 2: B, A
+    # rate 1: A, B; rate 2: B, A (each plays its two seeds in its turn)
+    assert order[2:10] == ["in-process"] * 2 + ["http"] * 4 + ["in-process"] * 2
     by = {s.variant.label: s for s in result.sweeps}
     assert [r.rate for r in by["in-process"].results] == [2.0, 4.0, 8.0]
     assert by["http"].stopped_after is not None and by["http"].capacity90 < by["in-process"].capacity90
+    assert [len(per) for per in by["in-process"].per_seed] == [3, 3]  # one capacity per seed
     assert all(t.closed for t in targets.values())

@@ -149,9 +149,14 @@ def run_paired_sweep(make_target: Any, variants: Sequence[Any], spec: Any, utter
                 if out.stopped_after is not None:
                     continue
                 records = []
-                for k in range(spec.seeds):
+                for k in range(spec.seeds):  # pooled for the table, kept apart for one capacity per seed
                     arrivals = schedule(rate, spec.duration_s, (spec.seed + k) * 1000 + i, utterances, **kw)
-                    records.extend(targets[v.label].play(arrivals, spec.timeout_s))
+                    mine = targets[v.label].play(arrivals, spec.timeout_s)
+                    records.extend(mine)
+                    while len(out.per_seed) <= k:
+                        out.per_seed.append([])
+                    out.per_seed[k].append(rate_result(rate, mine, spec.duration_s, spec.ttfa_target_s,
+                                                       spec.stall_s))
                 res = rate_result(rate, records, spec.duration_s * spec.seeds, spec.ttfa_target_s,
                                   spec.stall_s)
                 out.results.append(res)

@@ -99,8 +99,8 @@ def _classify(e: BaseException, service: SpeechService, metrics: ServerMetrics) 
         if "the pool has only" in message:  # larger than the whole KV pool: retrying cannot help
             metrics.reject("too_large")
             return APIError(413, f"this request can never fit this server: {message}.", "input")
-        reason = "queue_full" if "queue is full" in message else "kv_pool" if "KV" in message else "admission"
-        metrics.reject(reason)
+        metrics.reject(_refusal_reason(message))
+        message = re.sub(r"^overloaded: ", "", message)
         retry = service.retry_after(getattr(cause, "retry_after", None))
         return APIError(503, f"the server is at capacity: {message}.", kind="overloaded",
                         headers={"Retry-After": str(retry)})
@@ -115,6 +115,17 @@ def _classify(e: BaseException, service: SpeechService, metrics: ServerMetrics) 
     if isinstance(cause, RequestFailed):
         return APIError(500, f"synthesis failed: {message}.", kind="server_error")
     return APIError(500, f"internal error: {type(cause).__name__}: {message}.", kind="server_error")
+
+
+def _refusal_reason(message: str) -> str:
+    """The `vox_rejections_total` label of an admission's refusal (its sentence says which bound)."""
+    if "queue is full" in message:
+        return "queue_full"
+    if "time to first audio" in message:
+        return "ttfa_gate"
+    if "playback deadline" in message:
+        return "deadlines"
+    return "admission"
 
 
 def stopped(e: BaseException | None) -> bool:
