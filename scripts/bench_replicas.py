@@ -34,6 +34,7 @@ def main() -> None:
                     help="--rates are per replica: N replicas are offered N times each rate (same grid)")
     ap.add_argument("--duration", type=float, default=15.0)
     ap.add_argument("--warmup", type=int, default=8)
+    ap.add_argument("--seeds", type=int, default=1, help="arrival seeds pooled per rate")
     ap.add_argument("--gpu", default="h100")
     ap.add_argument("--model", default="qwen3-tts-1.7b")
     ap.add_argument("--set", dest="sets", action="append", default=[])
@@ -46,7 +47,7 @@ def main() -> None:
 
     utts = load_workload(args.workload)
     sweep = SweepSpec(rates=parse_rates(args.rates), duration_s=args.duration, warmup=args.warmup,
-                      timeout_s=120, stop_rule=False)
+                      seeds=args.seeds, timeout_s=120, stop_rule=False)
     spec = ReplicaSpec(model=args.model, executor="sim", gpu=args.gpu, sets=args.sets,
                        limits=asdict(Limits()))
     results = {}
