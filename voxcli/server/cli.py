@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import ipaddress
+import sys
 from typing import Annotated
 
 import typer
 
 from voxcli.errors import VoxError
+
+SWITCH_INTERVAL_S = 0.0005
 
 SERVE_HELP = """Serve the OpenAI speech API (POST /v1/audio/speech) over the engine.
 
@@ -95,6 +98,9 @@ def serve(
         app = create_app(SpeechService(session, limits), api_key=api_key)
         if not quiet:
             _err(f"serving {session.model} on http://{host}:{port} (POST /v1/audio/speech; Ctrl-C stops)")
+        # The engine's host loop shares the GIL with the event loop and the job threads: a waiting thread
+        # gets it only at the switch interval (5 ms by default), which a deadline scheduler feels.
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
         uvicorn.run(app, host=host, port=port, log_level="warning" if quiet else "info",
                     timeout_graceful_shutdown=5)
 

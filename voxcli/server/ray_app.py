@@ -65,9 +65,13 @@ def build_deployment(spec: ReplicaSpec, replicas: int, max_ongoing: int) -> Any:
     @serve.ingress()
     class VoxReplica:
         def __init__(self, spec_dict: dict[str, Any]) -> None:
+            import sys
+
+            from voxcli.server.cli import SWITCH_INTERVAL_S
             from voxcli.server.service import SpeechService
             from voxcli.server.sessions import open_session
 
+            sys.setswitchinterval(SWITCH_INTERVAL_S)  # as in `vox serve`: the host loop gets the GIL sooner
             s = ReplicaSpec(**spec_dict)
             session = open_session(s.model, s.executor, s.gpu, s.recipe, s.sets, s.policy, s.device)
             self.service = SpeechService(session, Limits(**s.limits))
