@@ -7,9 +7,10 @@ instead" (audio seconds per wall second at concurrency 1 and 16, same weights).
 
 Output lengths are fixed from the workload (the word-count estimator), so random weights cannot run
 away. `--dilation K` measures on a clock K times slower (see voxcli/bench/targets.py dilated_program):
-use it when this CPU cannot produce audio in real time even for one request, which would make every
-capacity 0 by definition; the SLO thresholds are then 200*K ms / 10*K ms of wall time and the report
-says so. K = 1 is the product SLO.
+the SLO thresholds are then 200*K ms / 10*K ms of wall time and the report says so; K = 1 is the product
+SLO. The default, `--dilation auto`, measures one request's real-time factor here first and picks K from
+it (voxcli/bench/dilation.py), so both policies are compared in their working range on a slow or a fast
+machine alike; `--rates auto` sweeps around the measured one-at-a-time capacity. Both are printed.
 """
 
 from __future__ import annotations
@@ -22,12 +23,11 @@ import sys
 import time
 from pathlib import Path
 
-from rich.console import Console
-
-from voxcli.bench.report import capacity_table, plot, rate_tables, write_json
+from voxcli.bench.dilation import HEADROOM, auto_rates, choose_dilation, sequential_capacity
+from voxcli.bench.report import capacity_table, plot, rate_tables, table_console, write_json
 from voxcli.bench.sweep import SweepResult, SweepSpec, Variant, parse_rates, sweep_variant
 from voxcli.bench.targets import EngineTarget, dilate, dilated_program
-from voxcli.bench.workloads import load_workload
+from voxcli.bench.workloads import estimate_frames, load_workload
 from voxcli.config import EngineConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,9 +103,11 @@ def qwen_throughput(ckpt: Path, concurrency: str, frames: int, threads: int) -> 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", default="cpu-bench", choices=("cpu-bench", "tiny"))
-    ap.add_argument("--rates", default="0.25:3:0.25")
+    ap.add_argument("--rates", default="auto", help="start:stop:step, a list, or auto (around the "
+                    "measured one-at-a-time capacity)")
     ap.add_argument("--duration", type=float, default=30.0)
-    ap.add_argument("--dilation", type=float, default=1.0)
+    ap.add_argument("--dilation", default="auto", help="clock dilation K, or auto (from the measured "
+                    "single-stream real-time factor)")
     ap.add_argument("--workload", default="seed-tts")
     ap.add_argument("--frames-scale", type=float, default=1.0)
     ap.add_argument("--threads", type=int, default=2)
@@ -118,7 +120,7 @@ def main() -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="engine override (repeatable), e.g. --set chunk.first=2")
     args = ap.parse_args()
-    console = Console()
+    console = table_console()
     import torch
 
     torch.set_num_threads(args.threads)
@@ -132,7 +134,7 @@ def main() -> int:
     ).with_overrides(args.set)
     summary: dict = {
         "size": args.size,
-        "dilation": args.dilation,
+        "dilation": None,  # set below (auto: from the measured single-stream RTF)
         "workload": args.workload,
         "chunk": str(config.chunk),
     }
@@ -146,9 +148,27 @@ def main() -> int:
                 f"audio s per wall s ({row['audio_s']:.1f} s audio in {row['wall_s']:.1f} s)"
             )
     if not args.skip_sweep:
-        k = args.dilation
+        utts = load_workload(args.workload)
+        rtf = None
+        if args.dilation == "auto" or args.rates == "auto":
+            rtf = single_stream_rtf(program, config, args.frames)
+            summary["single_stream_rtf"] = round(rtf, 4)
+            console.print(f"single-stream real-time factor here: {rtf:.3f} wall s per audio s "
+                          f"({args.frames} frames, policy full, after one warm-up request)")
+        k = choose_dilation(rtf) if args.dilation == "auto" else float(args.dilation)
+        summary["dilation"] = k
+        if args.rates == "auto":
+            mean_audio = sum(estimate_frames(u.text) for u in utts) / len(utts) * args.frames_scale / 12.5
+            cap = sequential_capacity(rtf, mean_audio)
+            rates = auto_rates(cap)
+            console.print(f"one-at-a-time capacity ~{cap:.3g} req/s ({mean_audio:.2f} s audio per request); "
+                          f"rates {', '.join(f'{r:g}' for r in rates)}")
+        else:
+            rates = parse_rates(args.rates)
+        console.print(f"dilation {k:g}" + (f" (auto: {HEADROOM:g} x RTF {rtf:.3f}, rounded up to a half)"
+                                           if args.dilation == "auto" else " (given)"))
         spec = SweepSpec(
-            rates=parse_rates(args.rates),
+            rates=rates,
             duration_s=args.duration,
             warmup=args.warmup,
             timeout_s=600.0,
@@ -156,7 +176,6 @@ def main() -> int:
             ttfa_target_s=0.2 * k,
             stall_s=0.01 * k,
         )
-        utts = load_workload(args.workload)
         prog = dilated_program(program, k)
         sweeps = []
         for policy in ("sync", "full"):
@@ -191,11 +210,31 @@ def main() -> int:
         )
         summary["capacity"] = caps
         write_json(result, args.out / "bench-cpu.json")
-        plot(result, args.out / "bench-cpu.png", f"cpu, Qwen3-TTS {args.size}, dilation {k:g}")
+        try:
+            plot(result, args.out / "bench-cpu.png", f"cpu, Qwen3-TTS {args.size}, dilation {k:g}")
+        except ImportError:
+            console.print("no plot: plots need matplotlib (pip install -e '.[plot]')")
     (args.out).mkdir(parents=True, exist_ok=True)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     console.print(f"total {time.perf_counter() - t0:.0f} s")
     return 0
+
+
+def single_stream_rtf(program, config: EngineConfig, frames: int) -> float:
+    """Wall seconds per audio second of one request alone (after one uncounted warm-up request)."""
+    from voxcli.models.base import SynthesisRequest
+
+    from voxcli.engine.engine import Engine
+
+    text = "Get the trust fund to the bank early."
+    with Engine(program, config.replace(policy="full")) as engine:
+        voice = program.spec.voices[0]
+        engine.submit(SynthesisRequest(text=text, voice=voice, fixed_frames=8, seed=0)).wait()
+        t0 = time.perf_counter()
+        pcm = engine.submit(SynthesisRequest(text=text, voice=program.spec.voices[0], fixed_frames=frames,
+                                             seed=1)).wait()
+        wall = time.perf_counter() - t0
+    return wall / (len(pcm) / program.spec.sample_rate)
 
 
 def _engine(program, config):

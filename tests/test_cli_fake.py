@@ -140,7 +140,9 @@ def test_errors_are_one_sentence(fake, tmp_path, monkeypatch, args, code, needle
 def test_unwritable_output_is_a_sentence(fake, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    _one_error_line(vox("say", "hi", "-o", str(blocker / "x.wav")), 1, "cannot write", "writable")
+    # caught before any model load now (exit 2, a usage mistake), naming -o and the blocking file
+    _one_error_line(vox("say", "hi", "-o", str(blocker / "x.wav")), 2, "-o", f"{blocker} is not a directory")
+    _one_error_line(vox("say", "hi", "-o", str(tmp_path)), 2, "-o", "is a directory")
     _one_error_line(vox("batch", "-", "-o", str(blocker / "out"), input="hi\n"), 1, "output", str(blocker))
 
 

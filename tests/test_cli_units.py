@@ -89,8 +89,13 @@ def test_batch_inputs_duplicates_and_prefixes(tmp_path):
     a.write_text("one\ntwo\n")
     b.write_text("x\tfirst\nx\tsecond\n")
     items = read_batch_inputs([str(a), str(b)])
-    assert [i.id for i in items] == ["a-0001", "a-0002", "x", "x"]
-    assert items[3].error and "used by an earlier line" in items[3].error
+    # the repeated id fails under a key of its own, so its record never replaces the first line's
+    assert [i.id for i in items] == ["a-0001", "a-0002", "x", "x@b.tsv:2"]
+    assert items[3].error and f"already used by {b}:1" in items[3].error
+    c = tmp_path / "c.tsv"
+    c.write_text("a/b\tone\na_b\ttwo\n")  # ids that sanitise to one file name
+    items = read_batch_inputs([str(c)])
+    assert [i.id for i in items] == ["a_b", "a_b@c.tsv:2"] and items[0].error is None and items[1].error
     with pytest.raises(TextInputError, match="no lines"):
         read_batch_inputs(["-"], stdin=io.StringIO(""))
     with pytest.raises(TextInputError, match="does not exist"):
@@ -169,7 +174,10 @@ def test_resolve_format():
     assert resolve_format("a.flac", None, False) == "flac"
     assert resolve_format("-", None, False) == "wav"
     assert resolve_format("-", None, True) == "pcm"
-    assert resolve_format("a.wav", "flac", False) == "flac"
+    assert resolve_format("a.bin", "flac", False) == "flac"
+    assert resolve_format("a.FLAC", "flac", False) == "flac"
+    with pytest.raises(AudioOutputError, match="--format flac does not match the file name 'a.wav'"):
+        resolve_format("a.wav", "flac", False)  # FLAC bytes in a .wav file
     with pytest.raises(AudioOutputError, match="unknown audio format"):
         resolve_format("a.wav", "aac", False)
     with pytest.raises(AudioOutputError, match="cannot tell the audio format"):

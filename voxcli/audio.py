@@ -75,6 +75,10 @@ def resolve_format(output: str | None, fmt: str | None, raw: bool) -> str:
         if fmt not in supported_formats():
             raise AudioOutputError(f"this installation's libsndfile cannot encode {fmt}; use one of "
                                    f"{', '.join(supported_formats())}.")
+        named = _SUFFIXES.get(Path(output).suffix.lower()) if output and output != "-" else None
+        if named is not None and named != fmt:
+            raise AudioOutputError(f"--format {fmt} does not match the file name {output!r} ({named}); "
+                                   f"name the file .{extension(fmt)} or drop --format.")
         return fmt
     if output and output != "-":
         suffix = Path(output).suffix.lower()

@@ -79,7 +79,7 @@ def read_manifest(path: Path) -> dict[str, dict[str, Any]]:
     records: dict[str, dict[str, Any]] = {}
     if not path.exists():
         return records
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:
@@ -100,8 +100,12 @@ class _Manifest:
 
     def __init__(self, out_dir: Path) -> None:
         self.path = out_dir / MANIFEST
-        self.records = read_manifest(self.path)
-        self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        try:
+            self.records = read_manifest(self.path)
+            self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        except OSError as e:
+            raise VoxError(f"cannot write the manifest {self.path}: {e.strerror or e}; choose another -o.",
+                           2) from None
 
     def add(self, rec: dict[str, Any]) -> None:
         self.records[rec["id"]] = rec
@@ -232,7 +236,7 @@ def _synthesize_item(engine: Any, spec: ModelSpec, model_name: str, template: Re
     except (InputError, SpeechFailed, AudioOutputError) as e:
         if sink is not None:
             sink.abort()
-        return {**rec, "file": None, "status": "error", "error": str(e),
+        return {**rec, "file": None, "status": "error", "error": f"{item.source}: {e}",
                 "wall_s": round(time.monotonic() - t0, 4)}
     except Exception as e:  # noqa: BLE001 - one item's failure is recorded; the batch goes on
         if sink is not None:

@@ -18,11 +18,54 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from voxcli import __version__
 from voxcli.errors import VoxError
 
-app = typer.Typer(name="vox", no_args_is_help=True, add_completion=False, rich_markup_mode="rich",
+
+def click_exceptions() -> Any:
+    """The click exception classes typer raises (recent typer versions vendor click as typer._click)."""
+    try:
+        from typer._click import exceptions
+    except ImportError:
+        from click import exceptions
+    return exceptions
+
+
+class OneLineErrors(TyperGroup):
+    """Usage mistakes (a bad option value, a missing argument, an unknown flag) as ONE line on stderr —
+    `vox: error: Invalid value for '--seed': ... (see vox say --help)` — instead of click's usage box,
+    so every user mistake reads the same way, in a terminal and in a log."""
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        ex = click_exceptions()
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except ex.ClickException as e:
+            if not standalone_mode:
+                raise
+            if type(e).__name__ == "NoArgsIsHelpError":  # bare `vox`: the help, as click prints it
+                e.show()
+                sys.exit(e.exit_code)
+            message = " ".join(e.format_message().split())
+            ctx = getattr(e, "ctx", None)
+            hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
+            typer.echo(f"vox: error: {message}{hint}", err=True)
+            sys.exit(e.exit_code)
+        except ex.Abort:
+            if not standalone_mode:
+                raise
+            typer.echo("vox: aborted.", err=True)
+            sys.exit(1)
+        if not standalone_mode:
+            return rv
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+app = typer.Typer(name="vox", cls=OneLineErrors, no_args_is_help=True, add_completion=False,
+                  rich_markup_mode="rich",
                   context_settings={"help_option_names": ["-h", "--help"]},
                   help="Streaming text-to-speech with speech language models.\n\n"
                        "[bold]Examples[/bold]\n\n"
@@ -64,9 +107,7 @@ def friendly_errors() -> Iterator[None]:
     except (typer.Exit, typer.Abort, SystemExit):
         raise
     except Exception as e:
-        import click
-
-        if isinstance(e, click.ClickException):
+        if isinstance(e, click_exceptions().ClickException):
             raise
         if STATE.debug:
             raise
@@ -181,6 +222,7 @@ def open_session(o: EngineOptions, quiet: bool) -> Iterator[Session]:
         import voxcli.models as models
 
         models._demo_warned.add(config.model)  # the CLI said it already (and --quiet means quiet)
+    _check_device(config)
     session = engine_factory(config)
     try:
         yield session
@@ -192,15 +234,55 @@ def open_session(o: EngineOptions, quiet: bool) -> Iterator[Session]:
 
 def _sampling(greedy: bool, temperature: float | None, top_k: int | None, top_p: float | None,
               repetition_penalty: float | None) -> Any:
+    import math
+
     from voxcli.models.base import SamplingParams
 
-    for name, value, lo in (("--temperature", temperature, 0.0), ("--top-p", top_p, 0.0)):
-        if value is not None and value <= lo:
-            raise VoxError(f"{name} must be above {lo}, got {value}.", 2)
+    for name, value, hi in (("--temperature", temperature, None), ("--top-p", top_p, 1.0),
+                            ("--repetition-penalty", repetition_penalty, None)):
+        if value is not None and not (math.isfinite(value) and value > 0 and (hi is None or value <= hi)):
+            upper = f" and at most {hi:g}" if hi is not None else ""
+            raise VoxError(f"{name} must be a finite number above 0{upper}, got {value}.", 2)
     if top_k is not None and top_k < 0:
         raise VoxError(f"--top-k must be >= 0 (0 turns the top-k filter off), got {top_k}.", 2)
     return SamplingParams(greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p,
                           repetition_penalty=repetition_penalty)
+
+
+def _check_request_flags(seed: int | None, max_frames: int | None) -> None:
+    from voxcli.text import SEED_MAX
+
+    if seed is not None and not 0 <= seed <= SEED_MAX:
+        raise VoxError(f"--seed must be a whole number from 0 to {SEED_MAX}, got {seed}.", 2)
+    if max_frames is not None and max_frames < 1:
+        raise VoxError(f"--max-frames must be at least 1, got {max_frames}.", 2)
+
+
+def _check_output_file(output: str | None) -> None:
+    """Fail before the model loads (not after the synthesis) when -o cannot become a file."""
+    if output is None or output == "-":
+        return
+    path = Path(output)
+    if path.is_dir():
+        raise VoxError(f"-o {output} is a directory; give a file name such as {path / 'speech.wav'}.", 2)
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise VoxError(f"-o {output}: {parent} is not a directory; choose another output path.", 2)
+
+
+def _check_device(config: Any) -> None:
+    """A cuda executor or device on a machine without CUDA: say so before loading anything."""
+    wants_cuda = config.executor == "cuda" or str(config.device).startswith("cuda")
+    if not wants_cuda:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        flag = "--executor cuda" if config.executor == "cuda" else f"--device {config.device}"
+        raise VoxError(f"{flag} needs a CUDA GPU, but this torch build ({torch.__version__}) sees none; "
+                       "use --executor cpu --device cpu.", 2)
 
 
 def _read_ref_audio(path: Path | None) -> tuple[Any, int | None]:
@@ -215,6 +297,8 @@ def _read_ref_audio(path: Path | None) -> tuple[Any, int | None]:
         raise VoxError(f"cannot read reference audio {path}: {e}; give a WAV/FLAC/OGG file.", 2) from None
     if data.size == 0:
         raise VoxError(f"reference audio {path} is empty; give a few seconds of speech.", 2)
+    if not np.isfinite(data).all():
+        raise VoxError(f"reference audio {path} holds NaN or infinite samples; give a clean recording.", 2)
     return np.ascontiguousarray(data.mean(axis=1), dtype=np.float32), int(sr)
 
 
@@ -303,6 +387,11 @@ def say(
             raise VoxError("refusing to write binary audio to a terminal; redirect it (> out.wav) or pipe "
                            "it.", 2)
         audio_format = resolve_format(output, fmt, raw) if output is not None else None
+        if output == "-" and audio_format not in ("wav", "pcm"):
+            raise VoxError(f"--format {audio_format} cannot be streamed to standard output; use wav or --raw "
+                           "there, or give a file name with -o.", 2)
+        _check_output_file(output)
+        _check_request_flags(seed, max_frames)
         template = RequestTemplate(voice=voice, language=lang, instructions=instructions, seed=seed,
                                    sampling=_sampling(greedy, temperature, top_k, top_p, repetition_penalty),
                                    max_frames=max_frames)
@@ -312,7 +401,8 @@ def say(
             from voxcli.playback import check_playback
 
             check_playback()  # before minutes of model loading, not after
-        with open_session(EngineOptions(model, recipe, set_, policy, executor, device), quiet) as session:
+        with open_session(EngineOptions(model, recipe, set_, policy, executor, device), quiet) as session, \
+                _sigterm_as_interrupt():
             requests: Any = segment_requests(words, template, frame_cap=session.frame_cap)
             if requests:
                 session.check(requests[0])  # before any synthesis; every segment shares the settings
@@ -392,14 +482,15 @@ def batch(
 
         if concurrency < 1:
             raise VoxError(f"--concurrency must be at least 1, got {concurrency}.", 2)
+        _check_request_flags(seed, max_frames)
         audio_format = resolve_format(None, fmt, False) if fmt else "wav"
         if audio_format == "pcm":
             audio_format = "pcm"
-        items = read_batch_inputs(inputs)
-        prepare_out_dir(out_dir)  # fail before loading a model
         template = RequestTemplate(voice=voice, language=lang, instructions=instructions, seed=seed,
                                    sampling=_sampling(greedy, temperature, top_k, top_p, repetition_penalty),
                                    max_frames=max_frames)
+        items = read_batch_inputs(inputs)
+        prepare_out_dir(out_dir)  # fail before loading a model
         hook = os.environ.get("VOX_TEST_INTERRUPT_AFTER")  # tests: simulate Ctrl-C after N items
         opts = BatchOptions(out_dir=out_dir, fmt=audio_format, concurrency=concurrency, force=force,
                             progress=not quiet, interrupt_after=int(hook) if hook else None)

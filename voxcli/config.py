@@ -9,6 +9,8 @@ this object.
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
@@ -23,8 +25,35 @@ POLICIES: tuple[str, ...] = ("sync", "sync2", "lanes", "full")
 ADMISSIONS: tuple[str, ...] = ("ttfa-gate", "deadline", "prefill-first")
 
 
+DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
+_DEVICE = re.compile(r"cpu|auto|cuda(:\d+)?")
+
+
 class ConfigError(ValueError):
     """A recipe or override that cannot be used; the message says which key and why."""
+
+
+def _check_types(cfg: EngineConfig) -> None:
+    """Every field holds the type its default has (a recipe or --set can put anything there)."""
+    for f in dataclasses.fields(cfg):
+        value, default = getattr(cfg, f.name), getattr(EngineConfig, f.name, None)
+        if f.name == "chunk":  # None (the model's own schedule) or a ChunkSchedule: validate() checks it
+            continue
+        if isinstance(default, tuple):
+            if not isinstance(value, tuple) or any(isinstance(v, bool) or not isinstance(v, int)
+                                                   for v in value):
+                raise ConfigError(f"{f.name} must be a list of whole numbers, got {value!r}")
+        elif isinstance(default, bool):
+            if not isinstance(value, bool):
+                raise ConfigError(f"{f.name} must be true or false, got {value!r}")
+        elif isinstance(default, float):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ConfigError(f"{f.name} must be a number, got {value!r}")
+        elif isinstance(default, int):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{f.name} must be a whole number, got {value!r}")
+        elif isinstance(default, str) and not isinstance(value, str):
+            raise ConfigError(f"{f.name} must be a string, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -44,9 +73,11 @@ class ChunkSchedule:
         return self.steady
 
     def validate(self) -> None:
-        for n in (self.first, *self.ramp, self.steady):
-            if n < 1:
-                raise ConfigError(f"chunk sizes must be >= 1 frame, got {n}")
+        if not isinstance(self.ramp, tuple):
+            raise ConfigError(f"chunk.ramp must be a list of frame counts such as [6, 8], got {self.ramp!r}")
+        for name, n in (("first", self.first), *(("ramp", r) for r in self.ramp), ("steady", self.steady)):
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise ConfigError(f"chunk.{name} must be a whole number of frames >= 1, got {n!r}")
 
 
 @dataclass(frozen=True)
@@ -99,6 +130,7 @@ class EngineConfig:
     threads: int = 0  # torch CPU threads; 0 = torch's default
 
     def validate(self) -> EngineConfig:
+        _check_types(self)
         if self.policy not in POLICIES:
             raise ConfigError(f"policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
         if self.admission not in ADMISSIONS:
@@ -115,8 +147,16 @@ class EngineConfig:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("urgent_margin_s", "max_defer_s", "ttfa_target_s"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < 0:
+                raise ConfigError(f"{name} must be a finite number of seconds >= 0, got {value}")
+        for name in ("threads", "seed", "lm_sms", "codec_sms"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        if not _DEVICE.fullmatch(self.device):
+            raise ConfigError(f"device must be cpu, cuda or cuda:N (or auto), got {self.device!r}")
         if self.chunk is not None:
             if not isinstance(self.chunk, ChunkSchedule):
                 raise ConfigError(f"chunk must be a chunk schedule (first, ramp, steady), got {self.chunk!r}")
@@ -178,7 +218,7 @@ def _merge(cfg: EngineConfig, values: dict[str, Any]) -> EngineConfig:
             value = tuple(value) if isinstance(value, list | tuple) else (value,)
         elif isinstance(current, bool):
             value = bool(value)
-        elif isinstance(current, float) and isinstance(value, int):
+        elif isinstance(current, float) and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         elif type(current) is not type(value) and not (isinstance(current, str) and isinstance(value, str)):
             kind = type(current).__name__
@@ -189,7 +229,7 @@ def _merge(cfg: EngineConfig, values: dict[str, Any]) -> EngineConfig:
         bad = set(chunk_changes) - chunk_fields
         if bad:
             raise ConfigError(f"unknown chunk setting(s) {sorted(bad)}; known: {sorted(chunk_fields)}")
-        if "ramp" in chunk_changes:
+        if isinstance(chunk_changes.get("ramp"), list):
             chunk_changes["ramp"] = tuple(chunk_changes["ramp"])
         changes["chunk"] = dataclasses.replace(cfg.chunk or ChunkSchedule(), **chunk_changes)
     return dataclasses.replace(cfg, **changes).validate()

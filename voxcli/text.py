@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+SEED_MAX = 2**63 - 1  # as voxcli.engine.admission_check: what torch's generator takes
+
 
 class TextInputError(ValueError):
     """Text that cannot be read or used; the message is a sentence for the user."""
@@ -42,8 +44,8 @@ def read_say_text(arg: str | None, stdin: IO[str] | None = None, text_file: Path
         text = _read_file(text_file)
         where = str(text_file)
     elif arg == "-" or (arg is None and not _is_tty(stdin)):
-        text = stdin.read()
         where = "standard input"
+        text = _decode(_read_stream(stdin), where)
     elif arg is None:
         raise TextInputError('no text to say: give it as an argument (vox say "Hello.") or pipe it in '
                              '(echo Hello. | vox say -).')
@@ -63,18 +65,47 @@ def _is_tty(stream: IO[str]) -> bool:
         return False
 
 
-def _read_file(path: Path) -> str:
+def _read_stream(stream: IO[str]) -> bytes | str:
+    """The raw bytes behind a text stream when there are some (so bad UTF-8 gets our message, not the
+    decoder's); the text otherwise."""
+    buffer = getattr(stream, "buffer", None)
+    if buffer is not None:
+        return buffer.read()
     try:
-        return Path(path).read_text(encoding="utf-8")
+        return stream.read()
+    except UnicodeDecodeError as e:
+        raise TextInputError(f"standard input is not UTF-8 text ({_bad_byte(e)}); convert it "
+                             "(iconv -t utf-8).") from None
+
+
+def _bad_byte(e: UnicodeDecodeError) -> str:
+    return f"byte 0x{e.object[e.start]:02x} at offset {e.start}"
+
+
+def _decode(data: bytes | str, where: str) -> str:
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise TextInputError(f"{where} is not UTF-8 text ({_bad_byte(e)}); convert it "
+                             "(iconv -t utf-8).") from None
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return Path(path).read_bytes()
     except FileNotFoundError:
         raise TextInputError(f"input file {path} does not exist; check the path.") from None
     except IsADirectoryError:
         raise TextInputError(f"input {path} is a directory; give a text file.") from None
-    except UnicodeDecodeError:
-        raise TextInputError(f"input file {path} is not UTF-8 text; convert it (iconv -t utf-8).") from None
     except OSError as e:
         raise TextInputError(f"cannot read input file {path}: {e.strerror or e}; check its "
                              "permissions.") from None
+
+
+def _read_file(path: Path) -> str:
+    return _decode(_read_bytes(path), f"input file {path}")
 
 
 # --- sentence splitting ---------------------------------------------------------------------------
@@ -190,6 +221,7 @@ class BatchItem:
     options: dict[str, Any] | None = None  # SynthesisRequest.options (the model family's own)
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    duplicate: bool = False  # its id repeats an earlier line's: it fails under a key of its own
 
     def fingerprint(self) -> str:
         """What the output depends on; resume regenerates an item whose fingerprint changed."""
@@ -209,25 +241,61 @@ def read_batch_inputs(paths: list[str], stdin: IO[str] | None = None) -> list[Ba
     items: list[BatchItem] = []
     for path in paths:
         if path == "-":
-            text, name, stem = stdin.read(), "stdin", "stdin"
+            data, name, stem = _read_stream(stdin), "stdin", "stdin"
         else:
-            text, name, stem = _read_file(Path(path)), path, Path(path).stem
-        items.extend(parse_batch_lines(text.splitlines(), name, prefix=f"{stem}-" if len(paths) > 1 else ""))
+            data, name, stem = _read_bytes(Path(path)), path, Path(path).stem
+        items.extend(parse_batch_lines(split_lines(data), name, prefix=f"{stem}-" if len(paths) > 1 else ""))
     if not items:
         raise TextInputError(f"the batch input ({', '.join(paths)}) has no lines; nothing to do.")
-    seen: set[str] = set()
-    for item in items:
-        if item.id in seen and item.error is None:
-            item.error = f"{item.source}: id {item.id!r} is used by an earlier line; ids must be unique."
-        seen.add(item.id)
+    mark_duplicates(items)
     return items
 
 
-def parse_batch_lines(lines: Iterable[str], source: str, prefix: str = "") -> list[BatchItem]:
+def split_lines(data: bytes | str) -> list[str | bytes]:
+    """Lines, each still bytes when the input was bytes: every line is decoded on its own, so one line
+    that is not UTF-8 fails that line alone."""
+    if not data:
+        return []
+    if isinstance(data, bytes):
+        if data.startswith(b"\xef\xbb\xbf"):
+            data = data[3:]  # a UTF-8 byte-order mark (Windows editors)
+        return list(data.split(b"\n")[:-1] if data.endswith(b"\n") else data.split(b"\n"))
+    return list(data.splitlines())
+
+
+def mark_duplicates(items: list[BatchItem]) -> None:
+    """A later line whose (sanitised) id an earlier line already has fails, and its manifest record gets
+    a key of its own (`<id>@<file>:<line>`) so it can never replace the earlier line's record."""
+    seen: dict[str, str] = {}
+    for item in items:
+        if item.id in seen:
+            if item.error is None:
+                item.error = (f"{item.source}: id {item.id!r} is already used by {seen[item.id]}; ids must "
+                              "be unique (after unsafe characters become _).")
+            # "@" never survives safe_id, so this key cannot clash with a real id
+            item.id = f"{item.id}@{Path(item.source).name}"
+            item.duplicate = True
+        else:
+            seen[item.id] = item.source
+
+
+def parse_batch_lines(lines: Iterable[str | bytes], source: str, prefix: str = "") -> list[BatchItem]:
     items: list[BatchItem] = []
     for number, raw in enumerate(lines, start=1):
-        line = raw.rstrip("\r\n")
         where = f"{source}:{number}"
+        if isinstance(raw, bytes):
+            try:
+                raw = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                items.append(BatchItem(f"{prefix}{number:04d}", "", where,
+                                       error=f"{where} is not UTF-8 text ({_bad_byte(e)}); convert it "
+                                             "(iconv -t utf-8)."))
+                continue
+        line = raw.rstrip("\r\n")
+        if "\x00" in line:
+            items.append(BatchItem(f"{prefix}{number:04d}", "", where,
+                                   error=f"{where} holds NUL bytes (UTF-16?); convert the file to UTF-8."))
+            continue
         if number == 1 and line.strip().lower() == "id\ttext":
             continue  # TSV header
         default_id = f"{prefix}{number:04d}"
@@ -257,6 +325,14 @@ def _make_item(ident: str, text: str, where: str, **fields: Any) -> BatchItem:
     return item
 
 
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _parse_json_line(line: str, where: str, default_id: str) -> BatchItem:
     try:
         obj = json.loads(line)
@@ -270,14 +346,23 @@ def _parse_json_line(line: str, where: str, default_id: str) -> BatchItem:
         return BatchItem(str(obj.get("id", default_id)), "", where,
                          error=f"{where} has unknown field(s) {', '.join(unknown)}; known fields: "
                                f"{', '.join(JSONL_FIELDS)}.")
+    for name, value in obj.items():
+        if isinstance(value, str) and not _encodable(value):
+            return BatchItem(default_id, "", where,
+                             error=f"{where}: {name} holds an unpaired UTF-16 surrogate escape; fix it.")
     text = obj.get("text")
     if not isinstance(text, str):
         return BatchItem(str(obj.get("id", default_id)), "", where,
                          error=f"{where} needs a \"text\" string field.")
     seed = obj.get("seed")
-    if seed is not None and not isinstance(seed, int):
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)
+                             or not 0 <= seed <= SEED_MAX):
         return BatchItem(str(obj.get("id", default_id)), "", where,
-                         error=f"{where}: seed must be an integer.")
+                         error=f"{where}: seed must be a whole number from 0 to {SEED_MAX}, got "
+                               f"{json.dumps(seed)}.")
+    ident = obj.get("id")
+    if ident is not None and not isinstance(ident, str | int) or isinstance(ident, bool):
+        return BatchItem(default_id, "", where, error=f"{where}: id must be a string or a number.")
     for name in ("voice", "language", "lang", "instructions"):
         if obj.get(name) is not None and not isinstance(obj[name], str):
             return BatchItem(str(obj.get("id", default_id)), "", where,

@@ -29,6 +29,7 @@ import json
 import math
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -378,6 +379,28 @@ def _write_eos_row(out: Path, eos_id: int, row: torch.Tensor) -> float:
     return float(row.norm())
 
 
+@dataclass(frozen=True)
+class Calibration:
+    """What the two calibration runs of a tiny build produce: the codec decoder's output scale and the
+    talker's EOS row. Shipped for the demo (models/qwen3_tts/demo_calibration.json)."""
+
+    decoder_scale: float
+    eos_row: tuple[float, ...]
+
+
+def measure_calibration(ckpt: Path, size: str = "tiny", seed: int = SEED) -> Calibration:
+    """Read the calibration a full (calibrating) build of `ckpt` arrived at."""
+    from safetensors.torch import load_file
+
+    from .tiny_audio import _BY_CODEBOOK, measured_decoder_scale
+
+    cfg = json.loads((Path(ckpt) / "config.json").read_text())
+    eos = cfg["talker_config"]["codec_eos_token_id"]
+    row = load_file(str(Path(ckpt) / "model.safetensors"))["talker.codec_head.weight"][eos]
+    scale = measured_decoder_scale(_BY_CODEBOOK[SIZES[size]["codebook"]], seed + 1)
+    return Calibration(scale, tuple(float(x) for x in row))
+
+
 # --- builder -------------------------------------------------------------------------------------------
 def build_tiny(
     out: str | Path,
@@ -388,9 +411,12 @@ def build_tiny(
     eos_frame: int = EOS_FRAME,
     max_new_tokens: int = 8192,
     eos_hazard: float | None = None,
+    calibration: Calibration | None = None,
 ) -> Path:
     """Write a deterministic random checkpoint to `out` (built in a temp dir, then moved into place).
-    Real sizes ("0.6b", "1.7b") ignore `eos_frame` (no calibration) and refuse `proj`/`eos_hazard`."""
+    Real sizes ("0.6b", "1.7b") ignore `eos_frame` (no calibration) and refuse `proj`/`eos_hazard`.
+    `calibration` (the results of an earlier identical build) replaces both calibration runs, which
+    are most of a tiny build's time; the checkpoint comes out the same."""
     if variant not in ("custom_voice", "base", "voice_design"):
         raise ValueError(f"variant must be custom_voice, base or voice_design, got {variant!r}")
     if size not in ALL_SIZES:
@@ -422,9 +448,13 @@ def build_tiny(
         _save_weights(tmp, sd)
         del sd
         _write_speech_tokenizer(
-            tmp / "speech_tokenizer", size_dims(size)["codebook"], seed + 1, "real" if real else None
+            tmp / "speech_tokenizer", size_dims(size)["codebook"], seed + 1, "real" if real else None,
+            calibration.decoder_scale if calibration else None,
         )
-        if not real:
+        if calibration is not None:
+            _write_eos_row(tmp, cfg["talker_config"]["codec_eos_token_id"],
+                           torch.tensor(calibration.eos_row, dtype=torch.float32))
+        elif not real:
             calibrate_eos(tmp, variant, eos_frame, hazard=eos_hazard)
         if out.exists():
             shutil.rmtree(out)
@@ -444,7 +474,9 @@ def _speaker_encoder_state(enc_cfg: dict[str, Any], seed: int) -> dict[str, torc
     }
 
 
-def _write_speech_tokenizer(st_dir: Path, codebook: int, seed: int, size: str | None = None) -> None:
+def _write_speech_tokenizer(st_dir: Path, codebook: int, seed: int, size: str | None = None,
+                            decoder_scale: float | None = None) -> None:
     from .tiny_audio import build_speech_tokenizer_weights
 
-    build_speech_tokenizer_weights(st_dir, codebook_size=codebook, seed=seed, size=size)
+    build_speech_tokenizer_weights(st_dir, codebook_size=codebook, seed=seed, size=size,
+                                   decoder_scale=decoder_scale)

@@ -228,40 +228,57 @@ def randomize(model: nn.Module, g: torch.Generator) -> None:
 
 
 @torch.no_grad()
-def calibrate_decoder(dec: CodecDecoder, g: torch.Generator) -> None:
-    """Scale the last conv so the random decoder's waveform std is WAV_STD before the clamp."""
-    codes = torch.randint(0, dec.cfg.codebook_size, (1, dec.cfg.num_quantizers, 40), generator=g)
-    k = WAV_STD / float(dec.unclamped(codes).std())
+def calibrate_decoder(dec: CodecDecoder, g: torch.Generator, scale: float | None = None) -> float:
+    """Scale the last conv so the random decoder's waveform std is WAV_STD before the clamp; returns
+    the factor. `scale` (an earlier run's factor, e.g. the demo's shipped one) skips the measurement."""
+    if scale is None:
+        codes = torch.randint(0, dec.cfg.codebook_size, (1, dec.cfg.num_quantizers, 40), generator=g)
+        scale = WAV_STD / float(dec.unclamped(codes).std())
     last = dec.decoder[-1].conv
-    last.weight.mul_(k)
-    last.bias.mul_(k)
+    last.weight.mul_(scale)
+    last.bias.mul_(scale)
+    return scale
 
 
-def speech_tokenizer_tensors(size: str = "tiny", seed: int = 1234) -> dict[str, torch.Tensor]:
+def speech_tokenizer_tensors(size: str = "tiny", seed: int = 1234, decoder_scale: float | None = None
+                             ) -> dict[str, torch.Tensor]:
     cfg = speech_tokenizer_config(size)
     g = torch.Generator().manual_seed(seed)
     enc = MimiEncoderModel(MimiEncoderConfig.from_dict(cfg["encoder_config"]))
     dec = CodecDecoder(CodecDecoderConfig.from_dict(cfg["decoder_config"]))
     randomize(enc, g)
     randomize(dec, g)
-    calibrate_decoder(dec, g)
+    calibrate_decoder(dec, g, decoder_scale)  # the last draws from g: a given scale changes no other tensor
     tensors = {f"encoder.{k}": v for k, v in enc.state_dict().items()}
     tensors.update({f"decoder.{k}": v for k, v in dec.state_dict().items()})
     return {k: v.contiguous() for k, v in sorted(tensors.items())}
 
 
-def build_speech_tokenizer(out_dir: str | Path, size: str = "tiny", seed: int = 1235) -> Path:
+def measured_decoder_scale(size: str = "tiny", seed: int = 1235) -> float:
+    """The factor `calibrate_decoder` measures for this size and seed (to ship it with the demo)."""
+    cfg = speech_tokenizer_config(size)
+    g = torch.Generator().manual_seed(seed)
+    randomize(MimiEncoderModel(MimiEncoderConfig.from_dict(cfg["encoder_config"])), g)
+    dec = CodecDecoder(CodecDecoderConfig.from_dict(cfg["decoder_config"]))
+    randomize(dec, g)
+    return calibrate_decoder(dec, g)
+
+
+def build_speech_tokenizer(out_dir: str | Path, size: str = "tiny", seed: int = 1235,
+                           decoder_scale: float | None = None) -> Path:
     """Write out_dir/speech_tokenizer/{config.json, model.safetensors, preprocessor_config.json}."""
     st = Path(out_dir) / "speech_tokenizer"
     st.mkdir(parents=True, exist_ok=True)
     (st / "config.json").write_text(json.dumps(speech_tokenizer_config(size), indent=2, sort_keys=True))
     (st / "preprocessor_config.json").write_text(json.dumps(PREPROCESSOR_CONFIG, indent=2, sort_keys=True))
-    save_file(speech_tokenizer_tensors(size, seed), str(st / "model.safetensors"), metadata={"format": "pt"})
+    save_file(speech_tokenizer_tensors(size, seed, decoder_scale), str(st / "model.safetensors"),
+              metadata={"format": "pt"})
     return st
 
 
 def build_speech_tokenizer_weights(
-    st_dir: str | Path, codebook_size: int = 128, seed: int = 1235, size: str | None = None
+    st_dir: str | Path, codebook_size: int = 128, seed: int = 1235, size: str | None = None,
+    decoder_scale: float | None = None,
 ) -> Path:
     """Like `build_speech_tokenizer` but writes INTO `st_dir`; `size` names one of SIZES, else it is
     picked by codebook (128 tiny, 2048 cpu-bench)."""
@@ -275,7 +292,7 @@ def build_speech_tokenizer_weights(
         raise ValueError(f"speech tokenizer size {size!r} does not have codebook {codebook_size}")
     st = Path(st_dir)
     tmp_root = st.parent / f".{st.name}-build"
-    built = build_speech_tokenizer(tmp_root, size, seed)
+    built = build_speech_tokenizer(tmp_root, size, seed, decoder_scale)
     st.mkdir(parents=True, exist_ok=True)
     for f in built.iterdir():
         f.replace(st / f.name)

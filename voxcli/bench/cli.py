@@ -36,9 +36,56 @@ the chosen split and writes an engine recipe with it.
 """
 
 
+MAX_REQUESTS_PER_RATE = 1_000_000  # rate x duration x seeds beyond this is a typo, and would not fit memory
+PLOT_HINT = "plots need matplotlib: pip install 'voxcli[plot]' (or pass --no-plot)"
+
+
 def _fail(message: str) -> None:
     typer.echo(f"vox: error: {message}", err=True)
     raise typer.Exit(2)
+
+
+def _console():
+    from voxcli.bench.report import table_console
+
+    return table_console()
+
+
+def _finite(name: str, value: float, lo: float, strict: bool = True) -> None:
+    import math
+
+    if not math.isfinite(value) or (value <= lo if strict else value < lo):
+        _fail(f"{name} must be a finite number {'above' if strict else 'of at least'} {lo:g}, got {value}")
+
+
+def _check_out(out: Path) -> None:
+    """--out must be (or become) a directory: checked before any work, created only when results exist."""
+    if out.exists() and not out.is_dir():
+        _fail(f"--out {out} is a file; give a directory for the results")
+    parent = out
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        _fail(f"--out {out}: {parent} is a file; give a directory for the results")
+
+
+def _load_workload(workload: str):
+    from voxcli.bench.workloads import WorkloadError, load_workload
+
+    try:
+        return load_workload(workload)
+    except WorkloadError as e:
+        _fail(str(e))
+    except UnicodeDecodeError:
+        _fail(f"--workload {workload} is not UTF-8 text; give an id<TAB>text file in UTF-8")
+    except OSError as e:
+        _fail(f"cannot read --workload {workload}: {e.strerror or e}")
+
+
+def _has_matplotlib() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def bench(
@@ -84,23 +131,36 @@ def bench(
                                           "engine on the real-time simulated GPU, same workload, same run.")]
     = True,
 ) -> None:
-    from rich.console import Console
 
     from voxcli.bench.report import capacity_table, rate_tables, write_json
     from voxcli.bench.report import plot as plot_sweep
     from voxcli.bench.sweep import SweepSpec, Variant, parse_rates, run_sweep
     from voxcli.bench.targets import cpu_bench_checkpoint, engine_target, model_config, sim_target
-    from voxcli.bench.workloads import load_workload
     from voxcli.cli import friendly_errors
     from voxcli.models.registry import sim_spec_for
 
-    console = Console()
+    console = _console()
     with friendly_errors():
         try:
             rate_list = parse_rates(rates)
         except ValueError as e:
             _fail(str(e))
+        _finite("--duration", duration, 0.0)
+        _finite("--timeout", timeout, 0.0)
+        _finite("--frames-scale", frames_scale, 0.0)
+        for name, value, lo in (("--seeds", seeds, 1), ("--warmup", warmup, 0),
+                                ("--max-frames", max_frames, 0), ("--seed", seed, 0)):
+            if value < lo:
+                _fail(f"{name} must be at least {lo}, got {value}")
+        if max(rate_list) * duration * seeds > MAX_REQUESTS_PER_RATE:
+            _fail(f"--rates up to {max(rate_list):g} req/s for --duration {duration:g} s x --seeds {seeds} "
+                  f"sends more than {MAX_REQUESTS_PER_RATE:,} requests per rate; lower them")
+        if warmup > MAX_REQUESTS_PER_RATE:
+            _fail(f"--warmup must be at most {MAX_REQUESTS_PER_RATE:,}, got {warmup}")
+        _check_out(out)
         names = [p.strip() for p in policy.split(",") if p.strip()]
+        if not names:
+            _fail(f"--policy {policy!r} names no policy; give one or more of full, sync2, lanes, sync")
         if executor not in ("sim", "cpu", "cuda"):
             _fail(f"--executor must be sim, cpu or cuda, got {executor!r}")
         if executor == "sim" and not gpu and not (url and not compare):
@@ -124,7 +184,7 @@ def bench(
         config = model_config(model, executor, gpu, set_)
         for name in [] if url else names:
             config.replace(policy=name)  # a clear ConfigError for an unknown policy, before any run
-        utts = load_workload(workload)
+        utts = _load_workload(workload)
         program = None
         if executor != "sim" and not url:  # --url: the server has the model
             from voxcli.models import load_model
@@ -180,8 +240,10 @@ def bench(
         console.print(capacity_table(result))
         stem = f"bench-{'url-' if url else ''}{executor}{'-' + gpu if gpu else ''}"
         console.print(f"JSON: {write_json(result, out / f'{stem}.json')}")
-        if plot:
+        if plot and _has_matplotlib():
             console.print(f"plot: {plot_sweep(result, out / f'{stem}.png', f'{model} on {executor} {gpu}')}")
+        elif plot:
+            console.print(f"no plot: {PLOT_HINT}", markup=False)
 
 
 def profile(
@@ -215,9 +277,7 @@ def profile(
 ) -> None:
     import json
 
-    from rich.console import Console
-
-    from voxcli.bench.workloads import estimate_frames, load_workload, mean_chunks
+    from voxcli.bench.workloads import estimate_frames, mean_chunks
     from voxcli.cli import friendly_errors
     from voxcli.config import ConfigError, recipe_path
     from voxcli.engine.cost import CostProfile
@@ -237,10 +297,19 @@ def profile(
         time_sharing,
     )
 
-    console = Console()
+    console = _console()
     with friendly_errors():
         if gpus < 1:
             _fail(f"--gpus must be >= 1, got {gpus}")
+        _finite("--target-rate", target_rate, 0.0, strict=False)
+        _check_profile_model(model)
+        _check_out(out)
+        if not gpu:
+            import torch
+
+            if not torch.cuda.is_available():
+                _fail("vox profile measures the stages on a CUDA GPU and this machine has none; pass --gpu "
+                      "h100, h200 or b200 to use a calibrated cost profile")
         if gpu:
             try:
                 path = recipe_path(f"gpus/{gpu}")
@@ -272,7 +341,7 @@ def profile(
             prof_path.parent.mkdir(parents=True, exist_ok=True)
             prof_path.write_text("\n".join(lines) + "\n")
             source = f"measured on {data['gpu']['name']} -> {prof_path}"
-        utts = load_workload(workload)
+        utts = _load_workload(workload)
         sim = sim_spec_for(model)  # the model family's frame rate and the chunks its profiles assume
         frames = sum(estimate_frames(u.text, sim.frame_rate) for u in utts) / len(utts)
         chunks = mean_chunks(utts, sim.chunk.first, sim.chunk.steady, sim.frame_rate)
@@ -302,7 +371,7 @@ def profile(
             chosen,
             out / f"{stem}-splits.png",
             f"{model} on {prof.name} at {rate:.1f} req/s",
-        )
+        ) if _has_matplotlib() else None
         recipe = out / f"{stem}.toml"
         recipe.write_text(recipe_text(model, gpu, chosen, rate, gpu))
         summary = summary_dict(points, chosen, rate)
@@ -336,7 +405,25 @@ def profile(
                 console.print(f"  {i}. {p.describe():40s} {p.rps:7.1f} req/s")
             summary["placements"] = [{"placement": p.describe(), "rps": p.rps} for p in ranked]
         (out / f"{stem}.json").write_text(json.dumps(summary, indent=1))
-        console.print(f"plot: {png}\nrecipe: {recipe} (use with --recipe or load_recipe)")
+        console.print(f"plot: {png if png is not None else 'none; ' + PLOT_HINT.split(' (or')[0]}\n"
+                      f"recipe: {recipe} (use with --recipe or load_recipe)", markup=False)
+
+
+def _check_profile_model(model: str) -> None:
+    """The model names the recipe `vox profile` writes: a shipped recipe, a checkpoint folder or a known
+    hub id; anything else would write a recipe for a model that does not exist."""
+    from voxcli.config import ConfigError, recipe_path
+    from voxcli.models import known_models
+
+    try:
+        recipe_path(model)
+        return
+    except ConfigError:
+        pass
+    if model in known_models() or (Path(model) / "config.json").is_file():
+        return
+    _fail(f"--model {model!r} is neither a shipped recipe (e.g. qwen3-tts-1.7b), a known model id nor a "
+          "checkpoint folder")
 
 
 def _simulate_splits(console, prof, gpu: str, model: str, workload: str, utts, points, keep: int,

@@ -159,7 +159,9 @@ class EngineTarget(RealtimeTarget):
         self.engine, self.name, self.seed, self.voice = engine, name, seed, voice
 
     def stream(self, arrival: Arrival) -> Iterator[float]:
-        for chunk in self.engine.submit(_request(arrival, self.seed, self.voice)):
+        stream = self.engine.submit(_request(arrival, self.seed, self.voice))
+        stream.keep_audio(False)  # measured as it arrives; a long run must not hold every waveform
+        for chunk in stream:
             yield len(chunk.pcm) / chunk.sample_rate
 
     def close(self) -> None:
@@ -181,9 +183,13 @@ class SimTarget:
         start = self.engine.now + 0.001
         streams = []
         for a in arrivals:
-            streams.append(self.engine.submit(_request(a, self.seed), at=start + a.at))
+            stream = self.engine.submit(_request(a, self.seed), at=start + a.at)
+            stream.drop_audio()  # the records come from the timelines: keep metrics, not PCM
+            streams.append(stream)
         self.engine.run(until=None)
-        return [record_from_timeline(s.timeline, start) for s in streams]
+        records = [record_from_timeline(s.timeline, start) for s in streams]
+        self.engine.timelines.clear()  # the engine's own list of every timeline: this rate is measured
+        return records
 
     def close(self) -> None:
         if self.engine is not None:

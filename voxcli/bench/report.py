@@ -9,6 +9,18 @@ from pathlib import Path
 from voxcli.bench.sweep import SweepResult
 
 
+def table_console():
+    """A rich console for the tables: a terminal keeps its width; anything else (a log file, a pipe: rich
+    would assume 80 columns and cut cells to "100…") gets room enough that no figure is ever cut."""
+    import sys
+
+    from rich.console import Console
+
+    if sys.stdout.isatty():
+        return Console()
+    return Console(width=400, soft_wrap=True)
+
+
 def _ms(x: float | None) -> str:
     return "-" if x is None else f"{x * 1e3:.0f}"
 
@@ -33,7 +45,7 @@ def rate_tables(result: SweepResult) -> list:
             "failed",
             "audio<1s %",
         ):
-            t.add_column(col, justify="right")
+            t.add_column(col, justify="right", overflow="fold")  # wrap, never cut
         for r in sw.results:
             t.add_row(
                 f"{r.rate:g}",
@@ -58,7 +70,7 @@ def capacity_table(result: SweepResult):
 
     t = Table(title="SLO capacity (TTFA <= 200 ms, no stall >= 10 ms)")
     for col in ("policy", "capacity @90%", "capacity @99%", "peak goodput", "stopped after", "wall s"):
-        t.add_column(col, justify="right")
+        t.add_column(col, justify="right", overflow="fold")  # wrap, never cut
     for sw in result.sweeps:
         peak = max((r.goodput for r in sw.results), default=0.0)
         t.add_row(

@@ -5,6 +5,7 @@ the requests got audio within 1 s."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -13,6 +14,8 @@ from typing import Any
 from voxcli.bench.client import Target, burst, schedule
 from voxcli.bench.metrics import RateResult, capacity, rate_result, should_stop
 from voxcli.bench.workloads import Utterance, default_frame_rate
+
+MAX_RATES = 1000  # a sweep longer than this is a typo (a step of 0.001), not a plan
 
 
 @dataclass(frozen=True)
@@ -101,18 +104,26 @@ def parse_rates(text: str) -> list[float]:
     try:
         if ":" in text:
             parts = [float(x) for x in text.split(":")]
-            if len(parts) != 3 or parts[2] <= 0 or parts[0] <= 0 or parts[1] < parts[0]:
+            if len(parts) != 3 or not all(math.isfinite(p) for p in parts) or parts[2] <= 0 or parts[0] <= 0 \
+                    or parts[1] < parts[0]:
                 raise ValueError
             start, stop, step = parts
             n = int(round((stop - start) / step))
+            if n + 1 > MAX_RATES:
+                raise ValueError(f"rates {text!r} make {n + 1} steps; at most {MAX_RATES} rates per sweep "
+                                 "(use a larger step)")
             rates = [round(start + i * step, 6) for i in range(n + 1) if start + i * step <= stop + 1e-9]
         else:
             rates = sorted(float(x) for x in text.split(",") if x.strip())
-    except ValueError:
+    except ValueError as e:
+        if str(e).startswith("rates "):
+            raise
         raise ValueError(f"rates {text!r}: use start:stop:step (e.g. 2:60:2) or a list (e.g. 2,4,8) of "
                          "positive requests per second") from None
-    if not rates or any(r <= 0 for r in rates):
-        raise ValueError(f"rates {text!r}: need at least one rate > 0")
+    if not rates or any(not math.isfinite(r) or r <= 0 for r in rates):
+        raise ValueError(f"rates {text!r}: every rate must be a finite number of requests per second > 0")
+    if len(rates) > MAX_RATES:
+        raise ValueError(f"rates {text!r}: {len(rates)} rates; at most {MAX_RATES} per sweep")
     return rates
 
 

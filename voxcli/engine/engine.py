@@ -29,10 +29,12 @@ import itertools
 import threading
 import time
 import warnings
+from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
 from voxcli.config import ConfigError, EngineConfig
+from voxcli.engine.admission_check import check_request
 from voxcli.engine.cost import CostProfile
 from voxcli.engine.estimates import LatencyEstimator, load_profile
 from voxcli.engine.executors.base import Completion, Executor
@@ -52,6 +54,9 @@ from voxcli.models.base import ModelProgram, SynthesisRequest
 
 __all__ = ["Engine", "AudioStream", "AudioChunk", "Timeline", "EngineError", "EngineClosed", "RequestFailed",
            "RequestRejected", "RequestCancelled", "make_executor"]
+
+
+TIMELINE_HISTORY = 10_000
 
 
 def make_executor(config: EngineConfig, program: ModelProgram, profile: CostProfile,
@@ -89,8 +94,13 @@ class Engine:
         self.profile = profile or load_profile(config)
         self.estimator = LatencyEstimator(self.profile, config, self.layout)
         # Device buffers first: a graph-capturing executor (cuda) records stages over them at startup.
-        program.init_kv(config.kv_pages, config.kv_page_size)
-        program.init_codec_slots(config.codec_slots)
+        try:
+            program.init_kv(config.kv_pages, config.kv_page_size)
+            program.init_codec_slots(config.codec_slots)
+        except (MemoryError, RuntimeError) as e:  # torch reports a failed allocation as RuntimeError
+            raise ConfigError(f"the KV pool (kv_pages={config.kv_pages} x kv_page_size="
+                              f"{config.kv_page_size}) or the codec slots (codec_slots={config.codec_slots}) "
+                              f"do not fit in memory ({str(e).splitlines()[0][:120]}); lower them") from None
         self.executor = executor or make_executor(config, program, self.profile, self.layout)
         self.realtime: bool = getattr(self.executor, "realtime", True)
         self.scheduler = Scheduler(config, program.spec, self.estimator, program.kv_tokens, self.layout)
@@ -104,7 +114,9 @@ class Engine:
         self._seq = itertools.count()
         self._closed = False
         self._dead: str | None = None
-        self.timelines: list[Timeline] = []  # every submitted request's timeline, in submission order
+        # the latest submitted requests' timelines, in submission order; bounded, so an engine that runs
+        # for days (a server, a long batch) does not keep every request it ever served
+        self.timelines: deque[Timeline] = deque(maxlen=TIMELINE_HISTORY)
         self._thread: threading.Thread | None = None
         if self.realtime:
             self._thread = threading.Thread(target=self._host_loop, name="vox-engine", daemon=True)
@@ -131,6 +143,7 @@ class Engine:
         if at is not None and self.realtime:
             raise ValueError("submit(at=...) schedules virtual time; it needs the sim executor")
         arrival = self.executor.now() if at is None else float(at)
+        check_request(request)  # per request, before it can share (and fail) a batch
         prompt = self.program.prepare(request)
         with self._lock:
             rid = next(self._ids)
@@ -185,8 +198,28 @@ class Engine:
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None
+        self._drain()
         self._fail_open("cancelled", "the engine was closed")
         self.executor.close()
+
+    def _drain(self, timeout_s: float = 30.0) -> None:
+        """Give back everything open requests hold: let the batches in flight finish (nothing may still
+        write into a page, slot or row state we return), then end every open request, so its KV pages,
+        codec slot and the program's per-row state (a voice clone's reference codes) are released. A
+        new Engine on the same program then starts from a clean program."""
+        ex = self.executor
+        try:
+            give_up = ex.now() + timeout_s if self.realtime else None
+            while self._in_flight():
+                if give_up is not None and ex.now() >= give_up:
+                    warnings.warn("engine.close(): a batch is still running; its requests keep their "
+                                  "resources", stacklevel=2)
+                    break
+                self._complete(ex.wait(give_up))
+            self._handle(self.scheduler.close(ex.now(), "the engine was closed"))
+        except Exception as e:  # noqa: BLE001 - closing must never raise; report what was kept
+            warnings.warn(f"engine.close() could not release every request: {type(e).__name__}: {e}",
+                          stacklevel=2)
 
     def __enter__(self) -> Engine:
         return self

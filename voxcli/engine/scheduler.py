@@ -196,6 +196,17 @@ class Scheduler:
         """End a request that was submitted but never reached `add` (virtual-time arrivals)."""
         return self._end(r, S.CANCELLED, now, "cancelled by the user")
 
+    def close(self, now: float, reason: str) -> list[Event]:
+        """End every open request (the engine is closing) and release what no batch in flight still
+        uses; requests ended earlier whose batch has completed since are released too."""
+        events: list[Event] = []
+        idle = not any(self.busy.values())  # every batch came back: no in-flight flag is still true
+        for r in list(self.requests.values()):
+            if idle:
+                r.lm_inflight = r.chunk_inflight = False
+            events += self._end(r, S.CANCELLED, now, reason)
+        return events
+
     @property
     def idle(self) -> bool:
         return not self.requests
@@ -234,6 +245,8 @@ class Scheduler:
                         self._sync_codec_turn = True
                     else:
                         self._add(works, self._codec_all(now))
+        for w in works:
+            w.decided_at = now
         return works
 
     def _add(self, works: list[Work], work: Work | None) -> None:

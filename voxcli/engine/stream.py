@@ -70,11 +70,28 @@ class AudioStream:
         self._status = "queued"
         self._reason: str | None = None
         self.retry_after: float | None = None  # set on a refusal when the admission estimated one
+        self._keep = True  # keep every chunk (for wait()); see keep_audio()
+        self._store = True  # store pushed chunks at all; see drop_audio()
+
+    # --- memory: a long-running consumer that only measures -------------------------------------
+    def keep_audio(self, keep: bool) -> None:
+        """`False`: a chunk is forgotten once iterated (memory stays flat over a long run; `wait()`
+        then returns only what was not iterated yet)."""
+        self._keep = keep
+
+    def drop_audio(self) -> None:
+        """Keep no audio at all: the consumer reads only `timeline` and the status (a benchmark in
+        virtual time). Iterating then yields no chunks; `wait()` returns an empty waveform."""
+        with self._cond:
+            self._store = False
+            self._chunks.clear()
+            self._read = 0
 
     # --- engine side (host thread) -----------------------------------------------------------
     def _push(self, chunk: AudioChunk) -> None:
         with self._cond:
-            self._chunks.append(chunk)
+            if self._store:
+                self._chunks.append(chunk)
             if self._status == "queued":
                 self._status = "streaming"
             self._cond.notify_all()
@@ -124,6 +141,9 @@ class AudioStream:
             if self._read < len(self._chunks):
                 chunk = self._chunks[self._read]
                 self._read += 1
+                if not self._keep:
+                    del self._chunks[:self._read]
+                    self._read = 0
                 return chunk
             return None
 

@@ -45,6 +45,9 @@ class Work:
     tokens: int = 0  # prefill: prompt positions in the batch (cost estimates)
     frames: int = 0  # codec: total frames in the batch (cost estimates)
     batch_id: int = field(default_factory=lambda: next(_batch_ids))
+    # The scheduler clock reading this batch was decided at. On a real clock `launch` comes a little
+    # later; rules about the decision (is a chunk urgent, is a cancel known) hold at this time.
+    decided_at: float | None = None
 
 
 @dataclass
