@@ -202,3 +202,17 @@ def test_websocket_client_leaving_cancels_and_frees_the_engine():
 
         assert wait_until(released, timeout=3.0)
         assert service.engine.timelines[-1].status == "cancelled"
+
+
+def test_stdin_that_is_not_utf8_is_one_sentence():
+    import io
+
+    from voxcli.text import TextInputError
+
+    stream = io.TextIOWrapper(io.BytesIO("Hello, caf\u00e9. ".encode() + b"bad \xff byte."), encoding="utf-8")
+    with pytest.raises(TextInputError) as err:
+        list(read_fragments(stream))
+    assert str(err.value) == ("standard input is not UTF-8 text (byte 0xff at offset 18); convert it "
+                              "(iconv -t utf-8).")
+    bom = io.TextIOWrapper(io.BytesIO(b"\xef\xbb\xbfHi there. "), encoding="utf-8")
+    assert "".join(read_fragments(bom)) == "Hi there. "

@@ -80,26 +80,56 @@ class SentenceBuffer:
 
 def read_fragments(stream: IO[str]) -> Iterator[str]:
     """Text from `stream` as soon as it arrives (not line by line, not at EOF): raw reads of whatever
-    the writer has flushed, decoded as UTF-8 incrementally. Streams without a file descriptor (tests)
-    are read line by line."""
+    the writer has flushed, decoded as UTF-8 (a BOM is dropped) as they come. Bad UTF-8 is a
+    TextInputError naming the byte and its offset. A stream with neither a file descriptor nor a byte
+    buffer is read line by line."""
+    chunks = _byte_chunks(stream)
+    if chunks is None:
+        yield from iter(stream.readline, "")
+        return
+    decoder = codecs.getincrementaldecoder("utf-8-sig")()
+    fed = 0
+    for data in chunks:
+        pending = decoder.getstate()[0]
+        try:
+            text = decoder.decode(data, final=not data)
+        except UnicodeDecodeError as e:
+            where = f"byte 0x{e.object[e.start]:02x} at offset {fed - len(pending) + e.start}"
+            raise TextInputError(f"standard input is not UTF-8 text ({where}); convert it (iconv -t "
+                                 "utf-8).") from None
+        fed += len(data)
+        if text:
+            yield text
+        if not data:
+            return
+
+
+def _byte_chunks(stream: IO[str]) -> Iterator[bytes] | None:
+    """Byte reads that return what is there (b"" once at the end), or None when the stream has no bytes."""
     try:
         fd = stream.fileno()
     except (AttributeError, OSError, ValueError):
         fd = -1
-    if fd < 0:
-        yield from iter(stream.readline, "")
-        return
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    while True:
-        data = os.read(fd, 4096)
-        if not data:
-            tail = decoder.decode(b"", final=True)
-            if tail:
-                yield tail
-            return
-        text = decoder.decode(data)
-        if text:
-            yield text
+    if fd >= 0:
+        def from_fd() -> Iterator[bytes]:
+            while True:
+                data = os.read(fd, 4096)
+                yield data
+                if not data:
+                    return
+        return from_fd()
+    buffer = getattr(stream, "buffer", None)
+    if buffer is None:
+        return None
+    read = getattr(buffer, "read1", None) or buffer.read
+
+    def from_buffer() -> Iterator[bytes]:
+        while True:
+            data = read(4096)
+            yield data
+            if not data:
+                return
+    return from_buffer()
 
 
 def sentences_from(fragments: Iterable[str], buffer: SentenceBuffer | None = None) -> Iterator[str]:
