@@ -377,6 +377,10 @@ def say(
         # stdin streams in: each sentence is spoken once complete, not after EOF (`llm ... | vox say -`)
         live_stdin = text_file is None and (text == "-" or (text is None and not _isatty(sys.stdin)))
         words = "" if live_stdin else read_say_text(text, text_file=text_file)
+        if live_stdin:
+            from voxcli.textstream import open_stdin_text
+
+            live_text = open_stdin_text(sys.stdin)  # up to the first words: an empty input fails here
         stdout_tty = _isatty(sys.stdout)
         if output is None and not play:
             if stdout_tty:
@@ -410,7 +414,7 @@ def say(
                 from voxcli.textstream import speak_live, stdin_requests
 
                 session.check(template.request("(flags check)"))  # the flags, before the text arrives
-                requests = stdin_requests(sys.stdin, _sentence_request(template, session.frame_cap))
+                requests = stdin_requests(live_text, _sentence_request(template, session.frame_cap))
             sr = session.spec.sample_rate
             sink = open_sink(output, sr, audio_format) if output is not None else None
             player = Player(sr) if play else None

@@ -12,6 +12,7 @@ its own.
 from __future__ import annotations
 
 import codecs
+import itertools
 import os
 import queue
 import threading
@@ -238,11 +239,21 @@ def speak_live(engine: Any, requests: Iterable[SynthesisRequest], on_audio: Call
         raise
 
 
-def stdin_requests(stream: IO[str], make: Callable[[str], SynthesisRequest]) -> Iterator[SynthesisRequest]:
-    """`vox say -`: one request per sentence of `stream`, each as soon as it is complete."""
-    any_text = False
-    for sentence in sentences_from(read_fragments(stream)):
-        any_text = True
+def open_stdin_text(stream: IO[str]) -> Iterator[str]:
+    """`vox say -`: the text fragments of `stream`, after reading up to its first non-blank text. Empty
+    input or bad UTF-8 up to there is a TextInputError now, before the caller loads a model; the model
+    load then waits only for the first words (a file or a fast pipe: no wait at all)."""
+    fragments = read_fragments(stream)
+    head: list[str] = []
+    for fragment in fragments:
+        head.append(fragment)
+        if fragment.strip():
+            return itertools.chain(head, fragments)
+    raise TextInputError("the text from standard input is empty; give some words to say.")
+
+
+def stdin_requests(fragments: Iterable[str],
+                   make: Callable[[str], SynthesisRequest]) -> Iterator[SynthesisRequest]:
+    """One request per sentence of the streamed-in text, each as soon as it is complete."""
+    for sentence in sentences_from(fragments):
         yield make(sentence)
-    if not any_text:
-        raise TextInputError("the text from standard input is empty; give some words to say.")
