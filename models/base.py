@@ -50,6 +50,9 @@ class ModelSpec:
     voices: tuple[str, ...] = ()
     languages: tuple[str, ...] = ()
     modes: tuple[str, ...] = ()  # e.g. ("custom_voice",), ("voice_design",), ("clone_xvec", "clone_icl")
+    # False: the model reads a whole text at once (Dia's [S1]/[S2] dialogue spans sentences), so the CLI
+    # sends one request per text instead of one per sentence.
+    split_sentences: bool = True
 
     @property
     def frame_seconds(self) -> float:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from .base import ModelProgram
 
 # The families, by package name under models/ (each has a family.py defining FAMILY).
-FAMILY_PACKAGES: tuple[str, ...] = ("qwen3_tts",)
+FAMILY_PACKAGES: tuple[str, ...] = ("qwen3_tts", "dia")
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,9 @@ class SimModel:
 
     name: str  # also the name of its shipped recipe
     sizes: Mapping[str, Any]  # dimensions the cost model needs (layer counts, widths...), per family
+    # Its GPU cost profile under recipes/gpus/ ("{gpu}" = the --gpu name): the shared per-GPU profiles
+    # by default; a model with costs of its own names its own (never silently another model's).
+    gpu_profile: str = "{gpu}"
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,8 @@ class SimSpec:
     codebooks: int
     chunk: ChunkSchedule  # the chunk schedule the GPU cost profiles were derived with
     models: tuple[SimModel, ...] = ()
+    cfg_scale: float | None = None  # the checkpoint's default guidance (> 1: requests run as width-2 pairs)
+    lead_steps: int = 0  # decode steps before a request's first frame (a delay pattern's fill)
 
 
 @dataclass(frozen=True)

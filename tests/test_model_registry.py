@@ -41,11 +41,13 @@ def fake_family(monkeypatch):
 
 
 def test_listing_is_the_registered_families_and_imports_no_torch():
-    qwen = registry.families()[-1]
-    assert qwen.model_types == ("qwen3_tts",) and "qwen3_tts" in registry.model_types()
-    assert set(known_models()) == QWEN_IDS == {m.id for m in qwen.hub_models}
-    assert all(m.description and m.recipe for m in qwen.hub_models)
-    assert [d.name for d in registry.demos()] == ["demo"]
+    qwen = registry.family_for_model_type("qwen3_tts")
+    dia = registry.family_for_model_type("dia")
+    assert qwen is not None and dia is not None and qwen.model_types == ("qwen3_tts",)
+    assert QWEN_IDS == {m.id for m in qwen.hub_models}
+    assert set(known_models()) == QWEN_IDS | {m.id for m in dia.hub_models}
+    assert all(m.description and m.recipe for f in (qwen, dia) for m in f.hub_models)
+    assert [d.name for d in registry.demos()] == ["demo", "demo-dia"]
     code = ("import sys\nfrom voxcli.models import registry\n"
             "registry.families(); registry.recipe_for('demo')\n"
             "print(sorted(m for m in sys.modules if m == 'torch' or m.endswith('.program')))\n")

@@ -216,9 +216,9 @@ def _synthesize_item(engine: Any, spec: ModelSpec, model_name: str, template: Re
     try:
         item_template = template.with_fields(voice=item.voice, language=item.language,
                                              instructions=item.instructions, seed=item.seed,
-                                             options=item.options)
+                                             cfg_scale=item.cfg_scale, options=item.options)
         requests = segment_requests(item.text, item_template, max_chars=opts.max_chars,
-                                    frame_cap=opts.frame_cap)
+                                    frame_cap=opts.frame_cap, split=spec.split_sentences)
         if opts.check is not None and requests:
             opts.check(requests[0])  # every segment shares the item's settings
         sink = FileSink(opts.out_dir / name, spec.sample_rate, opts.fmt)

@@ -317,6 +317,8 @@ TempOpt = Annotated[float | None, typer.Option("--temperature", help="Sampling t
 TopKOpt = Annotated[int | None, typer.Option("--top-k", help="Top-k sampling (0 = off).")]
 TopPOpt = Annotated[float | None, typer.Option("--top-p", help="Top-p (nucleus) sampling.")]
 RepOpt = Annotated[float | None, typer.Option("--repetition-penalty", help="Repetition penalty.")]
+CfgOpt = Annotated[float | None, typer.Option("--cfg-scale", help="Classifier-free guidance scale for "
+                                              "models with CFG (Dia); 1 = off. Default: the model's.")]
 MaxFramesOpt = Annotated[int | None, typer.Option("--max-frames", help="Cap on audio frames per sentence.")]
 RecipeOpt = Annotated[str | None, typer.Option("--recipe", help="Engine recipe name or TOML file.")]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Engine setting key=value (repeatable), "
@@ -363,8 +365,8 @@ def say(
                                                  "clone).")] = None,
     seed: SeedOpt = None, greedy: GreedyOpt = False, temperature: TempOpt = None, top_k: TopKOpt = None,
     top_p: TopPOpt = None, repetition_penalty: RepOpt = None, max_frames: MaxFramesOpt = None,
-    recipe: RecipeOpt = None, set_: SetOpt = None, policy: PolicyOpt = None, executor: ExecOpt = None,
-    device: DeviceOpt = None, quiet: QuietOpt = False,
+    cfg_scale: CfgOpt = None, recipe: RecipeOpt = None, set_: SetOpt = None, policy: PolicyOpt = None,
+    executor: ExecOpt = None, device: DeviceOpt = None, quiet: QuietOpt = False,
 ) -> None:
     with friendly_errors():
         from voxcli.audio import open_sink, resolve_format
@@ -398,7 +400,7 @@ def say(
         _check_request_flags(seed, max_frames)
         template = RequestTemplate(voice=voice, language=lang, instructions=instructions, seed=seed,
                                    sampling=_sampling(greedy, temperature, top_k, top_p, repetition_penalty),
-                                   max_frames=max_frames)
+                                   max_frames=max_frames, cfg_scale=cfg_scale)
         template.ref_audio, template.ref_sample_rate = _read_ref_audio(ref_audio)
         template.ref_text = ref_text
         if play:
@@ -407,14 +409,19 @@ def say(
             check_playback()  # before minutes of model loading, not after
         with open_session(EngineOptions(model, recipe, set_, policy, executor, device), quiet) as session, \
                 _sigterm_as_interrupt():
-            requests: Any = segment_requests(words, template, frame_cap=session.frame_cap)
+            requests: Any = segment_requests(words, template, frame_cap=session.frame_cap,
+                                             split=session.spec.split_sentences)
             if requests:
                 session.check(requests[0])  # before any synthesis; every segment shares the settings
             if live_stdin:
                 from voxcli.textstream import speak_live, stdin_requests
 
                 session.check(template.request("(flags check)"))  # the flags, before the text arrives
-                requests = stdin_requests(live_text, _sentence_request(template, session.frame_cap))
+                if session.spec.split_sentences:
+                    requests = stdin_requests(live_text, _sentence_request(template, session.frame_cap))
+                else:  # a model that speaks whole texts gets the whole input (at its end)
+                    requests = segment_requests("".join(live_text).strip(), template,
+                                                frame_cap=session.frame_cap, split=False)
             sr = session.spec.sample_rate
             sink = open_sink(output, sr, audio_format) if output is not None else None
             player = Player(sr) if play else None
@@ -471,8 +478,8 @@ def batch(
     model: ModelOpt = None, voice: VoiceOpt = None, lang: LangOpt = None, instructions: InstrOpt = None,
     seed: SeedOpt = None, greedy: GreedyOpt = False, temperature: TempOpt = None, top_k: TopKOpt = None,
     top_p: TopPOpt = None, repetition_penalty: RepOpt = None, max_frames: MaxFramesOpt = None,
-    recipe: RecipeOpt = None, set_: SetOpt = None, policy: PolicyOpt = None, executor: ExecOpt = None,
-    device: DeviceOpt = None, quiet: QuietOpt = False,
+    cfg_scale: CfgOpt = None, recipe: RecipeOpt = None, set_: SetOpt = None, policy: PolicyOpt = None,
+    executor: ExecOpt = None, device: DeviceOpt = None, quiet: QuietOpt = False,
     replicas: Annotated[int, typer.Option(help="Spread the items over this many engine replicas on Ray "
                                           "Serve (the ray extra; 1 = this process).")] = 1,
 ) -> None:
@@ -492,7 +499,7 @@ def batch(
             audio_format = "pcm"
         template = RequestTemplate(voice=voice, language=lang, instructions=instructions, seed=seed,
                                    sampling=_sampling(greedy, temperature, top_k, top_p, repetition_penalty),
-                                   max_frames=max_frames)
+                                   max_frames=max_frames, cfg_scale=cfg_scale)
         items = read_batch_inputs(inputs)
         prepare_out_dir(out_dir)  # fail before loading a model
         hook = os.environ.get("VOX_TEST_INTERRUPT_AFTER")  # tests: simulate Ctrl-C after N items

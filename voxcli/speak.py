@@ -84,11 +84,14 @@ class SpeechStats:
 
 
 def segment_requests(text: str, template: RequestTemplate, max_chars: int = 300,
-                     frame_cap: Callable[[str], int] | None = None) -> list[SynthesisRequest]:
-    """One request per sentence segment. `frame_cap(segment)` bounds generation when the user gave
-    no --max-frames (the demo model's random weights rarely choose to stop on their own)."""
+                     frame_cap: Callable[[str], int] | None = None,
+                     split: bool = True) -> list[SynthesisRequest]:
+    """One request per sentence segment (`split=False`: one for the whole text, for models that read a
+    dialogue at once). `frame_cap(segment)` bounds generation when the user gave no --max-frames (the demo
+    models' random weights rarely choose to stop on their own)."""
     out = []
-    for s in split_sentences(text, max_chars=max_chars):
+    segments = split_sentences(text, max_chars=max_chars) if split else [" ".join(text.split())]
+    for s in segments:
         req = template.request(s)
         if req.max_frames is None and frame_cap is not None:
             req.max_frames = frame_cap(s)

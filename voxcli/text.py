@@ -202,7 +202,8 @@ def _cut_words(clause: str, max_chars: int) -> list[str]:
 
 # --- batch input ----------------------------------------------------------------------------------
 
-JSONL_FIELDS = ("id", "text", "voice", "language", "lang", "instructions", "seed", "options")
+JSONL_FIELDS = ("id", "text", "voice", "language", "lang", "instructions", "seed", "cfg_scale",
+               "options")
 _SAFE_ID = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -218,6 +219,7 @@ class BatchItem:
     language: str | None = None
     instructions: str | None = None
     seed: int | None = None
+    cfg_scale: float | None = None
     options: dict[str, Any] | None = None  # SynthesisRequest.options (the model family's own)
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -228,6 +230,8 @@ class BatchItem:
         parts: list[Any] = [self.text, self.voice, self.language, self.instructions, self.seed]
         if self.options:  # absent options keep the fingerprints of files written before they existed
             parts.append(self.options)
+        if self.cfg_scale is not None:  # likewise an absent cfg_scale
+            parts.append({"cfg_scale": self.cfg_scale})
         key = json.dumps(parts, sort_keys=True)
         return hashlib.sha1(key.encode()).hexdigest()[:16]
 
@@ -363,6 +367,10 @@ def _parse_json_line(line: str, where: str, default_id: str) -> BatchItem:
     ident = obj.get("id")
     if ident is not None and not isinstance(ident, str | int) or isinstance(ident, bool):
         return BatchItem(default_id, "", where, error=f"{where}: id must be a string or a number.")
+    cfg_scale = obj.get("cfg_scale")
+    if cfg_scale is not None and (isinstance(cfg_scale, bool) or not isinstance(cfg_scale, (int, float))):
+        return BatchItem(str(obj.get("id", default_id)), "", where,
+                         error=f"{where}: cfg_scale must be a number (1 = no guidance).")
     for name in ("voice", "language", "lang", "instructions"):
         if obj.get(name) is not None and not isinstance(obj[name], str):
             return BatchItem(str(obj.get("id", default_id)), "", where,
@@ -373,4 +381,5 @@ def _parse_json_line(line: str, where: str, default_id: str) -> BatchItem:
                          error=f"{where}: options must be an object of the model's options.")
     return _make_item(str(obj.get("id") or default_id), text, where, voice=obj.get("voice"),
                       language=obj.get("language", obj.get("lang")), instructions=obj.get("instructions"),
-                      seed=seed, options=options)
+                      seed=seed, options=options,
+                      cfg_scale=None if cfg_scale is None else float(cfg_scale))

@@ -34,14 +34,25 @@ def default_profile() -> CostProfile:
     return CostProfile.from_dict(_DEFAULT, default_name="default")
 
 
+def profile_name(config: EngineConfig) -> str:
+    """`gpus/<gpu>`, or the profile the model's registration names (`SimModel.gpu_profile`, e.g.
+    `gpus/<gpu>-dia-1.6b`: its costs differ, so never silently the shared profile)."""
+    from voxcli.models.registry import find_sim_model
+
+    found = find_sim_model(config.model) if config.model else None
+    pattern = found[1].gpu_profile if found is not None else "{gpu}"
+    return "gpus/" + pattern.format(gpu=config.gpu)
+
+
 def load_profile(config: EngineConfig) -> CostProfile:
     if not config.gpu:
         return default_profile()
+    name = profile_name(config)
     try:
-        path = recipe_path(f"gpus/{config.gpu}")
+        path = recipe_path(name)
     except ConfigError as e:
-        raise ConfigError(f"no cost profile for gpu {config.gpu!r}: add recipes/gpus/{config.gpu}.toml "
-                          f"or leave `gpu` empty for the built-in default ({e})") from e
+        raise ConfigError(f"no cost profile {name!r} for gpu {config.gpu!r} and model {config.model!r}: add "
+                          f"recipes/{name}.toml or leave `gpu` empty for the built-in default ({e})") from e
     return CostProfile.from_toml(path)
 
 

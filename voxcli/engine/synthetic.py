@@ -4,8 +4,10 @@ Audio shape (sample rate, frame rate, samples per frame, codebooks): a registere
 (models/registry.py; `for_model(name)` picks the family of a sim model name, hub id or demo alias; the
 default family's otherwise), each overridable by argument.
 
-Classifier-free guidance: a request with `cfg_scale` > 1 prepares a width-2 prompt (a conditional +
-unconditional pair in every forward pass), so engine tests can check how pairs are scheduled.
+Classifier-free guidance: a request with `cfg_scale` > 1 (or, without one, a family whose sim spec has a
+default guidance > 1) prepares a width-2 prompt (a conditional + unconditional pair in every forward
+pass), so engine tests can check how pairs are scheduled. A family with a delay pattern (`lead_steps`)
+takes that many decode steps before a request's first frame.
 
 Frames: `SynthesisRequest.fixed_frames` when given, else an estimate from the text length (about 15
 characters per second of speech). Frame k of a request is the code vector filled with k, and the codec
@@ -58,6 +60,7 @@ class _Plan:
 @dataclass
 class _RowState:
     emitted: int = 0
+    lead: int = 0  # lead steps taken (see SimSpec.lead_steps)
 
 
 class SyntheticProgram(ModelProgram):
@@ -77,6 +80,8 @@ class SyntheticProgram(ModelProgram):
                               voices=("any",), modes=("custom_voice",))
         self.chars_per_second = chars_per_second
         self.pcm_scale = pcm_scale
+        self.default_cfg = sim.cfg_scale  # a request without cfg_scale gets the family's default guidance
+        self.lead_steps = sim.lead_steps  # decode steps that emit no frame yet (delay-pattern fill)
         self._frames: list[np.ndarray] = []  # frame k is shared by every request (no allocation)
         self._slot_next: dict[int, int] = {}  # slot -> next expected frame index
         self._slot_chunk: dict[int, int] = {}
@@ -119,7 +124,7 @@ class SyntheticProgram(ModelProgram):
             seconds = len(clean) / self.chars_per_second
             plan.frames = max(1, math.ceil(seconds * self.spec.frame_rate))
         plan.frames = min(plan.frames, max_frames)
-        scale = request.cfg_scale
+        scale = request.cfg_scale if request.cfg_scale is not None else self.default_cfg
         if scale is not None and not scale >= 1:
             raise InputError(f"cfg_scale must be >= 1 (1 = no guidance), got {scale}")
         width = 2 if scale is not None and scale > 1 else 1
@@ -145,6 +150,10 @@ class SyntheticProgram(ModelProgram):
         st: _RowState = row.state
         if st.emitted >= plan.frames:
             return StepOutput(frame=None, done=True)
+        if st.lead < self.lead_steps:  # the delay pattern is still filling: a step, no frame
+            st.lead += 1
+            row.kv_len += 1
+            return StepOutput(frame=None, done=False)
         if plan.fail_decode_at is not None and st.emitted == plan.fail_decode_at:
             # a per-row failure: reported in place of this row's output, the batch's other rows go on
             return InjectedFailure(f"injected decode failure at frame {st.emitted} "

@@ -1,0 +1,26 @@
+"""Loading a Dia checkpoint strictly (finding it is the shared `models/checkpoint.resolve`).
+
+The transformers layout (hub `nari-labs/Dia-1.6B-0626`): config.json (model_type "dia"),
+model.safetensors or model.safetensors.index.json + shards, generation_config.json, tokenizer/processor
+files (the tokenizer is byte-level, so nothing in them is needed). Loading never downloads.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ..checkpoint import check_state_dict, read_json, read_state_dict, resolve
+
+__all__ = ["resolve", "read_json", "read_state_dict", "load_strict"]
+
+
+def load_strict(module: torch.nn.Module, root: Path, device: torch.device, dtype: torch.dtype) -> None:
+    """Materialise a meta-built module from the checkpoint: every key present with its shape, none extra
+    (messages name the tensor and the checkpoint path)."""
+    sd = read_state_dict(root)
+    check_state_dict(module, sd, root)
+    module.to_empty(device=device)
+    module.load_state_dict({k: v.to(dtype) for k, v in sd.items()}, strict=True)
+    module.to(dtype)

@@ -1,0 +1,128 @@
+"""Typed views of a Dia checkpoint's config.json and generation_config.json (transformers layout).
+
+Defaults follow transformers' DiaConfig / DiaEncoderConfig / DiaDecoderConfig, so a config.json that
+omits a field means the same here as in the reference. Only what the program needs is typed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..base import CheckpointError
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    hidden_size: int = 1024
+    intermediate_size: int = 4096
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 16
+    num_key_value_heads: int = 16
+    head_dim: int = 128
+    vocab_size: int = 256
+    max_position_embeddings: int = 1024
+    norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+
+
+@dataclass(frozen=True)
+class DecoderConfig:
+    hidden_size: int = 2048
+    intermediate_size: int = 8192
+    num_hidden_layers: int = 18
+    num_attention_heads: int = 16
+    num_key_value_heads: int = 4
+    head_dim: int = 128
+    cross_num_attention_heads: int = 16
+    cross_num_key_value_heads: int = 16
+    cross_head_dim: int = 128
+    cross_hidden_size: int = 1024
+    vocab_size: int = 1028
+    num_channels: int = 9
+    max_position_embeddings: int = 3072
+    norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+
+
+@dataclass(frozen=True)
+class DiaConfig:
+    encoder: EncoderConfig
+    decoder: DecoderConfig
+    delay_pattern: tuple[int, ...] = (0, 8, 9, 10, 11, 12, 13, 14, 15)
+    eos_token_id: int = 1024
+    pad_token_id: int = 1025
+    bos_token_id: int = 1026
+
+    @property
+    def max_delay(self) -> int:
+        return max(self.delay_pattern)
+
+
+@dataclass(frozen=True)
+class GenerationDefaults:
+    """generation_config.json, with transformers' GenerationConfig defaults for absent fields."""
+
+    do_sample: bool = False
+    temperature: float = 1.0
+    top_k: int | None = 50
+    top_p: float = 1.0
+    guidance_scale: float | None = None
+    max_length: int = 20
+    max_new_tokens: int | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> GenerationDefaults:
+        def get(name, default):
+            v = d.get(name, default)
+            return default if v is None and name not in ("top_k", "guidance_scale", "max_new_tokens") else v
+
+        return cls(
+            do_sample=bool(get("do_sample", False)),
+            temperature=float(get("temperature", 1.0)),
+            top_k=get("top_k", 50),
+            top_p=float(get("top_p", 1.0)),
+            guidance_scale=get("guidance_scale", None),
+            max_length=int(get("max_length", 20)),
+            max_new_tokens=get("max_new_tokens", None),
+        )
+
+
+_UNSUPPORTED = ("rope_scaling",)
+
+
+def _sub(cls, d: dict[str, Any], where: str):
+    for key in _UNSUPPORTED:
+        if d.get(key) not in (None, {}):
+            raise CheckpointError(f"{where}: {key}={d[key]!r} is not supported (plain RoPE only)")
+    if d.get("hidden_act", "silu") != "silu":
+        raise CheckpointError(f"{where}: hidden_act {d['hidden_act']!r} is not supported (silu only)")
+    names = cls.__dataclass_fields__
+    return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def parse_config(d: dict[str, Any], where: str) -> DiaConfig:
+    if d.get("model_type") != "dia":
+        raise CheckpointError(f"{where} has model_type {d.get('model_type')!r}, expected 'dia'")
+    enc = _sub(EncoderConfig, d.get("encoder_config") or {}, f"{where} encoder_config")
+    dec = _sub(DecoderConfig, d.get("decoder_config") or {}, f"{where} decoder_config")
+    delay = tuple(int(x) for x in (d.get("delay_pattern") or (0, 8, 9, 10, 11, 12, 13, 14, 15)))
+    if len(delay) != dec.num_channels or min(delay) < 0 or delay[0] != 0:
+        raise CheckpointError(
+            f"{where}: delay_pattern {list(delay)} must have one entry >= 0 per channel "
+            f"({dec.num_channels}) and start at 0"
+        )
+    cfg = DiaConfig(
+        encoder=enc,
+        decoder=dec,
+        delay_pattern=delay,
+        eos_token_id=int(d.get("eos_token_id", 1024)),
+        pad_token_id=int(d.get("pad_token_id", 1025)),
+        bos_token_id=int(d.get("bos_token_id", 1026)),
+    )
+    if dec.cross_hidden_size != enc.hidden_size:
+        raise CheckpointError(
+            f"{where}: decoder cross_hidden_size {dec.cross_hidden_size} "
+            f"!= encoder hidden_size {enc.hidden_size}"
+        )
+    return cfg

@@ -1,0 +1,292 @@
+"""Dia's transformer blocks in plain PyTorch, with the transformers parameter names (the checkpoint's
+state dict loads as-is: `model.encoder.*`, `model.decoder.*`, `logits_dense.weight`).
+
+Facts taken from the reference implementation: attention is UNscaled (softmax(q k^T), scaling = 1) in
+the encoder, the decoder self-attention and the cross-attention; RoPE (half-split rotate_half, fp32
+tables) on encoder and decoder self-attention only; the MLP is one fused `gate_up_proj` (gate first);
+the decoder embeds the 9 channels with one table offset by channel * vocab and sums them.
+
+Decoder self-attention K/V and the cross-attention K/V both live in the engine's paged pool (see
+program.py for the layout); `PagedKV` says where each row's positions and cross keys are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import DecoderConfig, DiaConfig, EncoderConfig
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x32.to(dtype)
+
+
+class MLP(nn.Module):
+    def __init__(self, hidden: int, inner: int) -> None:
+        super().__init__()
+        self.gate_up_proj = nn.Linear(hidden, 2 * inner, bias=False)
+        self.down_proj = nn.Linear(inner, hidden, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+        return self.down_proj(up * F.silu(gate))
+
+
+class Rotary:
+    """cos/sin for integer positions, as the reference computes them (fp32 inv_freq, outer product)."""
+
+    def __init__(self, head_dim: int, theta: float) -> None:
+        steps = torch.arange(0, head_dim, 2, dtype=torch.int64, device="cpu").float()
+        self.inv_freq = 1.0 / (theta ** (steps / head_dim))
+
+    def __call__(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        freqs = positions.float()[..., None] * self.inv_freq.to(positions.device)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x [B, T, heads, hd]; cos/sin [B, T, hd]."""
+    cos, sin = cos.unsqueeze(-2), sin.unsqueeze(-2)
+    half = x.shape[-1] // 2
+    rot = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + rot * sin
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """q [B, Tq, H, hd], k/v [B, Tk, KVH, hd] -> [B, Tq, H*hd]; unscaled, as Dia is trained."""
+    q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    out = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, scale=1.0, enable_gqa=q.shape[1] != k.shape[1]
+    )
+    return out.transpose(1, 2).reshape(out.shape[0], out.shape[2], -1)
+
+
+class Projections(nn.Module):
+    def __init__(
+        self, hidden: int, heads: int, kv_heads: int, head_dim: int, kv_in: int | None = None
+    ) -> None:
+        super().__init__()
+        kv_in = hidden if kv_in is None else kv_in
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
+        self.q_proj = nn.Linear(hidden, heads * head_dim, bias=False)
+        self.k_proj = nn.Linear(kv_in, kv_heads * head_dim, bias=False)
+        self.v_proj = nn.Linear(kv_in, kv_heads * head_dim, bias=False)
+        self.o_proj = nn.Linear(heads * head_dim, hidden, bias=False)
+
+    def split(self, proj: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+        return proj(x).view(*x.shape[:-1], -1, self.head_dim)
+
+
+# --- encoder ---------------------------------------------------------------------------------------
+class EncoderLayer(nn.Module):
+    def __init__(self, c: EncoderConfig) -> None:
+        super().__init__()
+        self.pre_sa_norm = RMSNorm(c.hidden_size, c.norm_eps)
+        self.self_attention = Projections(
+            c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        )
+        self.post_sa_norm = RMSNorm(c.hidden_size, c.norm_eps)
+        self.mlp = MLP(c.hidden_size, c.intermediate_size)
+
+    def forward(self, x, cos, sin, mask):
+        a = self.self_attention
+        h = self.pre_sa_norm(x)
+        q = apply_rope(a.split(a.q_proj, h), cos, sin)
+        k = apply_rope(a.split(a.k_proj, h), cos, sin)
+        v = a.split(a.v_proj, h)
+        x = x + a.o_proj(attend(q, k, v, mask))
+        return x + self.mlp(self.post_sa_norm(x))
+
+
+class Encoder(nn.Module):
+    def __init__(self, c: EncoderConfig) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.layers = nn.ModuleList(EncoderLayer(c) for _ in range(c.num_hidden_layers))
+        self.norm = RMSNorm(c.hidden_size, c.norm_eps)
+        self.rotary = Rotary(c.head_dim, c.rope_theta)
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """ids [B, T] (right-padded); mask [B, 1, T, T] bool or None (no padding)."""
+        x = self.embedding(ids)
+        pos = torch.arange(ids.shape[1], device=ids.device)[None].expand(ids.shape[0], -1)
+        cos, sin = self.rotary(pos, x.dtype)
+        for layer in self.layers:
+            x = layer(x, cos, sin, mask)
+        return self.norm(x)
+
+
+# --- decoder ---------------------------------------------------------------------------------------
+@dataclass
+class PagedKV:
+    """Where a batch of decoder sequences keeps its K/V in the paged pool.
+
+    Self-attention: queries are [B, Tq] (right-padded); `slots[b, i]` is the flat pool position
+    (page * page_size + offset) query i writes, -1 for padding; `self_table [B, P]` lists the sequence's
+    self-KV pages; key j is visible to query i iff j <= q_pos[b, i] and j < kv_len[b].
+    Cross-attention: `cross_table [B, Pc]` lists the pages holding the sequence's encoder K/V, packed
+    densely (token-major, [tokens, cross_kv_heads, cross_head_dim]) across those pages; `cross_len[b]`
+    tokens are valid."""
+
+    q_pos: torch.Tensor
+    slots: torch.Tensor
+    self_table: torch.Tensor
+    kv_len: torch.Tensor
+    cross_table: torch.Tensor
+    cross_len: torch.Tensor
+    page_size: int
+    # Optional per layer (K, V) [B, max cross_len, heads, hd] already gathered from the cross pages (the
+    # program reuses them while a decode batch keeps its members); None = gather in the layer.
+    cross_dense: list[tuple[torch.Tensor, torch.Tensor]] | None = None
+
+    def self_mask(self) -> torch.Tensor:
+        n = self.self_table.shape[1] * self.page_size
+        j = torch.arange(n, device=self.q_pos.device)
+        m = (j[None, None, :] <= self.q_pos[:, :, None]) & (j[None, None, :] < self.kv_len[:, None, None])
+        m[..., 0] |= ~m.any(-1)  # padded queries see key 0 (no NaN); their outputs are dropped
+        return m[:, None]
+
+    def cross_mask(self, tq: int) -> torch.Tensor | None:
+        n = int(self.cross_len.max())
+        if bool((self.cross_len == n).all()):
+            return None  # every sequence sees all its keys: no mask, as the reference's batch of one
+        j = torch.arange(n, device=self.cross_len.device)
+        return (j[None, :] < self.cross_len[:, None])[:, None, None, :].expand(-1, 1, tq, -1)
+
+
+def pack_cross(kv: torch.Tensor, page_elems: int) -> torch.Tensor:
+    """[T, heads, hd] -> [pages, page_elems] (zero-padded), the dense layout `gather_cross` reads back."""
+    flat = kv.reshape(-1)
+    n = -(-flat.numel() // page_elems)
+    out = flat.new_zeros(n * page_elems)
+    out[: flat.numel()] = flat
+    return out.view(n, page_elems)
+
+
+def gather_cross(pool: torch.Tensor, table: torch.Tensor, n_tokens: int, heads: int, hd: int) -> torch.Tensor:
+    """One layer's pool [pages, ps, kvh, hd], table [B, Pc] -> [B, n_tokens, heads, hd]."""
+    B = table.shape[0]
+    flat = pool[table].reshape(B, -1)
+    return flat[:, : n_tokens * heads * hd].view(B, n_tokens, heads, hd)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, c: DecoderConfig) -> None:
+        super().__init__()
+        self.self_attention = Projections(
+            c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        )
+        self.cross_attention = Projections(
+            c.hidden_size,
+            c.cross_num_attention_heads,
+            c.cross_num_key_value_heads,
+            c.cross_head_dim,
+            kv_in=c.cross_hidden_size,
+        )
+        self.pre_sa_norm = RMSNorm(c.hidden_size, c.norm_eps)
+        self.pre_ca_norm = RMSNorm(c.hidden_size, c.norm_eps)
+        self.pre_mlp_norm = RMSNorm(c.hidden_size, c.norm_eps)
+        self.mlp = MLP(c.hidden_size, c.intermediate_size)
+
+    def cross_kv(self, enc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a = self.cross_attention
+        return a.split(a.k_proj, enc), a.split(a.v_proj, enc)
+
+    def gather_cross_kv(self, k_pool, v_pool, pk: PagedKV) -> tuple[torch.Tensor, torch.Tensor]:
+        c = self.cross_attention
+        n = int(pk.cross_len.max())
+        return (
+            gather_cross(k_pool, pk.cross_table, n, c.kv_heads, c.head_dim),
+            gather_cross(v_pool, pk.cross_table, n, c.kv_heads, c.head_dim),
+        )
+
+    def forward(self, x, cos, sin, k_pool, v_pool, pk: PagedKV, self_mask, cross_mask, cross=None):
+        a = self.self_attention
+        h = self.pre_sa_norm(x)
+        q = apply_rope(a.split(a.q_proj, h), cos, sin)
+        k = apply_rope(a.split(a.k_proj, h), cos, sin)
+        v = a.split(a.v_proj, h)
+        flat_k = k_pool.view(-1, a.kv_heads, a.head_dim)
+        flat_v = v_pool.view(-1, a.kv_heads, a.head_dim)
+        valid = pk.slots >= 0
+        idx = pk.slots[valid]
+        flat_k[idx] = k[valid].to(flat_k.dtype)
+        flat_v[idx] = v[valid].to(flat_v.dtype)
+        B, P = pk.self_table.shape
+        keys = k_pool[pk.self_table].view(B, P * pk.page_size, a.kv_heads, a.head_dim)
+        vals = v_pool[pk.self_table].view(B, P * pk.page_size, a.kv_heads, a.head_dim)
+        x = x + a.o_proj(attend(q, keys, vals, self_mask))
+
+        c = self.cross_attention
+        h = self.pre_ca_norm(x)
+        q = c.split(c.q_proj, h)
+        ck, cv = cross if cross is not None else self.gather_cross_kv(k_pool, v_pool, pk)
+        x = x + c.o_proj(attend(q, ck.to(q.dtype), cv.to(q.dtype), cross_mask))
+        return x + self.mlp(self.pre_mlp_norm(x))
+
+
+class ChannelEmbedding(nn.Module):
+    def __init__(self, c: DecoderConfig) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(c.vocab_size * c.num_channels, c.hidden_size)
+        self.vocab = c.vocab_size
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens [B, T, C] -> [B, T, H] (sum over channels)."""
+        off = torch.arange(tokens.shape[-1], device=tokens.device) * self.vocab
+        return self.embed(tokens + off).sum(dim=2)
+
+
+class Decoder(nn.Module):
+    def __init__(self, c: DecoderConfig) -> None:
+        super().__init__()
+        self.embeddings = ChannelEmbedding(c)
+        self.layers = nn.ModuleList(DecoderLayer(c) for _ in range(c.num_hidden_layers))
+        self.norm = RMSNorm(c.hidden_size, c.norm_eps)
+        self.rotary = Rotary(c.head_dim, c.rope_theta)
+
+    def forward(self, tokens, k_pools, v_pools, pk: PagedKV) -> torch.Tensor:
+        x = self.embeddings(tokens)
+        cos, sin = self.rotary(pk.q_pos, x.dtype)
+        self_mask, cross_mask = pk.self_mask(), pk.cross_mask(tokens.shape[1])
+        dense = pk.cross_dense
+        for i, layer in enumerate(self.layers):
+            cross = dense[i] if dense is not None else None
+            x = layer(x, cos, sin, k_pools[i], v_pools[i], pk, self_mask, cross_mask, cross)
+        return self.norm(x)
+
+
+class DiaModel(nn.Module):
+    def __init__(self, cfg: DiaConfig) -> None:
+        super().__init__()
+        self.encoder = Encoder(cfg.encoder)
+        self.decoder = Decoder(cfg.decoder)
+
+
+class DiaWeights(nn.Module):
+    """The whole checkpoint: `model.{encoder,decoder}` + `logits_dense` (channels * vocab outputs)."""
+
+    def __init__(self, cfg: DiaConfig) -> None:
+        super().__init__()
+        d = cfg.decoder
+        self.model = DiaModel(cfg)
+        self.logits_dense = nn.Linear(d.hidden_size, d.num_channels * d.vocab_size, bias=False)
+        self.channels, self.vocab = d.num_channels, d.vocab_size
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """[..., H] -> [..., C, V]."""
+        return self.logits_dense(hidden).view(*hidden.shape[:-1], self.channels, self.vocab)

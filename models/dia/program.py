@@ -1,0 +1,438 @@
+"""Dia (Nari Labs; transformers `DiaForConditionalGeneration`) as a voxcli model program.
+
+An encoder-decoder: the byte-level text encoder runs once at prefill; the audio decoder emits one
+position of 9 delayed codebook channels per step. What the engine sees:
+
+* Rows. A request with guidance w > 1 is ONE row of width 2 (`Prompt.width`): its conditional and
+  unconditional sequences always run in the same forward pass, share one sampled token per channel
+  and step (appended to both), and are admitted, cancelled and freed together because they are one
+  Row holding one page list. w = 1 is width 1. The scheduler counts a width-2 row as 2 rows toward a
+  bucket, max_running and the prefill batch, and never splits it across batches.
+* KV memory. Everything a row keeps lives in the engine's paged KV pool, in the row's own pages:
+  per sequence, first its decoder self-attention region (positions), then its cross-attention region
+  (the encoder K/V of every decoder layer, computed once at prefill and read by every step). A cross
+  token needs cross_kv_heads * cross_head_dim values where a self position holds kv_heads * head_dim
+  (4x for Dia-1.6B), so the cross region is packed densely across whole pages and `kv_tokens` reserves
+  ceil(text_tokens * ratio / page) pages for it. Pages rather than per-row side slots: one pool, one
+  admission rule (a request runs only if all its memory is reserved), no second allocator to size, and
+  the memory comes back with the row's pages the moment the LM finishes.
+* Frames. The engine receives ALIGNED frames only (delay.py undoes the delay pattern; the first frame
+  arrives after max(delay) + 1 = 16 decoder steps, then one per step; the drain after EOS runs here).
+  TTFA therefore pays 15 extra decoder steps (measured by scripts/bench_dia.py: 16 steps to the first
+  frame), plus the DAC's ~9.3 frames of look-ahead before the first audible sample (dac.py).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from voxcli.config import ChunkSchedule
+
+from ..base import (
+    CodecItem,
+    InputError,
+    ModelProgram,
+    ModelSpec,
+    Prompt,
+    Row,
+    StepOutput,
+    SynthesisRequest,
+)
+from .checkpoint import load_strict, read_json, resolve
+from .config import DiaConfig, GenerationDefaults, parse_config
+from .delay import DelayTracker
+from .layers import DiaWeights, PagedKV, pack_cross
+from .prompt import PreparedDia, clone_text, resolve_sampling, validate
+from .sampling import RowSampling, draw, process
+
+SAMPLE_RATE = 44100
+HOP = 512
+# 86 frames/s: the DAC decoder holds back ~9.3 frames of look-ahead (dac.py), so a 12-frame first chunk
+# (139 ms) is the smallest that yields real audio; then the chunks grow so the codec runs fewer, larger
+# batches once playback is buffered (48 frames = 0.56 s).
+DEFAULT_CHUNKS = ChunkSchedule(first=12, ramp=(24,), steady=48)
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass
+class DiaState:
+    """Per-request decode state (Row.state)."""
+
+    tracker: DelayTracker
+    sampling: RowSampling
+    gen: torch.Generator
+    width: int
+    n_self: int  # pages per sequence for decoder self-attention
+    n_cross: int  # pages per sequence for the packed encoder K/V
+    cross_len: int  # text tokens
+    active: bool  # the EOS drain has started
+    countdown: np.ndarray  # [C] steps until each channel is forced to EOS (once active)
+    fixed: bool  # bench: ignore EOS, emit exactly max_frames frames
+    uid: int  # unique per prefill within this program (keys the dense cross K/V reuse)
+
+
+class DiaProgram(ModelProgram):
+    def __init__(
+        self,
+        root: Path,
+        cfg: DiaConfig,
+        gen: GenerationDefaults,
+        weights: DiaWeights,
+        device: torch.device,
+        dtype: torch.dtype,
+        name: str,
+    ) -> None:
+        self.root, self.cfg, self.gen, self.weights = root, cfg, gen, weights
+        self.device, self.dtype = device, dtype
+        sr, hop = _codec_rates(root)
+        self.spec = ModelSpec(
+            name=name,
+            sample_rate=sr,
+            frame_rate=sr / hop,
+            samples_per_frame=hop,
+            codebooks=cfg.decoder.num_channels,
+            chunk=DEFAULT_CHUNKS,
+            max_context=cfg.decoder.max_position_embeddings,
+            voices=(),
+            languages=("english",),
+            modes=("tts", "clone"),
+        )
+        d = cfg.decoder
+        self.self_elems = d.num_key_value_heads * d.head_dim
+        self.cross_elems = d.cross_num_key_value_heads * d.cross_head_dim
+        self.k_pool: torch.Tensor | None = None
+        self.v_pool: torch.Tensor | None = None
+        self.page_size = 0
+        self._codec = None
+        # Cross K/V gathered densely for the last decode batch, reused while its members stay the same
+        # (the cross pages never change during a request): the gather is most of a CPU step's copying.
+        self._cross_key: tuple | None = None
+        self._cross_dense: list[tuple[torch.Tensor, torch.Tensor]] | None = None
+        self._uid = 0
+
+    # --- loading ---------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, source: str, device: str = "cpu", dtype: str = "float32") -> DiaProgram:
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        root = resolve(source)
+        cfg = parse_config(read_json(root / "config.json"), str(root / "config.json"))
+        gpath = root / "generation_config.json"
+        gen = GenerationDefaults.from_dict(read_json(gpath)) if gpath.exists() else GenerationDefaults()
+        with torch.device("meta"):
+            weights = DiaWeights(cfg)
+        load_strict(weights, root, torch.device(device), DTYPES[dtype])
+        name = source if not Path(source).exists() else root.name
+        return cls(root, cfg, gen, weights.eval(), torch.device(device), DTYPES[dtype], name)
+
+    @property
+    def codec_model(self):
+        if self._codec is None:
+            from .dac import DacCodec, resolve_codec
+
+            dtype = next(k for k, v in DTYPES.items() if v == self.dtype)
+            self._codec = DacCodec.load(resolve_codec(self.root), device=str(self.device), dtype=dtype)
+        return self._codec
+
+    # --- host: prompts ---------------------------------------------------------------------------
+    def prepare(self, request: SynthesisRequest, *, ref_codes: np.ndarray | None = None) -> Prompt:
+        """`ref_codes` injects a voice-clone prompt's DAC codes computed elsewhere (tests)."""
+        text = request.text
+        if request.ref_audio is not None or ref_codes is not None:
+            text = clone_text(request.ref_text or "", request.text)
+        ids = validate(self.cfg, request if ref_codes is None else _with_ref(request), text)
+        sampling = resolve_sampling(self.gen, request)
+        codes = ref_codes
+        if codes is None and request.ref_audio is not None:
+            codes = self.reference_codes(request.ref_audio, request.ref_sample_rate)
+        prompt_frames = 0 if codes is None else int(codes.shape[0])
+        default = (
+            self.gen.max_new_tokens - 1 - self.cfg.max_delay
+            if self.gen.max_new_tokens
+            else self.gen.max_length - 2 - prompt_frames
+        )
+        if request.max_frames is None and default < 1:
+            raise InputError(
+                f"the reference clip is {prompt_frames} frames long, which leaves no room in "
+                f"the checkpoint's max_length {self.gen.max_length}; use a shorter clip"
+            )
+        max_frames = request.max_frames if request.max_frames is not None else default
+        if max_frames < 1:
+            raise InputError(f"max_frames must be >= 1, got {max_frames}")
+        if request.fixed_frames is not None and request.fixed_frames < 1:
+            raise InputError(f"fixed_frames must be >= 1, got {request.fixed_frames}")
+        data = PreparedDia(ids=ids, codes=codes, sampling=sampling, seed=request.seed)
+        return Prompt(
+            length=1 + prompt_frames,
+            data=data,
+            max_frames=max_frames,
+            fixed_frames=request.fixed_frames,
+            width=2 if sampling.guidance != 1.0 else 1,
+        )
+
+    def check(self, request: SynthesisRequest) -> None:
+        """Everything `prepare` refuses without encoding audio: text, voice, language, options, clone
+        fields, cfg_scale, sampling (one sentence each)."""
+        text = request.text
+        if request.ref_audio is not None:
+            text = clone_text(request.ref_text or "", request.text)
+            if request.ref_sample_rate is not None and request.ref_sample_rate != self.spec.sample_rate:
+                raise InputError(
+                    f"the reference audio is {request.ref_sample_rate} Hz but Dia's DAC codec needs "
+                    f"{self.spec.sample_rate} Hz; resample the clip first"
+                )
+        validate(self.cfg, request, text)
+        resolve_sampling(self.gen, request)
+
+    def reference_codes(self, wav: np.ndarray, sample_rate: int | None) -> np.ndarray:
+        if sample_rate is None:
+            raise InputError("the reference audio needs its sample rate")
+        codes = self.codec_model.encode(np.asarray(wav, dtype=np.float32), sample_rate)
+        codes = np.asarray(codes, dtype=np.int64)
+        if codes.ndim != 2 or codes.shape[1] != self.cfg.decoder.num_channels or codes.shape[0] < 1:
+            raise InputError("the reference audio is too short to give one codec frame")
+        return codes
+
+    # --- device resources ------------------------------------------------------------------------
+    def _layout(self, prompt: Prompt) -> tuple[int, int]:
+        """Pages per sequence: (self-attention positions, packed cross K/V)."""
+        if self.page_size == 0:
+            raise RuntimeError("the KV pool is not allocated: call init_kv(num_pages, page_size) first")
+        frames = prompt.max_frames if prompt.fixed_frames is None else prompt.fixed_frames
+        positions = prompt.length + frames + self.cfg.max_delay
+        n_self = -(-positions // self.page_size)
+        per_page = self.page_size * self.self_elems
+        n_cross = -(-(len(prompt.data.ids) * self.cross_elems) // per_page)
+        return n_self, n_cross
+
+    def kv_tokens(self, prompt: Prompt) -> int:
+        n_self, n_cross = self._layout(prompt)
+        return prompt.width * (n_self + n_cross) * self.page_size
+
+    def init_kv(self, num_pages: int, page_size: int) -> None:
+        d = self.cfg.decoder
+        shape = (d.num_hidden_layers, num_pages, page_size, d.num_key_value_heads, d.head_dim)
+        self.k_pool = torch.zeros(shape, device=self.device, dtype=self.dtype)
+        self.v_pool = torch.zeros(shape, device=self.device, dtype=self.dtype)
+        self.page_size = page_size
+        self._cross_key, self._cross_dense = None, None
+
+    def init_codec_slots(self, num_slots: int) -> None:
+        self.codec_model.init_slots(num_slots)
+
+    # --- stages ----------------------------------------------------------------------------------
+    def _seq_pages(self, row: Row, s: int) -> tuple[list[int], list[int]]:
+        st: DiaState = row.state
+        per = st.n_self + st.n_cross
+        pages = row.pages[s * per : (s + 1) * per]
+        if len(pages) < per:
+            raise RuntimeError(
+                f"request {row.request_id} holds {len(row.pages)} KV pages, needs {per * st.width}"
+            )
+        return pages[: st.n_self], pages[st.n_self :]
+
+    def _paged(self, seqs: list[tuple[Row, int]], starts: list[int], counts: list[int]) -> PagedKV:
+        ps = self.page_size
+        T = max(counts)
+        S = len(seqs)
+        q_pos = torch.zeros(S, T, dtype=torch.long)
+        slots = torch.full((S, T), -1, dtype=torch.long)
+        tables, ctables = [], []
+        for b, ((r, s), st0, n) in enumerate(zip(seqs, starts, counts, strict=True)):
+            own, cross = self._seq_pages(r, s)
+            if st0 + n > len(own) * ps:
+                raise RuntimeError(f"request {r.request_id} needs {st0 + n} positions, holds {len(own) * ps}")
+            pos = torch.arange(st0, st0 + n)
+            pg = torch.tensor(own, dtype=torch.long)
+            q_pos[b, :n] = pos
+            slots[b, :n] = pg[pos // ps] * ps + pos % ps
+            tables.append(own)
+            ctables.append(cross)
+        P = max(len(t) for t in tables)
+        Pc = max(len(t) for t in ctables)
+        table = torch.tensor([t + [t[0]] * (P - len(t)) for t in tables], dtype=torch.long)
+        ctable = torch.tensor([t + [t[0]] * (Pc - len(t)) for t in ctables], dtype=torch.long)
+        kv_len = torch.tensor([a + n for a, n in zip(starts, counts, strict=True)])
+        cross_len = torch.tensor([r.state.cross_len for r, _ in seqs])
+        d = self.device
+        return PagedKV(q_pos.to(d), slots.to(d), table.to(d), kv_len.to(d), ctable.to(d), cross_len.to(d), ps)
+
+    def _encode(self, rows: list[Row]) -> None:
+        """Run the text encoder for every sequence of `rows` and write each decoder layer's cross K/V
+        into the sequence's cross pages. Sequences are batched by text length (no padding, so a
+        request's encoder output does not depend on its batch-mates)."""
+        groups: dict[int, list[tuple[Row, int]]] = {}
+        for r in rows:
+            for s in range(r.state.width):
+                groups.setdefault(r.state.cross_len, []).append((r, s))
+        per_page = self.page_size * self.self_elems
+        d = self.cfg.decoder
+        for L, seqs in groups.items():
+            ids = torch.tensor(
+                [r.prompt.data.ids if s == 0 else [0] * L for r, s in seqs],
+                dtype=torch.long,
+                device=self.device,
+            )
+            enc = self.weights.model.encoder(ids, None)
+            for li, layer in enumerate(self.weights.model.decoder.layers):
+                k, v = layer.cross_kv(enc)  # [n, L, heads, hd]
+                for b, (r, s) in enumerate(seqs):
+                    _, cross = self._seq_pages(r, s)
+                    idx = torch.tensor(cross, dtype=torch.long, device=self.device)
+                    shape = (len(cross), self.page_size, d.num_key_value_heads, d.head_dim)
+                    self.k_pool[li, idx] = pack_cross(k[b], per_page).view(shape).to(self.dtype)
+                    self.v_pool[li, idx] = pack_cross(v[b], per_page).view(shape).to(self.dtype)
+
+    def _forward(self, rows: list[Row], tokens: list[np.ndarray], starts: list[int]) -> torch.Tensor:
+        """Feed each row's tokens [n_i, C] (both sequences of a pair get the same ones) at positions
+        starts[i]...; return the logits of each sequence's last position [S, C, V]."""
+        seqs = [(r, s) for r in rows for s in range(r.state.width)]
+        counts = [t.shape[0] for r, t in zip(rows, tokens, strict=True) for _ in range(r.state.width)]
+        st = [a for r, a in zip(rows, starts, strict=True) for _ in range(r.state.width)]
+        T, C = max(counts), self.cfg.decoder.num_channels
+        x = torch.zeros(len(seqs), T, C, dtype=torch.long)
+        i = 0
+        for r, t in zip(rows, tokens, strict=True):
+            for _ in range(r.state.width):
+                x[i, : t.shape[0]] = torch.from_numpy(t)
+                i += 1
+        pk = self._paged(seqs, st, counts)
+        key = tuple((r.state.uid, s) for r, s in seqs)
+        if key != self._cross_key or self._cross_dense is None:
+            self._cross_key, self._cross_dense = None, None  # never keep a stale one on failure
+            layers = self.weights.model.decoder.layers
+            self._cross_dense = [
+                layer.gather_cross_kv(self.k_pool[i], self.v_pool[i], pk) for i, layer in enumerate(layers)
+            ]
+            self._cross_key = key
+        pk.cross_dense = self._cross_dense
+        w = self.weights
+        hid = w.model.decoder(x.to(self.device), self.k_pool, self.v_pool, pk)
+        last = hid[torch.arange(len(seqs), device=self.device), torch.tensor(counts, device=self.device) - 1]
+        return w.logits(last)
+
+    def _step(self, rows: list[Row], logits: torch.Tensor) -> list[StepOutput]:
+        states: list[DiaState] = [r.state for r in rows]
+        first = []
+        i = 0
+        for st in states:
+            first.append(i)
+            i += st.width
+        cond = logits[first]
+        unc = logits[[f + 1 if st.width == 2 else f for f, st in zip(first, states, strict=True)]]
+        dev = logits.device
+        active = torch.tensor([st.active for st in states], device=dev)
+        countdown = torch.tensor(np.stack([st.countdown for st in states]), device=dev)
+        reached = torch.tensor([st.tracker.position == st.tracker.limit_pos for st in states], device=dev)
+        no_eos = torch.tensor([st.fixed for st in states], device=dev)
+        scores, active, countdown = process(
+            cond,
+            unc,
+            [st.sampling for st in states],
+            self.cfg.eos_token_id,
+            active,
+            countdown,
+            reached,
+            no_eos,
+        )
+        greedy = torch.tensor([st.sampling.greedy for st in states], device=dev)
+        C = self.cfg.decoder.num_channels
+        u = torch.stack([torch.rand(C, generator=st.gen, dtype=torch.float64) for st in states]).to(dev)
+        tokens = draw(scores, greedy, u).cpu().numpy()
+        act, cd = active.tolist(), countdown.cpu().numpy()
+        out = []
+        for b, (r, st) in enumerate(zip(rows, states, strict=True)):
+            st.active, st.countdown = act[b], cd[b]
+            frames, done = st.tracker.record(tokens[b])
+            frame = frames[0] if frames else None
+            if frame is not None:
+                r.frames_emitted += 1
+            out.append(StepOutput(frame=frame, done=done))
+        return out
+
+    def _next_uid(self) -> int:
+        self._uid += 1
+        return self._uid
+
+    @torch.inference_mode()
+    def prefill(self, rows: list[Row]) -> list[StepOutput]:
+        if not rows:
+            return []
+        if self.k_pool is None:
+            raise RuntimeError("the KV pool is not allocated: call init_kv(num_pages, page_size) first")
+        C = self.cfg.decoder.num_channels
+        for r in rows:
+            p: PreparedDia = r.prompt.data
+            n_self, n_cross = self._layout(r.prompt)
+            fixed = r.prompt.fixed_frames is not None
+            frames = r.prompt.fixed_frames if fixed else r.prompt.max_frames
+            seed = p.seed if p.seed is not None else secrets.randbits(63)
+            r.state = DiaState(
+                tracker=DelayTracker(
+                    p.codes,
+                    self.cfg.delay_pattern,
+                    self.cfg.bos_token_id,
+                    self.cfg.eos_token_id,
+                    self.cfg.pad_token_id,
+                    frames,
+                ),
+                sampling=p.sampling,
+                gen=torch.Generator().manual_seed(seed),
+                width=r.prompt.width,
+                n_self=n_self,
+                n_cross=n_cross,
+                cross_len=len(p.ids),
+                active=False,
+                countdown=np.asarray(self.cfg.delay_pattern, dtype=np.int64).reshape(C),
+                fixed=fixed,
+                uid=self._next_uid(),
+            )
+            r.frames_emitted = 0
+        self._encode(rows)
+        prefixes = [r.state.tracker.prefix_inputs() for r in rows]
+        logits = self._forward(rows, prefixes, [0] * len(rows))
+        for r, pre in zip(rows, prefixes, strict=True):
+            r.kv_len = pre.shape[0]
+        return self._step(rows, logits)
+
+    @torch.inference_mode()
+    def decode(self, rows: list[Row]) -> list[StepOutput]:
+        if not rows:
+            return []
+        toks = [r.state.tracker.last_input()[None] for r in rows]
+        logits = self._forward(rows, toks, [r.kv_len for r in rows])
+        for r in rows:
+            r.kv_len += 1
+        return self._step(rows, logits)
+
+    def codec(self, items: list[CodecItem]) -> list[np.ndarray]:
+        return self.codec_model.decode(items)
+
+    def release(self, row: Row) -> None:
+        if row.slot >= 0 and self._codec is not None:
+            self._codec.release_slot(row.slot)
+        row.state = None
+
+
+def _with_ref(req: SynthesisRequest) -> SynthesisRequest:
+    """Validation view of a request whose clone codes were injected (no waveform attached)."""
+    from dataclasses import replace
+
+    return replace(req, ref_audio=np.zeros(1, dtype=np.float32))
+
+
+def _codec_rates(root: Path) -> tuple[int, int]:
+    """The codec's sample rate and hop (samples per frame), from codec/config.json when the checkpoint
+    carries its codec; DAC 44.1 kHz's published values otherwise."""
+    cfg = root / "codec" / "config.json"
+    if cfg.exists():
+        d = json.loads(cfg.read_text())
+        hop = int(np.prod(d.get("downsampling_ratios", [2, 4, 8, 8])))
+        return int(d.get("sampling_rate", SAMPLE_RATE)), int(d.get("hop_length", hop))
+    return SAMPLE_RATE, HOP

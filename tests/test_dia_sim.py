@@ -1,0 +1,65 @@
+"""Dia-1.6B in the simulator: the cost profile (no fitted parameter) and `vox bench --executor sim
+--gpu h100 --model dia-1.6b`, whose stand-in requests are CFG pairs with a 15-step delay fill."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from voxcli.bench.calibrate_dia import build_profile, decoder_step_params, profile_toml, terms
+from voxcli.config import ConfigError, EngineConfig
+from voxcli.engine.cost import CostProfile
+from voxcli.engine.estimates import load_profile
+
+
+def test_profile_arithmetic_and_settings():
+    # 18 layers x (self 10.5 M + cross q/o 8.4 M + MLP 50.3 M) + logits 18.9 M
+    assert abs(decoder_step_params() / 1e6 - 1264.7) < 0.1
+    pess, opt = terms("h100", "pessimistic"), terms("h100", "optimistic")
+    assert pess["floor_ms"] == opt["floor_ms"] and pess["row_ms"] > 6 * opt["row_ms"]
+    assert pess["codec_frame_ms"] > opt["codec_frame_ms"]
+    prof = CostProfile.from_dict(build_profile("h100"))
+    assert prof.latency("decode", 64) > prof.latency("decode", 1)
+    assert prof.latency("codec", 1, 32) > prof.latency("codec", 1)  # fewer SMs, slower
+    with pytest.raises(ValueError):
+        terms("h100", "fitted")
+
+
+def test_shipped_profiles_are_the_script_output():
+    from voxcli.config import recipe_path
+
+    for setting, name in (("pessimistic", "h100-dia-1.6b"), ("optimistic", "h100-optimistic-dia-1.6b")):
+        assert recipe_path(f"gpus/{name}").read_text() == profile_toml("h100", setting)
+
+
+def test_dia_gets_its_own_profile_never_qwens():
+    cfg = EngineConfig(model="nari-labs/Dia-1.6B-0626", gpu="h100")
+    assert load_profile(cfg).name == "h100-dia-1.6b"
+    assert load_profile(cfg.replace(gpu="h100-optimistic")).name == "h100-optimistic-dia-1.6b"
+    with pytest.raises(ConfigError, match="b200-dia-1.6b"):
+        load_profile(cfg.replace(gpu="b200"))  # no Dia profile for B200: an error, not Qwen's numbers
+
+
+def test_stand_in_is_a_cfg_pair_with_a_delay_fill():
+    from voxcli.models.base import Row, SynthesisRequest
+
+    from voxcli.engine.synthetic import SyntheticProgram
+
+    p = SyntheticProgram.for_model("dia-1.6b")
+    assert p.spec.sample_rate == 44100 and p.spec.samples_per_frame == 512
+    prompt = p.prepare(SynthesisRequest(text="hello there", fixed_frames=3))
+    assert prompt.width == 2
+    row = Row(0, prompt, [0])
+    outs = p.prefill([row]) + [p.decode([row])[0] for _ in range(18)]
+    first = next(i for i, o in enumerate(outs) if o.frame is not None)
+    assert first == 16 and outs[18].done  # prefill + 15 fill steps, then 3 frames
+
+
+def test_vox_bench_sim_dia_runs(tmp_path, monkeypatch):
+    from voxcli import cli
+
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(cli.app, ["bench", "--executor", "sim", "--gpu", "h100", "--model", "dia-1.6b",
+                                     "--policy", "full", "--rates", "2,4", "--duration", "4"])
+    assert r.exit_code == 0, r.output
+    assert "capacity" in r.output

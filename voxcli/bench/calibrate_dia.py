@@ -1,0 +1,231 @@
+"""Cost profiles for Dia-1.6B on the simulated GPUs, from arithmetic on published sizes: NOTHING is fitted.
+
+No serving capacity of Dia has been published (seed 2 reports a speedup, not a capacity), so there is
+nothing to fit to. Two settings ship side by side:
+  * "pessimistic" (`--gpu h100`): the per-row decode cost is the arithmetic one times 6.2, the factor by
+    which Qwen3-TTS's fitted per-row cost on H100 exceeded its own arithmetic (calibrate.py, v2:
+    0.0835 vs 0.0135 ms). Carried over as is (not refitted): the same serving stack, the same kind of
+    inefficiency (small GEMMs, paged-KV gathers, sampling). The DAC runs at half the conv efficiency.
+  * "optimistic" (`--gpu h100-optimistic`): the arithmetic as is.
+
+Dimensions (models/dia/family.py, from the published config of nari-labs/Dia-1.6B-0626 and
+descript/dac_44khz). Per decode step (b rows; a CFG request is 2 rows, the scheduler counts both):
+
+    decode_ms(b) = decoder weights read once / (BW * BW_EFF)         18 layers: self q,k,v,o + cross q,o
+                                                                     + MLP, and logits_dense (9 x 1028)
+                 + kernels x LAUNCH_US                               18 x (7 + 3 cross) + 3 + 8 sampling
+                 + b x row_ms                                        row: self KV over CTX positions +
+                                                                     cross K/V of TEXT tokens (read every
+                                                                     step) / BW + 2 x params FLOPs
+
+Assumptions (stated, not fitted): a typical request is ~3 s of audio (258 frames) from TEXT = 100 text
+bytes; its average decoder context is CTX = 16 + 129 positions; BW_EFF, FLOP_EFF, LAUNCH_US and the SM
+scaling (Amdahl fractions from the paper's 93-99% on 108/132 SMs) are the Qwen priors of calibrate.py.
+
+Prefill: the text encoder (12 layers over TEXT tokens) + the decoder's cross K/V projections + one decoder
+step; per prompt position (a voice-clone prefix) one decoder row's FLOPs.
+
+Codec (DAC 44.1 kHz decoder; a chunk of `frames_ref` = 48 frames): per frame the convolutions' FLOPs
+(conv1 1024->1536 k7; four blocks of ConvTranspose(2s) + 3 residual units (k7 dilated + k1) at
+1536/2^i channels, strides 8, 8, 4, 2; final conv) = ~1.6 GFLOP at FLOP_EFF, plus the snake / add passes
+over the activations at BW; per call ~140 kernels (the convs, the activations, the streaming state's
+gather/scatter) x LAUNCH_US. On s SMs: serial part x (132/s)^m, per-frame part x (132/s)^k with the
+exponents of the paper's codec facts (calibrate.codec_coefficients), i.e. the same structure as Qwen's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from voxcli.bench.calibrate import (
+    BW_EFF,
+    BYTES_BF16,
+    CODEC_BATCHES,
+    DECODE_BATCHES,
+    FLOP_EFF,
+    GPUS,
+    KERNELS_PER_LAYER,
+    KERNELS_PER_MODEL,
+    LAUNCH_US,
+    REF_SMS,
+    _toml_value,
+    codec_coefficients,
+    decode_speed,
+)
+from voxcli.models.registry import find_sim_model
+
+MODEL = "dia-1.6b"
+TEXT_TOKENS = 100
+CTX_POSITIONS = 16 + 129
+CROSS_KERNELS = 3  # per layer: norm + Q GEMM, cross attention, O GEMM + residual
+SAMPLING_KERNELS = 8  # CFG combine, top-k, channel filter, top-p sort/cumsum, draw, EOS bookkeeping
+CODEC_KERNELS = 140
+QWEN_ROW_INEFFICIENCY = 0.0835 / 0.0135  # calibrate.py v2 on H100: fitted row_ms / arithmetic row_ms
+SETTINGS = ("pessimistic", "optimistic")
+
+
+def sizes() -> dict[str, Any]:
+    found = find_sim_model(MODEL)
+    if found is None:
+        raise LookupError(f"no registered family has the sim model {MODEL!r} (models/registry.py)")
+    return found[1].sizes
+
+
+def decoder_step_params() -> int:
+    d = sizes()["decoder"]
+    h, hd = d["hidden"], d["head_dim"]
+    self_attn = 2 * h * d["heads"] * hd + 2 * h * d["kv_heads"] * hd
+    cross = 2 * h * d["cross_heads"] * d["cross_head_dim"]  # q and o; cross k/v run at prefill only
+    mlp = 3 * h * d["mlp"]
+    return d["layers"] * (self_attn + cross + mlp) + h * d["channels"] * d["vocab"]
+
+
+def prefill_params() -> tuple[int, int]:
+    """(encoder params, decoder cross K/V projection params)."""
+    e, d = sizes()["encoder"], sizes()["decoder"]
+    enc = (
+        e["layers"]
+        * (
+            2 * e["hidden"] * e["heads"] * e["head_dim"]
+            + 2 * e["hidden"] * e["kv_heads"] * e["head_dim"]
+            + 3 * e["hidden"] * e["mlp"]
+        )
+        + e["vocab"] * e["hidden"]
+    )
+    cross_kv = d["layers"] * 2 * e["hidden"] * d["cross_kv_heads"] * d["cross_head_dim"]
+    return enc, cross_kv
+
+
+def row_bytes() -> float:
+    """KV bytes one row reads per decode step: self over CTX positions, cross over TEXT tokens."""
+    d = sizes()["decoder"]
+    self_b = d["layers"] * 2 * d["kv_heads"] * d["head_dim"] * BYTES_BF16 * CTX_POSITIONS
+    cross_b = d["layers"] * 2 * d["cross_kv_heads"] * d["cross_head_dim"] * BYTES_BF16 * TEXT_TOKENS
+    return self_b + cross_b
+
+
+def kernels_per_step() -> int:
+    d = sizes()["decoder"]
+    return d["layers"] * (KERNELS_PER_LAYER + CROSS_KERNELS) + KERNELS_PER_MODEL + SAMPLING_KERNELS
+
+
+def dac_frame_flops() -> tuple[float, float]:
+    """(conv FLOPs, activation bytes) per 512-sample frame of the DAC decoder."""
+    c = sizes()["dac"]
+    ch, flops, act = c["hidden"], 2.0 * c["latent"] * c["hidden"] * 7, 0.0
+    positions = 1
+    for stride in c["rates"]:
+        out = ch // 2
+        flops += 2.0 * ch * out * 2 * stride * positions  # ConvTranspose, kernel 2 x stride, per input
+        positions *= stride
+        flops += 3 * 2.0 * (out * out * 7 + out * out) * positions  # 3 residual units: k7 + k1
+        act += 3 * 5 * out * positions * BYTES_BF16  # snake, snake, add per unit (read + write ~5 passes)
+        ch = out
+    flops += 2.0 * ch * 1 * 7 * positions
+    return flops, act
+
+
+def terms(gpu_name: str, setting: str) -> dict[str, float]:
+    if setting not in SETTINGS:
+        raise ValueError(f"setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
+    gpu = GPUS[gpu_name]
+    bw, fl = gpu.bandwidth * BW_EFF, gpu.flops * FLOP_EFF
+    arith_row = (row_bytes() / bw + 2 * decoder_step_params() / fl) * 1e3
+    enc, cross_kv = prefill_params()
+    floor = decoder_step_params() * BYTES_BF16 / bw * 1e3 + kernels_per_step() * LAUNCH_US / 1e3
+    conv, act = dac_frame_flops()
+    conv_eff = 0.5 if setting == "pessimistic" else 1.0
+    return {
+        "floor_ms": floor,
+        "row_ms": arith_row * (QWEN_ROW_INEFFICIENCY if setting == "pessimistic" else 1.0),
+        "arith_row_ms": arith_row,
+        "prefill_ms": floor
+        + (enc + cross_kv) * BYTES_BF16 / bw * 1e3
+        + 2 * (enc + cross_kv) * TEXT_TOKENS / fl * 1e3,
+        "prefill_token_ms": 2 * decoder_step_params() / fl * 1e3,
+        "codec_c0_ms": CODEC_KERNELS * LAUNCH_US / 1e3,
+        "codec_frame_ms": (conv / (fl * conv_eff) + act / bw) * 1e3,
+    }
+
+
+def build_profile(gpu_name: str, setting: str = "pessimistic") -> dict:
+    gpu = GPUS[gpu_name]
+    t = terms(gpu_name, setting)
+    k = codec_coefficients()
+    frames_ref = 48
+
+    def codec(b: float, s: float) -> float:
+        x = REF_SMS / s
+        return t["codec_c0_ms"] * x ** k["m"] + b * frames_ref * t["codec_frame_ms"] * x ** k["k"]
+
+    whole = [t["floor_ms"] + b * t["row_ms"] for b in DECODE_BATCHES]
+    sm_counts = list(range(8, gpu.sms, 8))
+    lm, cd = gpu.paper_split
+    interference = 2 / (decode_speed(64, lm, gpu.sms) + codec(16, gpu.sms) / codec(16, cd))
+    return {
+        "gpu": {
+            "name": f"{gpu.name}{'-optimistic' if setting == 'optimistic' else ''}-{MODEL}",
+            "sms": gpu.sms,
+            "interference": round(interference, 4),
+        },
+        "stages": {
+            "decode": {
+                "batch": list(DECODE_BATCHES),
+                "ms": [round(m, 4) for m in whole],
+                "sm_ms": {
+                    str(s): [
+                        round(m / decode_speed(b, s, gpu.sms), 4)
+                        for b, m in zip(DECODE_BATCHES, whole, strict=True)
+                    ]
+                    for s in sm_counts
+                },
+            },
+            "prefill": {
+                "batch": [1, 4],
+                "ms": [round(t["prefill_ms"], 4)] * 2,
+                "per_token_ms": round(t["prefill_token_ms"], 6),
+            },
+            "codec": {
+                "batch": list(CODEC_BATCHES),
+                "ms": [round(codec(b, gpu.sms), 4) for b in CODEC_BATCHES],
+                "frames_ref": frames_ref,
+                "sm_ms": {str(s): [round(codec(b, s), 4) for b in CODEC_BATCHES] for s in sm_counts},
+            },
+        },
+    }
+
+
+def profile_toml(gpu_name: str, setting: str) -> str:
+    t = terms(gpu_name, setting)
+    conv, act = dac_frame_flops()
+    g = GPUS[gpu_name]
+    head = [
+        f"Written by scripts/calibrate_dia_sim.py: Dia-1.6B on {gpu_name}, setting {setting!r}; NO fitted",
+        "parameter (nothing published to fit to); derivation in voxcli/bench/calibrate_dia.py.",
+        f"{g.name}: {g.sms} SMs, {g.bandwidth / 1e12:.2f} TB/s, {g.flops / 1e12:.0f} TFLOP/s bf16 "
+        "(datasheet)",
+        f"decoder step reads {decoder_step_params() / 1e6:.1f} M params; {kernels_per_step()} kernels x "
+        f"{LAUNCH_US} us",
+        f"decode(b) = floor {t['floor_ms']:.3f} ms + b x row {t['row_ms']:.4f} ms (arithmetic row "
+        f"{t['arith_row_ms']:.4f} ms: KV {row_bytes() / 1e6:.1f} MB/row/step at ctx {CTX_POSITIONS}, "
+        f"text {TEXT_TOKENS}"
+        + (
+            f"; x {QWEN_ROW_INEFFICIENCY:.1f} carried from Qwen's H100 fit)"
+            if setting == "pessimistic"
+            else ")"
+        ),
+        f"codec: {t['codec_c0_ms']:.3f} ms/call + {t['codec_frame_ms'] * 1e3:.2f} us/frame "
+        f"({conv / 1e9:.2f} GFLOP + {act / 1e6:.2f} MB per frame)",
+    ]
+    data = build_profile(gpu_name, setting)
+    lines = [f"# {s}" for s in head] + ["", "[gpu]"]
+    lines += [f"{k} = {_toml_value(v)}" for k, v in data["gpu"].items()]
+    lines.append(f'calibration = "dia-{setting}"')
+    for stage, table in data["stages"].items():
+        lines += ["", f"[stages.{stage}]"]
+        lines += [f"{k} = {_toml_value(v)}" for k, v in table.items() if not isinstance(v, dict)]
+        for k, v in table.items():
+            if isinstance(v, dict):
+                lines += ["", f"[stages.{stage}.{k}]"]
+                lines += [f"{kk} = {_toml_value(vv)}" for kk, vv in v.items()]
+    return "\n".join(lines) + "\n"
