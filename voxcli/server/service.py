@@ -181,7 +181,8 @@ class SpeechService:
             req = template.request(text)
             req.fixed_frames = fixed_frames
             return [req]
-        return segment_requests(text, template, frame_cap=self.session.frame_cap)
+        return segment_requests(text, template, frame_cap=self.session.frame_cap,
+                                split=getattr(self.spec, "split_sentences", True))
 
     def job(self, loop: asyncio.AbstractEventLoop) -> SpeechJob:
         with self._lock:
