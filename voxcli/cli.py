@@ -335,13 +335,24 @@ FormatOpt = Annotated[str | None, typer.Option("--format", help="wav, flac, pcm 
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress or timing lines on stderr.")]
 
 
+def _sentence_request(template: Any, frame_cap: Any) -> Any:
+    def make(sentence: str) -> Any:
+        req = template.request(sentence)
+        if req.max_frames is None and frame_cap is not None:
+            req.max_frames = frame_cap(sentence)
+        return req
+    return make
+
+
 @app.command(help="Speak text: to the speakers, a file, or stdout.\n\n[bold]Examples[/bold]\n\n"
                   "  vox say -m demo \"Hello there.\" -o hello.wav\n\n"
                   "  vox say \"Hello there.\" --voice Ryan --play\n\n"
                   "  echo \"Hello. How are you?\" | vox say -m demo - -o - > hello.wav\n\n"
                   "  vox say -m demo \"Raw audio.\" --raw -o - | aplay -r 24000 -f S16_LE -c 1")
 def say(
-    text: Annotated[str | None, typer.Argument(help="Text to say; '-' or nothing reads stdin.")] = None,
+    text: Annotated[str | None, typer.Argument(help="Text to say; '-' or nothing reads stdin (each "
+                                                    "sentence is spoken as soon as it is complete).")]
+    = None,
     output: Annotated[str | None, typer.Option("--output", "-o",
                                                help="Output file, or '-' for stdout.")] = None,
     play: Annotated[bool, typer.Option("--play", help="Play through the speakers while it streams.")] = False,
@@ -367,7 +378,13 @@ def say(
 
         if set_ is None:
             set_ = []
-        words = read_say_text(text, text_file=text_file)
+        # stdin streams in: each sentence is spoken once complete, not after EOF (`llm ... | vox say -`)
+        live_stdin = text_file is None and (text == "-" or (text is None and not _isatty(sys.stdin)))
+        words = "" if live_stdin else read_say_text(text, text_file=text_file)
+        if live_stdin:
+            from voxcli.textstream import open_stdin_text
+
+            live_text = open_stdin_text(sys.stdin)  # up to the first words: an empty input fails here
         stdout_tty = _isatty(sys.stdout)
         if output is None and not play:
             if stdout_tty:
@@ -394,10 +411,19 @@ def say(
             check_playback()  # before minutes of model loading, not after
         with open_session(EngineOptions(model, recipe, set_, policy, executor, device), quiet) as session, \
                 _sigterm_as_interrupt():
-            requests = segment_requests(words, template, frame_cap=session.frame_cap,
-                                        split=session.spec.split_sentences)
+            requests: Any = segment_requests(words, template, frame_cap=session.frame_cap,
+                                             split=session.spec.split_sentences)
             if requests:
                 session.check(requests[0])  # before any synthesis; every segment shares the settings
+            if live_stdin:
+                from voxcli.textstream import speak_live, stdin_requests
+
+                session.check(template.request("(flags check)"))  # the flags, before the text arrives
+                if session.spec.split_sentences:
+                    requests = stdin_requests(live_text, _sentence_request(template, session.frame_cap))
+                else:  # a model that speaks whole texts gets the whole input (at its end)
+                    requests = segment_requests("".join(live_text).strip(), template,
+                                                frame_cap=session.frame_cap, split=False)
             sr = session.spec.sample_rate
             backend = session.backend
             sink = open_sink(output, sr, audio_format) if output is not None else None
@@ -409,7 +435,7 @@ def say(
                     if player is not None:
                         player.feed(pcm)
 
-                stats = speak(session.engine, requests, on_audio, sr)
+                stats = (speak_live if live_stdin else speak)(session.engine, requests, on_audio, sr)
                 if stats.samples == 0:
                     raise VoxError("the model produced no audio for this text.")
                 if player is not None:
@@ -458,6 +484,8 @@ def batch(
     top_p: TopPOpt = None, repetition_penalty: RepOpt = None, max_frames: MaxFramesOpt = None,
     cfg_scale: CfgOpt = None, recipe: RecipeOpt = None, set_: SetOpt = None, policy: PolicyOpt = None,
     executor: ExecOpt = None, device: DeviceOpt = None, quiet: QuietOpt = False,
+    replicas: Annotated[int, typer.Option(help="Spread the items over this many engine replicas on Ray "
+                                          "Serve (the ray extra; 1 = this process).")] = 1,
 ) -> None:
     with friendly_errors():
         import os
@@ -481,8 +509,16 @@ def batch(
         hook = os.environ.get("VOX_TEST_INTERRUPT_AFTER")  # tests: simulate Ctrl-C after N items
         opts = BatchOptions(out_dir=out_dir, fmt=audio_format, concurrency=concurrency, force=force,
                             progress=not quiet, interrupt_after=int(hook) if hook else None)
+        if replicas < 1:
+            raise VoxError(f"--replicas must be at least 1, got {replicas}.", 2)
         engine_options = EngineOptions(model, recipe, set_ or [], policy, executor, device)
-        with open_session(engine_options, quiet) as session:
+        if replicas > 1:
+            from voxcli.server.ray_app import batch_session
+
+            opened: Any = batch_session(replicas, model, executor, recipe, set_ or [], policy, device, quiet)
+        else:
+            opened = open_session(engine_options, quiet)
+        with opened as session:
             # command-wide flags fail the command (a placeholder text stands in for the items')
             session.check(template.request("(flags check)"))
             opts.frame_cap, opts.check = session.frame_cap, session.check
@@ -575,20 +611,24 @@ def models_pull(model_id: Annotated[str, typer.Argument(help="Hugging Face model
 
 
 def _register_extensions() -> None:
-    """`vox bench` / `vox profile` come from voxcli.bench.cli when it is present and importable. A broken
-    bench module must never break `vox say`, so problems here only show up under --debug."""
-    try:
-        from voxcli.bench import cli as bench_cli
-    except ImportError:
-        return
-    register = getattr(bench_cli, "register", None)
-    if register is None:
-        return
-    try:
-        register(app)
-    except Exception:  # noqa: BLE001
-        if "--debug" in sys.argv:
-            raise
+    """`vox bench` / `vox profile` (voxcli.bench.cli) and `vox serve` (voxcli.server.cli) when present and
+    importable. A broken extension must never break `vox say`, so problems here only show up under
+    --debug."""
+    import importlib
+
+    for name in ("voxcli.bench.cli", "voxcli.server.cli"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        register = getattr(module, "register", None)
+        if register is None:
+            continue
+        try:
+            register(app)
+        except Exception:  # noqa: BLE001
+            if "--debug" in sys.argv:
+                raise
 
 
 _register_extensions()

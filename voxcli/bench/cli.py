@@ -17,6 +17,9 @@ BENCH_HELP = """Open-loop SLO sweep: Poisson arrivals on an absolute schedule, a
   vox bench --executor sim --gpu h100 --model qwen3-tts-1.7b --policy full,sync2,lanes,sync --rates 2:60:2
 
   vox bench --executor cpu --model cpu-bench --policy sync,full --rates 0.5:4:0.5 --duration 30
+
+  vox bench --url http://127.0.0.1:8000 --executor sim --gpu h100 --rates 10,20,30 --duration 20
+  (a running `vox serve --executor sim --gpu h100`, beside the same engine in-process)
 """
 
 PROFILE_HELP = """Per-stage latency per batch and SM count, the backbone/codec SM split, GPU placements.
@@ -119,6 +122,14 @@ def bench(
     ] = None,
     out: Annotated[Path, typer.Option(help="Directory for the JSON and PNG results.")] = Path("out/bench"),
     plot: Annotated[bool, typer.Option(help="Write the PNG plots.")] = True,
+    url: Annotated[
+        str, typer.Option(help="Drive a running `vox serve` at this URL instead of an in-process engine.")
+    ] = "",
+    api_key: Annotated[str | None, typer.Option("--api-key", envvar="VOX_API_KEY",
+                                                help="Bearer key for --url.")] = None,
+    compare: Annotated[bool, typer.Option(help="With --url and --executor sim: also run the in-process "
+                                          "engine on the real-time simulated GPU, same workload, same run.")]
+    = True,
 ) -> None:
 
     from voxcli.bench.report import capacity_table, rate_tables, write_json
@@ -152,7 +163,7 @@ def bench(
             _fail(f"--policy {policy!r} names no policy; give one or more of full, sync2, lanes, sync")
         if executor not in ("sim", "cpu", "cuda"):
             _fail(f"--executor must be sim, cpu or cuda, got {executor!r}")
-        if executor == "sim" and not gpu:
+        if executor == "sim" and not gpu and not (url and not compare):
             _fail("--executor sim needs --gpu h100, h200 or b200 (the cost profile to simulate)")
         if executor == "cuda":
             import torch
@@ -165,12 +176,17 @@ def bench(
                 )
         if model == "cpu-bench":
             model = str(cpu_bench_checkpoint(Path(".cache")))
+        if url:
+            from voxcli.bench.http_target import url_sweep_targets
+
+            names, make_url_target = url_sweep_targets(url, api_key, executor, gpu, model, set_, compare,
+                                                        seed)
         config = model_config(model, executor, gpu, set_)
-        for name in names:
+        for name in [] if url else names:
             config.replace(policy=name)  # a clear ConfigError for an unknown policy, before any run
         utts = _load_workload(workload)
         program = None
-        if executor != "sim":
+        if executor != "sim" and not url:  # --url: the server has the model
             from voxcli.models import load_model
 
             program = load_model(config.model, config.device, config.dtype)
@@ -190,6 +206,8 @@ def bench(
         )
 
         def make_target(v: Variant):
+            if url:
+                return make_url_target(v)
             if executor == "sim":
                 return sim_target(config, v, seed)
             return engine_target(config, v, seed, program=program)
@@ -208,11 +226,19 @@ def bench(
             "policies": names,
             "config": {k: v for k, v in config.to_dict().items() if k != "chunk"},
         }
-        result = run_sweep(make_target, [Variant.policy(n) for n in names], spec, utts, meta, progress)
+        variants = [Variant(n) for n in names] if url else [Variant.policy(n) for n in names]
+        if url:
+            meta.update(url=url, executor=f"{executor} (real time)" if executor == "sim" else executor)
+        if url and len(variants) > 1:  # side by side: the variants take turns at each rate
+            from voxcli.bench.http_target import run_paired_sweep
+
+            result = run_paired_sweep(make_target, variants, spec, utts, meta, progress)
+        else:
+            result = run_sweep(make_target, variants, spec, utts, meta, progress)
         for t in rate_tables(result):
             console.print(t)
         console.print(capacity_table(result))
-        stem = f"bench-{executor}{'-' + gpu if gpu else ''}"
+        stem = f"bench-{'url-' if url else ''}{executor}{'-' + gpu if gpu else ''}"
         console.print(f"JSON: {write_json(result, out / f'{stem}.json')}")
         if plot and _has_matplotlib():
             console.print(f"plot: {plot_sweep(result, out / f'{stem}.png', f'{model} on {executor} {gpu}')}")

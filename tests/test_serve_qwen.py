@@ -1,0 +1,51 @@
+"""The server is one more client of the engine: a streamed WAV from `vox serve` holds exactly the samples
+`vox say` writes for the same greedy request (tiny random-weight Qwen3-TTS, real cpu engine)."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+pytest.importorskip("fastapi", reason="the serve extra is not installed (pip install 'voxcli[serve]')")
+httpx = pytest.importorskip("httpx", reason="httpx is not installed (the test extra)")
+sf = pytest.importorskip("soundfile")
+
+from serve_util import running_server  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
+
+from voxcli import cli  # noqa: E402
+
+TEXT = "Hello there, my friend. How are you today?"  # two sentences: two engine requests, chained
+
+
+def test_streamed_wav_equals_vox_say(tiny_custom_voice, tmp_path, monkeypatch):
+    from voxcli.server.service import SpeechService
+    from voxcli.server.sessions import open_session
+
+    monkeypatch.setattr(cli, "STATE", cli._State())
+    model = str(tiny_custom_voice)
+    out = tmp_path / "say.wav"
+    r = CliRunner().invoke(cli.app, ["say", "-m", model, "--greedy", "--max-frames", "12", "--voice",
+                                     "Vivian", "--quiet", TEXT, "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    said, sr = sf.read(str(out), dtype="int16")
+    assert said.size > 0
+
+    session = open_session(model, None, "", None, [], None, None)
+    with running_server(SpeechService(session)) as url:
+        body = {"model": model, "input": TEXT, "greedy": True, "max_frames": 12, "voice": "Vivian",
+                "response_format": "wav"}
+        with httpx.stream("POST", f"{url}/v1/audio/speech", json=body, timeout=120) as resp:
+            assert resp.status_code == 200, resp.read()
+            pieces = [p for p in resp.iter_raw() if p]
+        bad = httpx.post(f"{url}/v1/audio/speech", json={**body, "voice": "Nobody"}, timeout=30)
+        assert bad.status_code == 400, bad.text  # the model's own check, before any synthesis
+        err = bad.json()["error"]
+        assert "no voice 'Nobody'" in err["message"] and "GET /v1/audio/voices" in err["message"]
+        assert err["param"] == "voice"
+    assert len(pieces) >= 2  # streamed: more than one piece on the wire
+    served, served_sr = sf.read(io.BytesIO(b"".join(pieces)), dtype="int16")
+    assert served_sr == sr
+    np.testing.assert_array_equal(served, said)

@@ -1,0 +1,11 @@
+"""`vox serve`: the OpenAI-style speech API over the engine (one more client of `Engine.submit`).
+
+    app.py        build the FastAPI app around a SpeechService (lifespan, error handlers)
+    routes.py     /v1/audio/speech, /v1/audio/voices, /v1/models, /health, /metrics
+    live.py       text streaming in: the WebSocket endpoint
+    service.py    the engine session + one speech job per request (a thread bridging to asyncio)
+    encoding.py   response bodies: streamed WAV (open-ended header) / PCM, FLAC/MP3, SSE framing
+    metrics.py    Prometheus metrics (a registry per app)
+    guard.py      API key, body size and text length limits, one-sentence errors
+    ray_app.py    scale-out: the same app as a Ray Serve deployment with N engine replicas
+"""

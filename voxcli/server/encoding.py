@@ -1,0 +1,79 @@
+"""Response bodies. The encoders are `voxcli.audio`'s (same int16 rounding as `vox say`'s output):
+
+    wav   streamed: a WAV header whose sizes say "unknown length" (what streaming WAV writers send when
+          they cannot seek back; readers read to the end of the stream), then PCM16 as it is generated
+    pcm   streamed: headerless 16-bit little-endian mono PCM at the model's sample rate
+    flac, mp3 (when this libsndfile can encode them): the whole utterance, encoded once it is complete
+          (a FLAC/MP3 file cannot start before its length is known without a streaming encoder)
+    sse   `stream_format=sse`: `data: {"type": "speech.audio.delta", "audio": <base64 wav/pcm bytes>}`
+          events, then `speech.audio.done` with usage, or `error` (the OpenAI event names)
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import io
+import json
+from typing import Any
+
+import numpy as np
+
+from voxcli.audio import supported_formats, to_int16, wav_header
+
+STREAMED = ("wav", "pcm")
+MEDIA_TYPES = {"wav": "audio/wav", "pcm": "audio/pcm", "flac": "audio/flac", "mp3": "audio/mpeg"}
+API_FORMATS = ("wav", "pcm", "flac", "mp3")
+
+
+@functools.cache
+def formats_here() -> tuple[str, ...]:
+    """The response formats this installation can produce (asking libsndfile costs ~1 ms: once)."""
+    here = set(supported_formats())
+    return tuple(f for f in API_FORMATS if f in here)
+
+
+def pcm_bytes(pcm: np.ndarray) -> bytes:
+    """PCM16 bytes, sample for sample what `voxcli.audio.to_int16` gives (clip(x, -1, 1) * 32767, rounded
+    half to even), in place on one float32 copy: this runs for every chunk of every stream."""
+    x = np.array(pcm, dtype=np.float32).reshape(-1)
+    np.clip(x, -1.0, 1.0, out=x)
+    np.multiply(x, np.float32(32767.0), out=x)
+    np.rint(x, out=x)
+    return x.astype("<i2").tobytes()
+
+
+def stream_prefix(fmt: str, sample_rate: int) -> bytes:
+    """What a streamed body starts with: the open-ended WAV header, or nothing for raw PCM."""
+    return wav_header(sample_rate, None) if fmt == "wav" else b""
+
+
+def encode_whole(pcm: np.ndarray, sample_rate: int, fmt: str) -> bytes:
+    """A complete file in `fmt` (flac, mp3, or wav with exact sizes) from the whole waveform."""
+    import soundfile as sf
+
+    from voxcli.audio import _FORMATS
+
+    spec = _FORMATS[fmt]
+    assert spec is not None, fmt
+    buf = io.BytesIO()
+    data = to_int16(pcm) if spec[1] == "PCM_16" else np.asarray(pcm, dtype=np.float32)
+    sf.write(buf, data, sample_rate, format=spec[0], subtype=spec[1])
+    return buf.getvalue()
+
+
+def sse_event(payload: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+
+
+def sse_delta(data: bytes) -> bytes:
+    return sse_event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode("ascii")})
+
+
+def sse_done(audio_s: float, input_chars: int) -> bytes:
+    return sse_event({"type": "speech.audio.done",
+                      "usage": {"input_characters": input_chars, "output_audio_seconds": round(audio_s, 4)}})
+
+
+def sse_error(message: str) -> bytes:
+    return sse_event({"type": "error", "error": {"message": message}})

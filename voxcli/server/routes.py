@@ -1,0 +1,295 @@
+"""The HTTP routes: POST /v1/audio/speech (OpenAI fields + extensions), GET /v1/audio/voices,
+/v1/models, /health, /metrics.
+
+The response starts when the first audio chunk exists (headers and first bytes at TTFA), so a refusal
+by the engine's admission can still be a 503 with Retry-After rather than a broken 200.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+import numpy as np
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from voxcli.engine.stream import EngineClosed, RequestFailed, RequestRejected
+from voxcli.models.base import InputError, SamplingParams
+from voxcli.server import encoding
+from voxcli.server.guard import APIError
+from voxcli.server.metrics import CONTENT_TYPE, PlaybackClock, ServerMetrics
+from voxcli.server.service import Item, SpeechJob, SpeechService
+from voxcli.speak import RequestTemplate, SpeechFailed, Stopped
+
+# OpenAI's model names, accepted for the one model this server runs (clients often hard-code them).
+OPENAI_MODEL_ALIASES = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
+
+
+class SpeechBody(BaseModel):
+    """POST /v1/audio/speech. OpenAI's fields, then our extensions."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    input: str
+    voice: str | None = None
+    response_format: str = "wav"
+    speed: float = 1.0
+    stream_format: Literal["audio", "sse"] = "audio"
+    instructions: str | None = None
+    # extensions
+    language: str | None = None
+    seed: int | None = None
+    cfg_scale: float | None = None
+    greedy: bool = False
+    temperature: float | None = Field(default=None, gt=0)
+    top_k: int | None = Field(default=None, ge=0)  # 0 = no top-k filter
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    max_frames: int | None = Field(default=None, ge=1)
+    options: dict[str, Any] | None = None  # the model family's own options (SynthesisRequest.options)
+    fixed_frames: int | None = Field(default=None, ge=1)  # benchmarks on random weights / the sim
+
+
+def template_from(body: Any, service: SpeechService) -> RequestTemplate:
+    """The request template of a speech body (HTTP or WebSocket), checked by the model's own cheap
+    `check` (voice, language, cfg_scale, options) before any synthesis."""
+    sampling = SamplingParams(greedy=body.greedy, temperature=body.temperature, top_k=body.top_k,
+                              top_p=body.top_p)
+    template = RequestTemplate(voice=body.voice, language=body.language, instructions=body.instructions,
+                               seed=body.seed, sampling=sampling, max_frames=body.max_frames,
+                               cfg_scale=getattr(body, "cfg_scale", None), options=body.options)
+    try:
+        service.check(template.request("(flags check)"))
+    except InputError as e:
+        message = str(e)
+        param = next((p for p in ("voice", "language", "cfg_scale", "option") if p in message), None)
+        raise APIError(400, _sentence(_no_cli_flags(message)), param) from None
+    return template
+
+
+def _sentence(message: str) -> str:
+    return message if message.endswith((".", "!", "?")) else message + "."
+
+
+def _no_cli_flags(message: str) -> str:
+    """The model's message speaks to the CLI; over HTTP, point at the API instead."""
+    message = re.sub(r"drop (--voice|the voice)", "omit voice", message)
+    return re.sub(r"\s*\(see vox voices -m [^)]*\)", " (see GET /v1/audio/voices)", message)
+
+
+def classify_failure(e: BaseException, service: SpeechService, metrics: ServerMetrics) -> APIError:
+    """An error before the first audio -> the HTTP answer (never a 500 for what the user can fix),
+    counted in the request metrics by its outcome."""
+    error = _classify(e, service, metrics)
+    error.counted = True
+    return error
+
+
+def _classify(e: BaseException, service: SpeechService, metrics: ServerMetrics) -> APIError:
+    cause: BaseException = e
+    while isinstance(cause, SpeechFailed) and cause.__cause__ is not None:
+        cause = cause.__cause__
+    message = re.sub(r"^request \d+ was refused: ", "", str(cause)) or type(cause).__name__
+    if isinstance(cause, RequestRejected):
+        if "the pool has only" in message:  # larger than the whole KV pool: retrying cannot help
+            metrics.reject("too_large")
+            return APIError(413, f"this request can never fit this server: {message}.", "input")
+        metrics.reject(_refusal_reason(message))
+        message = re.sub(r"^overloaded: ", "", message)
+        retry = service.retry_after(getattr(cause, "retry_after", None))
+        return APIError(503, f"the server is at capacity: {message}.", kind="overloaded",
+                        headers={"Retry-After": str(retry)})
+    if isinstance(cause, EngineClosed):
+        metrics.reject("closed")
+        return APIError(503, f"the server is shutting down: {message}.", kind="overloaded",
+                        headers={"Retry-After": "5"})
+    if isinstance(cause, InputError):
+        metrics.requests.labels(outcome="invalid").inc()
+        return APIError(400, _sentence(_no_cli_flags(str(cause))), "input")
+    metrics.requests.labels(outcome="failed").inc()
+    if isinstance(cause, RequestFailed):
+        return APIError(500, f"synthesis failed: {message}.", kind="server_error")
+    return APIError(500, f"internal error: {type(cause).__name__}: {message}.", kind="server_error")
+
+
+def _refusal_reason(message: str) -> str:
+    """The `vox_rejections_total` label of an admission's refusal (its sentence says which bound)."""
+    if "queue is full" in message:
+        return "queue_full"
+    if "time to first audio" in message:
+        return "ttfa_gate"
+    if "playback deadline" in message:
+        return "deadlines"
+    return "admission"
+
+
+def stopped(e: BaseException | None) -> bool:
+    """The job ended because it was told to stop (its client left), however `speak` wrapped that."""
+    while e is not None:
+        if isinstance(e, Stopped):
+            return True
+        e = e.__cause__
+    return False
+
+
+def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
+    router = APIRouter()
+    limits = service.limits
+    sr = service.spec.sample_rate
+
+    @router.post("/v1/audio/speech")
+    async def speech(body: SpeechBody, request: Request) -> Response:
+        arrived = time.perf_counter()
+        accepted = (service.model_id, *OPENAI_MODEL_ALIASES)
+        if body.model not in accepted:
+            raise APIError(400, f"model {body.model!r} is not served here; use {service.model_id!r} (or one "
+                                f"of the OpenAI names {', '.join(OPENAI_MODEL_ALIASES)}).", "model")
+        text = body.input.strip()
+        if not text:
+            raise APIError(400, "input is empty; give some words to say.", "input")
+        if len(body.input) > limits.max_input_chars:
+            raise APIError(400, f"input has {len(body.input)} characters; this server accepts at most "
+                                f"{limits.max_input_chars} per request (split the text).", "input")
+        if body.speed != 1.0:
+            raise APIError(400, f"speed {body.speed:g} is not supported: the model speaks at its own pace; "
+                                "omit speed or send 1.0.", "speed")
+        fmt = body.response_format.lower()
+        here = encoding.formats_here()
+        if fmt not in here:
+            raise APIError(400, f"response_format {body.response_format!r} is not available here; use one of "
+                                f"{', '.join(here)}.", "response_format")
+        if body.stream_format == "sse" and fmt not in encoding.STREAMED:
+            raise APIError(400, f"stream_format sse carries wav or pcm audio, not {fmt}; use "
+                                "response_format pcm (or wav).", "stream_format")
+        template = template_from(body, service)
+        requests = service.requests_for(text, template, body.fixed_frames)
+        job = service.job(asyncio.get_running_loop())
+        job.start(requests)
+        # from now on a client that leaves cancels the job, even while it still waits for admission
+        watcher = asyncio.create_task(_watch_disconnect(request, job))
+        clock = PlaybackClock(sr, arrived)
+        first = await job.next()
+        if first.kind != "audio":
+            watcher.cancel()
+            job.cancel()
+            if stopped(first.error):
+                metrics.requests.labels(outcome="cancelled").inc()
+                return Response(status_code=499)  # nobody reads it: the client closed the connection
+            if first.kind == "error":
+                raise classify_failure(first.error or RuntimeError("unknown"), service, metrics)
+            metrics.requests.labels(outcome="failed").inc()
+            raise APIError(500, "the model produced no audio for this input.", kind="server_error")
+        clock.chunk(first.pcm.size, first.t)  # type: ignore[union-attr]
+        if clock.ttfa is not None:
+            metrics.ttfa.observe(clock.ttfa)
+        if fmt not in encoding.STREAMED:
+            return await _whole_file(job, first, fmt, clock, metrics, watcher)
+        body_iter = _stream(job, first, fmt, body.stream_format, clock, metrics, watcher, len(text))
+        media = "text/event-stream" if body.stream_format == "sse" else encoding.MEDIA_TYPES[fmt]
+        headers = {"Cache-Control": "no-store", "X-Sample-Rate": str(sr)}
+        if clock.ttfa is not None:
+            headers["X-TTFA-Ms"] = f"{clock.ttfa * 1000:.1f}"
+        return StreamingResponse(body_iter, media_type=media, headers=headers)
+
+    async def _stream(job: SpeechJob, first: Item, fmt: str, stream_format: str, clock: PlaybackClock,
+                      metrics: ServerMetrics, watcher: asyncio.Task[None],
+                      chars: int) -> AsyncIterator[bytes]:
+        sse = stream_format == "sse"
+        outcome = "cancelled"
+        try:
+            data = encoding.stream_prefix(fmt, sr) + encoding.pcm_bytes(first.pcm)  # type: ignore[arg-type]
+            yield encoding.sse_delta(data) if sse else data
+            while True:
+                item = await job.next()
+                if item.kind == "audio":
+                    clock.chunk(item.pcm.size, item.t)  # type: ignore[union-attr]
+                    data = encoding.pcm_bytes(item.pcm)  # type: ignore[arg-type]
+                    yield encoding.sse_delta(data) if sse else data
+                elif item.kind == "end":
+                    outcome = "done"
+                    if sse:
+                        yield encoding.sse_done(clock.audio_s, chars)
+                    return
+                else:
+                    if stopped(item.error):
+                        return  # the client left
+                    outcome = "failed"
+                    message = str(item.error)
+                    if sse:
+                        yield encoding.sse_error(message)
+                        return
+                    # a raw audio body cannot carry an error: end it abruptly (incomplete chunked body)
+                    raise RuntimeError(f"speech failed mid-stream: {message}")
+        finally:
+            watcher.cancel()
+            job.cancel()  # no-op when finished; frees pages and slots when the client left early
+            metrics.requests.labels(outcome=outcome).inc()
+            metrics.audio.inc(clock.audio_s)
+            if outcome == "done":
+                metrics.stall.observe(clock.stall_s)
+
+    async def _whole_file(job: SpeechJob, first: Item, fmt: str, clock: PlaybackClock, metrics: ServerMetrics,
+                          watcher: asyncio.Task[None]) -> Response:
+        pieces = [first.pcm]
+        try:
+            while True:
+                item = await job.next()
+                if item.kind == "audio":
+                    clock.chunk(item.pcm.size, item.t)  # type: ignore[union-attr]
+                    pieces.append(item.pcm)
+                elif item.kind == "end":
+                    break
+                else:
+                    raise classify_failure(item.error or RuntimeError("unknown"), service, metrics)
+        finally:
+            watcher.cancel()
+            job.cancel()
+        metrics.requests.labels(outcome="done").inc()
+        metrics.audio.inc(clock.audio_s)
+        pcm = np.concatenate([np.asarray(p, dtype=np.float32).reshape(-1) for p in pieces])
+        data = await asyncio.to_thread(encoding.encode_whole, pcm, sr, fmt)
+        return Response(data, media_type=encoding.MEDIA_TYPES[fmt], headers={"Cache-Control": "no-store"})
+
+    @router.get("/v1/audio/voices")
+    async def voices() -> dict[str, Any]:
+        spec = service.spec
+        languages = ["auto", *(x for x in spec.languages if x.lower() != "auto")]
+        return {"model": service.model_id, "voices": list(spec.voices), "languages": languages,
+                "modes": list(spec.modes), "sample_rate": spec.sample_rate,
+                "response_formats": list(encoding.formats_here())}
+
+    @router.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [{"id": service.model_id, "object": "model", "created": 0,
+                                            "owned_by": "voxcli"}]}
+
+    @router.get("/health")
+    async def health() -> JSONResponse:
+        dead = service.dead
+        body = {"status": "ok" if dead is None else "failed", "model": service.model_id,
+                "active": service.active, "queued": service.queued()}
+        if dead is not None:
+            body["reason"] = dead
+        return JSONResponse(body, status_code=200 if dead is None else 503)
+
+    @router.get("/metrics")
+    async def prometheus() -> Response:
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    return router
+
+
+async def _watch_disconnect(request: Request, job: SpeechJob) -> None:
+    """Cancel the job the moment the client goes away (the body was already read, so the only message
+    left on `receive` is the disconnect)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            job.cancel()
+            job.queue.put_nowait(Item("error", error=Stopped()))
+            return

@@ -1,0 +1,243 @@
+"""The server's side of the engine: one session (engine + model spec), and one `SpeechJob` per request.
+
+A job runs `voxcli.speak.speak` — the very loop `vox say` runs, so a request's audio is the CLI's audio —
+on its own thread, and hands each PCM chunk to the asyncio side through `call_soon_threadsafe`. The
+engine's streams block; the event loop must not. `cancel()` (client gone) sets the job's stop flag and
+cancels every stream it submitted, so the engine frees the request's pages and slot at its next step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from voxcli.models.base import SynthesisRequest
+from voxcli.speak import RequestTemplate, SpeechStats, Stopped, segment_requests, speak
+
+
+@dataclass
+class Limits:
+    max_input_chars: int = 4096  # OpenAI's own limit for /v1/audio/speech
+    max_body_bytes: int = 64 * 1024
+    max_ws_chars: int = 100_000  # text one WebSocket session may stream in
+
+
+@dataclass
+class Item:
+    kind: str  # "audio" | "end" | "error" | "sentence" (text streaming in: a sentence is being spoken)
+    pcm: np.ndarray | None = None
+    text: str | None = None
+    stats: SpeechStats | None = None
+    error: BaseException | None = None
+    t: float = field(default_factory=time.perf_counter)
+
+
+class _TrackedEngine:
+    """What `speak` sees as the engine: submits are recorded so a cancel can reach all of them, and
+    refused once the job is stopped (no new segment starts after the client left)."""
+
+    def __init__(self, engine: Any, job: SpeechJob) -> None:
+        self._engine, self._job = engine, job
+
+    def submit(self, request: SynthesisRequest) -> Any:
+        job = self._job
+        if job.stop.is_set():
+            raise Stopped()
+        stream = self._engine.submit(request)  # prepare() runs here: never under the job's lock
+        keep_audio = getattr(stream, "keep_audio", None)
+        if keep_audio is not None:
+            keep_audio(False)  # a server never calls wait(): forget each chunk once it is sent
+        with job._lock:
+            job.streams.append(stream)
+        if job.stop.is_set():  # cancelled meanwhile: cancel() may have missed this stream
+            stream.cancel()
+            raise Stopped()
+        return stream
+
+
+class SpeechJob:
+    """Requests spoken back to back on a thread; audio items come out of `next()` (asyncio side)."""
+
+    def __init__(self, engine: Any, sample_rate: int, loop: asyncio.AbstractEventLoop,
+                 on_end: Callable[[SpeechJob], None] | None = None) -> None:
+        self.engine = engine
+        self.sample_rate = sample_rate
+        self.loop = loop
+        self.queue: asyncio.Queue[Item] = asyncio.Queue()
+        self.stop = threading.Event()
+        self.streams: list[Any] = []
+        self._lock = threading.Lock()
+        self._on_end = on_end
+        self.started = time.perf_counter()
+
+    def put(self, item: Item) -> None:
+        try:
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+        except RuntimeError:  # the event loop is gone (server shutting down): nobody is listening
+            self.cancel()
+
+    def start(self, requests: Sequence[SynthesisRequest] | Iterable[SynthesisRequest],
+              runner: Callable[..., SpeechStats] | None = None) -> None:
+        """Speak `requests` (a list, or an iterator that blocks for the next sentence) on a thread."""
+        run = runner or speak
+
+        def work() -> None:
+            try:
+                stats = run(_TrackedEngine(self.engine, self), requests, self._audio, self.sample_rate,
+                            stop=self.stop)
+                self.put(Item("end", stats=stats))
+            except BaseException as e:  # noqa: BLE001 - every outcome goes to the client side
+                self.put(Item("error", error=e))
+            finally:
+                if self._on_end is not None:
+                    self._on_end(self)
+
+        _pool().submit(work)
+
+    def _audio(self, pcm: np.ndarray) -> None:
+        self.put(Item("audio", pcm=pcm))
+
+    async def next(self) -> Item:
+        return await self.queue.get()
+
+    def cancel(self) -> None:
+        """Stop: no new segment starts, every submitted stream is cancelled (never blocks for long: it
+        runs on the event loop)."""
+        self.stop.set()
+        with self._lock:
+            streams = list(self.streams)
+        for s in streams:
+            s.cancel()
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The job threads, reused: starting a thread per request costs the event loop a GIL round trip
+    (Thread.start waits for the new thread), which under load is most of a request's server time."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=4096, thread_name_prefix="vox-serve-job")
+        return _POOL
+
+
+class Completions:
+    """Recent request completions, for a retry-after estimate when the admission gives none."""
+
+    def __init__(self, window_s: float = 30.0) -> None:
+        self.window_s = window_s
+        self._times: deque[float] = deque()
+        self._lock = threading.Lock()
+
+    def add(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._times.append(now)
+            while self._times and self._times[0] < now - self.window_s:
+                self._times.popleft()
+
+    def rate(self) -> float:
+        now = time.monotonic()
+        with self._lock:
+            while self._times and self._times[0] < now - self.window_s:
+                self._times.popleft()
+            return len(self._times) / self.window_s
+
+
+class SpeechService:
+    """The engine session behind the API: model name, spec, frame cap (demo), limits."""
+
+    def __init__(self, session: Any, limits: Limits | None = None, model_id: str | None = None) -> None:
+        self.session = session
+        self.engine = session.engine
+        self.spec = session.spec
+        self.model_id = model_id or session.model
+        self.limits = limits or Limits()
+        self.completions = Completions()
+        self.active = 0  # jobs between start and end (the metrics read it)
+        self._lock = threading.Lock()
+        self._seq = 0
+
+    def check(self, request: SynthesisRequest) -> None:
+        """The model's cheap check (voice, language, options...): raises InputError."""
+        self.session.check(request)
+
+    def requests_for(self, text: str, template: RequestTemplate,
+                     fixed_frames: int | None) -> list[SynthesisRequest]:
+        """`vox say`'s segmentation; a `fixed_frames` request (benchmarks) is one request, unsplit."""
+        if fixed_frames is not None:
+            req = template.request(text)
+            req.fixed_frames = fixed_frames
+            return [req]
+        return segment_requests(text, template, frame_cap=self.session.frame_cap,
+                                split=getattr(self.spec, "split_sentences", True))
+
+    def job(self, loop: asyncio.AbstractEventLoop) -> SpeechJob:
+        with self._lock:
+            self.active += 1
+        return SpeechJob(self.engine, self.spec.sample_rate, loop, on_end=self._ended)
+
+    def _ended(self, job: SpeechJob) -> None:
+        with self._lock:
+            self.active -= 1
+        self.completions.add()
+
+    def retry_after(self, estimate: float | None) -> int:
+        """Seconds for Retry-After: the admission's own estimate when it gave one, else the time the
+        server needs to finish as many requests as are waiting now at its recent completion rate
+        (1 s when it has no history), clamped to [1, 60]."""
+        if estimate is None:
+            rate = self.completions.rate()
+            waiting = self.queued() + 1
+            estimate = waiting / rate if rate > 0 else 1.0
+        return int(min(60, max(1, math.ceil(estimate))))
+
+    def routing_stats(self, utilization: float = 0.6) -> dict[str, float]:
+        """For the scale-out router: `slack` = how many more streams this engine's device can decode
+        within `utilization` of one audio frame's time (its latency estimator's decode-step cost; the
+        rest of the frame is for prefills and the codec), less the streams it holds or has waiting."""
+        self._seq += 1
+        engine = self.engine
+        sched, cfg = engine.scheduler, engine.config
+        budget = self.spec.frame_seconds * utilization
+        lo, hi = 0, cfg.max_running  # largest n with decode_step(n) <= budget (monotonic in n)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if engine.estimator.decode_step(mid) <= budget:
+                lo = mid
+            else:
+                hi = mid - 1
+        held = len(sched.decoding) + sched.prefilling + len(sched.waiting)
+        return {"slack": float(lo - held), "held": float(held), "capacity": float(lo),
+                "seq": float(self._seq)}
+
+    # --- engine state for /health and /metrics (read from another thread: approximate by nature) ---
+    def queued(self) -> int:
+        return len(self.engine.scheduler.waiting)
+
+    def kv_pages_used(self) -> int:
+        return self.engine.scheduler.kv.used
+
+    def codec_slots_used(self) -> int:
+        return self.engine.scheduler.slots.used
+
+    @property
+    def dead(self) -> str | None:
+        return getattr(self.engine, "_dead", None)
+
+    def close(self) -> None:
+        close = getattr(self.engine, "close", None)
+        if close is not None:
+            close()

@@ -1,0 +1,47 @@
+"""The engine session a server runs: the CLI's own (a model on cpu/cuda), or a real-time simulated GPU.
+
+`--executor sim` serves the sim's SyntheticProgram (audio of the right length, silent) on
+`RealtimeSimExecutor`, which advances the profiled device with the wall clock; `--model` then names a
+model recipe (qwen3-tts-1.7b) whose engine settings apply, and `--gpu` the cost profile.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from voxcli.config import ConfigError
+
+
+def sim_session(model: str, gpu: str, sets: list[str] | None = None, policy: str | None = None) -> Any:
+    from voxcli.bench.targets import model_config
+    from voxcli.cli import Session
+    from voxcli.engine.engine import Engine
+    from voxcli.engine.estimates import load_profile
+    from voxcli.engine.executors.realtime_sim import RealtimeSimExecutor
+    from voxcli.engine.lanes import lane_layout
+    from voxcli.engine.synthetic import SyntheticProgram
+
+    if not gpu:
+        raise ConfigError("--executor sim needs --gpu h100, h200 or b200 (the cost profile to simulate).")
+    config = model_config(model, "sim", gpu, sets)
+    if policy:
+        config = config.replace(policy=policy)
+    # the model family's audio shape and sim chunk schedule, unless the recipe/--set gives one
+    program = SyntheticProgram.for_model(config.model)
+    profile = load_profile(config)
+    executor = RealtimeSimExecutor(program, profile, lane_layout(config))
+    engine = Engine(program, config, executor=executor, profile=profile)
+    return Session(engine=engine, spec=program.spec, model=model, check=program.check)
+
+
+def open_session(model: str | None, executor: str | None, gpu: str, recipe: str | None, sets: list[str],
+                 policy: str | None, device: str | None) -> Any:
+    """A `voxcli.cli.Session` for the server (loads the model; may take a while)."""
+    if executor == "sim":
+        if recipe:
+            raise ConfigError("--recipe does not apply to --executor sim; --model names the recipe there.")
+        return sim_session(model or "qwen3-tts-1.7b", gpu, sets, policy)
+    from voxcli import cli
+
+    config = cli.build_config(cli.EngineOptions(model, recipe, sets, policy, executor, device))
+    return cli.engine_factory(config)
