@@ -4,6 +4,7 @@ models`, the default recipes and the sim/bench defaults."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -148,13 +149,29 @@ def test_demo_alias_builds_through_its_family(fake_family, monkeypatch, tmp_path
 
 
 def test_every_model_package_ships():
-    """setuptools lists packages explicitly: a family package missing from pyproject.toml would work in
-    an editable install and vanish from a wheel."""
-    import tomllib
+    """A wheel ships the packages setup.py finds: every family folder under models/ (and every package
+    under voxcli/) must be among them without anyone listing it, or it would work in an editable install
+    and vanish from a wheel."""
+    import runpy
     from pathlib import Path
 
+    import setuptools
+
     root = Path(__file__).resolve().parents[1]
-    shipped = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    captured: dict = {}
+    real_setup = setuptools.setup
+    setuptools.setup = lambda **kw: captured.update(kw)
+    try:
+        cwd = os.getcwd()
+        os.chdir(root)  # setup.py finds packages relative to the project root, as pip runs it
+        try:
+            runpy.run_path(str(root / "setup.py"))
+        finally:
+            os.chdir(cwd)
+    finally:
+        setuptools.setup = real_setup
+    shipped = set(captured["packages"])
     on_disk = {f"voxcli.models.{p.parent.name}" for p in (root / "models").glob("*/__init__.py")}
-    assert on_disk <= shipped, f"add to pyproject.toml packages: {sorted(on_disk - shipped)}"
+    on_disk |= {".".join(p.parent.relative_to(root).parts) for p in (root / "voxcli").rglob("__init__.py")}
+    assert on_disk <= shipped, f"not shipped: {sorted(on_disk - shipped)}"
     assert {f"voxcli.models.{p}" for p in registry.FAMILY_PACKAGES} <= shipped
