@@ -180,6 +180,25 @@ def test_row9_sigterm_leaves_no_part_file(demo, tmp_path):
     assert b"interrupted" in err and b"Traceback" not in err
 
 
+def test_row9_interrupt_while_opening_the_sink_leaves_no_part(tmp_path, monkeypatch):
+    """The SIGTERM test above was flaky under load: the signal could land after the .part file was
+    created but before the sink existed for anyone to abort. Open it, then interrupt at once."""
+    import soundfile as sf
+
+    from voxcli.audio import FileSink
+
+    real = sf.SoundFile
+
+    def opened_then_interrupted(path, *args, **kwargs):
+        real(path, *args, **kwargs).close()  # the .part file now exists on disk
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sf, "SoundFile", opened_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        FileSink(tmp_path / "x.wav", 24000, "wav")
+    assert list(tmp_path.iterdir()) == []
+
+
 # --- row 10: the bench keeps metrics, not PCM ---------------------------------------------------------
 def test_row10_sim_bench_holds_no_pcm():
     from voxcli.bench.client import SimTarget, schedule

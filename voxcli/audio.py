@@ -123,6 +123,9 @@ class FileSink:
                                    "location.") from None
         except RuntimeError as e:  # libsndfile's "Error opening ..."
             raise AudioOutputError(f"cannot write {self.path}: {e}; choose a writable location.") from None
+        except BaseException:  # interrupted (SIGTERM/Ctrl-C) between creating the .part and returning
+            self.part.unlink(missing_ok=True)
+            raise
 
     def write(self, pcm: np.ndarray) -> None:
         pcm = np.asarray(pcm, dtype=np.float32).reshape(-1)

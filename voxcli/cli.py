@@ -426,9 +426,12 @@ def say(
                                                 frame_cap=session.frame_cap, split=False)
             sr = session.spec.sample_rate
             backend = session.backend
-            sink = open_sink(output, sr, audio_format) if output is not None else None
-            player = Player(sr) if play else None
-            try:
+            sink: Any = None
+            player: Any = None
+            try:  # the sink is opened inside: a SIGTERM landing right after the .part appears still aborts it
+                sink = open_sink(output, sr, audio_format) if output is not None else None
+                player = Player(sr) if play else None
+
                 def on_audio(pcm: Any) -> None:
                     if sink is not None:
                         sink.write(pcm)
