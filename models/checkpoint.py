@@ -36,20 +36,28 @@ def resolve(source: str) -> Path:
             f"checkpoint {source!r} not found: give an existing local directory or a hub id "
             "(owner/name; see vox models)"
         )
+    snap = cached_snapshot(source)
+    if snap is None:
+        raise CheckpointError(
+            f"model {source!r} is not in the local Hugging Face cache{offline_note()}; download it with "
+            f"`vox models pull {source}` or pass a local checkpoint directory"
+        )
+    return snap
+
+
+def cached_snapshot(repo_id: str) -> Path | None:
+    """The local hub-cache snapshot of `repo_id` holding a config.json, or None. Never downloads."""
     from huggingface_hub import snapshot_download
 
     try:
-        snap = snapshot_download(repo_id=source, local_files_only=True)
+        snap = snapshot_download(repo_id=repo_id, local_files_only=True)
     except Exception:  # noqa: BLE001 - every failure here means "not in the local cache"
-        snap = None
-    if snap is None or not (Path(snap) / "config.json").exists():
-        offline = os.environ.get("HF_HUB_OFFLINE") == "1"
-        raise CheckpointError(
-            f"model {source!r} is not in the local Hugging Face cache"
-            + (" (HF_HUB_OFFLINE=1)" if offline else "")
-            + f"; download it with `vox models pull {source}` or pass a local checkpoint directory"
-        )
-    return Path(snap)
+        return None
+    return Path(snap) if (Path(snap) / "config.json").exists() else None
+
+
+def offline_note() -> str:
+    return " (HF_HUB_OFFLINE=1)" if os.environ.get("HF_HUB_OFFLINE") == "1" else ""
 
 
 def read_json(path: Path) -> dict[str, Any]:

@@ -25,7 +25,6 @@ block offsets), so it wastes under 1 ms. A chunk's PCM starts at `chunk_span(...
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +32,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from ..base import CheckpointError, CodecItem, InputError
+from ..checkpoint import cached_snapshot, offline_note
 from .dac_config import DacCodecConfig
 from .dac_layers import END_UNKNOWN, DacNet, Stream
 
@@ -303,18 +303,11 @@ def resolve_codec(dia_root: Path) -> Path:
     local = Path(dia_root) / "codec"
     if local.is_dir():
         return local
-    from huggingface_hub import snapshot_download
-
-    try:
-        snap = snapshot_download(repo_id=DAC_HUB_ID, local_files_only=True)
-    except Exception:  # noqa: BLE001 - every failure here means "not in the local cache"
-        snap = None
-    if snap is None or not (Path(snap) / "config.json").exists():
-        offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+    snap = cached_snapshot(DAC_HUB_ID)
+    if snap is None:
         raise CheckpointError(
             f"the DAC codec {DAC_HUB_ID!r} that Dia decodes with is not in the local Hugging Face cache"
-            + (" (HF_HUB_OFFLINE=1)" if offline else "")
-            + f"; download it with `vox models pull {DAC_HUB_ID}` or put a DacModel.save_pretrained folder "
-            f"at {local}"
+            f"{offline_note()}; download it with `vox models pull {DAC_HUB_ID}` or put a "
+            f"DacModel.save_pretrained folder at {local}"
         )
-    return Path(snap)
+    return snap
