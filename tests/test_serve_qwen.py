@@ -48,4 +48,8 @@ def test_streamed_wav_equals_vox_say(tiny_custom_voice, tmp_path, monkeypatch):
     assert len(pieces) >= 2  # streamed: more than one piece on the wire
     served, served_sr = sf.read(io.BytesIO(b"".join(pieces)), dtype="int16")
     assert served_sr == sr
-    np.testing.assert_array_equal(served, said)
+    # Equal up to one 16-bit step: the server and `vox say` may batch codec chunks with different
+    # companions (timing decides, e.g. under load), and batching is exact only to float noise (~1e-5),
+    # which can flip the rounding of a sample (observed: 2.5% of samples off by 1 under full-suite load).
+    assert served.shape == said.shape
+    assert int(np.abs(served.astype(np.int32) - said.astype(np.int32)).max()) <= 1
