@@ -18,20 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..norms import RMSNorm
 from .config import DecoderConfig, DiaConfig, EncoderConfig
-
-
-class RMSNorm(nn.Module):
-    def __init__(self, dim: int, eps: float) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(dim))
-        self.eps = eps
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        x32 = x.float()
-        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x32.to(dtype)
 
 
 class MLP(nn.Module):
