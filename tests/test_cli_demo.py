@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -150,6 +151,10 @@ def test_batch_interrupted_then_resumed(vox, tmp_path):
     assert all((out / n).stat().st_mtime_ns == t for n, t in first.items())  # not regenerated
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_batch_sigint_in_a_subprocess(vox_cache, tmp_path):
     """A real Ctrl-C (SIGINT) on the installed entry point: stops cleanly, exit 130, no partial files."""
     src = tmp_path / "lines.txt"
@@ -160,7 +165,11 @@ def test_batch_sigint_in_a_subprocess(vox_cache, tmp_path):
     env = {**os.environ, "VOX_CACHE": str(vox_cache)}
     cmd = [sys.executable, "-c", "from voxcli.cli import main; main()", "batch", str(src), "-o", str(out),
            *FAST, "-c", "2"]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # A shell without job control starts background jobs with SIGINT ignored, and an ignored signal stays
+    # ignored across exec: a suite launched as `cmd &` (nohup, CI wrappers) would hand the batch a deaf
+    # Ctrl-C. The child gets the default disposition, as a terminal gives `vox`.
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_sigint)
     manifest = out / "manifest.jsonl"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
@@ -168,7 +177,7 @@ def test_batch_sigint_in_a_subprocess(vox_cache, tmp_path):
             break
         time.sleep(0.05)
     assert proc.poll() is None, "the batch ended before it could be interrupted"
-    proc.send_signal(2)
+    proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err

@@ -4,7 +4,7 @@ ECAPA x-vector on inputs prepared by the project's tests.
 usage: run_audio.py IN.pt OUT.pt
 IN.pt: {"st_dir": str, "codes": LongTensor [B, 16, T], "ref": float32 [n] (24 kHz),
         "short_refs": [float32 [n_i]], "spk_config": dict, "spk_state": {speaker_encoder.* tensors}}
-OUT.pt: {"wav": decoder(codes), the single full forward [B, 1, T*1920],
+OUT.pt: {"wav": decoder(codes), the single full forward [B, 1, T*1920], "wav64": the same in float64,
          "ref_codes": Qwen3TTSTokenizer.encode [T_ref, 16], "short_codes": [[T_i, 16]],
          "mel_basis": librosa slaney filters [128, 513], "mel": official log-mel [1, frames, 128],
          "xvec": extract_speaker_embedding(ref) [enc_dim]}
@@ -35,6 +35,10 @@ def main(inp: str, out: str) -> None:
         torch.set_num_threads(1)
         res["wav"] = tok.model.decoder(data["codes"])  # the single full forward (not chunked decode())
         torch.set_num_threads(2)
+        # The same forward in float64: rounding differences of any kind stay ~1e-16 there, so the
+        # float64 comparison can be tight without depending on kernel or thread details.
+        tok64 = Qwen3TTSTokenizer.from_pretrained(data["st_dir"], dtype=torch.float64)
+        res["wav64"] = tok64.model.decoder(data["codes"])
     ref = data["ref"].numpy()
     res["ref_codes"] = tok.encode(ref, sr=24000).audio_codes[0].cpu()
     res["short_codes"] = [tok.encode(r.numpy(), sr=24000).audio_codes[0].cpu() for r in data["short_refs"]]
