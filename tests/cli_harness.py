@@ -26,6 +26,7 @@ class Outcome:
 
 class DemoHarness:
     def __init__(self, cache: Path) -> None:
+        self._cache_before = os.environ.get("VOX_CACHE")  # close() puts it back for the tests after
         os.environ["VOX_CACHE"] = str(cache)
         from voxcli.models import load_model
 
@@ -44,6 +45,10 @@ class DemoHarness:
         import typer.testing
 
         typer.testing._get_command = self._saved  # type: ignore[attr-defined]
+        if self._cache_before is None:
+            os.environ.pop("VOX_CACHE", None)
+        else:
+            os.environ["VOX_CACHE"] = self._cache_before
 
     def _get_command(self, app: Any) -> Any:
         import typer.main

@@ -3,11 +3,10 @@ interleaved requests, reused slots), the look-ahead it holds back, and bad batch
 
 from __future__ import annotations
 
-import random
-
 import numpy as np
 import pytest
 import torch
+from chunk_schedules import chunk_schedule, random_lead
 from voxcli.models.base import CodecItem
 from voxcli.models.dia.dac import DacCodec
 from voxcli.models.dia.dac_config import DacCodecConfig
@@ -31,27 +30,19 @@ def _codes(n: int, seed: int) -> np.ndarray:
     return np.random.RandomState(seed).randint(0, 1024, size=(n, 9)).astype(np.int64)
 
 
+# Lead chunk sizes per schedule kind (then 16 per chunk); "random" draws sizes in 1..25.
+_LEADS = {
+    "ramp": [1, 2, 4, 8],
+    "lookahead-edges": [9, 1, 10, 11],  # around the 10-frame hold-back: 9 emits nothing, 10 the first samples
+    "big-first": [60, 3],
+}
+
+
 def _schedule(kind: str, total: int, seed: int = 0) -> list[int]:
     if kind == "ones":
-        sizes = [1] * total
-    elif kind == "ramp":  # 1, 2, 4, 8, then 16 per chunk
-        sizes = [1, 2, 4, 8]
-    elif kind == "lookahead-edges":  # around the 10-frame hold-back: 9 emits nothing, 10 the first samples
-        sizes = [9, 1, 10, 11]
-    elif kind == "random":
-        rng = random.Random(seed)
-        sizes = [rng.randint(1, 25) for _ in range(total)]
-    elif kind == "big-first":
-        sizes = [60, 3]
-    else:
-        raise ValueError(kind)
-    out, left, i = [], total, 0
-    while left:
-        n = min(sizes[i] if i < len(sizes) else 16, left)
-        out.append(n)
-        left -= n
-        i += 1
-    return out
+        return [1] * total
+    lead = random_lead(total, 25, seed) if kind == "random" else _LEADS[kind]
+    return chunk_schedule(lead, total)
 
 
 def _run_interleaved(codec: DacCodec, requests: list[tuple[int, np.ndarray, list[int]]]):

@@ -33,16 +33,9 @@ SEED = 20261130
 
 @pytest.fixture(scope="module")
 def harness(tmp_path_factory):
-    import os
-
-    old = os.environ.get("VOX_CACHE")
     h = DemoHarness(tmp_path_factory.mktemp("fuzz_cache"))
     yield h
     h.close()
-    if old is None:
-        os.environ.pop("VOX_CACHE", None)
-    else:
-        os.environ["VOX_CACHE"] = old
 
 
 def _materialize(case: Case, d: Path) -> list[str]:

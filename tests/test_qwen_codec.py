@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 import shutil
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 from audio_case import ORACLE_FRAMES, audio_case, oracle_outputs
+from chunk_schedules import chunk_schedule, random_lead
 from safetensors.torch import load_file, save_file
 from voxcli.models.base import CheckpointError, CodecItem
 from voxcli.models.qwen3_tts.codec import Qwen3TTSCodec
@@ -26,27 +26,18 @@ def _codes(n: int, seed: int) -> np.ndarray:
     return np.random.RandomState(seed).randint(0, 128, size=(n, 16)).astype(np.int64)
 
 
+# Lead chunk sizes per schedule kind (then 16 per chunk); "random" draws sizes in 1..40.
+_LEADS = {
+    "ramp": [1, 2, 4, 8],
+    "one-then-steady": [1],
+    "window-edges": [71, 1, 72, 73],  # chunks that straddle the 72-frame window exactly
+    "big-first": [80, 3],
+}
+
+
 def _schedule(kind: str, total: int, seed: int = 0) -> list[int]:
-    if kind == "ramp":  # 1, 2, 4, 8, then 16 per chunk
-        sizes = [1, 2, 4, 8]
-    elif kind == "one-then-steady":
-        sizes = [1]
-    elif kind == "window-edges":  # chunks that straddle the 72-frame window exactly
-        sizes = [71, 1, 72, 73]
-    elif kind == "random":
-        rng = random.Random(seed)
-        sizes = [rng.randint(1, 40) for _ in range(total)]
-    elif kind == "big-first":
-        sizes = [80, 3]
-    else:
-        raise ValueError(kind)
-    out, left, i = [], total, 0
-    while left:
-        n = min(sizes[i] if i < len(sizes) else 16, left)
-        out.append(n)
-        left -= n
-        i += 1
-    return out
+    lead = random_lead(total, 40, seed) if kind == "random" else _LEADS[kind]
+    return chunk_schedule(lead, total)
 
 
 def _run_interleaved(

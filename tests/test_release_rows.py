@@ -23,14 +23,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
-    old = os.environ.get("VOX_CACHE")
     h = DemoHarness(tmp_path_factory.mktemp("rows_cache"))
     yield h
     h.close()
-    if old is None:
-        os.environ.pop("VOX_CACHE", None)
-    else:
-        os.environ["VOX_CACHE"] = old
 
 
 FAST = ["--greedy", "--max-frames", "4"]
