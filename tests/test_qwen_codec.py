@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from pathlib import Path
 
@@ -76,16 +77,34 @@ def _boundary_errors(stream: np.ndarray, full: np.ndarray, schedule: list[int]) 
     return errs
 
 
+def _files_sha256(folder: Path) -> str:
+    """As tests/oracle/run_audio.py's files_sha256."""
+    h = hashlib.sha256()
+    for f in sorted(folder.iterdir()):
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
+def _oracle_run(audio_root: Path, key: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The official waveform `key` and the codes it was decoded from, after checking that our side loads
+    the same checkpoint bytes and decodes the same codes: a mismatch of inputs is named as such, never
+    reported as a decoder difference."""
+    out = oracle_outputs(audio_root)
+    assert _files_sha256(audio_root / "speech_tokenizer") == out["st_sha256"], (
+        "the speech tokenizer files changed after the oracle loaded them")
+    assert torch.equal(out["codes"], audio_case(audio_root).codes), "the shared case's codes were modified"
+    return out[key], out["codes"]
+
+
 @pytest.mark.oracle
 def test_full_forward_matches_official_decoder(audio_root):
     """fp32, both sides at one thread, where they are bit-identical. Measured on this case: ours at 1 vs 2
     threads differ by 1.5e-5 and the whole fp32 rounding error (fp32 vs fp64 official) is 4.05e-5, so
     the 1e-4 bound cannot be crossed by reduction order; a miss is a real difference, and the message
     says whether our side even repeats itself."""
-    ref = oracle_outputs(audio_root)["wav"]
+    ref, codes = _oracle_run(audio_root, "wav")
     codec = Qwen3TTSCodec.from_checkpoint(audio_root)
     torch.set_num_threads(1)  # as the oracle's forward (tests/oracle/run_audio.py); conftest restores it
-    codes = audio_case(audio_root).codes
     mine = codec.full_forward(codes)
     assert mine.shape == ref.shape == (2, 1, ORACLE_FRAMES * SPF)
     assert float(ref.std()) > 0.03  # a live decoder, not silence
@@ -101,9 +120,9 @@ def test_full_forward_matches_official_decoder_float64(audio_root):
     """The same comparison in float64, where rounding (any thread count, any kernel order) moves the
     waveform by ~1e-16 (measured 0 at equal thread counts, 1.8e-16 at 1 vs 2): the tight bound checks
     the arithmetic, not the kernels."""
-    ref = oracle_outputs(audio_root)["wav64"]
+    ref, codes = _oracle_run(audio_root, "wav64")
     codec = Qwen3TTSCodec.from_checkpoint(audio_root, dtype=torch.float64)
-    mine = codec.full_forward(audio_case(audio_root).codes)
+    mine = codec.full_forward(codes)
     assert mine.dtype == ref.dtype == torch.float64 and mine.shape == ref.shape
     assert float((mine - ref).abs().max()) < 1e-10
 

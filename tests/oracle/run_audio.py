@@ -4,15 +4,18 @@ ECAPA x-vector on inputs prepared by the project's tests.
 usage: run_audio.py IN.pt OUT.pt
 IN.pt: {"st_dir": str, "codes": LongTensor [B, 16, T], "ref": float32 [n] (24 kHz),
         "short_refs": [float32 [n_i]], "spk_config": dict, "spk_state": {speaker_encoder.* tensors}}
-OUT.pt: {"wav": decoder(codes), the single full forward [B, 1, T*1920], "wav64": the same in float64,
+OUT.pt: {"st_sha256": digest of the speech tokenizer files loaded, "codes": the codes decoded,
+         "wav": decoder(codes), the single full forward [B, 1, T*1920], "wav64": the same in float64,
          "ref_codes": Qwen3TTSTokenizer.encode [T_ref, 16], "short_codes": [[T_i, 16]],
          "mel_basis": librosa slaney filters [128, 513], "mel": official log-mel [1, frames, 128],
          "xvec": extract_speaker_embedding(ref) [enc_dim]}
 """
 
+import hashlib
 import os
 import sys
 import types
+from pathlib import Path
 
 import torch
 
@@ -24,10 +27,19 @@ from qwen_tts.core.models import modeling_qwen3_tts as M  # noqa: E402
 from qwen_tts.core.models.configuration_qwen3_tts import Qwen3TTSSpeakerEncoderConfig  # noqa: E402
 
 
+def files_sha256(folder: str) -> str:
+    """One digest over every file in `folder` (name and bytes, sorted by name)."""
+    h = hashlib.sha256()
+    for f in sorted(Path(folder).iterdir()):
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
 def main(inp: str, out: str) -> None:
     torch.set_num_threads(2)
     data = torch.load(inp, weights_only=False)
-    res = {}
+    # What this run decodes, for the test to hold its side to: the checkpoint bytes it loads and the codes.
+    res = {"st_sha256": files_sha256(data["st_dir"]), "codes": data["codes"]}
     tok = Qwen3TTSTokenizer.from_pretrained(data["st_dir"], dtype=torch.float32)
     with torch.no_grad():
         # One thread for the waveform: the tiny random decoder amplifies last-bit differences, and one
