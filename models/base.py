@@ -143,6 +143,20 @@ class CodecItem:
     last: bool
 
 
+def check_codec_batch(items: list[CodecItem], num_slots: int) -> list[int]:
+    """The slot rules every streaming codec's batch obeys: the table is allocated, every slot is in it, and
+    a batch holds at most one chunk of a slot (its state advances once per pass). Returns the slots."""
+    if num_slots < 1:
+        raise RuntimeError("codec slots are not allocated: call init_slots(n) first")
+    slots = [it.slot for it in items]
+    if len(set(slots)) != len(slots):
+        raise ValueError(f"a batch must not hold two chunks of the same slot: {slots}")
+    for s in slots:
+        if not 0 <= s < num_slots:
+            raise ValueError(f"codec slot {s} is outside the table of {num_slots} slots")
+    return slots
+
+
 @dataclass(frozen=True)
 class ResourceLimits:
     """The engine's own bounds, handed to the program with its device resources (`set_limits`, called

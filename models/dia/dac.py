@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from safetensors import SafetensorError, safe_open
 
-from ..base import CheckpointError, CodecItem, InputError
+from ..base import CheckpointError, CodecItem, InputError, check_codec_batch
 from ..checkpoint import cached_snapshot, offline_note
 from .dac_config import DacCodecConfig
 from .dac_layers import END_UNKNOWN, DacNet, Stream
@@ -152,14 +152,9 @@ class DacCodec:
         how many samples each chunk yields)."""
         if not items:
             return []
-        if not self.slots:
-            raise RuntimeError("codec slots are not allocated: call init_slots(n) first")
-        slots = [it.slot for it in items]
-        if len(set(slots)) != len(slots):
-            raise ValueError(f"a batch must not hold two chunks of the same slot: {slots}")
+        slots = check_codec_batch(items, self.num_slots)
         chunks = []
         for it in items:
-            self._check_slot(it.slot)
             if not it.first and not self._open[it.slot]:
                 raise ValueError(f"codec slot {it.slot} has no request in progress: its chunk must be first")
             chunks.append(self._check_codes(it.codes, f"chunk of slot {it.slot}"))

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..base import CheckpointError, CodecItem
+from ..base import CheckpointError, CodecItem, check_codec_batch
 from .codec_layers import CausalConv, CausalTransConv, ConvNeXtBlock, DecoderBlock, SnakeBeta, State
 from .codec_transformer import PreTransformer, TransformerDims
 from .weights_check import load_checked
@@ -281,14 +281,7 @@ class Qwen3TTSCodec(nn.Module):
         """Decode each item's chunk ([n, 16] codes) to float32 PCM [n * 1920], continuing its slot."""
         if not items:
             return []
-        if not self.slots:
-            raise RuntimeError("codec slots are not allocated: call init_slots(n) first")
-        slots = [it.slot for it in items]
-        if len(set(slots)) != len(slots):
-            raise ValueError(f"a batch must not hold two chunks of the same slot: {slots}")
-        for s in slots:
-            if not 0 <= s < self.num_slots:
-                raise ValueError(f"codec slot {s} is outside the table of {self.num_slots} slots")
+        slots = check_codec_batch(items, self.num_slots)
         lengths = [self._check_chunk(it) for it in items]
         n_max = max(lengths)
         codes = np.zeros((len(items), self.cfg.num_quantizers, n_max), dtype=np.int64)
