@@ -124,3 +124,23 @@ def test_mixed_pairs_and_singles_run_to_completion_without_exceeding_row_limits(
         assert rows <= w.bucket and rows <= (4 if w.stage == "decode" else cfg.max_prefill_batch)
         assert w.bucket == (rows if w.stage == "prefill" else min(b for b in (1, 2, 4) if b >= rows))
     assert any(sum(r.prompt.width for r in w.rows) == 4 for w in lm_works if w.stage == "decode")
+
+
+def test_a_row_cancelled_between_capped_decode_steps_gives_back_its_pages_and_slot():
+    """Capped decode steps (more rows than the largest bucket) flag their rows one by one; the fast path
+    of a completed step must clear those flags too, or a later cancel never releases the row."""
+    prog, sched = make(decode_buckets=(1, 2), max_running=4, max_prefill_batch=4)
+    reqs = [add(sched, prog, rid)[0] for rid in (1, 2, 3)]
+    t = 0.0
+    w = lm(sched, t)
+    assert w.stage == "prefill"
+    finish(prog, sched, w, t, t + 0.01)
+    for _ in range(3):
+        t += 0.01
+        w = lm(sched, t)
+        assert w.stage == "decode" and w.bucket == 2  # capped: 3 rows, largest bucket 2
+        finish(prog, sched, w, t, t + 0.005)
+    r = reqs[0]
+    assert r.pages and r.slot >= 0 and not r.lm_inflight and not r.chunk_inflight
+    sched.cancel(r.id, t + 0.01)
+    assert r.pages == [] and r.slot == -1

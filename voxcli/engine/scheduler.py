@@ -476,6 +476,7 @@ class Scheduler:
         events: list[Event] = []
         now = c.finished
         prefill = work.stage == "prefill"
+        decode_all = self._decode_all
         if prefill:
             self.prefilling -= _rows(reqs)
         else:
@@ -493,6 +494,9 @@ class Scheduler:
         self._key_step = self.est.decode_step(self.decoding_rows + (_rows(reqs) if prefill else 0))
         rows = zip(reqs, c.result, strict=True)
         if not prefill and not self._ended_in_lm:
+            if not decode_all:  # a capped step flagged its rows one by one (_launch_decode); no row ended
+                for r in reqs:
+                    r.lm_inflight = False
             rows = self._fast_rows(reqs, c.result)
         self._ended_in_lm.clear()
         for r, out in rows:
