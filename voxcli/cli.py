@@ -223,7 +223,6 @@ def open_session(o: EngineOptions, quiet: bool) -> Iterator[Session]:
         import voxcli.models as models
 
         models._demo_warned.add(config.model)  # the CLI said it already (and --quiet means quiet)
-    _check_device(config)
     session = engine_factory(config)
     try:
         yield session
@@ -271,19 +270,6 @@ def _check_output_file(output: str | None) -> None:
         parent = parent.parent
     if not parent.is_dir():
         raise VoxError(f"-o {output}: {parent} is not a directory; choose another output path.", 2)
-
-
-def _check_device(config: Any) -> None:
-    """A cuda executor or device on a machine without CUDA: say so before loading anything."""
-    wants_cuda = config.executor == "cuda" or str(config.device).startswith("cuda")
-    if not wants_cuda:
-        return
-    import torch
-
-    if not torch.cuda.is_available():
-        flag = "--executor cuda" if config.executor == "cuda" else f"--device {config.device}"
-        raise VoxError(f"{flag} needs a CUDA GPU, but this torch build ({torch.__version__}) sees none; "
-                       "use --executor cpu --device cpu.", 2)
 
 
 def _read_ref_audio(path: Path | None) -> tuple[Any, int | None]:
