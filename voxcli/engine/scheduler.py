@@ -132,7 +132,8 @@ class Scheduler:
         self.defer_since: float | None = None
         self._sync_codec_turn = False
         self._key_step = estimator.decode_step(1)
-        self._key_codec1 = estimator.codec("urgent" if self.policy == "full" else "background", 1)
+        self._key_lane = "urgent" if self.policy == "full" else "background"  # where a lone chunk decodes
+        self._key_codec1 = estimator.codec(self._key_lane, 1)
         self._ended_in_lm: set[int] = set()  # requests that ended while an LM batch held them
         self._decode_all = False  # a decode step of every running row is in flight
         # background batch threshold B; with adaptive_batching it follows the lane's measured load
@@ -491,7 +492,9 @@ class Scheduler:
                     events += self._end(r, S.FAILED, now, reason)
             return events
         # slack keys are computed on demand (`_key`) from the step estimate of the latest LM step
+        # (both follow the estimator's measured scale on real-clock executors)
         self._key_step = self.est.decode_step(self.decoding_rows + (_rows(reqs) if prefill else 0))
+        self._key_codec1 = self.est.codec(self._key_lane, 1)
         rows = zip(reqs, c.result, strict=True)
         if not prefill and not self._ended_in_lm:
             if not decode_all:  # a capped step flagged its rows one by one (_launch_decode); no row ended
