@@ -48,6 +48,20 @@ def test_cli_set_reaches_the_config():
     assert build_config(opts).chunk is None
 
 
+def test_cli_admission_is_deadline_unless_set():
+    """say/batch serve every request (the shipped qwen recipe's TTFA gate is for serving); --set wins."""
+    from voxcli.cli import EngineOptions, build_config
+    from voxcli.config import load_recipe, recipe_for_model
+
+    model = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
+    assert load_recipe(recipe_for_model(model)).admission == "ttfa-gate"
+    opts = EngineOptions(model=model, recipe=None, sets=[], policy=None, executor=None, device=None)
+    assert build_config(opts).admission == "deadline"
+    for key in ("admission", " admission "):
+        opts.sets = [f"{key}=ttfa-gate"]
+        assert build_config(opts).admission == "ttfa-gate"
+
+
 def test_chunk_is_a_table():
     with pytest.raises(ConfigError, match="chunk.first"):
         EngineConfig().with_overrides(["chunk=4"])

@@ -172,13 +172,11 @@ def build_config(o: EngineOptions) -> Any:
 
     # No --recipe: the model's own shipped recipe (demo, qwen3-tts-0.6b, ...), else the defaults.
     recipe = o.recipe or recipe_for_model(o.model or EngineConfig.model)
-    cfg = load_recipe(recipe, o.sets)
+    # Offline synthesis (say, batch) wants every request served, late or not: it queues them all (the
+    # recipes' TTFA gate sheds load for serving) unless --set admission=... says otherwise.
+    cfg = load_recipe(recipe).replace(admission="deadline").with_overrides(o.sets).validate()
     changes = {k: v for k, v in (("model", o.model), ("policy", o.policy), ("executor", o.executor),
                                  ("device", o.device)) if v is not None}
-    # Offline synthesis (say, batch) wants every request served, late or not: queue them all unless
-    # --set admission=... says otherwise (the recipes' TTFA gate sheds load for serving).
-    if not any(s.split("=", 1)[0].strip().replace("-", "_") == "admission" for s in o.sets or []):
-        changes["admission"] = "deadline"
     return resolve_auto(cfg.replace(**changes) if changes else cfg)
 
 
