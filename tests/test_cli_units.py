@@ -287,3 +287,22 @@ def test_manifest_json_roundtrip(tmp_path):
     m = tmp_path / "manifest.jsonl"
     m.write_text(json.dumps({"id": "a", "status": "ok"}) + "\n" + '{"id": "b", "sta')  # torn last line
     assert list(read_manifest(m)) == ["a"]
+
+
+@pytest.mark.parametrize("model", ["demo", "demo-dia"])
+def test_demo_note_said_once_and_never_under_quiet(model, capsys, monkeypatch):
+    """say, batch and serve share announce_demo: every demo alias gets the note, --quiet silences it,
+    and the loader's own warning is marked as said either way."""
+    import voxcli.models as models
+
+    from voxcli.cli import DEMO_NOTE, announce_demo
+
+    monkeypatch.setattr(models, "_demo_warned", set())
+    announce_demo(model, quiet=True)
+    assert capsys.readouterr().err == "" and model in models._demo_warned
+    models._demo_warned.clear()
+    announce_demo(model, quiet=False)
+    assert DEMO_NOTE in capsys.readouterr().err and model in models._demo_warned
+    announce_demo("Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice", quiet=False)
+    announce_demo(None, quiet=False)
+    assert capsys.readouterr().err == ""

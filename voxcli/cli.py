@@ -202,6 +202,18 @@ def default_engine_factory(config: Any) -> Session:
                    frame_cap=cap, backend=f"{config.executor} executor on {config.device}")
 
 
+def announce_demo(model: str | None, quiet: bool) -> None:
+    """One note for a demo model (random weights), unless --quiet; the loader's own warning is then
+    suppressed, so the note is never said twice and --quiet means quiet (say, batch, serve)."""
+    if model is None or not _is_demo(model):
+        return
+    if not quiet:
+        _err(DEMO_NOTE)
+    import voxcli.models as models
+
+    models._demo_warned.add(model)
+
+
 def _is_demo(model: str) -> bool:
     from voxcli.models import is_demo
 
@@ -215,12 +227,7 @@ engine_factory = default_engine_factory
 @contextlib.contextmanager
 def open_session(o: EngineOptions, quiet: bool) -> Iterator[Session]:
     config = build_config(o)
-    if _is_demo(config.model):
-        if not quiet:
-            _err(DEMO_NOTE)
-        import voxcli.models as models
-
-        models._demo_warned.add(config.model)  # the CLI said it already (and --quiet means quiet)
+    announce_demo(config.model, quiet)
     session = engine_factory(config)
     try:
         yield session

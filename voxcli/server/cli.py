@@ -88,12 +88,10 @@ def serve(
                     sets=set_ or [], policy=policy, device=device, host=host, port=port, api_key=api_key,
                     limits=limits, quiet=quiet)
             return
+        from voxcli.cli import announce_demo
         from voxcli.server.sessions import open_session
 
-        if model == "demo" and not quiet:
-            from voxcli.cli import DEMO_NOTE
-
-            _err(DEMO_NOTE)
+        announce_demo(model, quiet)
         session = open_session(model, executor, gpu, recipe, set_ or [], policy, device)
         app = create_app(SpeechService(session, limits), api_key=api_key)
         if not quiet:
