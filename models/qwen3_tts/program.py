@@ -96,10 +96,7 @@ def next_uniforms(st: RowState) -> torch.Tensor:
     """This step's 16 uniforms (15 predictor groups + c0) from the request's own generator. Drawn
     UNIFORM_BLOCK steps at a time: the CPU generator fills a tensor element by element in order, so the
     values are exactly those of one `torch.rand(16)` per step, at a fraction of the calls."""
-    if st.ublock is None or st.uidx >= st.ublock.shape[0]:
-        st.ublock = torch.rand(UNIFORM_BLOCK, 16, generator=st.gen, dtype=torch.float64)
-        st.uidx = 0
-    u = st.ublock[st.uidx]
+    u = peek_uniforms(st)
     st.uidx += 1
     return u
 
