@@ -63,7 +63,6 @@ class SimExecutor(Executor):
         self._running: dict[str, _Running] = {}
         self._seen: list[Completion] = []  # finished while the host was busy, not yet handed back
         self.launches = 0
-        self.host_s = 0.0  # host time charged so far
 
     def now(self) -> float:
         return self._t
@@ -126,7 +125,6 @@ class SimExecutor(Executor):
         dt = measured_s if m.host == "measured" else (m.host_call_us + m.host_row_us * rows) * 1e-6
         if dt <= 0:
             return 0.0
-        self.host_s += dt
         end = self._t + dt
         while self._running and self._t < end:
             self._seen += self._advance(end)
