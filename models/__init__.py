@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from . import registry
-from .base import CheckpointError, ModelProgram
+from .base import CheckpointError, ModelProgram, ModelSpec
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,22 @@ def demo_checkpoint(name: str = DEMO) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def describe_model(source: str, device: str = "cpu", dtype: str = "float32") -> ModelSpec:
+    """The spec (voices, languages, modes, rates) of a demo alias, local checkpoint or cached hub id,
+    from its config files alone when its family can (no torch, no weights); otherwise by loading it."""
+    demo = registry.find_demo(source)
+    if demo is not None:
+        family, path = demo[0], demo_checkpoint(source)
+    else:
+        from .locate import read_json, resolve
+
+        path = resolve(source)
+        family = registry.family_for_model_type(read_json(path / "config.json").get("model_type"))
+    if family is None or family.describe is None:  # load_model names the unsupported model_type
+        return load_model(source, device, dtype).spec
+    return replace(family.describe(str(path)), name=source)
 
 
 def load_model(source: str, device: str = "cpu", dtype: str = "float32") -> ModelProgram:

@@ -8,8 +8,6 @@ tensor and the checkpoint path.
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -18,55 +16,8 @@ from torch import nn
 
 from .base import CheckpointError
 
-
-def looks_like_hub_id(source: str) -> bool:
-    return source.count("/") == 1 and not source.startswith((".", "/", "~")) and not Path(source).exists()
-
-
-def resolve(source: str) -> Path:
-    """A local directory, or the cached snapshot of a hub id. Raises CheckpointError saying how to get it."""
-    p = Path(source).expanduser()
-    if p.is_dir():
-        if not (p / "config.json").exists():
-            raise CheckpointError(f"{p} has no config.json; point at a model checkpoint directory "
-                                  "(see vox models)")
-        return p
-    if not looks_like_hub_id(source):
-        raise CheckpointError(
-            f"checkpoint {source!r} not found: give an existing local directory or a hub id "
-            "(owner/name; see vox models)"
-        )
-    snap = cached_snapshot(source)
-    if snap is None:
-        raise CheckpointError(
-            f"model {source!r} is not in the local Hugging Face cache{offline_note()}; download it with "
-            f"`vox models pull {source}` or pass a local checkpoint directory"
-        )
-    return snap
-
-
-def cached_snapshot(repo_id: str) -> Path | None:
-    """The local hub-cache snapshot of `repo_id` holding a config.json, or None. Never downloads."""
-    from huggingface_hub import snapshot_download
-
-    try:
-        snap = snapshot_download(repo_id=repo_id, local_files_only=True)
-    except Exception:  # noqa: BLE001 - every failure here means "not in the local cache"
-        return None
-    return Path(snap) if (Path(snap) / "config.json").exists() else None
-
-
-def offline_note() -> str:
-    return " (HF_HUB_OFFLINE=1)" if os.environ.get("HF_HUB_OFFLINE") == "1" else ""
-
-
-def read_json(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CheckpointError(f"{path} is missing; the checkpoint is incomplete") from None
-    except json.JSONDecodeError as e:
-        raise CheckpointError(f"{path} is not valid JSON ({e})") from None
+# Finding a checkpoint needs no torch (`vox voices` reads config.json alone): it lives in locate.py.
+from .locate import cached_snapshot, looks_like_hub_id, offline_note, read_json, resolve  # noqa: F401
 
 
 def _safetensor_files(root: Path) -> list[Path]:

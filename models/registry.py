@@ -81,6 +81,9 @@ class Family:
     sim: SimSpec
     hub_models: tuple[HubModel, ...] = ()
     demos: tuple[Demo, ...] = field(default_factory=tuple)
+    # (checkpoint dir) -> ModelSpec from the config files alone, without torch or weights (`vox voices`
+    # answers in well under a second); None: describing the model means loading it.
+    describe: Callable[[str], Any] | None = None
 
 
 @cache

@@ -94,6 +94,14 @@ def is_finished(rec: dict[str, Any] | None, item: BatchItem, out_dir: Path, file
             and rec.get("fingerprint") == item.fingerprint() and (out_dir / file_name).is_file())
 
 
+def all_finished(items: list[BatchItem], out_dir: Path, fmt: str) -> bool:
+    """Whether a rerun has nothing to do: every item is finished with unchanged inputs (the same test
+    run_batch applies per item). The CLI then answers without loading a model."""
+    ext = extension(fmt)
+    records = read_manifest(out_dir / MANIFEST)
+    return all(is_finished(records.get(i.id), i, out_dir, f"{i.id}.{ext}") for i in items)
+
+
 class _Manifest:
     """Append-only while running (every finished item is durable at once); compacted at the end to one
     record per id, in input order, via a temporary file and a rename."""

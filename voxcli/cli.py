@@ -24,13 +24,11 @@ from voxcli import __version__
 from voxcli.errors import VoxError
 
 
-def click_exceptions() -> Any:
-    """The click exception classes typer raises (recent typer versions vendor click as typer._click)."""
-    try:
-        from typer._click import exceptions
-    except ImportError:
-        from click import exceptions
-    return exceptions
+def click_exception_type() -> type[Exception]:
+    """The ClickException class this typer raises for usage mistakes, found through typer's public
+    `BadParameter` (a ClickException subclass): click's own in typer < 0.20, typer's vendored copy in newer
+    ones. Never a private module path, so a typer that moves its internals cannot break error handling."""
+    return next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 
 class OneLineErrors(TyperGroup):
@@ -40,10 +38,9 @@ class OneLineErrors(TyperGroup):
 
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, **extra: Any) -> Any:
-        ex = click_exceptions()
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except ex.ClickException as e:
+        except click_exception_type() as e:
             if not standalone_mode:
                 raise
             if type(e).__name__ == "NoArgsIsHelpError":  # bare `vox`: the help, as click prints it
@@ -54,7 +51,7 @@ class OneLineErrors(TyperGroup):
             hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
             typer.echo(f"vox: error: {message}{hint}", err=True)
             sys.exit(e.exit_code)
-        except ex.Abort:
+        except typer.Abort:  # public in every typer (click's Abort before 0.20, typer's own after)
             if not standalone_mode:
                 raise
             typer.echo("vox: aborted.", err=True)
@@ -95,29 +92,22 @@ def _err(message: str) -> None:
 @contextlib.contextmanager
 def friendly_errors() -> Iterator[None]:
     """Known failures -> one sentence on stderr + exit code; anything else too, with a hint to --debug."""
-    from voxcli.audio import AudioOutputError
-    from voxcli.config import ConfigError
-    from voxcli.models.base import ModelError
-    from voxcli.playback import PlaybackError
-    from voxcli.speak import SpeechFailed
-    from voxcli.text import TextInputError
-
     try:
         yield
     except (typer.Exit, typer.Abort, SystemExit):
         raise
     except Exception as e:
-        if isinstance(e, click_exceptions().ClickException):
+        if isinstance(e, click_exception_type()):
             raise
         if STATE.debug:
             raise
         if isinstance(e, VoxError):
             _err(f"error: {e}")
             raise typer.Exit(e.exit_code) from None
-        if isinstance(e, TextInputError | ConfigError | AudioOutputError | PlaybackError | ModelError
-                      | SpeechFailed):
+        usage, failure = _known_error_types()
+        if isinstance(e, usage + failure):
             _err(f"error: {e}")
-            raise typer.Exit(2 if isinstance(e, TextInputError | ConfigError) else 1) from None
+            raise typer.Exit(2 if isinstance(e, usage) else 1) from None
         _err(f"internal error: {type(e).__name__}: {e} (run vox --debug … for the traceback, and please "
              "report it).")
         raise typer.Exit(1) from None
@@ -126,6 +116,24 @@ def friendly_errors() -> Iterator[None]:
             raise
         _err("interrupted.")
         raise typer.Exit(130) from None
+
+
+# The error classes that read as one sentence: (module, class, a usage mistake -> exit 2 else 1). Looked
+# up only among modules already imported (a class whose module never loaded cannot have been raised),
+# so handling errors imports nothing: `vox --help` and `vox models` stay free of numpy and torch.
+KNOWN_ERRORS = (("voxcli.text", "TextInputError", True), ("voxcli.config", "ConfigError", True),
+                ("voxcli.audio", "AudioOutputError", False), ("voxcli.playback", "PlaybackError", False),
+                ("voxcli.models.base", "ModelError", False), ("voxcli.speak", "SpeechFailed", False))
+
+
+def _known_error_types() -> tuple[tuple[type, ...], tuple[type, ...]]:
+    usage: list[type] = []
+    failure: list[type] = []
+    for module, name, is_usage in KNOWN_ERRORS:
+        cls = getattr(sys.modules.get(module), name, None)
+        if isinstance(cls, type):
+            (usage if is_usage else failure).append(cls)
+    return tuple(usage), tuple(failure)
 
 
 def _version(value: bool) -> None:
@@ -485,7 +493,7 @@ def batch(
         import os
 
         from voxcli.audio import resolve_format
-        from voxcli.batch import BatchOptions, prepare_out_dir, run_batch
+        from voxcli.batch import BatchOptions, all_finished, prepare_out_dir, run_batch
         from voxcli.speak import RequestTemplate
         from voxcli.text import read_batch_inputs
 
@@ -505,6 +513,10 @@ def batch(
                             progress=not quiet, interrupt_after=int(hook) if hook else None)
         if replicas < 1:
             raise VoxError(f"--replicas must be at least 1, got {replicas}.", 2)
+        if not force and all_finished(items, out_dir, audio_format):  # a rerun with nothing to do
+            if not quiet:
+                _err(f"0 written, 0 failed, {len(items)} already done → {out_dir}")
+            return
         engine_options = EngineOptions(model, recipe, set_ or [], policy, executor, device)
         if replicas > 1:
             from voxcli.server.ray_app import batch_session
@@ -562,9 +574,10 @@ def voices(model: ModelOpt = None, device: DeviceOpt = None) -> None:
 
         source = model or EngineConfig().model
         ensure_available(source)
-        from voxcli.models import load_model
+        from voxcli.models import describe_model
 
-        spec = load_model(source, device if device not in (None, "auto") else "cpu", "float32").spec
+        # from config.json alone where the family can (no torch): `vox voices` answers at once
+        spec = describe_model(source, device if device not in (None, "auto") else "cpu", "float32")
         typer.echo(f"model:     {source}")
         typer.echo(f"voices:    {', '.join(spec.voices) or '(none: ' + ', '.join(spec.modes) + ')'}")
         languages = ["auto", *(x for x in spec.languages if x.lower() != "auto")]
@@ -628,13 +641,43 @@ def _register_extensions() -> None:
 _register_extensions()
 
 
+# Commands whose whole output is text for a person or a pager: a reader that leaves early (`| head`)
+# took what it wanted, so that is success, not an error (audio cut short by its reader still fails).
+TEXT_COMMANDS = ("models", "voices")
+
+
+def _reads_text_only(argv: list[str]) -> bool:
+    if any(a in ("-h", "--help") for a in argv):
+        return True
+    words = [a for a in argv if not a.startswith("-")]
+    return bool(words) and words[0] in TEXT_COMMANDS
+
+
+def _stdout_identity() -> tuple[int, int] | None:
+    import os
+
+    try:
+        st = os.fstat(1)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def main() -> None:
     """Console-script entry point (`vox`)."""
+    stdout_before = _stdout_identity()
+    text_only = _reads_text_only(sys.argv[1:])
     try:
         app()
     except BrokenPipeError:  # `vox … | head`: the reader left; not an error worth a traceback
         sys.stderr.close()
-        sys.exit(1)
+        sys.exit(0 if text_only else 1)
+    except SystemExit as e:
+        # rich answers a broken pipe by pointing stdout at /dev/null and exiting 1: for help and listings
+        # that is the reader leaving (`vox say --help | head -1`), so exit 0
+        if e.code not in (0, None) and text_only and _stdout_identity() != stdout_before:
+            sys.exit(0)
+        raise
 
 
 if __name__ == "__main__":

@@ -17,6 +17,15 @@ def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
     return DiaProgram.load(path, device=device, dtype=dtype)
 
 
+def describe(path: str) -> Any:
+    from ..locate import read_json
+    from .config import parse_config
+    from .spec import model_spec
+
+    config = Path(path) / "config.json"
+    return model_spec(parse_config(read_json(config), str(config)), Path(path), Path(path).name)
+
+
 def build_demo(out: Path) -> None:
     from .tiny import build_tiny
 
@@ -38,6 +47,7 @@ FAMILY = Family(
     name="Dia",
     model_types=("dia",),
     load=load,
+    describe=describe,
     hub_models=(
         HubModel("nari-labs/Dia-1.6B-0626", "English dialogue ([S1]/[S2]) with CFG; voice clone from "
                  "--ref-audio + --ref-text", "dia-1.6b"),

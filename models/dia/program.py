@@ -24,7 +24,6 @@ position of 9 delayed codebook channels per step. What the engine sees:
 
 from __future__ import annotations
 
-import json
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,13 +31,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from voxcli.config import ChunkSchedule
-
 from ..base import (
     CodecItem,
     InputError,
     ModelProgram,
-    ModelSpec,
     Prompt,
     Row,
     StepOutput,
@@ -50,13 +46,8 @@ from .delay import DelayTracker
 from .layers import DiaWeights, PagedKV, pack_cross
 from .prompt import PreparedDia, clone_text, resolve_sampling, validate
 from .sampling import RowSampling, draw, process
+from .spec import DEFAULT_CHUNKS, HOP, SAMPLE_RATE, model_spec  # noqa: F401 (re-exported)
 
-SAMPLE_RATE = 44100
-HOP = 512
-# 86 frames/s: the DAC decoder holds back ~9.3 frames of look-ahead (dac.py), so a 12-frame first chunk
-# (139 ms) is the smallest that yields real audio; then the chunks grow so the codec runs fewer, larger
-# batches once playback is buffered (48 frames = 0.56 s).
-DEFAULT_CHUNKS = ChunkSchedule(first=12, ramp=(24,), steady=48)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -90,19 +81,7 @@ class DiaProgram(ModelProgram):
     ) -> None:
         self.root, self.cfg, self.gen, self.weights = root, cfg, gen, weights
         self.device, self.dtype = device, dtype
-        sr, hop = _codec_rates(root)
-        self.spec = ModelSpec(
-            name=name,
-            sample_rate=sr,
-            frame_rate=sr / hop,
-            samples_per_frame=hop,
-            codebooks=cfg.decoder.num_channels,
-            chunk=DEFAULT_CHUNKS,
-            max_context=cfg.decoder.max_position_embeddings,
-            voices=(),
-            languages=("english",),
-            modes=("tts", "clone"),
-        )
+        self.spec = model_spec(cfg, root, name)
         d = cfg.decoder
         self.self_elems = d.num_key_value_heads * d.head_dim
         self.cross_elems = d.cross_num_key_value_heads * d.cross_head_dim
@@ -425,14 +404,3 @@ def _with_ref(req: SynthesisRequest) -> SynthesisRequest:
     from dataclasses import replace
 
     return replace(req, ref_audio=np.zeros(1, dtype=np.float32))
-
-
-def _codec_rates(root: Path) -> tuple[int, int]:
-    """The codec's sample rate and hop (samples per frame), from codec/config.json when the checkpoint
-    carries its codec; DAC 44.1 kHz's published values otherwise."""
-    cfg = root / "codec" / "config.json"
-    if cfg.exists():
-        d = json.loads(cfg.read_text())
-        hop = int(np.prod(d.get("downsampling_ratios", [2, 4, 8, 8])))
-        return int(d.get("sampling_rate", SAMPLE_RATE)), int(d.get("hop_length", hop))
-    return SAMPLE_RATE, HOP

@@ -17,6 +17,15 @@ def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
     return Qwen3TTSProgram.load(path, device=device, dtype=dtype)
 
 
+def describe(path: str) -> Any:
+    from ..locate import read_json
+    from .config import parse_config
+    from .spec import model_spec
+
+    config = Path(path) / "config.json"
+    return model_spec(parse_config(read_json(config), str(config)), Path(path).name)
+
+
 def build_demo(out: Path) -> None:
     from .demo import build_demo as build
 
@@ -39,6 +48,7 @@ FAMILY = Family(
     name="Qwen3-TTS 12 Hz",
     model_types=("qwen3_tts",),
     load=load,
+    describe=describe,
     hub_models=(
         HubModel("Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice", "9 built-in voices, 10 languages", "qwen3-tts-0.6b"),
         HubModel("Qwen/Qwen3-TTS-12Hz-0.6B-Base", "voice clone from --ref-audio", "qwen3-tts-0.6b"),

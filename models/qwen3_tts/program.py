@@ -16,14 +16,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from voxcli.config import ChunkSchedule
-
 from ..base import (
     CodecItem,
     GraphStage,
     InputError,
     ModelProgram,
-    ModelSpec,
     Prompt,
     ResourceLimits,
     Row,
@@ -36,16 +33,12 @@ from .config import GenerationDefaults, Qwen3TTSConfig, parse_config
 from .layers import PagedBatch
 from .prompt import PromptEmbeds, build_prompt
 from .sampling import BatchSampling, RowSampling, select, talker_masks
+from .spec import DEFAULT_CHUNKS, SAMPLE_RATE, SAMPLES_PER_FRAME, model_spec  # noqa: F401 (re-exported)
 from .talker import Qwen3TTSWeights
 from .text_tokenizer import TextTokenizer
 from .validate import QwenOptions, Validated, validate_request
 
-SAMPLE_RATE = 24000
-SAMPLES_PER_FRAME = 1920
 MIN_NEW_TOKENS = 2  # the reference masks EOS for the first two talker tokens
-# Codec chunks: a 1-frame first chunk gives the earliest first audio (80 ms of audio per frame), then
-# the chunks grow so the codec runs fewer, larger (more efficient) batches once playback is buffered.
-DEFAULT_CHUNKS = ChunkSchedule(first=1, ramp=(2, 4, 8), steady=10)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -117,23 +110,7 @@ class Qwen3TTSProgram(ModelProgram):
         self.talker = weights.talker
         self.device, self.dtype = device, dtype
         tc = cfg.talker
-        modes = {
-            "custom_voice": ("custom_voice",),
-            "voice_design": ("voice_design",),
-            "base": ("clone_xvec", "clone_icl"),
-        }.get(cfg.model_type, (cfg.model_type,))
-        self.spec = ModelSpec(
-            name=name,
-            sample_rate=SAMPLE_RATE,
-            frame_rate=SAMPLE_RATE / SAMPLES_PER_FRAME,
-            samples_per_frame=SAMPLES_PER_FRAME,
-            codebooks=tc.num_code_groups,
-            chunk=DEFAULT_CHUNKS,
-            max_context=tc.block.max_position_embeddings,
-            voices=tuple(sorted(tc.speaker_ids)),
-            languages=cfg.languages,
-            modes=modes,
-        )
+        self.spec = model_spec(cfg, name)
         V = tc.vocab_size
         self.suppress = torch.zeros(V, dtype=torch.bool, device=device)
         self.suppress[V - 1024 :] = True  # the reference suppresses the top 1024 ids...

@@ -1,0 +1,47 @@
+"""What a Dia checkpoint offers (modes, languages, audio rates), from its config files alone. No torch:
+`vox voices` builds this without loading weights; the program uses it too, so both agree."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from voxcli.config import ChunkSchedule
+
+from ..base import ModelSpec
+from .config import DiaConfig
+
+SAMPLE_RATE = 44100
+HOP = 512
+# 86 frames/s: the DAC decoder holds back ~9.3 frames of look-ahead (dac.py), so a 12-frame first chunk
+# (139 ms) is the smallest that yields real audio; then the chunks grow so the codec runs fewer, larger
+# batches once playback is buffered (48 frames = 0.56 s).
+DEFAULT_CHUNKS = ChunkSchedule(first=12, ramp=(24,), steady=48)
+
+
+def codec_rates(root: Path) -> tuple[int, int]:
+    """The codec's sample rate and hop (samples per frame), from codec/config.json when the checkpoint
+    carries its codec; DAC 44.1 kHz's published values otherwise."""
+    cfg = root / "codec" / "config.json"
+    if cfg.exists():
+        d = json.loads(cfg.read_text())
+        hop = int(math.prod(d.get("downsampling_ratios", [2, 4, 8, 8])))
+        return int(d.get("sampling_rate", SAMPLE_RATE)), int(d.get("hop_length", hop))
+    return SAMPLE_RATE, HOP
+
+
+def model_spec(cfg: DiaConfig, root: Path, name: str) -> ModelSpec:
+    sr, hop = codec_rates(root)
+    return ModelSpec(
+        name=name,
+        sample_rate=sr,
+        frame_rate=sr / hop,
+        samples_per_frame=hop,
+        codebooks=cfg.decoder.num_channels,
+        chunk=DEFAULT_CHUNKS,
+        max_context=cfg.decoder.max_position_embeddings,
+        voices=(),
+        languages=("english",),
+        modes=("tts", "clone"),
+    )
