@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..base import CheckpointError
+from ..config_fields import first_int, get_dict, get_float, get_int, rope_theta
 
 
 @dataclass(frozen=True)
@@ -88,37 +89,48 @@ class GenerationDefaults:
         )
 
 
-_UNSUPPORTED = ("rope_scaling",)
-
-
 def _sub(cls, d: dict[str, Any], where: str):
-    for key in _UNSUPPORTED:
-        if d.get(key) not in (None, {}):
-            raise CheckpointError(f"{where}: {key}={d[key]!r} is not supported (plain RoPE only)")
-    if d.get("hidden_act", "silu") != "silu":
+    """One sub-config: every typed field read with the defaults of transformers' classes (absent or null
+    -> default), RoPE from rope_theta or rope_parameters (plain RoPE only)."""
+    if d.get("hidden_act", "silu") not in ("silu", None):
         raise CheckpointError(f"{where}: hidden_act {d['hidden_act']!r} is not supported (silu only)")
-    names = cls.__dataclass_fields__
-    return cls(**{k: v for k, v in d.items() if k in names})
+    values: dict[str, Any] = {}
+    for name, f in cls.__dataclass_fields__.items():
+        if name == "rope_theta":
+            values[name] = rope_theta(d, f.default, where)
+        elif f.type == "float":
+            values[name] = get_float(d, name, f.default, where)
+        else:
+            values[name] = get_int(d, name, f.default, where)
+    return cls(**values)
 
 
 def parse_config(d: dict[str, Any], where: str) -> DiaConfig:
     if d.get("model_type") != "dia":
         raise CheckpointError(f"{where} has model_type {d.get('model_type')!r}, expected 'dia'")
-    enc = _sub(EncoderConfig, d.get("encoder_config") or {}, f"{where} encoder_config")
-    dec = _sub(DecoderConfig, d.get("decoder_config") or {}, f"{where} decoder_config")
-    delay = tuple(int(x) for x in (d.get("delay_pattern") or (0, 8, 9, 10, 11, 12, 13, 14, 15)))
+    enc_d = get_dict(d, "encoder_config", where)
+    dec_d = get_dict(d, "decoder_config", where)
+    enc = _sub(EncoderConfig, enc_d, f"{where} encoder_config")
+    dec = _sub(DecoderConfig, dec_d, f"{where} decoder_config")
+    pattern = d.get("delay_pattern") or (0, 8, 9, 10, 11, 12, 13, 14, 15)
+    if not isinstance(pattern, list | tuple):
+        raise CheckpointError(f"{where}: delay_pattern is {pattern!r}, expected a list of integers")
+    delay = tuple(get_int({"delay_pattern": x}, "delay_pattern", None, where) for x in pattern)
     if len(delay) != dec.num_channels or min(delay) < 0 or delay[0] != 0:
         raise CheckpointError(
             f"{where}: delay_pattern {list(delay)} must have one entry >= 0 per channel "
             f"({dec.num_channels}) and start at 0"
         )
+    # transformers 4.5x writes the special ids at the top; 5.x writes null there and keeps them in
+    # decoder_config (DiaDecoderConfig's defaults are the same 1024/1025/1026)
+    ids = [(d, where), (dec_d, f"{where} decoder_config")]
     cfg = DiaConfig(
         encoder=enc,
         decoder=dec,
         delay_pattern=delay,
-        eos_token_id=int(d.get("eos_token_id", 1024)),
-        pad_token_id=int(d.get("pad_token_id", 1025)),
-        bos_token_id=int(d.get("bos_token_id", 1026)),
+        eos_token_id=first_int(ids, "eos_token_id", 1024),
+        pad_token_id=first_int(ids, "pad_token_id", 1025),
+        bos_token_id=first_int(ids, "bos_token_id", 1026),
     )
     if dec.cross_hidden_size != enc.hidden_size:
         raise CheckpointError(

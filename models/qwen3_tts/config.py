@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..base import CheckpointError
+from ..config_fields import MISSING, get_dict, get_float, get_int, rope_theta
 
 
 @dataclass(frozen=True)
@@ -103,63 +104,88 @@ class GenerationDefaults:
         return cls(**{k: v for k, v in d.items() if k in known and v is not None})
 
 
-def _block(d: dict[str, Any], default_theta: float) -> BlockConfig:
-    heads = int(d.get("num_attention_heads", 16))
-    hidden = int(d["hidden_size"])
+# Qwen3-TTS's talker writes multimodal RoPE keys; its three position axes are always equal, so it is plain
+# 1-D RoPE (design notes) and these keys leave it plain.
+MROPE_KEYS = ("mrope_section", "interleaved")
+
+
+def _block(d: dict[str, Any], default_theta: float, where: str) -> BlockConfig:
+    heads = get_int(d, "num_attention_heads", 16, where)
+    hidden = get_int(d, "hidden_size", MISSING, where)
+    if heads < 1:
+        raise CheckpointError(f"{where}: num_attention_heads is {heads}, expected at least 1")
+    act = d.get("hidden_act") or "silu"
     return BlockConfig(
         hidden_size=hidden,
-        intermediate_size=int(d["intermediate_size"]),
-        num_hidden_layers=int(d["num_hidden_layers"]),
+        intermediate_size=get_int(d, "intermediate_size", MISSING, where),
+        num_hidden_layers=get_int(d, "num_hidden_layers", MISSING, where),
         num_attention_heads=heads,
-        num_key_value_heads=int(d.get("num_key_value_heads") or heads),
-        head_dim=int(d.get("head_dim") or hidden // heads),
-        rms_norm_eps=float(d.get("rms_norm_eps", 1e-6)),
-        rope_theta=float(d.get("rope_theta", default_theta)),
-        attention_bias=bool(d.get("attention_bias", False)),
-        hidden_act=str(d.get("hidden_act", "silu")),
-        max_position_embeddings=int(d.get("max_position_embeddings", 32768)),
+        num_key_value_heads=get_int(d, "num_key_value_heads", heads, where),
+        head_dim=get_int(d, "head_dim", hidden // heads, where),
+        rms_norm_eps=get_float(d, "rms_norm_eps", 1e-6, where),
+        rope_theta=rope_theta(d, default_theta, where, allowed_extra=MROPE_KEYS),
+        attention_bias=bool(d.get("attention_bias") or False),
+        hidden_act=act if isinstance(act, str) else str(act),
+        max_position_embeddings=get_int(d, "max_position_embeddings", 32768, where),
     )
 
 
+def _ids(d: Any, where: str) -> dict[str, int]:
+    """A name -> id table (spk_id, codec_language_id); absent or null -> empty."""
+    if d is None:
+        return {}
+    if not isinstance(d, dict):
+        raise CheckpointError(f"{where} is {d!r}, expected an object of name: id")
+    return {str(k).lower(): get_int(d, k, MISSING, where) for k in d}
+
+
 def parse_config(d: dict[str, Any], where: str = "config.json") -> Qwen3TTSConfig:
-    """Parse a config.json dict; raise CheckpointError naming the missing field and file."""
+    """Parse a config.json dict as transformers 4.5x or 5.x writes it; raise CheckpointError naming the
+    field and file for anything missing or of the wrong kind."""
     try:
-        t = d["talker_config"]
-        p = t["code_predictor_config"]
-        predictor = PredictorConfig(
-            block=_block(p, 10000.0),
-            vocab_size=int(p.get("vocab_size", 2048)),
-            num_code_groups=int(p.get("num_code_groups", 16)),
-        )
-        talker = TalkerConfig(
-            block=_block(t, 10000.0),
-            vocab_size=int(t.get("vocab_size", 3072)),
-            text_vocab_size=int(t.get("text_vocab_size", 151936)),
-            text_hidden_size=int(t.get("text_hidden_size", 2048)),
-            num_code_groups=int(t.get("num_code_groups", 16)),
-            codec_pad_id=int(t["codec_pad_id"]),
-            codec_bos_id=int(t["codec_bos_id"]),
-            codec_eos_id=int(t["codec_eos_token_id"]),
-            codec_think_id=int(t["codec_think_id"]),
-            codec_nothink_id=int(t["codec_nothink_id"]),
-            codec_think_bos_id=int(t["codec_think_bos_id"]),
-            codec_think_eos_id=int(t["codec_think_eos_id"]),
-            language_ids={k.lower(): int(v) for k, v in (t.get("codec_language_id") or {}).items()},
-            speaker_ids={k.lower(): int(v) for k, v in (t.get("spk_id") or {}).items()},
-            speaker_dialect={k.lower(): v for k, v in (t.get("spk_is_dialect") or {}).items()},
-            predictor=predictor,
-        )
-        return Qwen3TTSConfig(
-            talker=talker,
-            model_type=str(d.get("tts_model_type") or "custom_voice"),
-            model_size=str(d.get("tts_model_size") or ""),
-            tts_pad_id=int(d.get("tts_pad_token_id", 151671)),
-            tts_bos_id=int(d.get("tts_bos_token_id", 151672)),
-            tts_eos_id=int(d.get("tts_eos_token_id", 151673)),
-            speaker_encoder=d.get("speaker_encoder_config"),
-            raw=d,
-        )
-    except KeyError as e:
-        raise CheckpointError(
-            f"{where} has no field {e.args[0]!r}; is this a Qwen3-TTS 12 Hz checkpoint?"
-        ) from None
+        return _parse(d, where)
+    except CheckpointError as e:
+        raise CheckpointError(f"{e}; is this a Qwen3-TTS 12 Hz checkpoint?") from None
+
+
+def _parse(d: dict[str, Any], where: str) -> Qwen3TTSConfig:
+    t = get_dict(d, "talker_config", where, required=True)
+    tw = f"{where} talker_config"
+    p = get_dict(t, "code_predictor_config", tw, required=True)
+    pw = f"{tw}.code_predictor_config"
+    predictor = PredictorConfig(
+        block=_block(p, 10000.0, pw),
+        vocab_size=get_int(p, "vocab_size", 2048, pw),
+        num_code_groups=get_int(p, "num_code_groups", 16, pw),
+    )
+    talker = TalkerConfig(
+        block=_block(t, 10000.0, tw),
+        vocab_size=get_int(t, "vocab_size", 3072, tw),
+        text_vocab_size=get_int(t, "text_vocab_size", 151936, tw),
+        text_hidden_size=get_int(t, "text_hidden_size", 2048, tw),
+        num_code_groups=get_int(t, "num_code_groups", 16, tw),
+        codec_pad_id=get_int(t, "codec_pad_id", MISSING, tw),
+        codec_bos_id=get_int(t, "codec_bos_id", MISSING, tw),
+        codec_eos_id=get_int(t, "codec_eos_token_id", MISSING, tw),
+        codec_think_id=get_int(t, "codec_think_id", MISSING, tw),
+        codec_nothink_id=get_int(t, "codec_nothink_id", MISSING, tw),
+        codec_think_bos_id=get_int(t, "codec_think_bos_id", MISSING, tw),
+        codec_think_eos_id=get_int(t, "codec_think_eos_id", MISSING, tw),
+        language_ids=_ids(t.get("codec_language_id"), f"{tw}.codec_language_id"),
+        speaker_ids=_ids(t.get("spk_id"), f"{tw}.spk_id"),
+        speaker_dialect={str(k).lower(): v for k, v in get_dict(t, "spk_is_dialect", tw).items()},
+        predictor=predictor,
+    )
+    speaker_encoder = d.get("speaker_encoder_config")
+    if speaker_encoder is not None and not isinstance(speaker_encoder, dict):
+        raise CheckpointError(f"{where}: speaker_encoder_config is {speaker_encoder!r}, expected an object")
+    return Qwen3TTSConfig(
+        talker=talker,
+        model_type=str(d.get("tts_model_type") or "custom_voice"),
+        model_size=str(d.get("tts_model_size") or ""),
+        tts_pad_id=get_int(d, "tts_pad_token_id", 151671, where),
+        tts_bos_id=get_int(d, "tts_bos_token_id", 151672, where),
+        tts_eos_id=get_int(d, "tts_eos_token_id", 151673, where),
+        speaker_encoder=speaker_encoder,
+        raw=d,
+    )

@@ -1,0 +1,76 @@
+"""Write the config.json fixtures of tests/fixtures/configs/: small Qwen3-TTS and Dia configs saved by a
+given transformers version's own `save_pretrained`, so the parsers are tested on what each version
+really writes (top-level ids or ids in sub-configs, rope_theta or rope_parameters, absent keys).
+
+Run it with the interpreter of the transformers version to capture (nothing from voxcli is imported
+there, so it needs only transformers, and qwen-tts for the Qwen3-TTS config class):
+
+  # 1. the Qwen3-TTS input: the tiny builder's config dict (project venv)
+  .venv/bin/python scripts/make_config_fixtures.py --dump-qwen-input /tmp/qwen-input.json
+  # 2. transformers 4.57.3 + qwen-tts 0.1.1 (the oracle venv, scripts/setup_oracle.sh)
+  /work/oracle-venv/bin/python scripts/make_config_fixtures.py /tmp/qwen-input.json tests/fixtures/configs
+  # 3. transformers 5.23.0 (+ torch 2.13.0 first, qwen-tts 0.1.1 installed with --no-deps)
+  /work/venvs/tf5/bin/python scripts/make_config_fixtures.py /tmp/qwen-input.json tests/fixtures/configs
+
+Each writes OUT/<family>-tf<version>/config.json.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def dump_qwen_input(path: Path) -> None:
+    from voxcli.models.qwen3_tts.tiny import make_config, tiny_tokenizer
+
+    path.write_text(json.dumps(make_config("custom_voice", False, "tiny", tiny_tokenizer()), indent=1))
+
+
+def save_dia(out: Path, version: str) -> None:
+    from transformers import DiaConfig, DiaDecoderConfig, DiaEncoderConfig
+
+    # non-default RoPE thetas (5000 / 20000), so a parser that ignores where they are stored fails
+    rope = ({"rope_theta": 5000.0}, {"rope_theta": 20000.0})
+    if int(version.split(".")[0]) >= 5:
+        rope = tuple({"rope_parameters": {"rope_type": "default", **r}} for r in rope)
+    enc = DiaEncoderConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                           num_key_value_heads=4, head_dim=16, vocab_size=256, max_position_embeddings=128,
+                           **rope[0])
+    dec = DiaDecoderConfig(hidden_size=96, intermediate_size=192, num_hidden_layers=2, num_attention_heads=4,
+                           num_key_value_heads=2, head_dim=24, cross_num_attention_heads=4,
+                           cross_num_key_value_heads=4, cross_head_dim=16, cross_hidden_size=64,
+                           vocab_size=1028, num_channels=9, max_position_embeddings=256, **rope[1])
+    DiaConfig(encoder_config=enc, decoder_config=dec).save_pretrained(out)
+
+
+def save_qwen(source: Path, out: Path) -> None:
+    import importlib.util
+
+    # the configuration module alone (found, not imported: the package's __init__ pulls in the inference
+    # code and its audio dependencies)
+    package = importlib.util.find_spec("qwen_tts")
+    root = Path(list(package.submodule_search_locations)[0])
+    path = root / "core" / "models" / "configuration_qwen3_tts.py"
+    spec = importlib.util.spec_from_file_location("configuration_qwen3_tts", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.Qwen3TTSConfig(**json.loads(source.read_text())).save_pretrained(out)
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--dump-qwen-input"]:
+        dump_qwen_input(Path(sys.argv[2]))
+        return
+    import transformers
+
+    source, out = Path(sys.argv[1]), Path(sys.argv[2])
+    v = transformers.__version__
+    save_dia(out / f"dia-tf{v}", v)
+    save_qwen(source, out / f"qwen3_tts-tf{v}")
+    print(f"wrote {out}/dia-tf{v} and {out}/qwen3_tts-tf{v} with transformers {v}")
+
+
+if __name__ == "__main__":
+    main()
