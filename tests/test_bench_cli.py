@@ -41,7 +41,7 @@ def test_vox_profile_chooses_the_split_by_simulation_and_vox_bench_agrees(tmp_pa
                               *sim, "--rates", "40,80,120", "--duration", "2", "--seeds", "1", "--no-plot",
                               *split, "--out", str(tmp_path / "b")])
     assert res.exit_code == 0, res.output
-    bench = json.loads((tmp_path / "b" / "bench-sim-h100.json").read_text())["variants"][0]
+    bench = json.loads((tmp_path / "b" / "bench-qwen3-tts-1.7b-sim-h100.json").read_text())["variants"][0]
     assert bench["capacity90"] == chosen["capacity90"] and bench["capacity99"] == chosen["capacity99"]
 
 
@@ -56,7 +56,7 @@ def test_vox_bench_on_the_sim_prints_capacities_and_writes_json(tmp_path):
                               "--workload", "seed-tts", "--out", str(tmp_path), "--no-plot"])
     assert res.exit_code == 0, res.output
     assert "SLO capacity" in res.output
-    data = json.loads((tmp_path / "bench-sim-h100.json").read_text())
+    data = json.loads((tmp_path / "bench-qwen3-tts-1.7b-sim-h100.json").read_text())
     assert [v["label"] for v in data["variants"]] == ["full", "sync"]
     assert all(v["capacity90"] == 4.0 for v in data["variants"])  # 4 req/s is trivial for an H100
 
@@ -79,3 +79,12 @@ def test_vox_bench_on_cuda_without_a_gpu_fails_with_a_sentence(tmp_path, monkeyp
     assert "--executor cuda needs a CUDA GPU" in res.output and "--executor cpu" in res.output
     assert "Traceback" not in res.output and "internal error" not in res.output
     assert not list(tmp_path.glob("*.json"))
+
+
+def test_bench_files_are_named_by_model_and_gpu():
+    from voxcli.bench.report import bench_stem
+
+    names = {bench_stem(m, "sim", "h100") for m in ("qwen3-tts-1.7b", "qwen3-tts-0.6b", "dia-1.6b")}
+    assert len(names) == 3 and "bench-dia-1.6b-sim-h100" in names  # Dia no longer overwrites Qwen's
+    assert bench_stem("Qwen/Qwen3-TTS-12Hz-0.6B-Base", "cpu", "") == "bench-Qwen3-TTS-12Hz-0.6B-Base-cpu"
+    assert bench_stem("/ckpts/my model/", "cuda", "", url=True) == "bench-url-my-model-cuda"

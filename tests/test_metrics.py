@@ -82,11 +82,23 @@ def test_capacity_stops_at_the_first_rate_that_fails():
     assert capacity([_rr(2, 0.5)], 0.9) == 0
 
 
-def test_completed_rate_spans_first_send_to_last_finish():
+def test_completed_rate_is_per_second_of_arrivals():
     recs = [RequestRecord(sent=float(i), deliveries=[(i + 0.1, 0.8)], finished=i + 1.0) for i in range(10)]
     res = rate_result(1.0, recs, window_s=10.0)
     assert res.completed_rps == pytest.approx(10 / 10.0)
     assert res.ttfa_p50 == pytest.approx(0.1)
+    half = [*recs[:5], *(RequestRecord(sent=float(i), status="failed") for i in range(5, 10))]
+    assert rate_result(1.0, half, window_s=10.0).completed_rps == pytest.approx(0.5)
+
+
+def test_done_per_second_pooled_over_seeds_is_per_seed_not_three_times_one_span():
+    """Each seed replays its own 10 s window on its own clock: pooled, 3 x 10 completions over 3 x 10 s
+    of arrivals is 1 done/s at 1 req/s offered (the old span-based figure said 3)."""
+    one_seed = [RequestRecord(sent=float(i), deliveries=[(i + 0.1, 0.8)], finished=i + 1.0)
+                for i in range(10)]
+    pooled = rate_result(1.0, one_seed * 3, window_s=10.0 * 3)
+    assert pooled.completed_rps == pytest.approx(1.0)
+    assert pooled.goodput <= pooled.completed_rps <= 1.0 + 1e-9
 
 
 def test_stop_rule_fires_below_half_with_audio_within_one_second():

@@ -148,7 +148,7 @@ def test_row7_bench_and_profile_without_matplotlib_say_how_to_get_plots(demo, tm
                   "--warmup", "0", "--out", str(tmp_path / "b")])
     assert r.code == 0, r.stderr
     assert "pip install 'voxcli[plot]'" in r.stdout.decode()
-    assert (tmp_path / "b" / "bench-sim-h100.json").exists()
+    assert (tmp_path / "b" / "bench-qwen3-tts-1.7b-sim-h100.json").exists()
     r = demo.run(["profile", "--gpu", "h100", "--target-rate", "40", "--no-simulate",
                   "--out", str(tmp_path / "p")])
     assert r.code == 0, r.stderr

@@ -132,7 +132,7 @@ def bench(
     = True,
 ) -> None:
 
-    from voxcli.bench.report import capacity_table, rate_tables, write_json
+    from voxcli.bench.report import bench_stem, capacity_table, rate_tables, write_json
     from voxcli.bench.report import plot as plot_sweep
     from voxcli.bench.sweep import SweepSpec, Variant, parse_rates, run_sweep
     from voxcli.bench.targets import cpu_bench_checkpoint, engine_target, model_config, sim_target
@@ -174,6 +174,7 @@ def bench(
                     f"build: {torch.version.cuda or 'none'}): run on a GPU machine, or use --executor cpu, "
                     "or --executor sim --gpu h100"
                 )
+        model_name = model  # for the file names ("cpu-bench", not the folder it is built in)
         if model == "cpu-bench":
             model = str(cpu_bench_checkpoint(Path(".cache")))
         if url:
@@ -238,7 +239,7 @@ def bench(
         for t in rate_tables(result):
             console.print(t)
         console.print(capacity_table(result))
-        stem = f"bench-{'url-' if url else ''}{executor}{'-' + gpu if gpu else ''}"
+        stem = bench_stem(model_name, executor, gpu, bool(url))
         console.print(f"JSON: {write_json(result, out / f'{stem}.json')}")
         if plot and _has_matplotlib():
             console.print(f"plot: {plot_sweep(result, out / f'{stem}.png', f'{model} on {executor} {gpu}')}")

@@ -9,8 +9,13 @@
 - Attainment at a rate: SLO-meeting requests / all requests sent at that rate.
 - Capacity at a threshold: the highest tested rate whose attainment is >= threshold there AND at every
   lower tested rate (it stops at the first rate that fails).
-- Goodput: SLO-meeting requests per second of the arrival window. Completed req/s: completed requests
-  over the time from the first send to the last finish (what the server got through).
+- Goodput: SLO-meeting requests per second of the arrival window. Completed req/s ("done/s"): completed
+  requests per second of the arrival window, the same denominator as goodput (so goodput <= done/s, and
+  both read against the offered rate). Pooled over arrival seeds, the window is every seed's window
+  added up: each seed replays its own window, so three seeds must not count as one seed's span (that
+  printed "50.5 done/s" at 20 req/s offered).
+- A capacity equal to the highest tested rate is only a lower bound ("≥ 40"): the sweep did not find
+  where attainment falls below the threshold.
 """
 
 from __future__ import annotations
@@ -96,7 +101,7 @@ class RateResult:
     failed: int
     attainment: float
     goodput: float  # SLO-meeting requests per second of the arrival window
-    completed_rps: float  # completed requests per second from first send to last finish
+    completed_rps: float  # completed requests per second of the arrival window (per seed, seeds summed)
     ttfa_p50: float | None
     ttfa_p90: float | None
     ttfa_p99: float | None
@@ -114,19 +119,13 @@ def rate_result(rate: float, records: Sequence[RequestRecord], window_s: float,
     met = sum(meets_slo(r, ttfa_target_s, stall_s) for r in records)
     completed = [r for r in records if r.status == DONE]
     ttfas = [r.ttfa for r in records if r.ttfa is not None]
-    finishes = [r.finished for r in completed if r.finished is not None]
-    if records and finishes:
-        span = max(finishes) - min(r.sent for r in records)
-        completed_rps = len(completed) / span if span > 0 else float(len(completed))
-    else:
-        completed_rps = 0.0
     return RateResult(
         rate=rate, sent=sent, met=met, completed=len(completed),
         rejected=sum(r.status == "rejected" for r in records),
         failed=sum(r.status not in (DONE, "rejected") for r in records),
         attainment=met / sent if sent else 0.0,
         goodput=met / window_s if window_s > 0 else 0.0,
-        completed_rps=completed_rps,
+        completed_rps=len(completed) / window_s if window_s > 0 else 0.0,
         ttfa_p50=percentile(ttfas, 50), ttfa_p90=percentile(ttfas, 90), ttfa_p99=percentile(ttfas, 99),
         audio_within_1s=(sum(t <= AUDIO_WITHIN_S for t in ttfas) / sent) if sent else 0.0,
         stalled=sum(r.status == DONE and stalled(r, stall_s) for r in records),
@@ -142,6 +141,12 @@ def capacity(results: Iterable[RateResult], threshold: float) -> float:
             break
         best = r.rate
     return best
+
+
+def capacity_at_top(results: Sequence[RateResult], threshold: float) -> bool:
+    """Whether the capacity is the highest rate tested: a lower bound, not a measurement."""
+    cap = capacity(results, threshold)
+    return cap > 0 and cap >= max(r.rate for r in results)
 
 
 def should_stop(result: RateResult) -> bool:

@@ -21,6 +21,19 @@ def table_console():
     return Console(width=400, soft_wrap=True)
 
 
+def model_slug(model: str) -> str:
+    """A model's name for output files: a recipe name as is, a hub id or checkpoint folder by its last
+    component (`Qwen/Qwen3-TTS-12Hz-0.6B-Base` -> `Qwen3-TTS-12Hz-0.6B-Base`), safe for a file name."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", Path(model.rstrip("/")).name) or "model"
+
+
+def bench_stem(model: str, executor: str, gpu: str, url: bool = False) -> str:
+    """`bench-<model>-<executor>[-<gpu>]`: a Dia bench never overwrites a Qwen bench's files."""
+    return f"bench-{'url-' if url else ''}{model_slug(model)}-{executor}{'-' + gpu if gpu else ''}"
+
+
 def _ms(x: float | None) -> str:
     return "-" if x is None else f"{x * 1e3:.0f}"
 
@@ -85,11 +98,16 @@ def capacity_table(result: SweepResult):
 
 
 def capacity_cell(sw, threshold: float) -> str:
-    """Mean ± standard deviation over the seeds, with the range (one seed: just the capacity)."""
+    """Mean ± standard deviation over the seeds, with the range (one seed: just the capacity). A capacity
+    at the top of the tested range is a lower bound: "≥ 40", never "40.0 ± 0.0"."""
     st = sw.capacity_stats(threshold)
+    ge = "≥ " if st["at_top"] else ""
     if st["n"] < 2:
-        return f"{st['mean']:g}"
-    return f"{st['mean']:.1f} ± {st['std']:.1f} ({st['min']:g}–{st['max']:g}, {st['n']} seeds)"
+        return f"{ge}{st['mean']:g}"
+    if st["at_top"] == st["n"]:  # every seed passed the highest rate
+        return f"≥ {st['max']:g} ({st['n']} seeds)"
+    top = f"≥{st['max']:g}" if st["at_top"] else f"{st['max']:g}"
+    return f"{ge}{st['mean']:.1f} ± {st['std']:.1f} ({st['min']:g}–{top}, {st['n']} seeds)"
 
 
 def write_json(result: SweepResult, path: Path) -> Path:

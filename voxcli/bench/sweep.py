@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from voxcli.bench.client import Target, burst, schedule
-from voxcli.bench.metrics import RateResult, capacity, rate_result, should_stop
+from voxcli.bench.metrics import RateResult, capacity, capacity_at_top, rate_result, should_stop
 from voxcli.bench.workloads import Utterance, default_frame_rate
 
 MAX_RATES = 1000  # a sweep longer than this is a typo (a step of 0.001), not a plan
@@ -67,12 +67,19 @@ class VariantSweep:
         """One capacity per arrival seed (each seed's own attainment curve)."""
         return [capacity(rs, threshold) for rs in self.per_seed] or [capacity(self.results, threshold)]
 
+    def seed_at_top(self, threshold: float) -> list[bool]:
+        """Per arrival seed: its capacity is the top of the tested range (a lower bound)."""
+        return [capacity_at_top(rs, threshold) for rs in self.per_seed if rs] or \
+            [bool(self.results) and capacity_at_top(self.results, threshold)]
+
     def capacity_stats(self, threshold: float) -> dict[str, float]:
-        """Mean, standard deviation, min and max of the per-seed capacities."""
+        """Mean, standard deviation, min and max of the per-seed capacities; `at_top`: how many seeds'
+        capacity is the highest rate tested (then the mean and max are lower bounds)."""
         caps = self.seed_capacities(threshold)
         mean = sum(caps) / len(caps)
         std = (sum((c - mean) ** 2 for c in caps) / len(caps)) ** 0.5
-        return {"mean": mean, "std": std, "min": min(caps), "max": max(caps), "n": len(caps)}
+        return {"mean": mean, "std": std, "min": min(caps), "max": max(caps), "n": len(caps),
+                "at_top": sum(self.seed_at_top(threshold))}
 
     def to_dict(self) -> dict:
         return {"label": self.variant.label, "overrides": self.variant.overrides,
