@@ -35,6 +35,19 @@ def test_vox_profile_chooses_the_split_by_simulation_and_vox_bench_agrees(tmp_pa
     assert len(tried) >= 2 and chosen["capacity90"] == max(t["capacity90"] for t in tried)
     recipe = (tmp_path / "p" / "qwen3-tts-1.7b-h100.toml").read_text()
     assert f"lm_sms = {chosen['lm_sms']}" in recipe and f"codec_sms = {chosen['codec_sms']}" in recipe
+    # one name for the chosen split everywhere: table row, chosen line, recipe comment, JSON; the spare SMs
+    name = f"{chosen['lm_sms']}/{chosen['codec_sms']}"
+    assert summary["chosen_split"] == name
+    assert f"*{name} " in res.output
+    assert f"chosen split: {name} (backbone {chosen['lm_sms']} + codec" in res.output
+    assert f"# split {name} (backbone" in recipe
+    spare = 132 - chosen["lm_sms"] - chosen["codec_sms"]
+    assert (f"{spare} of 132 spare: green contexts hand out SMs in groups of 8" in res.output) == (spare > 0)
+    marked = [line for line in res.output.splitlines() if line.lstrip().startswith("*")]
+    assert len(marked) == 1  # the table marks the split finally chosen, not the throughput model's pick
+    # progress while it simulates: a line per split and per rate (stderr)
+    assert res.output.count("vox profile: simulating split ") == len(tried)
+    assert f"vox profile:   {name} at 40 req/s:" in res.output
     # the same sweep through `vox bench` on the chosen split reports the same capacity
     split = ["--set", f"lm_sms={chosen['lm_sms']}", "--set", f"codec_sms={chosen['codec_sms']}"]
     res = runner.invoke(app, ["bench", "--executor", "sim", "--gpu", "h100", "--model", "qwen3-tts-1.7b",

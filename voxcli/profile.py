@@ -55,6 +55,23 @@ class SplitPoint:
     lm_capacity_rps: float  # most req/s the backbone sustains within the step-latency budget
     codec_capacity_rps: float  # most req/s the codec sustains (largest background bucket)
     keeps_up: bool  # both sustain the target load
+    # SMs in neither partition: green contexts hand out SMs in groups of GRANULARITY, so the backbone gets
+    # the largest multiple of 8 beside the codec and the remainder (H100: 132 = 96 + 32 + 4) stays idle
+    spare_sms: int = 0
+
+    @property
+    def name(self) -> str:
+        """The split's one name everywhere (tables, the chosen line, the plot, the recipe): backbone/codec
+        SMs as partitioned."""
+        return f"{self.lm_sms}/{self.codec_sms}"
+
+    @property
+    def described(self) -> str:
+        """The name with what it means, and which SMs are spare and why."""
+        total = self.lm_sms + self.codec_sms + self.spare_sms
+        spare = (f", {self.spare_sms} of {total} spare: green contexts hand out SMs in groups of "
+                 f"{GRANULARITY}" if self.spare_sms else "")
+        return f"{self.name} (backbone {self.lm_sms} + codec {self.codec_sms} SMs{spare})"
 
     @property
     def sustainable_rps(self) -> float:
@@ -121,6 +138,12 @@ def codec_capacity_rps(profile: CostProfile, sms: int | None, shape: LoadShape) 
     return b / (codec_ms(profile, b, sms, shape.frames_per_chunk) / 1e3) / shape.background_chunks
 
 
+def backbone_sms(total: int, codec: int, granularity: int = GRANULARITY) -> int:
+    """The backbone's partition beside `codec` SMs: what is left, rounded down to whole groups."""
+    left = total - codec
+    return left - left % granularity
+
+
 def split_points(
     profile: CostProfile, rate: float, shape: LoadShape, granularity: int = GRANULARITY
 ) -> list[SplitPoint]:
@@ -128,7 +151,7 @@ def split_points(
     lm_batch = expected_decode_batch(profile, rate, shape)
     out = []
     for codec in range(granularity, total - granularity + 1, granularity):
-        lm = total - codec
+        lm = backbone_sms(total, codec, granularity)
         cb = expected_codec_batch(profile, rate, shape, codec)
         lm_fps = lm_batch / (decode_ms(profile, lm_batch, lm) / 1e3)
         cd_cps = cb / (codec_ms(profile, cb, codec, shape.frames_per_chunk) / 1e3)
@@ -136,7 +159,8 @@ def split_points(
         cd_cap = codec_capacity_rps(profile, codec, shape)
         out.append(
             SplitPoint(
-                lm, codec, lm_batch, cb, lm_fps, cd_cps, lm_cap, cd_cap, cd_cap >= rate and lm_cap >= rate
+                lm, codec, lm_batch, cb, lm_fps, cd_cps, lm_cap, cd_cap, cd_cap >= rate and lm_cap >= rate,
+                spare_sms=total - lm - codec,
             )
         )
     return out
@@ -170,7 +194,8 @@ def max_sustainable_rate(profile: CostProfile, shape: LoadShape, granularity: in
     total = profile.sms
     return max(
         (
-            min(lm_capacity_rps(profile, total - c, shape), codec_capacity_rps(profile, c, shape))
+            min(lm_capacity_rps(profile, backbone_sms(total, c, granularity), shape),
+                codec_capacity_rps(profile, c, shape))
             for c in range(granularity, total - granularity + 1, granularity)
         ),
         default=0.0,
@@ -219,70 +244,49 @@ def rank_placements(roles: dict[str, float], n_gpus: int) -> list[Placement]:
 # --- output -----------------------------------------------------------------------------------------------
 def profile_tables(profile: CostProfile, shape: LoadShape) -> list:
     """Rich tables: decode ms per batch x backbone SMs, codec ms per batch x codec SMs, prefill."""
-    from rich.table import Table
+    from voxcli.tables import figure_table
 
     total = profile.sms
     lm_sms = [total] + [total - c for c in range(GRANULARITY, 8 * GRANULARITY + 1, GRANULARITY)]
     cd_sms = [c for c in range(GRANULARITY, 8 * GRANULARITY + 1, GRANULARITY)] + [total]
-    tables = []
-    dec = Table(title=f"{profile.name}: backbone step (ms) per decode batch x SMs")
-    dec.add_column("batch", justify="right")
-    for s in lm_sms:
-        dec.add_column(f"{s}", justify="right")
-    for b in profile.stages["decode"].batch:
-        dec.add_row(str(int(b)), *[f"{decode_ms(profile, b, s if s < total else None):.2f}" for s in lm_sms])
-    tables.append(dec)
-    cod = Table(title=f"{profile.name}: codec batch (ms) per chunks x SMs")
-    cod.add_column("chunks", justify="right")
-    for s in cd_sms:
-        cod.add_column(f"{s}", justify="right")
-    for b in profile.stages["codec"].batch:
-        cod.add_row(
-            str(int(b)),
-            *[
-                f"{codec_ms(profile, b, s if s < total else None, shape.frames_per_chunk):.2f}"
-                for s in cd_sms
-            ],
-        )
-    tables.append(cod)
+
+    def part(s: int) -> int | None:
+        return s if s < total else None
+
+    def ms(x: float) -> str:  # at most 5 characters up to 99999 ms: ten columns fit 80 (tables.py)
+        return f"{x:.2f}" if x < 100 else f"{x:.1f}" if x < 1000 else f"{x:.0f}"
+
+    decode = [[str(int(b)), *[ms(decode_ms(profile, b, part(s))) for s in lm_sms]]
+              for b in profile.stages["decode"].batch]
+    codec = [[str(int(b)), *[ms(codec_ms(profile, b, part(s), shape.frames_per_chunk)) for s in cd_sms]]
+             for b in profile.stages["codec"].batch]
+    tables = [
+        figure_table(f"{profile.name}: backbone step (ms) per decode batch x SMs",
+                     ["batch", *map(str, lm_sms)], decode),
+        figure_table(f"{profile.name}: codec batch (ms) per chunks x SMs",
+                     ["chunks", *map(str, cd_sms)], codec),
+    ]
     if "prefill" in profile.stages:
-        pre = Table(title=f"{profile.name}: prefill (ms, whole device) per prompt tokens")
-        pre.add_column("tokens", justify="right")
-        pre.add_column("ms", justify="right")
-        for t in (32, 64, 128, 256, 512):
-            pre.add_row(str(t), f"{profile.latency('prefill', 1, None, tokens=t) * 1e3:.2f}")
-        tables.append(pre)
+        prefill = [[str(t), f"{profile.latency('prefill', 1, None, tokens=t) * 1e3:.2f}"]
+                   for t in (32, 64, 128, 256, 512)]
+        tables.append(figure_table(f"{profile.name}: prefill (ms, whole device) per prompt tokens",
+                                   ["tokens", "ms"], prefill))
     return tables
 
 
-def split_table(points: list[SplitPoint], chosen: SplitPoint, rate: float):
-    from rich.table import Table
+SPLIT_HEADERS = ("split", "spare", "dec. batch", "codec batch", "LM frames/s", "codec chunks/s",
+                 "LM max req/s", "codec max req/s", "keeps up")
 
-    t = Table(title=f"SM splits (backbone/codec) at a target load of {rate:.1f} req/s; * = chosen")
-    for col in (
-        "split",
-        "dec. batch",
-        "codec batch",
-        "LM frames/s",
-        "codec chunks/s",
-        "LM max req/s",
-        "codec max req/s",
-        "keeps up",
-    ):
-        t.add_column(col, justify="right")
-    for p in points:
-        mark = "*" if p == chosen else ""
-        t.add_row(
-            f"{mark}{p.lm_sms}/{p.codec_sms}",
-            f"{p.lm_batch:.1f}",
-            f"{p.codec_batch:.1f}",
-            f"{p.lm_frames_s:.0f}",
-            f"{p.codec_chunks_s:.0f}",
-            f"{p.lm_capacity_rps:.1f}",
-            f"{p.codec_capacity_rps:.1f}",
-            "yes" if p.keeps_up else "no",
-        )
-    return t
+
+def split_table(points: list[SplitPoint], chosen: SplitPoint, rate: float):
+    from voxcli.tables import figure_table
+
+    rows = [[f"{'*' if p == chosen else ''}{p.name}", str(p.spare_sms), f"{p.lm_batch:.1f}",
+             f"{p.codec_batch:.1f}", f"{p.lm_frames_s:.0f}", f"{p.codec_chunks_s:.0f}",
+             f"{p.lm_capacity_rps:.1f}", f"{p.codec_capacity_rps:.1f}", "yes" if p.keeps_up else "no"]
+            for p in points]
+    return figure_table(f"SM splits (backbone/codec) at a target load of {rate:.1f} req/s; * = chosen",
+                        SPLIT_HEADERS, rows)
 
 
 def plot_splits(
@@ -305,7 +309,7 @@ def plot_splits(
     )
     for p in points:
         ax.annotate(
-            f"{p.lm_sms}/{p.codec_sms}",
+            p.name,
             (p.lm_frames_s, p.codec_chunks_s),
             fontsize=7,
             xytext=(3, 3),
@@ -317,7 +321,7 @@ def plot_splits(
         s=120,
         facecolors="none",
         edgecolors="tab:red",
-        label=f"chosen {chosen.lm_sms}/{chosen.codec_sms}",
+        label=f"chosen {chosen.name}",
     )
     ax.set_xlabel("backbone throughput (frames/s)")
     ax.set_ylabel("codec throughput (chunks/s)")
@@ -333,20 +337,17 @@ def plot_splits(
 
 
 def recipe_text(model: str, gpu: str, chosen: SplitPoint, rate: float, profile_ref: str) -> str:
-    """An engine recipe with the chosen split. Green contexts hand out whole groups of 8 SMs, so the
-    backbone gets the largest multiple of 8 that fits beside the codec; the rest stays spare."""
-    lm = chosen.lm_sms - chosen.lm_sms % GRANULARITY
+    """An engine recipe with the chosen split, under the same name the tables and the plot give it."""
     return "\n".join(
         [
             f"# written by `vox profile`: {model} on {gpu}, split chosen at a target load of "
             f"{rate:.1f} req/s",
             f"# backbone {chosen.lm_frames_s:.0f} frames/s at batch {chosen.lm_batch:.1f}; codec "
             f"{chosen.codec_chunks_s:.0f} chunks/s at batch {chosen.codec_batch:.1f}",
-            f"# split {chosen.lm_sms}/{chosen.codec_sms}: backbone {lm} SMs in groups of {GRANULARITY}, "
-            f"{chosen.lm_sms - lm} spare",
+            f"# split {chosen.described}",
             "[engine]",
             f'gpu = "{profile_ref}"',
-            f"lm_sms = {lm}",
+            f"lm_sms = {chosen.lm_sms}",
             f"codec_sms = {chosen.codec_sms}",
             "",
         ]
@@ -354,7 +355,8 @@ def recipe_text(model: str, gpu: str, chosen: SplitPoint, rate: float, profile_r
 
 
 def summary_dict(points: list[SplitPoint], chosen: SplitPoint, rate: float) -> dict:
-    return {"target_rps": rate, "chosen": asdict(chosen), "splits": [asdict(p) for p in points]}
+    return {"target_rps": rate, "chosen_split": chosen.name, "chosen": asdict(chosen),
+            "splits": [asdict(p) for p in points]}
 
 
 # --- CUDA measurement ---------------------------------------------------------------------------------------

@@ -357,13 +357,13 @@ def profile(
         rate = target_rate or max_sustainable_rate(prof, shape)
         points = split_points(prof, rate, shape)
         chosen = choose_split(points)
-        console.print(split_table(points, chosen, rate))
         simulated = None
         if simulate:
             simulated, tried = _simulate_splits(console, prof, gpu, model, workload, utts, points, keep,
                                                 sim_rates, sim_duration, sim_seeds,
                                                 max_sustainable_rate(prof, shape))
             chosen = simulated.point
+        console.print(split_table(points, chosen, rate))  # after the choice: * marks the split chosen
         out.mkdir(parents=True, exist_ok=True)
         stem = f"{Path(model).name}-{gpu}"
         png = plot_splits(
@@ -378,16 +378,19 @@ def profile(
         summary = summary_dict(points, chosen, rate)
         if simulated is not None:
             summary["simulated"] = {"chosen": simulated.to_dict(), "candidates": [t.to_dict() for t in tried]}
+            from voxcli.bench.report import capacity_cell
+
             console.print(
-                f"chosen split: [bold]{simulated.lm_sms}/{simulated.codec_sms}[/bold] (backbone/codec SMs): "
-                f"the highest simulated capacity, {simulated.capacity90:.1f} req/s at 90% and "
-                f"{simulated.capacity99:.1f} at 99% (throughput model: {chosen.sustainable_rps:.1f} req/s)"
+                f"chosen split: {chosen.described}: the highest simulated capacity, "
+                f"{capacity_cell(simulated.sweep, 0.90)} req/s at 90% and "
+                f"{capacity_cell(simulated.sweep, 0.99)} at 99% (throughput model: "
+                f"{chosen.sustainable_rps:.1f} req/s)"
             )
         else:
             note = "" if chosen.keeps_up else " (no split sustains this load)"
             console.print(
-                f"chosen split: [bold]{chosen.lm_sms}/{chosen.codec_sms}[/bold] (backbone/codec SMs) at "
-                f"a target load of {rate:.1f} req/s: backbone up to {chosen.lm_capacity_rps:.1f} req/s, "
+                f"chosen split: {chosen.described} at a target load of {rate:.1f} req/s: backbone up to "
+                f"{chosen.lm_capacity_rps:.1f} req/s, "
                 f"codec up to {chosen.codec_capacity_rps:.1f} req/s{note}"
             )
         if not target_rate and simulated is None:
@@ -458,12 +461,24 @@ def _simulate_splits(console, prof, gpu: str, model: str, workload: str, utts, p
                   f"{model} --workload {workload} --rates {text} --duration {duration:g} --seeds {seeds} "
                   "--set lm_sms=L --set codec_sms=C` on each):")
 
+    from voxcli.bench.report import capacity_cell
+
     def show(s) -> None:
-        console.print(f"  {s.lm_sms:3d}/{s.codec_sms:<3d} throughput model {s.point.sustainable_rps:6.1f} "
-                      f"req/s  simulated capacity @90% {s.capacity90:6.1f}  @99% {s.capacity99:6.1f}")
+        console.print(f"  {s.point.name:>7s} throughput model {s.point.sustainable_rps:6.1f} req/s  "
+                      f"simulated capacity @90% {capacity_cell(s.sweep, 0.90)}  @99% "
+                      f"{capacity_cell(s.sweep, 0.99)}")
+
+    # progress on stderr while it runs (minutes for a full profile): a line per split, then per rate
+    def starting(i: int, n: int, p) -> None:
+        typer.echo(f"vox profile: simulating split {i}/{n}: {p.name} ({len(rates)} rates x {seeds} seeds)",
+                   err=True)
+
+    def rate_done(sw, r) -> None:
+        typer.echo(f"vox profile:   {sw.variant.label} at {r.rate:g} req/s: {r.attainment * 100:.1f}% SLO",
+                   err=True)
 
     tried = simulate_splits(config, candidates, utts, spec,
-                            lambda cfg, v: sim_target(cfg, v, 0, profile=prof), show)
+                            lambda cfg, v: sim_target(cfg, v, 0, profile=prof), show, starting, rate_done)
     return choose_simulated(tried), tried
 
 

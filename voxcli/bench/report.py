@@ -10,15 +10,18 @@ from voxcli.bench.sweep import SweepResult
 
 
 def table_console():
-    """A rich console for the tables: a terminal keeps its width; anything else (a log file, a pipe: rich
-    would assume 80 columns and cut cells to "100…") gets room enough that no figure is ever cut."""
+    """A rich console for the tables: a terminal keeps its width; anything else (a log file, a pipe) gets
+    $COLUMNS when set, else room enough for every table on one line each. The tables themselves
+    (voxcli/tables.py) never cut a figure at 80 columns."""
+    import os
     import sys
 
     from rich.console import Console
 
     if sys.stdout.isatty():
         return Console()
-    return Console(width=400, soft_wrap=True)
+    columns = os.environ.get("COLUMNS", "")
+    return Console(width=int(columns) if columns.isdigit() and int(columns) >= 40 else 400, soft_wrap=False)
 
 
 def model_slug(model: str) -> str:
@@ -38,63 +41,31 @@ def _ms(x: float | None) -> str:
     return "-" if x is None else f"{x * 1e3:.0f}"
 
 
-def rate_tables(result: SweepResult) -> list:
-    from rich.table import Table
+RATE_HEADERS = ("req/s", "sent", "SLO %", "goodput", "done/s", "TTFA p50", "p90", "p99 (ms)", "stalled",
+                "rejected", "failed", "audio<1s %")
 
-    tables = []
-    for sw in result.sweeps:
-        t = Table(title=f"{sw.variant.label}: per offered rate")
-        for col in (
-            "req/s",
-            "sent",
-            "SLO %",
-            "goodput",
-            "done/s",
-            "TTFA p50",
-            "p90",
-            "p99 (ms)",
-            "stalled",
-            "rejected",
-            "failed",
-            "audio<1s %",
-        ):
-            t.add_column(col, justify="right", overflow="fold")  # wrap, never cut
-        for r in sw.results:
-            t.add_row(
-                f"{r.rate:g}",
-                str(r.sent),
-                f"{r.attainment * 100:.1f}",
-                f"{r.goodput:.1f}",
-                f"{r.completed_rps:.1f}",
-                _ms(r.ttfa_p50),
-                _ms(r.ttfa_p90),
-                _ms(r.ttfa_p99),
-                str(r.stalled),
-                str(r.rejected),
-                str(r.failed),
-                f"{r.audio_within_1s * 100:.0f}",
-            )
-        tables.append(t)
-    return tables
+
+def rate_tables(result: SweepResult) -> list:
+    from voxcli.tables import figure_table
+
+    return [figure_table(f"{sw.variant.label}: per offered rate", RATE_HEADERS,
+                         [[f"{r.rate:g}", str(r.sent), f"{r.attainment * 100:.1f}", f"{r.goodput:.1f}",
+                           f"{r.completed_rps:.1f}", _ms(r.ttfa_p50), _ms(r.ttfa_p90), _ms(r.ttfa_p99),
+                           str(r.stalled), str(r.rejected), str(r.failed), f"{r.audio_within_1s * 100:.0f}"]
+                          for r in sw.results])
+            for sw in result.sweeps]
 
 
 def capacity_table(result: SweepResult):
-    from rich.table import Table
+    from voxcli.tables import figure_table
 
-    t = Table(title="SLO capacity (TTFA <= 200 ms, no stall >= 10 ms)")
-    for col in ("policy", "capacity @90%", "capacity @99%", "peak goodput", "stopped after", "wall s"):
-        t.add_column(col, justify="right", overflow="fold")  # wrap, never cut
+    rows = []
     for sw in result.sweeps:
         peak = max((r.goodput for r in sw.results), default=0.0)
-        t.add_row(
-            sw.variant.label,
-            capacity_cell(sw, 0.90),
-            capacity_cell(sw, 0.99),
-            f"{peak:.1f}",
-            "-" if sw.stopped_after is None else f"{sw.stopped_after:g}",
-            f"{sw.wall_s:.1f}",
-        )
-    return t
+        rows.append([sw.variant.label, capacity_cell(sw, 0.90), capacity_cell(sw, 0.99), f"{peak:.1f}",
+                     "-" if sw.stopped_after is None else f"{sw.stopped_after:g}", f"{sw.wall_s:.1f}"])
+    headers = ("policy", "capacity @90%", "capacity @99%", "peak goodput", "stopped after", "wall s")
+    return figure_table("SLO capacity (TTFA <= 200 ms, no stall >= 10 ms)", headers, rows, left=("policy",))
 
 
 def capacity_cell(sw, threshold: float) -> str:

@@ -7,8 +7,8 @@ runs (same config, target, sweep, seeds, workload), and the split with the highe
 at 90% wins (then at 99%, then the larger backbone). Because it is the same sweep, `vox bench` on the
 chosen split reports the same capacity.
 
-Splits are simulated as the recipe writes them: the backbone gets the largest multiple of 8 SMs that
-fits beside the codec (green contexts hand out groups of 8), the rest stays spare.
+Splits are simulated as the recipe writes them (voxcli.profile.split_points already gives the backbone
+the largest multiple of 8 SMs beside the codec; the rest stays spare).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 from voxcli.bench.sweep import SweepSpec, Variant, VariantSweep, sweep_variant
 from voxcli.bench.workloads import Utterance
 from voxcli.config import EngineConfig
-from voxcli.profile import GRANULARITY, SplitPoint
+from voxcli.profile import SplitPoint
 
 
 @dataclass
@@ -44,13 +44,8 @@ class SimulatedSplit:
                 "capacity99": self.capacity99, "sweep": self.sweep.to_dict()}
 
 
-def written_lm_sms(point: SplitPoint) -> int:
-    return point.lm_sms - point.lm_sms % GRANULARITY
-
-
 def split_variant(point: SplitPoint) -> Variant:
-    lm = written_lm_sms(point)
-    return Variant(f"{lm}/{point.codec_sms}", {"policy": "full", "lm_sms": lm, "codec_sms": point.codec_sms})
+    return Variant(point.name, {"policy": "full", "lm_sms": point.lm_sms, "codec_sms": point.codec_sms})
 
 
 def prune(points: Sequence[SplitPoint], keep: int) -> list[SplitPoint]:
@@ -63,13 +58,19 @@ def prune(points: Sequence[SplitPoint], keep: int) -> list[SplitPoint]:
 
 def simulate_splits(config: EngineConfig, points: Sequence[SplitPoint], utterances: Sequence[Utterance],
                     spec: SweepSpec, make_target: Callable[[EngineConfig, Variant], Any],
-                    progress: Callable[[SimulatedSplit], None] | None = None) -> list[SimulatedSplit]:
+                    progress: Callable[[SimulatedSplit], None] | None = None,
+                    starting: Callable[[int, int, SplitPoint], None] | None = None,
+                    rate_done: Callable[[VariantSweep, Any], None] | None = None) -> list[SimulatedSplit]:
+    """Sweep every split; `starting(i, n, point)` before each, `rate_done(sweep, rate result)` after each
+    rate (the progress a minutes-long `vox profile` shows), `progress(result)` after each split."""
     out = []
-    for p in points:
+    for i, p in enumerate(points, 1):
         v = split_variant(p)
+        if starting:
+            starting(i, len(points), p)
         target = make_target(config, v)
         try:
-            sw = sweep_variant(target, v, spec, utterances)
+            sw = sweep_variant(target, v, spec, utterances, rate_done)
         finally:
             target.close()
         s = SimulatedSplit(p, v.overrides["lm_sms"], p.codec_sms, sw)
