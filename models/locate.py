@@ -28,8 +28,9 @@ def resolve(source: str) -> Path:
                                   "(see vox models)")
         return p
     if not looks_like_hub_id(source):
+        what = "is not a directory" if p.exists() else "does not exist"
         raise CheckpointError(
-            f"checkpoint {source!r} not found: give an existing local directory or a hub id "
+            f"checkpoint folder {source} {what}: give an existing local directory or a hub id "
             "(owner/name; see vox models)"
         )
     snap = cached_snapshot(source)

@@ -126,7 +126,7 @@ def test_real_sounddevice_factory_message(monkeypatch):
     (["say", "-f", "nope.txt", "-o", "x.wav"], 2, ["nope.txt", "does not exist"]),
     (["say", "hi", "-f", "nope.txt", "-o", "x.wav"], 2, ["not both"]),
     (["batch", "nope.txt", "-o", "out"], 2, ["nope.txt", "does not exist"]),
-    (["say", "hi", "--ref-audio", "nope.wav", "-o", "x.wav"], 2, ["cannot read reference audio", "nope.wav"]),
+    (["say", "hi", "--ref-audio", "nope.wav", "-o", "x.wav"], 2, ["--ref-audio nope.wav does not exist"]),
     (["batch", "-", "-o", "out", "-c", "0"], 2, ["--concurrency"]),
 ])
 def test_errors_are_one_sentence(fake, tmp_path, monkeypatch, args, code, needles):

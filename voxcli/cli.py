@@ -291,6 +291,10 @@ def _read_ref_audio(path: Path | None) -> tuple[Any, int | None]:
     import numpy as np
     import soundfile as sf
 
+    if not path.exists():  # soundfile would say "System error."
+        raise VoxError(f"--ref-audio {path} does not exist; give a WAV/FLAC/OGG recording of the voice.", 2)
+    if path.is_dir():
+        raise VoxError(f"--ref-audio {path} is a directory; give a WAV/FLAC/OGG recording of the voice.", 2)
     try:
         data, sr = sf.read(str(path), dtype="float32", always_2d=True)
     except (OSError, RuntimeError) as e:  # soundfile raises LibsndfileError (a RuntimeError)

@@ -275,6 +275,8 @@ def recipe_path(name: str) -> Path:
         ref = shipped.joinpath(candidate)
         if ref.is_file():
             return Path(str(ref))
+    if p.suffix == ".toml" or "/" in name:  # meant as a file
+        raise ConfigError(f"recipe file {name} does not exist; give a TOML file or a shipped recipe name")
     raise ConfigError(f"no recipe named {name!r} (looked for a file and in voxcli/recipes)")
 
 

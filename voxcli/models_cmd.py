@@ -65,6 +65,9 @@ def ensure_available(source: str) -> None:
     """Fail early, with the way out, when a hub model is not on this machine."""
     if _is_demo(source) or not looks_like_hub_id(source):
         if not _is_demo(source) and not Path(source).expanduser().exists():
+            if "/" in source or source.startswith(("~", ".")):  # meant as a folder
+                raise VoxError(f"model folder {source} does not exist; give a checkpoint folder, a hub id "
+                               "or 'demo' (see vox models).")
             raise VoxError(f"model {source!r} is neither a known model id, a local checkpoint folder nor "
                            "'demo'; see vox models for the choices.")
         return

@@ -426,6 +426,10 @@ def _check_profile_model(model: str) -> None:
         pass
     if model in known_models() or (Path(model) / "config.json").is_file():
         return
+    meant_as_folder = model.startswith(("/", ".", "~")) or model.count("/") > 1
+    if meant_as_folder and not Path(model).expanduser().exists():
+        _fail(f"--model folder {model} does not exist; give a checkpoint folder, a shipped recipe (e.g. "
+              "qwen3-tts-1.7b) or a known model id")
     _fail(f"--model {model!r} is neither a shipped recipe (e.g. qwen3-tts-1.7b), a known model id nor a "
           "checkpoint folder")
 

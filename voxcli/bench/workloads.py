@@ -155,8 +155,11 @@ def load_workload(name: str) -> list[Utterance]:
     path = Path(name)
     if path.is_file():
         return parse_tsv(path.read_text(encoding="utf-8"), source=str(path))
-    raise WorkloadError(f"unknown workload {name!r}: use one of {', '.join([*WORKLOADS, *DERIVED])} or a "
-                        "path to an id<TAB>text file")
+    choices = ", ".join([*WORKLOADS, *DERIVED])
+    if path.suffix or "/" in name:  # meant as a file
+        what = "is not a file" if path.exists() else "does not exist"
+        raise WorkloadError(f"workload file {name} {what}; give an id<TAB>text file or one of {choices}")
+    raise WorkloadError(f"unknown workload {name!r}: use one of {choices} or a path to an id<TAB>text file")
 
 
 def seeded_order(utterances: list[Utterance], seed: int) -> list[Utterance]:
