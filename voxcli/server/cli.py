@@ -29,7 +29,12 @@ for text that streams in. Bound to 127.0.0.1 unless --host says otherwise.
 
   vox serve --executor sim --gpu h100 -m qwen3-tts-1.7b --replicas 2   (Ray Serve)
 
-  curl -s localhost:8000/v1/audio/speech -d '{"model":"demo","input":"Hello there."}' -o hello.wav
+  curl -sSf localhost:8000/v1/audio/speech -H 'content-type: application/json' \\
+    -d '{"model": "demo", "input": "Hello there.", "voice": "alloy"}' -o hello.wav
+
+OpenAI voice names (alloy, ash, ballad, coral, echo, fable, nova, onyx, sage, shimmer, verse) map to the
+model's voices by a default table (GET /v1/audio/voices shows it); --voice-map alloy=ryan overrides an
+entry, --voice-map off turns the table off.
 """
 
 
@@ -56,6 +61,9 @@ def serve(
     max_input_chars: Annotated[int, typer.Option(help="Longest input text per request.")] = 4096,
     max_body_bytes: Annotated[int, typer.Option(help="Largest request body.")] = 64 * 1024,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only errors on stderr.")] = False,
+    voice_map: Annotated[list[str] | None, typer.Option(
+        "--voice-map", help="OpenAI voice name -> model voice, e.g. alloy=ryan (repeatable or "
+        "comma-separated; NAME=default: the model's default voice; off: no mapping).")] = None,
 ) -> None:
     from voxcli.cli import _err, friendly_errors
 
@@ -82,6 +90,9 @@ def serve(
         _check_port(host, port)  # before minutes of model loading, not after
         limits = Limits(max_input_chars=max_input_chars, max_body_bytes=max_body_bytes)
         if replicas > 1:
+            if voice_map:
+                raise VoxError("--voice-map works with one engine for now; the replicas of --replicas use "
+                               "the default table (GET /v1/audio/voices shows it).", 2)
             from voxcli.server.ray_app import run_ray
 
             run_ray(replicas=replicas, model=model, executor=executor, gpu=gpu, recipe=recipe,
@@ -93,7 +104,16 @@ def serve(
 
         announce_demo(model, quiet)
         session = open_session(model, executor, gpu, recipe, set_ or [], policy, device)
-        app = create_app(SpeechService(session, limits), api_key=api_key)
+        service = SpeechService(session, limits)
+        if voice_map:
+            from voxcli.server.voices import parse_voice_map
+
+            try:
+                service.voice_map = parse_voice_map(voice_map, session.spec.voices)
+            except VoxError:
+                session.engine.close()
+                raise
+        app = create_app(service, api_key=api_key)
         if not quiet:
             _err(f"serving {session.model} on http://{host}:{port} (POST /v1/audio/speech; Ctrl-C stops)")
         # The engine's host loop shares the GIL with the event loop and the job threads: a waiting thread

@@ -24,6 +24,7 @@ from voxcli.server import encoding
 from voxcli.server.guard import APIError
 from voxcli.server.metrics import CONTENT_TYPE, PlaybackClock, ServerMetrics
 from voxcli.server.service import Item, SpeechJob, SpeechService
+from voxcli.server.voices import map_voice, table_for
 from voxcli.speak import RequestTemplate, SpeechFailed, Stopped
 
 # OpenAI's model names, accepted for the one model this server runs (clients often hard-code them).
@@ -60,7 +61,8 @@ def template_from(body: Any, service: SpeechService) -> RequestTemplate:
     `check` (voice, language, cfg_scale, options) before any synthesis."""
     sampling = SamplingParams(greedy=body.greedy, temperature=body.temperature, top_k=body.top_k,
                               top_p=body.top_p)
-    template = RequestTemplate(voice=body.voice, language=body.language, instructions=body.instructions,
+    voice = map_voice(body.voice, table_for(service), service.spec.voices)  # OpenAI names (voices.py)
+    template = RequestTemplate(voice=voice, language=body.language, instructions=body.instructions,
                                seed=body.seed, sampling=sampling, max_frames=body.max_frames,
                                cfg_scale=getattr(body, "cfg_scale", None), options=body.options)
     try:
@@ -259,7 +261,8 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
     async def voices() -> dict[str, Any]:
         spec = service.spec
         languages = ["auto", *(x for x in spec.languages if x.lower() != "auto")]
-        return {"model": service.model_id, "voices": list(spec.voices), "languages": languages,
+        return {"model": service.model_id, "voices": list(spec.voices),
+                "openai_voices": dict(table_for(service)), "languages": languages,
                 "modes": list(spec.modes), "sample_rate": spec.sample_rate,
                 "response_formats": list(encoding.formats_here())}
 
