@@ -220,7 +220,7 @@ def test_wrong_shape_names_key_and_path(tiny_custom_voice, tmp_path):
 
 
 def test_missing_dir_and_uncached_hub_id(tmp_path, monkeypatch):
-    with pytest.raises(CheckpointError, match="not found"):
+    with pytest.raises(CheckpointError, match="does not exist"):
         Qwen3TTSProgram.load(str(tmp_path / "nope"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(CheckpointError, match="vox models pull Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"):
