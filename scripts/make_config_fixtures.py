@@ -12,7 +12,7 @@ there, so it needs only transformers, and qwen-tts for the Qwen3-TTS config clas
   # 3. transformers 5.23.0 (+ torch 2.13.0 first, qwen-tts 0.1.1 installed with --no-deps)
   /work/venvs/tf5/bin/python scripts/make_config_fixtures.py /tmp/qwen-input.json tests/fixtures/configs
 
-Each writes OUT/<family>-tf<version>/config.json.
+Each writes OUT/<family>-tf<version>/config.json and generation_config.json.
 """
 
 from __future__ import annotations
@@ -43,6 +43,14 @@ def save_dia(out: Path, version: str) -> None:
                            cross_num_key_value_heads=4, cross_head_dim=16, cross_hidden_size=64,
                            vocab_size=1028, num_channels=9, max_position_embeddings=256, **rope[1])
     DiaConfig(encoder_config=enc, decoder_config=dec).save_pretrained(out)
+    save_generation(out, dict(bos_token_id=1026, eos_token_id=1024, pad_token_id=1025, do_sample=True,
+                              guidance_scale=3.0, temperature=1.8, top_k=45, top_p=0.9, max_length=3072))
+
+
+def save_generation(out: Path, fields: dict) -> None:
+    from transformers import GenerationConfig
+
+    GenerationConfig(**fields).save_pretrained(out)
 
 
 def save_qwen(source: Path, out: Path) -> None:
@@ -57,6 +65,10 @@ def save_qwen(source: Path, out: Path) -> None:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     module.Qwen3TTSConfig(**json.loads(source.read_text())).save_pretrained(out)
+    # the official checkpoints' sampling defaults, with sub-talker fields GenerationConfig keeps as extras
+    save_generation(out, dict(do_sample=True, temperature=0.8, top_k=40, top_p=0.95, repetition_penalty=1.1,
+                              subtalker_dosample=True, subtalker_temperature=0.7, subtalker_top_k=30,
+                              subtalker_top_p=0.9, max_new_tokens=4096))
 
 
 def main() -> None:

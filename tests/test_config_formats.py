@@ -1,7 +1,7 @@
 """Each family's config parser reads what transformers 4.5x and 5.x `save_pretrained` write (issue 23).
 
-The fixtures tests/fixtures/configs/<family>-tf<version>/config.json were written by each version's own
-`save_pretrained` with scripts/make_config_fixtures.py (its docstring has the exact commands):
+The fixtures tests/fixtures/configs/<family>-tf<version>/{config,generation_config}.json were written by
+each version's own `save_pretrained`, by scripts/make_config_fixtures.py (its docstring has the commands):
   - tf4.57.3: /work/oracle-venv/bin/python (transformers 4.57.3, qwen-tts 0.1.1)
   - tf5.23.0: /work/venvs/tf5/bin/python (torch 2.13.0, transformers 5.23.0, qwen-tts 0.1.1 --no-deps)
 5.23 writes Dia's special ids as null at the top (they live in decoder_config), `rope_parameters`
@@ -172,3 +172,31 @@ def test_a_qwen_checkpoint_saved_by_transformers_5_loads(tmp_path, tiny_custom_v
     (new / "config.json").write_text(json.dumps(d, indent=2))
     a, b = load_model(str(tiny_custom_voice)), load_model(str(new))
     assert replace(a.cfg, raw={}) == replace(b.cfg, raw={})
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_generation_configs_of_each_transformers_version(version):
+    from voxcli.models.dia.config import GenerationDefaults as DiaGeneration
+    from voxcli.models.qwen3_tts.config import GenerationDefaults as QwenGeneration
+
+    path = FIXTURES / f"dia-tf{version}" / "generation_config.json"
+    g = DiaGeneration.from_dict(json.loads(path.read_text()), str(path))
+    assert (g.do_sample, g.temperature, g.top_k, g.top_p, g.guidance_scale, g.max_length) == \
+        (True, 1.8, 45, 0.9, 3.0, 3072)
+    path = FIXTURES / f"qwen3_tts-tf{version}" / "generation_config.json"
+    q = QwenGeneration.from_dict(json.loads(path.read_text()), str(path))
+    assert (q.temperature, q.top_k, q.repetition_penalty, q.subtalker_top_k, q.max_new_tokens) == \
+        (0.8, 40, 1.1, 30, 4096)
+
+
+@pytest.mark.parametrize("family", ["dia", "qwen3_tts"])
+def test_an_unreadable_generation_field_is_one_checkpoint_sentence(family):
+    from voxcli.models.dia.config import GenerationDefaults as DiaGeneration
+    from voxcli.models.qwen3_tts.config import GenerationDefaults as QwenGeneration
+
+    path = FIXTURES / f"{family}-tf5.23.0" / "generation_config.json"
+    d = {**json.loads(path.read_text()), "temperature": "warm"}
+    with pytest.raises(CheckpointError, match=r"generation_config.json: temperature is 'warm', expected a"):
+        (DiaGeneration if family == "dia" else QwenGeneration).from_dict(d, str(path))
+    d = {**json.loads(path.read_text()), "top_k": None}  # null: off (Dia) / the default (Qwen), no crash
+    (DiaGeneration if family == "dia" else QwenGeneration).from_dict(d, str(path))

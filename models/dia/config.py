@@ -73,19 +73,17 @@ class GenerationDefaults:
     max_new_tokens: int | None = None
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> GenerationDefaults:
-        def get(name, default):
-            v = d.get(name, default)
-            return default if v is None and name not in ("top_k", "guidance_scale", "max_new_tokens") else v
-
+    def from_dict(cls, d: dict[str, Any], where: str = "generation_config.json") -> GenerationDefaults:
+        """Absent or null -> transformers' default (top_k, guidance_scale and max_new_tokens: null means
+        off); a value of the wrong kind -> CheckpointError naming the key and the file."""
         return cls(
-            do_sample=bool(get("do_sample", False)),
-            temperature=float(get("temperature", 1.0)),
-            top_k=get("top_k", 50),
-            top_p=float(get("top_p", 1.0)),
-            guidance_scale=get("guidance_scale", None),
-            max_length=int(get("max_length", 20)),
-            max_new_tokens=get("max_new_tokens", None),
+            do_sample=bool(d.get("do_sample") or False),
+            temperature=get_float(d, "temperature", 1.0, where),
+            top_k=get_int(d, "top_k", None, where) if "top_k" in d else 50,
+            top_p=get_float(d, "top_p", 1.0, where),
+            guidance_scale=get_float(d, "guidance_scale", None, where),
+            max_length=get_int(d, "max_length", 20, where),
+            max_new_tokens=get_int(d, "max_new_tokens", None, where),
         )
 
 

@@ -103,7 +103,8 @@ class DiaProgram(ModelProgram):
         root = resolve(source)
         cfg = parse_config(read_json(root / "config.json"), str(root / "config.json"))
         gpath = root / "generation_config.json"
-        gen = GenerationDefaults.from_dict(read_json(gpath)) if gpath.exists() else GenerationDefaults()
+        gen = (GenerationDefaults.from_dict(read_json(gpath), str(gpath)) if gpath.exists()
+               else GenerationDefaults())
         with torch.device("meta"):
             weights = DiaWeights(cfg)
         load_strict(weights, root, torch.device(device), DTYPES[dtype])

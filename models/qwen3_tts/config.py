@@ -99,9 +99,18 @@ class GenerationDefaults:
     max_new_tokens: int = 2048
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> GenerationDefaults:
-        known = cls.__dataclass_fields__
-        return cls(**{k: v for k, v in d.items() if k in known and v is not None})
+    def from_dict(cls, d: dict[str, Any], where: str = "generation_config.json") -> GenerationDefaults:
+        """Absent or null -> the official default; a value of the wrong kind -> CheckpointError naming the
+        key and the file."""
+        values: dict[str, Any] = {}
+        for name, f in cls.__dataclass_fields__.items():
+            if f.type == "bool":
+                values[name] = bool(d[name]) if d.get(name) is not None else f.default
+            elif f.type == "float":
+                values[name] = get_float(d, name, f.default, where)
+            else:
+                values[name] = get_int(d, name, f.default, where)
+        return cls(**values)
 
 
 # Qwen3-TTS's talker writes multimodal RoPE keys; its three position axes are always equal, so it is plain

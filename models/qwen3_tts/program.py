@@ -141,7 +141,8 @@ class Qwen3TTSProgram(ModelProgram):
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         cfg = parse_config(read_json(root / "config.json"), str(root / "config.json"))
         gpath = root / "generation_config.json"
-        gen = GenerationDefaults.from_dict(read_json(gpath)) if gpath.exists() else GenerationDefaults()
+        gen = (GenerationDefaults.from_dict(read_json(gpath), str(gpath)) if gpath.exists()
+               else GenerationDefaults())
         with torch.device("meta"):
             weights = Qwen3TTSWeights(cfg.talker)
         sd = read_state_dict(root)
