@@ -200,3 +200,43 @@ def test_an_unreadable_generation_field_is_one_checkpoint_sentence(family):
         (DiaGeneration if family == "dia" else QwenGeneration).from_dict(d, str(path))
     d = {**json.loads(path.read_text()), "top_k": None}  # null: off (Dia) / the default (Qwen), no crash
     (DiaGeneration if family == "dia" else QwenGeneration).from_dict(d, str(path))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_codec_configs_of_each_transformers_version(version):
+    """The codecs' configs too: Dia's DAC (transformers DacConfig) and Qwen3-TTS's speech tokenizer (a
+    transformers MimiConfig encoder, whose 5.x form has rope_parameters and no rope_theta)."""
+    from voxcli.models.dia.dac_config import DacCodecConfig
+    from voxcli.models.qwen3_tts.codec import CodecDecoderConfig
+    from voxcli.models.qwen3_tts.mimi_encoder import MimiEncoderConfig
+
+    dac = DacCodecConfig.read(FIXTURES / f"dia-tf{version}" / "codec" / "config.json")
+    assert (dac.hop_length, dac.n_codebooks, dac.sampling_rate) == (512, 9, 44100)
+    assert dac.decoder_hidden_size == 64
+    path = FIXTURES / f"qwen3_tts-tf{version}" / "speech_tokenizer" / "config.json"
+    st = json.loads(path.read_text())
+    enc = MimiEncoderConfig.from_dict(st["encoder_config"], f"{path} encoder_config")
+    dec = CodecDecoderConfig.from_dict(st["decoder_config"], f"{path} decoder_config")
+    assert enc.rope_theta == 5000.0 and dec.rope_theta == 20000.0  # not the 10000 defaults
+    assert enc.upsampling_ratios == (8, 6, 5, 4) and dec.samples_per_frame == 1920
+
+
+def test_codec_configs_agree_across_versions():
+    from voxcli.models.qwen3_tts.codec import CodecDecoderConfig
+    from voxcli.models.qwen3_tts.mimi_encoder import MimiEncoderConfig
+
+    parsed = []
+    for v in VERSIONS:
+        st = json.loads((FIXTURES / f"qwen3_tts-tf{v}" / "speech_tokenizer" / "config.json").read_text())
+        parsed.append((MimiEncoderConfig.from_dict(st["encoder_config"]),
+                       CodecDecoderConfig.from_dict(st["decoder_config"])))
+    assert parsed[0] == parsed[1]
+
+
+def test_an_unreadable_codec_field_is_one_checkpoint_sentence():
+    from voxcli.models.qwen3_tts.mimi_encoder import MimiEncoderConfig
+
+    path = FIXTURES / "qwen3_tts-tf5.23.0" / "speech_tokenizer" / "config.json"
+    enc = {**json.loads(path.read_text())["encoder_config"], "num_hidden_layers": None, "hidden_size": "wide"}
+    with pytest.raises(CheckpointError, match=r"encoder_config: hidden_size is 'wide', expected an integer"):
+        MimiEncoderConfig.from_dict(enc, f"{path} encoder_config")

@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from ..base import CheckpointError, CodecItem, check_codec_batch
+from ..config_fields import get_float, get_int, rope_theta
 from .codec_layers import CausalConv, CausalTransConv, ConvNeXtBlock, DecoderBlock, SnakeBeta, State
 from .codec_transformer import PreTransformer, TransformerDims
 from .weights_check import load_checked
@@ -58,27 +59,37 @@ class CodecDecoderConfig:
     decoder_dim: int = 1536
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> CodecDecoderConfig:
-        heads = d.get("num_attention_heads", 16)
+    def from_dict(cls, d: dict[str, Any], where: str = "speech_tokenizer/config.json decoder_config"
+                  ) -> CodecDecoderConfig:
+        """As transformers 4.5x or 5.x writes it (rope_theta or rope_parameters; absent or null -> the
+        default); a value of the wrong kind -> CheckpointError naming the key and the file."""
+
+        def i(key: str, default: int) -> int:
+            return get_int(d, key, default, where)
+
+        def ints(key: str, default: tuple[int, ...]) -> tuple[int, ...]:
+            return tuple(get_int({key: x}, key, None, where) for x in (d.get(key) or default))
+
+        heads, hidden = i("num_attention_heads", 16), i("hidden_size", 1024)
         return cls(
-            codebook_size=d.get("codebook_size", 2048),
-            codebook_dim=d.get("codebook_dim", 512),
-            hidden_size=d.get("hidden_size", 1024),
-            latent_dim=d.get("latent_dim", 1024),
+            codebook_size=i("codebook_size", 2048),
+            codebook_dim=i("codebook_dim", 512),
+            hidden_size=hidden,
+            latent_dim=i("latent_dim", 1024),
             num_heads=heads,
-            num_kv_heads=d.get("num_key_value_heads", 16),
-            head_dim=d.get("head_dim") or d.get("hidden_size", 1024) // heads,
-            intermediate_size=d.get("intermediate_size", 3072),
-            num_layers=d.get("num_hidden_layers", 8),
-            window=d.get("sliding_window", 72),
-            rope_theta=float(d.get("rope_theta", 10000.0)),
-            rms_eps=d.get("rms_norm_eps", 1e-5),
-            attention_bias=d.get("attention_bias", False),
-            num_quantizers=d.get("num_quantizers", 16),
+            num_kv_heads=i("num_key_value_heads", 16),
+            head_dim=i("head_dim", hidden // heads),
+            intermediate_size=i("intermediate_size", 3072),
+            num_layers=i("num_hidden_layers", 8),
+            window=i("sliding_window", 72),
+            rope_theta=rope_theta(d, 10000.0, where),
+            rms_eps=get_float(d, "rms_norm_eps", 1e-5, where),
+            attention_bias=bool(d.get("attention_bias") or False),
+            num_quantizers=i("num_quantizers", 16),
             num_semantic=1,  # the decoder hard-codes 1
-            upsample_rates=tuple(d.get("upsample_rates", (8, 5, 4, 3))),
-            upsampling_ratios=tuple(d.get("upsampling_ratios", (2, 2))),
-            decoder_dim=d.get("decoder_dim", 1536),
+            upsample_rates=ints("upsample_rates", (8, 5, 4, 3)),
+            upsampling_ratios=ints("upsampling_ratios", (2, 2)),
+            decoder_dim=i("decoder_dim", 1536),
         )
 
     @property
@@ -245,7 +256,8 @@ class Qwen3TTSCodec(nn.Module):
     ) -> Qwen3TTSCodec:
         """`path` is the model dir (holding speech_tokenizer/) or the speech_tokenizer dir itself."""
         st_dir = speech_tokenizer_dir(path)
-        cfg = CodecDecoderConfig.from_dict(read_tokenizer_config(st_dir)["decoder_config"])
+        cfg = CodecDecoderConfig.from_dict(read_tokenizer_config(st_dir)["decoder_config"],
+                                           f"{st_dir / 'config.json'} decoder_config")
         with torch.device("meta"):
             codec = cls(cfg)
         load_checked(

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..base import InputError
+from ..config_fields import get_float, get_int, rope_theta
 from .codec import read_tokenizer_config, speech_tokenizer_dir
 from .codec_transformer import apply_rope, rope_cos_sin
 from .weights_check import load_checked
@@ -63,38 +64,47 @@ class MimiEncoderConfig:
     pad_mode: str = "constant"
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> MimiEncoderConfig:
+    def from_dict(cls, d: dict[str, Any], where: str = "speech_tokenizer/config.json encoder_config"
+                  ) -> MimiEncoderConfig:
+        """As transformers 4.5x or 5.x writes a MimiConfig (5.x: `rope_parameters`, no `rope_theta`);
+        absent or null -> MimiConfig's default, a wrong kind -> CheckpointError naming key and file."""
         if not d.get("use_causal_conv", True) or d.get("use_conv_shortcut", False):
             raise ValueError("only the causal, shortcut-free Mimi encoder (as in Qwen3-TTS) is supported")
-        hidden, heads = d.get("hidden_size", 512), d.get("num_attention_heads", 8)
+
+        def i(key: str, default: int) -> int:
+            return get_int(d, key, default, where)
+
+        hidden, heads = i("hidden_size", 512), i("num_attention_heads", 8)
+        ratios = d.get("upsampling_ratios") or (8, 6, 5, 4)
         return cls(
-            sampling_rate=d.get("sampling_rate", 24000),
-            frame_rate=d.get("frame_rate", d.get("_frame_rate", 12.5)),
-            audio_channels=d.get("audio_channels", 1),
+            sampling_rate=i("sampling_rate", 24000),
+            frame_rate=get_float(d, "frame_rate", get_float(d, "_frame_rate", 12.5, where), where),
+            audio_channels=i("audio_channels", 1),
             hidden_size=hidden,
-            num_filters=d.get("num_filters", 64),
-            num_residual_layers=d.get("num_residual_layers", 1),
-            upsampling_ratios=tuple(d.get("upsampling_ratios", (8, 6, 5, 4))),
-            kernel_size=d.get("kernel_size", 7),
-            last_kernel_size=d.get("last_kernel_size", 3),
-            residual_kernel_size=d.get("residual_kernel_size", 3),
-            dilation_growth_rate=d.get("dilation_growth_rate", 2),
-            compress=d.get("compress", 2),
-            codebook_size=d.get("codebook_size", 2048),
-            codebook_dim=d.get("codebook_dim", 256),
-            num_quantizers=d.get("num_quantizers", 32),
-            num_semantic_quantizers=d.get("num_semantic_quantizers", 1),
-            vq_hidden_dim=d.get("vector_quantization_hidden_dimension", 256),
-            num_layers=d.get("num_hidden_layers", 8),
-            intermediate_size=d.get("intermediate_size", 2048),
+            num_filters=i("num_filters", 64),
+            num_residual_layers=i("num_residual_layers", 1),
+            upsampling_ratios=tuple(get_int({"upsampling_ratios": r}, "upsampling_ratios", None, where)
+                                    for r in ratios),
+            kernel_size=i("kernel_size", 7),
+            last_kernel_size=i("last_kernel_size", 3),
+            residual_kernel_size=i("residual_kernel_size", 3),
+            dilation_growth_rate=i("dilation_growth_rate", 2),
+            compress=i("compress", 2),
+            codebook_size=i("codebook_size", 2048),
+            codebook_dim=i("codebook_dim", 256),
+            num_quantizers=i("num_quantizers", 32),
+            num_semantic_quantizers=i("num_semantic_quantizers", 1),
+            vq_hidden_dim=i("vector_quantization_hidden_dimension", 256),
+            num_layers=i("num_hidden_layers", 8),
+            intermediate_size=i("intermediate_size", 2048),
             num_heads=heads,
-            num_kv_heads=d.get("num_key_value_heads", heads),
-            head_dim=d.get("head_dim") or hidden // heads,
-            rope_theta=float(d.get("rope_theta", 10000.0)),
-            norm_eps=d.get("norm_eps", 1e-5),
-            attention_bias=d.get("attention_bias", False),
-            layer_scale_initial_scale=d.get("layer_scale_initial_scale", 0.01),
-            pad_mode=d.get("pad_mode", "constant"),
+            num_kv_heads=i("num_key_value_heads", heads),
+            head_dim=i("head_dim", hidden // heads),
+            rope_theta=rope_theta(d, 10000.0, where),
+            norm_eps=get_float(d, "norm_eps", 1e-5, where),
+            attention_bias=bool(d.get("attention_bias") or False),
+            layer_scale_initial_scale=get_float(d, "layer_scale_initial_scale", 0.01, where),
+            pad_mode=str(d.get("pad_mode") or "constant"),
         )
 
     @property
@@ -329,7 +339,8 @@ class MimiEncoderModel(nn.Module):
     ) -> MimiEncoderModel:
         st_dir = speech_tokenizer_dir(path)
         full = read_tokenizer_config(st_dir)
-        cfg = MimiEncoderConfig.from_dict(full.get("encoder_config", {}))
+        cfg = MimiEncoderConfig.from_dict(full.get("encoder_config") or {},
+                                          f"{st_dir / 'config.json'} encoder_config")
         with torch.device("meta"):
             model = cls(
                 cfg, full.get("encoder_valid_num_quantizers", 16), full.get("encode_downsample_rate", 1920)
