@@ -49,7 +49,8 @@ def create_app(service: SpeechService, api_key: str | None = None, close_on_shut
     app.add_exception_handler(APIError, on_api_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
-    app.add_middleware(GuardMiddleware, api_key=api_key, max_body_bytes=service.limits.max_body_bytes)
+    app.add_middleware(GuardMiddleware, api_key=api_key, max_body_bytes=service.limits.max_body_bytes,
+                       body_timeout_s=service.limits.body_timeout_s)
     return app
 
 

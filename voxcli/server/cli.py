@@ -79,6 +79,10 @@ def serve(
         except ImportError as e:
             raise VoxError(f"vox serve needs the serve extra ({e.name} is missing): pip install "
                            "'voxcli[serve]'.", 2) from None
+        if replicas == 1:  # every flag mistake first (a busy port is not the user's first problem)
+            from voxcli.server.sessions import session_config
+
+            session_config(model, executor, gpu, recipe, set_ or [], policy, device)
         _check_port(host, port)  # before minutes of model loading, not after
         limits = Limits(max_input_chars=max_input_chars, max_body_bytes=max_body_bytes)
         if replicas > 1:
@@ -99,8 +103,9 @@ def serve(
         # The engine's host loop shares the GIL with the event loop and the job threads: a waiting thread
         # gets it only at the switch interval (5 ms by default), which a deadline scheduler feels.
         sys.setswitchinterval(SWITCH_INTERVAL_S)
-        uvicorn.run(app, host=host, port=port, log_level="warning" if quiet else "info",
-                    timeout_graceful_shutdown=5)
+        from voxcli.server.protocol import server_config
+
+        uvicorn.Server(server_config(app, host, port, limits, log_level="warning" if quiet else "info")).run()
 
 
 def _check_port(host: str, port: int) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, Literal
 
 import numpy as np
@@ -25,6 +25,7 @@ from voxcli.server.guard import APIError
 from voxcli.server.metrics import CONTENT_TYPE, PlaybackClock, ServerMetrics
 from voxcli.server.service import Item, SpeechJob, SpeechService
 from voxcli.speak import RequestTemplate, SpeechFailed, Stopped
+from voxcli.text import TextInputError, check_speakable, unpaired_surrogate
 
 # OpenAI's model names, accepted for the one model this server runs (clients often hard-code them).
 OPENAI_MODEL_ALIASES = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
@@ -70,6 +71,36 @@ def template_from(body: Any, service: SpeechService) -> RequestTemplate:
         param = next((p for p in ("voice", "language", "cfg_scale", "option") if p in message), None)
         raise APIError(400, _sentence(_no_cli_flags(message)), param) from None
     return template
+
+
+def check_text_fields(body: Any) -> None:
+    """Every string of a speech body (input, voice, instructions, options...) must be real text: a lone
+    surrogate escape ("\\ud800") is valid JSON but no tokenizer takes it. 400 naming the field."""
+    for name, value in _strings(body.model_dump() if hasattr(body, "model_dump") else dict(body)):
+        try:
+            check_speakable(value, f"field {name}") if name == "input" else _no_surrogate(value, name)
+        except TextInputError as e:
+            raise APIError(400, str(e), name) from None
+
+
+def _no_surrogate(value: str, name: str) -> None:
+    i = unpaired_surrogate(value)
+    if i is not None:
+        raise TextInputError(f"field {name} holds an unpaired UTF-16 surrogate (U+{ord(value[i]):04X} at "
+                             f"character {i}), which is not text; send valid UTF-8.")
+
+
+def _strings(value: Any, name: str = "") -> Iterator[tuple[str, str]]:
+    if isinstance(value, str):
+        yield name, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            key = f"{name}.{k}" if name else str(k)
+            yield from _strings(str(k), key)
+            yield from _strings(v, key)
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            yield from _strings(v, f"{name}[{i}]")
 
 
 def _sentence(message: str) -> str:
@@ -152,6 +183,7 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
         text = body.input.strip()
         if not text:
             raise APIError(400, "input is empty; give some words to say.", "input")
+        check_text_fields(body)
         if len(body.input) > limits.max_input_chars:
             raise APIError(400, f"input has {len(body.input)} characters; this server accepts at most "
                                 f"{limits.max_input_chars} per request (split the text).", "input")

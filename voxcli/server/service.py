@@ -29,6 +29,11 @@ class Limits:
     max_input_chars: int = 4096  # OpenAI's own limit for /v1/audio/speech
     max_body_bytes: int = 64 * 1024
     max_ws_chars: int = 100_000  # text one WebSocket session may stream in
+    header_timeout_s: float = 10.0  # a connection must complete its request's headers within this
+    body_timeout_s: float = 10.0  # ...and then its body within this (slowloris, stalled bodies)
+    idle_timeout_s: float = 5.0  # a kept-alive connection with no new request is closed after this
+    ws_start_timeout_s: float = 10.0  # a WebSocket must send its start message within this
+    ws_idle_timeout_s: float = 120.0  # ...and then some text at least this often until its end
 
 
 @dataclass
