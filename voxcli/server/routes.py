@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, Literal
 
 import numpy as np
@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from voxcli.engine.stream import EngineClosed, RequestFailed, RequestRejected
 from voxcli.models.base import InputError, SamplingParams
 from voxcli.server import encoding
+from voxcli.server.delivery import Delivery
 from voxcli.server.guard import APIError
 from voxcli.server.metrics import CONTENT_TYPE, PlaybackClock, ServerMetrics
 from voxcli.server.service import Item, SpeechJob, SpeechService
@@ -159,6 +160,29 @@ def _refusal_reason(message: str) -> str:
     return "admission"
 
 
+class StreamRun:
+    """What one streamed response came to: `outcome` is "cancelled" until the stream says otherwise
+    ("generated": all audio handed over, delivery still to be seen; "failed"; "stopped_reading")."""
+
+    def __init__(self, delivery: Delivery) -> None:
+        self.delivery = delivery
+        self.outcome = "cancelled"
+
+
+class CountedStreamingResponse(StreamingResponse):
+    """A StreamingResponse that runs `on_end` once it is over, however it ended."""
+
+    def __init__(self, content: Any, on_end: Callable[[], Awaitable[None]], **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self._on_end = on_end
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._on_end()
+
+
 def stopped(e: BaseException | None) -> bool:
     """The job ended because it was told to stop (its client left), however `speak` wrapped that."""
     while e is not None:
@@ -221,18 +245,28 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
             metrics.ttfa.observe(clock.ttfa)
         if fmt not in encoding.STREAMED:
             return await _whole_file(job, first, fmt, clock, metrics, watcher)
-        body_iter = _stream(job, first, fmt, body.stream_format, clock, metrics, watcher, len(text))
+        run = StreamRun(Delivery(request.scope, limits.write_stall_s, limits.max_unread_bytes))
+        body_iter = _stream(job, first, fmt, body.stream_format, clock, run, watcher, len(text))
         media = "text/event-stream" if body.stream_format == "sse" else encoding.MEDIA_TYPES[fmt]
         headers = {"Cache-Control": "no-store", "X-Sample-Rate": str(sr)}
         if clock.ttfa is not None:
             headers["X-TTFA-Ms"] = f"{clock.ttfa * 1000:.1f}"
-        return StreamingResponse(body_iter, media_type=media, headers=headers)
+
+        async def count() -> None:
+            """Once the response is over (sent, or cut): its outcome, from what the client received."""
+            outcome = run.outcome
+            if outcome == "generated":
+                outcome = "done" if await run.delivery.delivered() else "stopped_reading"
+            metrics.requests.labels(outcome=outcome).inc()
+            metrics.audio.inc(clock.audio_s)
+            if outcome == "done":
+                metrics.stall.observe(clock.stall_s)
+
+        return CountedStreamingResponse(body_iter, count, media_type=media, headers=headers)
 
     async def _stream(job: SpeechJob, first: Item, fmt: str, stream_format: str, clock: PlaybackClock,
-                      metrics: ServerMetrics, watcher: asyncio.Task[None],
-                      chars: int) -> AsyncIterator[bytes]:
+                      run: StreamRun, watcher: asyncio.Task[None], chars: int) -> AsyncIterator[bytes]:
         sse = stream_format == "sse"
-        outcome = "cancelled"
         try:
             data = encoding.stream_prefix(fmt, sr) + encoding.pcm_bytes(first.pcm)  # type: ignore[arg-type]
             yield encoding.sse_delta(data) if sse else data
@@ -241,16 +275,19 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
                 if item.kind == "audio":
                     clock.chunk(item.pcm.size, item.t)  # type: ignore[union-attr]
                     data = encoding.pcm_bytes(item.pcm)  # type: ignore[arg-type]
+                    if not await run.delivery.writable():
+                        run.outcome = "stopped_reading"  # dropped: the job is cancelled below
+                        return
                     yield encoding.sse_delta(data) if sse else data
                 elif item.kind == "end":
-                    outcome = "done"
+                    run.outcome = "generated"
                     if sse:
                         yield encoding.sse_done(clock.audio_s, chars)
                     return
                 else:
                     if stopped(item.error):
                         return  # the client left
-                    outcome = "failed"
+                    run.outcome = "failed"
                     message = str(item.error)
                     if sse:
                         yield encoding.sse_error(message)
@@ -260,10 +297,6 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
         finally:
             watcher.cancel()
             job.cancel()  # no-op when finished; frees pages and slots when the client left early
-            metrics.requests.labels(outcome=outcome).inc()
-            metrics.audio.inc(clock.audio_s)
-            if outcome == "done":
-                metrics.stall.observe(clock.stall_s)
 
     async def _whole_file(job: SpeechJob, first: Item, fmt: str, clock: PlaybackClock, metrics: ServerMetrics,
                           watcher: asyncio.Task[None]) -> Response:
