@@ -69,3 +69,10 @@ def test_flag_mistakes_come_before_the_port_probe(monkeypatch, args, needle):
     monkeypatch.setattr(serve_cli, "_check_port", port_busy)
     r = vox("serve", "-m", "demo", *args)
     assert r.exit_code == 2 and needle in r.stderr, r.output
+
+
+@pytest.mark.parametrize("flag", ["--header-timeout", "--body-timeout"])
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "99999"])
+def test_timeouts_are_bounded(flag, value):
+    r = vox("serve", "-m", "demo", flag, value)
+    assert r.exit_code == 2 and f"{flag} must be from 0.1 to 3600 seconds" in r.stderr, r.output

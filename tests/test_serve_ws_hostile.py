@@ -141,3 +141,20 @@ def test_twenty_concurrent_garbage_sessions_end_with_gauges_at_zero(server):
     assert not failures
     assert wait_until(lambda: _settled(url), timeout=10), httpx.get(f"{url}/metrics").text
     assert httpx.get(f"{url}/health").json()["status"] == "ok"
+
+
+def test_a_refused_handshake_is_a_json_sentence(server):
+    """No WebSocket on that path (404), or no API key (401): an HTTP answer with the JSON error, not a
+    bare 403."""
+    from websockets.exceptions import InvalidStatus
+
+    ws_url, _, _ = server
+    with pytest.raises(InvalidStatus) as e:
+        ws_client.connect(ws_url.replace("/v1/audio/speech/live", "/v1/audio/speech"))
+    assert e.value.response.status_code == 404
+    assert "no WebSocket endpoint /v1/audio/speech" in json.loads(e.value.response.body)["error"]["message"]
+    with running_server(sim_service(), api_key="k") as keyed:
+        with pytest.raises(InvalidStatus) as e:
+            ws_client.connect(keyed.replace("http", "ws") + "/v1/audio/speech/live")
+    assert e.value.response.status_code == 401
+    assert "API key" in json.loads(e.value.response.body)["error"]["message"]

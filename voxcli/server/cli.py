@@ -55,6 +55,10 @@ def serve(
     device: Annotated[str | None, typer.Option(help="Torch device: cpu or cuda.")] = None,
     max_input_chars: Annotated[int, typer.Option(help="Longest input text per request.")] = 4096,
     max_body_bytes: Annotated[int, typer.Option(help="Largest request body.")] = 64 * 1024,
+    header_timeout: Annotated[float, typer.Option(help="Seconds a connection has to send its request "
+                                                  "headers (slowloris bound; 408 and closed).")] = 10.0,
+    body_timeout: Annotated[float, typer.Option(help="Seconds a request has to send its body after the "
+                                                "headers (408).")] = 10.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only errors on stderr.")] = False,
 ) -> None:
     from voxcli.cli import _err, friendly_errors
@@ -68,6 +72,9 @@ def serve(
             raise VoxError(f"--executor must be cpu, cuda or sim, got {executor!r}.", 2)
         if max_input_chars < 1 or max_body_bytes < 1024:
             raise VoxError("--max-input-chars must be >= 1 and --max-body-bytes >= 1024.", 2)
+        for flag, value in (("--header-timeout", header_timeout), ("--body-timeout", body_timeout)):
+            if not 0.1 <= value <= 3600:  # also refuses nan
+                raise VoxError(f"{flag} must be from 0.1 to 3600 seconds, got {value:g}.", 2)
         if not _is_loopback(host) and not api_key:
             raise VoxError(f"--host {host} exposes the server beyond this machine; set --api-key (or "
                            "VOX_API_KEY) as well, or bind 127.0.0.1.", 2)
@@ -84,7 +91,8 @@ def serve(
 
             session_config(model, executor, gpu, recipe, set_ or [], policy, device)
         _check_port(host, port)  # before minutes of model loading, not after
-        limits = Limits(max_input_chars=max_input_chars, max_body_bytes=max_body_bytes)
+        limits = Limits(max_input_chars=max_input_chars, max_body_bytes=max_body_bytes,
+                        header_timeout_s=header_timeout, body_timeout_s=body_timeout)
         if replicas > 1:
             from voxcli.server.ray_app import run_ray
 

@@ -65,25 +65,32 @@ class GuardMiddleware:
     body from memory, and `receive` after it is the real one (the disconnect watch)."""
 
     def __init__(self, app: ASGIApp, api_key: str | None, max_body_bytes: int,
-                 body_timeout_s: float = 10.0) -> None:
+                 body_timeout_s: float = 10.0, ws_paths: frozenset[str] = frozenset()) -> None:
         self.app, self.api_key, self.max_body = app, api_key, max_body_bytes
         self.body_timeout_s = body_timeout_s
+        self.ws_paths = ws_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        denied = check_api_key(headers, self.api_key, scope.get("path", ""))
+        path = scope.get("path", "")
+        denied = check_api_key(headers, self.api_key, path)
         if denied is not None:
             if scope["type"] == "websocket":
-                await send({"type": "websocket.close", "code": 1008, "reason": denied[:120]})
+                await _refuse_handshake(scope, send, 401, denied, 1008)
                 return
             resp = error_response(401, denied, "authentication_error",
                                   headers={"WWW-Authenticate": "Bearer"})
             await resp(scope, receive, send)
             return
         if scope["type"] == "websocket":
+            if path not in self.ws_paths:  # Starlette would refuse with a bare 403
+                live = ", ".join(sorted(self.ws_paths))
+                await _refuse_handshake(scope, send, 404, f"no WebSocket endpoint {path}; the live speech "
+                                                          f"endpoint is {live}.", 1008)
+                return
             await self.app(scope, receive, send)
             return
         length = headers.get("content-length")
@@ -135,6 +142,20 @@ class GuardMiddleware:
     async def _refuse(status: int, message: str, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer before the body is read, and close the connection: the rest of the body is unread."""
         await error_response(status, message, headers={"Connection": "close"})(scope, receive, send)
+
+
+async def _refuse_handshake(scope: Scope, send: Send, status: int, message: str, close_code: int) -> None:
+    """A WebSocket handshake refused with the JSON error as an HTTP response where the server can send
+    one (the ASGI websocket.http.response extension; uvicorn has it), else a close with the reason."""
+    if "websocket.http.response" in scope.get("extensions", {}):
+        body = error_response(status, message, "authentication_error" if status == 401 else
+                              "invalid_request_error").body
+        await send({"type": "websocket.http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(body)).encode())]})
+        await send({"type": "websocket.http.response.body", "body": body})
+        return
+    await send({"type": "websocket.close", "code": close_code, "reason": message[:120]})
 
 
 class _BodyTooLarge(Exception):

@@ -57,6 +57,9 @@ class LiveStart(BaseModel):
     options: dict[str, Any] | None = None
 
 
+LIVE_PATH = "/v1/audio/speech/live"
+
+
 class Violation(Exception):
     """A frame the session's state does not allow: answered with an error message and a close."""
 
@@ -70,7 +73,7 @@ def build_live_router(service: SpeechService, metrics: ServerMetrics) -> APIRout
     sr = service.spec.sample_rate
     limits = service.limits
 
-    @router.websocket("/v1/audio/speech/live")
+    @router.websocket(LIVE_PATH)
     async def live(ws: WebSocket) -> None:
         await ws.accept()
         try:
