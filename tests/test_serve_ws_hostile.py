@@ -78,6 +78,7 @@ def test_bad_first_frames(server, frames, status, needle):
     (['{"type": "text", "text": "bad \\udc00 one"}'], 400, "surrogate"),
     (["Some text. ", '{"type": "end"}', "more after the end"], 400, "already ended"),
     (["Hello"], 408, "no text for"),  # then silence
+    (["\x01\x02 \x1b", '{"type": "end"}'], 400, "only control characters"),
 ])
 def test_bad_frames_after_start(server, frames, status, needle):
     ws_url, url, _ = server

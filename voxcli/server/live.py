@@ -20,6 +20,7 @@ threads, pages and slot end with the socket (the `finally` below is the one exit
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import queue
 from typing import Any, Literal
@@ -27,14 +28,14 @@ from typing import Any, Literal
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from voxcli.models.base import SynthesisRequest
+from voxcli.models.base import InputError, SynthesisRequest
 from voxcli.server import encoding
 from voxcli.server.guard import APIError
 from voxcli.server.metrics import PlaybackClock, ServerMetrics
 from voxcli.server.routes import check_text_fields, classify_failure, stopped, template_from
 from voxcli.server.service import Item, SpeechJob, SpeechService
 from voxcli.speak import Stopped
-from voxcli.text import unpaired_surrogate
+from voxcli.text import has_words, unpaired_surrogate
 from voxcli.textstream import SentenceBuffer, speak_live
 
 
@@ -109,11 +110,17 @@ def build_live_router(service: SpeechService, metrics: ServerMetrics) -> APIRout
             return req
 
         def requests() -> Any:  # runs on the job's text-in thread; blocks for the next fragment
-            for fragment in iter(text_in.get, None):
-                for s in buffer.feed(fragment):
-                    yield make(s)
-            for s in buffer.finish():
-                yield make(s)
+            spoken, seen = 0, False
+            for fragment in itertools.chain(iter(text_in.get, None), [None]):
+                sentences_now = buffer.feed(fragment) if fragment is not None else buffer.finish()
+                seen = seen or bool(fragment and fragment.strip())
+                for s in sentences_now:
+                    if has_words(s):  # a "sentence" of control characters is noise, not speech
+                        spoken += 1
+                        yield make(s)
+            if seen and not spoken:
+                raise InputError("the text streamed in holds only control characters; send some words to "
+                                 "say.")
 
         job.start(requests(), runner=speak_live)
         receiver = asyncio.create_task(_receive_text(ws, job, text_in, limits.max_ws_chars,
