@@ -24,6 +24,7 @@ def server():
     service = sim_service()
     service.limits.header_timeout_s = HEADER_S
     service.limits.body_timeout_s = BODY_S
+    service.limits.idle_timeout_s = 1.0
     with running_server(service) as url:
         yield url, service
 
@@ -159,6 +160,18 @@ def test_protocol_errors_are_json(server, data, status):
     assert out.startswith(f"HTTP/1.1 {status}".encode()), out[:200]
     err = _json_body(out)["error"]
     assert err["code"] == status and err["message"].endswith(".")
+
+
+def test_an_idle_kept_alive_connection_is_closed(server):
+    url, _ = server
+    with socket.create_connection(("127.0.0.1", _port(url)), timeout=10) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
+        t0 = time.monotonic()
+        out = b""
+        while chunk := s.recv(65536):  # the answer, then the close once the connection idles
+            out += chunk
+        idle = time.monotonic() - t0
+    assert out.startswith(b"HTTP/1.1 200") and 0.8 < idle < 3.0, (out[:40], idle)
 
 
 def test_the_server_is_idle_and_healthy_after_the_hostile_clients(server):
