@@ -116,6 +116,33 @@ def say_text_cases(rng: random.Random) -> list[Case]:
     return out
 
 
+def _control_only(rng: random.Random) -> str:
+    return "".join(rng.choice("\x00\x01\x02\x03\x07\x08\x0b\x0c\x0e\x1b\x7f\u200b\u2060\ufeff\u202e \t")
+                   for _ in range(rng.randint(1, 20))).replace("\x00", "\x01") or "\x01"
+
+
+def say_hostile_text_cases(rng: random.Random) -> list[Case]:
+    """Text that is not text, from every source: lone surrogates (a JSON escape, or a byte that is not
+    UTF-8 in argv, which Python keeps as U+DC80..U+DCFF), and text that is only control characters."""
+    out: list[Case] = []
+    for i in range(20):
+        pos = rng.randint(0, 8)
+        code = rng.choice([0xD800, 0xDBFF, 0xDC00, 0xDFFF, 0xDC80 + rng.randrange(128)])
+        text = "Hello there."[:pos] + chr(code) + "Hello there."[pos:]
+        out.append(Case(f"say argv with U+{code:04X} #{i}", [*SAY, text, "-o", "{d}/x.wav"]))
+    for i in range(20):
+        text = _control_only(rng)
+        if not text.strip():
+            text = "\x01" + text
+        out.append(Case(f"say argv only controls #{i}", [*SAY, text, "-o", "{d}/x.wav"]))
+        out.append(Case(f"say stdin only controls #{i}", [*SAY, "-", "-o", "{d}/x.wav"], stdin=text.encode()))
+        out.append(Case(f"say file only controls #{i}", [*SAY, "-f", "{d}/t.txt", "-o", "{d}/x.wav"],
+                        files={"t.txt": text.encode()}))
+    for v in ("100000", "4096", str(2**31), "99999999"):
+        out.append(Case(f"say --set threads={v}", [*SAY, "Hello.", "-o", "{d}/x.wav", "--set", f"threads={v}"]))
+    return out
+
+
 def say_model_cases(rng: random.Random) -> list[Case]:
     """Mistakes only the loaded model can see (its voices, languages, modes)."""
     out: list[Case] = []
@@ -192,7 +219,14 @@ def set_cases(rng: random.Random, n: int) -> list[Case]:
 
 # --- batch -----------------------------------------------------------------------------------------
 def _bad_batch_line(rng: random.Random, k: int) -> bytes:
-    kind = k % 16
+    kind = k % 18
+    if kind == 16:  # only control characters, as plain text, TSV or JSONL
+        text = _control_only(rng).replace("\t", " ").replace("\x0b", "\x01").replace("\x0c", "\x01")
+        text = text if text.strip() else "\x01" + text
+        return rng.choice([text.encode(), b"ctl\t" + text.encode(), json.dumps({"text": text}).encode()])
+    if kind == 17:  # a lone surrogate escape in a JSONL field
+        return rng.choice([b'{"text": "Hi \\udfff."}', b'{"text": "Hi.", "voice": "\\ud800"}',
+                           b'{"text": "Hi.", "instructions": "x\\udc80"}'])
     if kind == 0:
         return _bad_bytes(rng, 10)
     if kind == 1:

@@ -22,11 +22,12 @@ def running_server(service: Any, api_key: str | None = None) -> Iterator[str]:
     import uvicorn
 
     from voxcli.server.app import create_app
+    from voxcli.server.protocol import server_config
 
     app = create_app(service, api_key=api_key)
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                                           lifespan="on", timeout_graceful_shutdown=2))
+    server = uvicorn.Server(server_config(app, "127.0.0.1", port, service.limits, log_level="warning",
+                                          timeout_graceful_shutdown=2))
     thread = threading.Thread(target=server.run, name="test-uvicorn", daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

@@ -22,6 +22,7 @@ from fuzz_inputs import (
     bench_cases,
     profile_cases,
     reference_clip_cases,
+    say_hostile_text_cases,
     say_model_cases,
     say_option_cases,
     say_text_cases,
@@ -73,7 +74,7 @@ def _run_refusals(harness, cases: list[Case], tmp_path: Path, kind: str,
 
 def test_fuzz_say_options_text_and_set(harness, tmp_path):
     rng = random.Random(SEED)
-    cases = say_option_cases(rng) + say_text_cases(rng) + set_cases(rng, 360)
+    cases = say_option_cases(rng) + say_text_cases(rng) + set_cases(rng, 360) + say_hostile_text_cases(rng)
     assert not [c for c in cases if c.needs_model]
     loaded = harness.engines
     _run_refusals(harness, cases, tmp_path, "say")
@@ -141,7 +142,8 @@ def test_fuzz_batch_lines_fail_alone(harness, tmp_path):
 def test_fuzz_total_is_over_a_thousand():
     """The generated bad inputs the tests above try (same seeds) add up to at least 1,000."""
     counts = {
-        "say": len(say_option_cases(random.Random(SEED)) + say_text_cases(random.Random(SEED))) + 360,
+        "say": len(say_option_cases(random.Random(SEED)) + say_text_cases(random.Random(SEED))) + 360
+        + len(say_hostile_text_cases(random.Random(SEED))),
         "clips": len(reference_clip_cases(random.Random(SEED + 1))),
         "model": len(say_model_cases(random.Random(SEED + 2))),
         "batch commands": len(batch_command_cases(random.Random(SEED + 3))),

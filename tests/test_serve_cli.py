@@ -51,3 +51,28 @@ def test_port_in_use_is_named_before_loading():
 def test_serve_is_listed_in_help():
     r = vox("--help")
     assert r.exit_code == 0 and "serve" in r.output
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--executor", "sim"], "--executor sim needs --gpu"),
+    (["--executor", "sim", "--gpu", "h100", "--recipe", "demo"], "--recipe does not apply"),
+    (["--set", "kv_pages=0"], "kv_pages must be >= 1"),
+    (["--set", "threads=100000"], "threads must be at most"),
+])
+def test_flag_mistakes_come_before_the_port_probe(monkeypatch, args, needle):
+    """Whatever listens on the port (8000 by default), a flag mistake is the first thing reported."""
+    from voxcli.server import cli as serve_cli
+
+    def port_busy(host, port):
+        raise AssertionError("the port was probed before the flags were checked")
+
+    monkeypatch.setattr(serve_cli, "_check_port", port_busy)
+    r = vox("serve", "-m", "demo", *args)
+    assert r.exit_code == 2 and needle in r.stderr, r.output
+
+
+@pytest.mark.parametrize("flag", ["--header-timeout", "--body-timeout"])
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "99999"])
+def test_timeouts_are_bounded(flag, value):
+    r = vox("serve", "-m", "demo", flag, value)
+    assert r.exit_code == 2 and f"{flag} must be from 0.1 to 3600 seconds" in r.stderr, r.output

@@ -6,13 +6,21 @@ renamed when whole; `manifest.jsonl` gets one line per finished item (file, dura
 error). Running the same command again skips items whose output exists and whose inputs did not change
 (resume), and retries failed ones. Ctrl-C cancels the items in flight, deletes their partial files,
 and leaves the manifest describing exactly what is done.
+
+A full disk (ENOSPC/EDQUOT, in an item's file or the manifest) stops the batch with one sentence naming
+the output directory and its free space: the items in flight are dropped with their `.part` files, the
+manifest never holds a torn line (each record is one write of a whole line; a short write is cut back),
+and every audio file on disk is listed in it (an item whose record could not be written loses its
+file). Freeing space and running the same command again finishes the rest.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import queue
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -54,6 +62,7 @@ class BatchResult:
     wall_s: float = 0.0
     interrupted: bool = False
     errors: list[str] = field(default_factory=list)
+    disk_full: str | None = None  # the sentence, when a full disk stopped the batch
 
     @property
     def rtf(self) -> float | None:
@@ -102,32 +111,114 @@ def all_finished(items: list[BatchItem], out_dir: Path, fmt: str) -> bool:
     return all(is_finished(records.get(i.id), i, out_dir, f"{i.id}.{ext}") for i in items)
 
 
+class DiskFull(Exception):
+    """The output's file system has no room left; the message is the user's sentence."""
+
+
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+def disk_full_message(out_dir: Path) -> str:
+    try:
+        free = f"{_size(shutil.disk_usage(out_dir).free)} free"
+    except OSError:
+        free = "free space unknown"
+    return (f"the disk holding {out_dir} is full ({free}); free some space (or choose another -o) and run "
+            "the same command again to finish the rest.")
+
+
+def _size(n: int) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} bytes"
+
+
+def out_of_space(e: BaseException, out_dir: Path) -> bool:
+    """`e` was caused by a full disk: an OSError saying so, or a libsndfile error (it reports only
+    "System error.") while the output's file system has less than a write's worth left."""
+    while e is not None:
+        if isinstance(e, OSError) and e.errno in _NO_SPACE:
+            return True
+        if any(os.strerror(code) in str(e) for code in _NO_SPACE):  # e.g. AudioOutputError's sentence
+            return True
+        if type(e).__module__.startswith("soundfile") or "System error" in str(e):
+            try:
+                return shutil.disk_usage(out_dir).free < 256 * 1024
+            except OSError:
+                return False
+        e = e.__cause__ or e.__context__  # type: ignore[assignment]
+    return False
+
+
+_write = os.write  # the one write of a manifest line (tests stand a full disk in for it)
+
+
+def append_line(fd: int, data: bytes) -> None:
+    """Append one whole line with a single write; a short or failed write is cut back to where the file
+    ended, so a reader never sees a torn line (a crash between the two leaves at most a torn last line,
+    which read_manifest skips)."""
+    end = os.lseek(fd, 0, os.SEEK_END)
+    try:
+        written = _write(fd, data)
+        if written != len(data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    except OSError:
+        os.ftruncate(fd, end)
+        raise
+
+
+def _cut_torn_tail(fd: int) -> None:
+    """A run killed mid-write may have left a last line without its newline: cut it (read_manifest
+    ignores it anyway), so the next record starts a line of its own instead of joining it."""
+    size = os.lseek(fd, 0, os.SEEK_END)
+    start = max(0, size - (1 << 16))
+    os.lseek(fd, start, os.SEEK_SET)
+    tail = os.read(fd, size - start)
+    if not tail or tail.endswith(b"\n"):
+        return
+    cut = tail.rfind(b"\n")
+    if cut >= 0:
+        os.ftruncate(fd, start + cut + 1)
+    elif start == 0:
+        os.ftruncate(fd, 0)  # the whole file is one torn line
+
+
 class _Manifest:
     """Append-only while running (every finished item is durable at once); compacted at the end to one
-    record per id, in input order, via a temporary file and a rename."""
+    record per id, in input order, via a temporary file and a rename (skipped when the disk is full: the
+    appended file already says everything)."""
 
     def __init__(self, out_dir: Path) -> None:
         self.path = out_dir / MANIFEST
         try:
             self.records = read_manifest(self.path)
-            self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            _cut_torn_tail(self._fd)
         except OSError as e:
             raise VoxError(f"cannot write the manifest {self.path}: {e.strerror or e}; choose another -o.",
                            2) from None
 
     def add(self, rec: dict[str, Any]) -> None:
+        """Raises OSError (ENOSPC...) with the file as it was."""
+        append_line(self._fd, (json.dumps(rec, ensure_ascii=False) + "\n").encode("utf-8"))
         self.records[rec["id"]] = rec
-        self._fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-        self._fh.flush()
 
     def close(self, order: list[str]) -> None:
-        self._fh.close()
+        os.close(self._fd)
         in_order = set(order)
         ordered = [self.records[i] for i in order if i in self.records]
         ordered += [r for i, r in self.records.items() if i not in in_order]
         tmp = self.path.with_name(self.path.name + PART_SUFFIX)
-        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in ordered), encoding="utf-8")
-        os.replace(tmp, self.path)
+        try:
+            tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in ordered),
+                           encoding="utf-8")
+            os.replace(tmp, self.path)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            if e.errno not in _NO_SPACE:
+                raise
 
 
 def run_batch(engine: Any, spec: ModelSpec, model_name: str, items: list[BatchItem],
@@ -161,6 +252,25 @@ def run_batch(engine: Any, spec: ModelSpec, model_name: str, items: list[BatchIt
 
     progress = _Progress(len(items), result.skipped, enabled=opts.progress, console=console)
     finished_now = 0
+
+    def record(rec: dict[str, Any]) -> None:
+        """Into the manifest, then into the counts. A record that cannot be written takes its file with
+        it (no audio on disk that the manifest does not list); a full disk stops the batch."""
+        try:
+            manifest.add(rec)
+        except OSError as e:
+            if rec["status"] == "ok":
+                (opts.out_dir / rec["file"]).unlink(missing_ok=True)
+            if e.errno in _NO_SPACE:
+                raise DiskFull(disk_full_message(opts.out_dir)) from None
+            raise
+        if rec["status"] == "ok":
+            result.done += 1
+            result.audio_s += rec["duration_s"]
+        else:
+            result.failed += 1
+            result.errors.append(f"{rec['id']}: {rec['error']}")
+
     try:
         for w in workers:
             w.start()
@@ -174,28 +284,30 @@ def run_batch(engine: Any, spec: ModelSpec, model_name: str, items: list[BatchIt
             finished_now += 1
             if rec.get("status") == "stopped":
                 continue
-            manifest.add(rec)
-            if rec["status"] == "ok":
-                result.done += 1
-                result.audio_s += rec["duration_s"]
-            else:
-                result.failed += 1
-                result.errors.append(f"{rec['id']}: {rec['error']}")
+            if rec.get("status") == "disk_full":
+                raise DiskFull(disk_full_message(opts.out_dir))
+            record(rec)
             progress.update(result, time.monotonic() - started)
             if opts.interrupt_after is not None and result.done + result.failed >= opts.interrupt_after:
                 raise KeyboardInterrupt
-    except KeyboardInterrupt:
-        result.interrupted = True
+    except (KeyboardInterrupt, DiskFull) as e:
+        if isinstance(e, DiskFull):
+            result.disk_full = str(e)
+        else:
+            result.interrupted = True
         stop.set()
         for w in workers:
             w.join(timeout=30)
-        # Items that finished while we were stopping are real results: keep them.
+        # Items that finished while we were stopping are real results: keep them (if there is room).
         while not results.empty():
             rec = results.get()
             if rec.get("status") in ("ok", "error"):
-                manifest.add(rec)
-                result.done += rec["status"] == "ok"
-                result.failed += rec["status"] == "error"
+                try:
+                    record(rec)
+                except DiskFull as full:
+                    result.disk_full = str(full)
+            elif rec.get("status") == "disk_full" and result.disk_full is None:
+                result.disk_full = disk_full_message(opts.out_dir)
     finally:
         progress.close()
         manifest.close([i.id for i in items])
@@ -238,19 +350,27 @@ def _synthesize_item(engine: Any, spec: ModelSpec, model_name: str, template: Re
                 "ttfa_s": _round(stats.ttfa_s), "wall_s": round(stats.wall_s, 4),
                 "segments": len(requests), "error": None}
     except Stopped:
-        if sink is not None:
-            sink.abort()
+        _discard(sink)
         return {"id": item.id, "status": "stopped"}
-    except (InputError, SpeechFailed, AudioOutputError) as e:
-        if sink is not None:
-            sink.abort()
-        return {**rec, "file": None, "status": "error", "error": f"{item.source}: {e}",
-                "wall_s": round(time.monotonic() - t0, 4)}
     except Exception as e:  # noqa: BLE001 - one item's failure is recorded; the batch goes on
-        if sink is not None:
-            sink.abort()
-        return {**rec, "file": None, "status": "error", "error": f"{type(e).__name__}: {e}",
+        full = out_of_space(e, opts.out_dir)  # asked before the .part goes (it frees space)
+        _discard(sink)
+        if full:  # not this item's fault: the batch stops, the item stays to do
+            return {"id": item.id, "status": "disk_full"}
+        known = isinstance(e, InputError | SpeechFailed | AudioOutputError)
+        return {**rec, "file": None, "status": "error",
+                "error": f"{item.source}: {e}" if known else f"{type(e).__name__}: {e}",
                 "wall_s": round(time.monotonic() - t0, 4)}
+
+
+def _discard(sink: FileSink | None) -> None:
+    """Drop an item's partial file; closing it may fail again (a full disk), the unlink still runs."""
+    if sink is None:
+        return
+    try:
+        sink.abort()
+    except Exception:  # noqa: BLE001 - the .part is gone either way (abort unlinks in a finally)
+        pass
 
 
 def _round(x: float | None) -> float | None:

@@ -539,12 +539,14 @@ def batch(
                    f"({result.audio_s:.1f} s audio in {result.wall_s:.1f} s"
                    + (f", RTF {result.rtf:.2f}" if result.rtf else "")
                    + (f", {backend}" if backend else "") + f") → {out_dir}")
-        if not quiet:
+        if not quiet or result.failed:  # -q silences progress, never the news that items failed
             _err(summary)
             for line in result.errors[:20]:
                 _err(f"  failed {line}")
             if len(result.errors) > 20:
                 _err(f"  … and {len(result.errors) - 20} more; see {out_dir / 'manifest.jsonl'}")
+        if result.disk_full:
+            raise VoxError(result.disk_full, 1)
         if result.interrupted:
             raise VoxError("interrupted; nothing half-written was kept. Run the same command again to finish "
                            "the rest.", 130)

@@ -154,6 +154,10 @@ class EngineConfig:
         for name in ("threads", "seed", "lm_sms", "codec_sms"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
+        cpus = machine_cpus()
+        if self.threads > cpus:  # torch aborts (SIGSEGV) on absurd thread counts: refuse them first
+            raise ConfigError(f"threads must be at most {cpus} (the CPUs this process may use), got "
+                              f"{self.threads}; omit it (0) for torch's default")
         if self.dtype not in DTYPES:
             raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         if not _DEVICE.fullmatch(self.device):
@@ -184,6 +188,16 @@ class EngineConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def machine_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask where the OS has one, else all of them)."""
+    import os
+
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 def _parse_assignment(text: str) -> tuple[str, Any]:

@@ -18,6 +18,7 @@ import hashlib
 import json
 import re
 import sys
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,7 +56,39 @@ def read_say_text(arg: str | None, stdin: IO[str] | None = None, text_file: Path
     text = text.strip()
     if not text:
         raise TextInputError(f"the text from {where} is empty; give some words to say.")
+    check_speakable(text, where)
     return text
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def unpaired_surrogate(text: str) -> int | None:
+    """The index of the first lone UTF-16 surrogate in `text` (a JSON "\\ud800" escape, or a byte that
+    is not UTF-8 in a command-line argument, which Python keeps as U+DC80..U+DCFF), else None."""
+    m = _SURROGATE.search(text)
+    return None if m is None else m.start()
+
+
+def has_words(text: str) -> bool:
+    """True when `text` holds something to say: a character that is neither white space nor a control,
+    format or unassigned code point."""
+    return any(not ch.isspace() and unicodedata.category(ch)[0] != "C" for ch in text)
+
+
+def check_speakable(text: str, where: str) -> None:
+    """One sentence (TextInputError) for text no tokenizer should see: lone surrogates, or nothing but
+    control characters. `where` names the source ("the argument", "field input")."""
+    i = unpaired_surrogate(text)
+    if i is not None:
+        code = ord(text[i])
+        if 0xDC80 <= code <= 0xDCFF and where == "the argument":  # a raw byte the OS passed through
+            raise TextInputError(f"{where} is not UTF-8 text (byte 0x{code - 0xDC00:02x} at character {i}); "
+                                 "convert it (iconv -t utf-8).")
+        raise TextInputError(f"{where} holds an unpaired UTF-16 surrogate (U+{code:04X} at character {i}), "
+                             "which is not text; send valid UTF-8.")
+    if text.strip() and not has_words(text):
+        raise TextInputError(f"{where} holds only control characters; give some words to say.")
 
 
 def _is_tty(stream: IO[str]) -> bool:
@@ -326,6 +359,8 @@ def _make_item(ident: str, text: str, where: str, **fields: Any) -> BatchItem:
     item = BatchItem(ident, text.strip(), where, **fields)
     if not item.text:
         item.error = f"{where} has no text; nothing to say."
+    elif not has_words(item.text):
+        item.error = f"{where} holds only control characters; give some words to say."
     return item
 
 

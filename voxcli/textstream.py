@@ -24,7 +24,7 @@ import numpy as np
 
 from voxcli.models.base import SynthesisRequest
 from voxcli.speak import SpeechFailed, SpeechStats, Stopped, describe
-from voxcli.text import TextInputError, split_sentences
+from voxcli.text import TextInputError, has_words, split_sentences
 
 _CJK_END = "。！？」』）"
 
@@ -247,8 +247,10 @@ def open_stdin_text(stream: IO[str]) -> Iterator[str]:
     head: list[str] = []
     for fragment in fragments:
         head.append(fragment)
-        if fragment.strip():
+        if has_words(fragment):
             return itertools.chain(head, fragments)
+    if "".join(head).strip():
+        raise TextInputError("standard input holds only control characters; give some words to say.")
     raise TextInputError("the text from standard input is empty; give some words to say.")
 
 

@@ -6,6 +6,8 @@
     service.py    the engine session + one speech job per request (a thread bridging to asyncio)
     encoding.py   response bodies: streamed WAV (open-ended header) / PCM, FLAC/MP3, SSE framing
     metrics.py    Prometheus metrics (a registry per app)
-    guard.py      API key, body size and text length limits, one-sentence errors
+    guard.py      API key, body size and time limits, one-sentence errors
+    protocol.py   the uvicorn config and its h11 protocol with a header deadline (slowloris), JSON 400s
+    delivery.py   whether a streamed body reached its client (done vs stopped_reading)
     ray_app.py    scale-out: the same app as a Ray Serve deployment with N engine replicas
 """

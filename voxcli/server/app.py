@@ -16,7 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from voxcli import __version__
 from voxcli.server.guard import APIError, GuardMiddleware, api_error_handler, error_response
-from voxcli.server.live import build_live_router
+from voxcli.server.live import LIVE_PATH, build_live_router
 from voxcli.server.metrics import ServerMetrics
 from voxcli.server.routes import build_router
 from voxcli.server.service import SpeechService
@@ -49,7 +49,8 @@ def create_app(service: SpeechService, api_key: str | None = None, close_on_shut
     app.add_exception_handler(APIError, on_api_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
-    app.add_middleware(GuardMiddleware, api_key=api_key, max_body_bytes=service.limits.max_body_bytes)
+    app.add_middleware(GuardMiddleware, api_key=api_key, max_body_bytes=service.limits.max_body_bytes,
+                       body_timeout_s=service.limits.body_timeout_s, ws_paths=frozenset({LIVE_PATH}))
     return app
 
 
@@ -84,4 +85,7 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     message = {404: f"no such endpoint {request.url.path}; see GET /v1/models, POST /v1/audio/speech.",
                405: f"method {request.method} is not allowed on {request.url.path}."}.get(
         exc.status_code, str(exc.detail))
+    if exc.status_code == 400 and message == "There was an error parsing the body":  # FastAPI's words
+        message = ("the request body could not be read as JSON (it is not UTF-8, or nested too deeply); "
+                   "send one JSON object in UTF-8.")
     return error_response(exc.status_code, message, headers=getattr(exc, "headers", None))

@@ -60,6 +60,10 @@ def serve(
     device: Annotated[str | None, typer.Option(help="Torch device: cpu or cuda.")] = None,
     max_input_chars: Annotated[int, typer.Option(help="Longest input text per request.")] = 4096,
     max_body_bytes: Annotated[int, typer.Option(help="Largest request body.")] = 64 * 1024,
+    header_timeout: Annotated[float, typer.Option(help="Seconds a connection has to send its request "
+                                                  "headers (slowloris bound; 408 and closed).")] = 10.0,
+    body_timeout: Annotated[float, typer.Option(help="Seconds a request has to send its body after the "
+                                                "headers (408).")] = 10.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only errors on stderr.")] = False,
     voice_map: Annotated[list[str] | None, typer.Option(
         "--voice-map", help="OpenAI voice name -> model voice, e.g. alloy=ryan (repeatable or "
@@ -76,6 +80,9 @@ def serve(
             raise VoxError(f"--executor must be cpu, cuda or sim, got {executor!r}.", 2)
         if max_input_chars < 1 or max_body_bytes < 1024:
             raise VoxError("--max-input-chars must be >= 1 and --max-body-bytes >= 1024.", 2)
+        for flag, value in (("--header-timeout", header_timeout), ("--body-timeout", body_timeout)):
+            if not 0.1 <= value <= 3600:  # also refuses nan
+                raise VoxError(f"{flag} must be from 0.1 to 3600 seconds, got {value:g}.", 2)
         if not _is_loopback(host) and not api_key:
             raise VoxError(f"--host {host} exposes the server beyond this machine; set --api-key (or "
                            "VOX_API_KEY) as well, or bind 127.0.0.1.", 2)
@@ -87,8 +94,13 @@ def serve(
         except ImportError as e:
             raise VoxError(f"vox serve needs the serve extra ({e.name} is missing): pip install "
                            "'voxcli[serve]'.", 2) from None
+        if replicas == 1:  # every flag mistake first (a busy port is not the user's first problem)
+            from voxcli.server.sessions import session_config
+
+            session_config(model, executor, gpu, recipe, set_ or [], policy, device)
         _check_port(host, port)  # before minutes of model loading, not after
-        limits = Limits(max_input_chars=max_input_chars, max_body_bytes=max_body_bytes)
+        limits = Limits(max_input_chars=max_input_chars, max_body_bytes=max_body_bytes,
+                        header_timeout_s=header_timeout, body_timeout_s=body_timeout)
         if replicas > 1:
             if voice_map:
                 raise VoxError("--voice-map works with one engine for now; the replicas of --replicas use "
@@ -119,8 +131,9 @@ def serve(
         # The engine's host loop shares the GIL with the event loop and the job threads: a waiting thread
         # gets it only at the switch interval (5 ms by default), which a deadline scheduler feels.
         sys.setswitchinterval(SWITCH_INTERVAL_S)
-        uvicorn.run(app, host=host, port=port, log_level="warning" if quiet else "info",
-                    timeout_graceful_shutdown=5)
+        from voxcli.server.protocol import server_config
+
+        uvicorn.Server(server_config(app, host, port, limits, log_level="warning" if quiet else "info")).run()
 
 
 def _check_port(host: str, port: int) -> None:

@@ -1,12 +1,13 @@
 """Who may call and how much: the API key, the body size limit, and the one-sentence JSON errors.
 
 Errors use the OpenAI shape `{"error": {"message", "type", "param", "code"}}` so OpenAI clients show the
-message. A user mistake is 400 (bad value), 401 (key), 404, 413 (body too large) or 422 (a field of the
-wrong type or missing); overload is 503 with Retry-After; 500 is only for our own bugs.
+message. A user mistake is 400 (bad value), 401 (key), 404, 408 (body too slow), 413 (body too large) or
+422 (a field of the wrong type or missing); overload is 503 with Retry-After; 500 is only for our own bugs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from typing import Any
 
@@ -19,8 +20,15 @@ OPEN_PATHS = frozenset({"/health"})  # load balancers probe without credentials
 
 def error_response(status: int, message: str, kind: str = "invalid_request_error", param: str | None = None,
                    headers: dict[str, str] | None = None) -> JSONResponse:
-    body = {"error": {"message": message, "type": kind, "param": param, "code": status}}
+    body = {"error": {"message": _printable(message), "type": kind,
+                      "param": None if param is None else _printable(param), "code": status}}
     return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _printable(text: str) -> str:
+    """What a message may quote of the user's input must still encode as UTF-8 (a lone surrogate does
+    not): such characters are written as their escapes."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class APIError(Exception):
@@ -50,47 +58,108 @@ def check_api_key(request_headers: Any, api_key: str | None, path: str) -> str |
 
 
 class GuardMiddleware:
-    """Pure ASGI (no buffering, so streamed responses stay streamed): API key on HTTP and WebSocket,
-    and a cap on request body bytes, by Content-Length up front and by counting as the body arrives."""
+    """Pure ASGI (no buffering of responses, so streamed audio stays streamed): the API key on HTTP and
+    WebSocket, then the request body, read whole before the app sees it (a speech body is a few KB of
+    JSON): at most `max_body_bytes` however it is framed (Content-Length or chunked: 413), and complete
+    within `body_timeout_s` of the headers (a stalled or trickled body: 408). The app then reads the
+    body from memory, and `receive` after it is the real one (the disconnect watch)."""
 
-    def __init__(self, app: ASGIApp, api_key: str | None, max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, api_key: str | None, max_body_bytes: int,
+                 body_timeout_s: float = 10.0, ws_paths: frozenset[str] = frozenset()) -> None:
         self.app, self.api_key, self.max_body = app, api_key, max_body_bytes
+        self.body_timeout_s = body_timeout_s
+        self.ws_paths = ws_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        denied = check_api_key(headers, self.api_key, scope.get("path", ""))
+        path = scope.get("path", "")
+        denied = check_api_key(headers, self.api_key, path)
         if denied is not None:
             if scope["type"] == "websocket":
-                await send({"type": "websocket.close", "code": 1008, "reason": denied[:120]})
+                await _refuse_handshake(scope, send, 401, denied, 1008)
                 return
             resp = error_response(401, denied, "authentication_error",
                                   headers={"WWW-Authenticate": "Bearer"})
             await resp(scope, receive, send)
             return
         if scope["type"] == "websocket":
+            if path not in self.ws_paths:  # Starlette would refuse with a bare 403
+                live = ", ".join(sorted(self.ws_paths))
+                await _refuse_handshake(scope, send, 404, f"no WebSocket endpoint {path}; the live speech "
+                                                          f"endpoint is {live}.", 1008)
+                return
             await self.app(scope, receive, send)
             return
-        too_big = (f"the request body is larger than this server accepts ({self.max_body} bytes); send "
-                   f"less text per request (or raise --max-body-bytes).")
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body:
-            await error_response(413, too_big)(scope, receive, send)
+            await self._refuse(413, self._too_big(), scope, receive, send)
             return
+        try:
+            body, disconnected = await asyncio.wait_for(self._read_body(receive), self.body_timeout_s)
+        except TimeoutError:
+            await self._refuse(408, f"the request body did not arrive within {self.body_timeout_s:g} s of "
+                                    "its headers; send it at once.", scope, receive, send)
+            return
+        except _BodyTooLarge:
+            await self._refuse(413, self._too_big(), scope, receive, send)
+            return
+        if disconnected:
+            return  # the client left mid-body: nobody to answer
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    def _too_big(self) -> str:
+        return (f"the request body is larger than this server accepts ({self.max_body} bytes); send less "
+                "text per request (or raise --max-body-bytes).")
+
+    async def _read_body(self, receive: Receive) -> tuple[bytes, bool]:
+        chunks: list[bytes] = []
         seen = 0
-
-        async def limited_receive() -> Message:
-            nonlocal seen
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_body:
-                    raise APIError(413, too_big)
-            return message
+            if message["type"] == "http.disconnect":
+                return b"", True
+            chunk = message.get("body", b"")
+            seen += len(chunk)
+            if seen > self.max_body:
+                raise _BodyTooLarge
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks), False
 
-        await self.app(scope, limited_receive, send)
+    @staticmethod
+    async def _refuse(status: int, message: str, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer before the body is read, and close the connection: the rest of the body is unread."""
+        await error_response(status, message, headers={"Connection": "close"})(scope, receive, send)
+
+
+async def _refuse_handshake(scope: Scope, send: Send, status: int, message: str, close_code: int) -> None:
+    """A WebSocket handshake refused with the JSON error as an HTTP response where the server can send
+    one (the ASGI websocket.http.response extension; uvicorn has it), else a close with the reason."""
+    if "websocket.http.response" in scope.get("extensions", {}):
+        body = error_response(status, message, "authentication_error" if status == 401 else
+                              "invalid_request_error").body
+        await send({"type": "websocket.http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(body)).encode())]})
+        await send({"type": "websocket.http.response.body", "body": body})
+        return
+    await send({"type": "websocket.close", "code": close_code, "reason": message[:120]})
+
+
+class _BodyTooLarge(Exception):
+    pass
 
 
 async def api_error_handler(request: Request, exc: Exception) -> JSONResponse:

@@ -9,11 +9,18 @@
 
 Each sentence is spoken as soon as it is complete (see voxcli.textstream), while more text arrives.
 A client that goes away cancels everything it started.
+
+Every frame in every state is answered: a frame the protocol does not allow (binary, a JSON object of
+another type, text after `end`, a start that does not validate) gets an `error` message naming it and
+a close with a reason; a client silent for too long (`Limits.ws_start_timeout_s` for the start,
+`ws_idle_timeout_s` between text frames) is closed the same way. Whatever the ending, the job, its
+threads, pages and slot end with the socket (the `finally` below is the one exit).
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import queue
 from typing import Any, Literal
@@ -21,13 +28,14 @@ from typing import Any, Literal
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from voxcli.models.base import SynthesisRequest
+from voxcli.models.base import InputError, SynthesisRequest
 from voxcli.server import encoding
 from voxcli.server.guard import APIError
 from voxcli.server.metrics import PlaybackClock, ServerMetrics
-from voxcli.server.routes import classify_failure, stopped, template_from
+from voxcli.server.routes import check_text_fields, classify_failure, stopped, template_from
 from voxcli.server.service import Item, SpeechJob, SpeechService
 from voxcli.speak import Stopped
+from voxcli.text import has_words, unpaired_surrogate
 from voxcli.textstream import SentenceBuffer, speak_live
 
 
@@ -50,27 +58,39 @@ class LiveStart(BaseModel):
     options: dict[str, Any] | None = None
 
 
+LIVE_PATH = "/v1/audio/speech/live"
+
+
+class Violation(Exception):
+    """A frame the session's state does not allow: answered with an error message and a close."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
 def build_live_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
     router = APIRouter()
     sr = service.spec.sample_rate
+    limits = service.limits
 
-    @router.websocket("/v1/audio/speech/live")
+    @router.websocket(LIVE_PATH)
     async def live(ws: WebSocket) -> None:
         await ws.accept()
         try:
-            start = LiveStart.model_validate_json(await ws.receive_text())
+            start = await _start_message(ws, limits.ws_start_timeout_s)
+            if start is None:
+                return  # the client left before starting
             if start.model not in (None, service.model_id):
                 raise APIError(400, f"model {start.model!r} is not served here; use {service.model_id!r}.")
+            check_text_fields(start)
             template = template_from(start, service)
-        except WebSocketDisconnect:
-            return
-        except ValidationError as e:
-            err = e.errors()[0]
-            field = ".".join(str(x) for x in err.get("loc", ())) or "message"
-            await _close_with(ws, 422, f"the first message must be a start object; field {field}: "
-                                       f"{err.get('msg', 'invalid')}.")
+        except Violation as e:
+            metrics.requests.labels(outcome="invalid").inc()
+            await _close_with(ws, e.status, e.message)
             return
         except APIError as e:
+            metrics.requests.labels(outcome="invalid").inc()
             await _close_with(ws, e.status, e.message)
             return
 
@@ -90,14 +110,21 @@ def build_live_router(service: SpeechService, metrics: ServerMetrics) -> APIRout
             return req
 
         def requests() -> Any:  # runs on the job's text-in thread; blocks for the next fragment
-            for fragment in iter(text_in.get, None):
-                for s in buffer.feed(fragment):
-                    yield make(s)
-            for s in buffer.finish():
-                yield make(s)
+            spoken, seen = 0, False
+            for fragment in itertools.chain(iter(text_in.get, None), [None]):
+                sentences_now = buffer.feed(fragment) if fragment is not None else buffer.finish()
+                seen = seen or bool(fragment and fragment.strip())
+                for s in sentences_now:
+                    if has_words(s):  # a "sentence" of control characters is noise, not speech
+                        spoken += 1
+                        yield make(s)
+            if seen and not spoken:
+                raise InputError("the text streamed in holds only control characters; send some words to "
+                                 "say.")
 
         job.start(requests(), runner=speak_live)
-        receiver = asyncio.create_task(_receive_text(ws, job, text_in, service.limits.max_ws_chars))
+        receiver = asyncio.create_task(_receive_text(ws, job, text_in, limits.max_ws_chars,
+                                                     limits.ws_idle_timeout_s))
         clock: PlaybackClock | None = None
         outcome = "cancelled"
         index = 0
@@ -124,19 +151,20 @@ def build_live_router(service: SpeechService, metrics: ServerMetrics) -> APIRout
                     error = item.error
                     if stopped(error):
                         return  # the client left
-                    if isinstance(error, APIError):
+                    if isinstance(error, Violation | APIError):
+                        outcome = "invalid"
                         await _close_with(ws, error.status, error.message)
                         return
                     outcome = "failed"
                     err = classify_failure(error or RuntimeError("unknown"), service, metrics)
                     await _close_with(ws, err.status, err.message, err.headers)
                     return
-        except WebSocketDisconnect:
-            return
+        except (WebSocketDisconnect, RuntimeError, OSError):
+            return  # the client went away while we were sending
         finally:
             receiver.cancel()
             job.cancel()
-            text_in.put(None)
+            text_in.put(None)  # the text-in thread's blocking read ends
             if outcome != "failed":
                 metrics.requests.labels(outcome=outcome).inc()
             if clock is not None:
@@ -145,42 +173,106 @@ def build_live_router(service: SpeechService, metrics: ServerMetrics) -> APIRout
     return router
 
 
+async def _start_message(ws: WebSocket, timeout_s: float) -> LiveStart | None:
+    """The first frame, as a start object; None when the client left first."""
+    try:
+        message = await asyncio.wait_for(ws.receive(), timeout_s)
+    except TimeoutError:
+        raise Violation(408, f"no start message within {timeout_s:g} s; send {{\"type\": \"start\"}} "
+                             "first.") from None
+    if message["type"] == "websocket.disconnect":
+        return None
+    text = message.get("text")
+    if text is None:
+        raise Violation(400, "the first message must be a JSON start object in a text frame, not a binary "
+                             "frame.")
+    try:
+        obj = json.loads(text)  # the stdlib parser, as FastAPI's for HTTP bodies: same text, same answer
+    except json.JSONDecodeError as e:
+        raise Violation(422, f"the first message must be a JSON start object; it is not JSON ({e.msg} at "
+                             f"column {e.colno}).") from None
+    try:
+        return LiveStart.model_validate(obj)
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = ".".join(str(x) for x in err.get("loc", ())) or "message"
+        raise Violation(422, f"the first message must be a start object; field {field}: "
+                             f"{err.get('msg', 'invalid')}.") from None
+
+
 async def _receive_text(ws: WebSocket, job: SpeechJob, text_in: queue.Queue[str | None],
-                        max_chars: int) -> None:
-    """Fragments from the client into the sentence buffer's queue, until `end`, a limit, or a disconnect."""
+                        max_chars: int, idle_timeout_s: float) -> None:
+    """Fragments from the client into the sentence buffer's queue until `end`; then any further frame
+    is a violation. Whatever happens here reaches the job (an error item, or Stopped for a client that
+    left): this task never ends silently while the job waits for text."""
     chars = 0
+    ended = False
     try:
         while True:
-            fragment, end = _parse_fragment(await ws.receive_text())
+            try:
+                message = await (ws.receive() if ended else asyncio.wait_for(ws.receive(), idle_timeout_s))
+            except TimeoutError:
+                raise Violation(408, f"no text for {idle_timeout_s:g} s; send text frames, or "
+                                     "{\"type\": \"end\"} to finish.") from None
+            if message["type"] == "websocket.disconnect":
+                raise WebSocketDisconnect(message.get("code", 1000))
+            if ended:
+                raise Violation(400, "the text already ended with {\"type\": \"end\"}; start a new "
+                                     "session for more.")
+            fragment, end = parse_fragment(message)
             if fragment:
                 chars += len(fragment)
                 if chars > max_chars:
-                    job.put(Item("error", error=APIError(413, f"this session streamed more than {max_chars} "
-                                                              "characters; start a new one.")))
-                    job.cancel()  # after the put: the client hears why before the job's own "stopped"
-                    return
+                    raise Violation(413, f"this session streamed more than {max_chars} characters; start a "
+                                         "new one.")
                 text_in.put(fragment)
             if end:
                 text_in.put(None)
-                return
+                ended = True
     except WebSocketDisconnect:
         job.cancel()
         text_in.put(None)
         job.put(Item("error", error=Stopped()))
+    except Violation as e:
+        job.put(Item("error", error=e))
+        job.cancel()  # after the put: the client hears why before the job's own "stopped"
+        text_in.put(None)
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:  # noqa: BLE001 - our bug: still end the job rather than leak it
+        job.put(Item("error", error=e))
+        job.cancel()
+        text_in.put(None)
 
 
-def _parse_fragment(message: str) -> tuple[str, bool]:
-    """A text frame: JSON {"type": "text", "text"} / {"type": "end"}, or plain text."""
-    if message.startswith("{"):
+def parse_fragment(message: dict[str, Any]) -> tuple[str, bool]:
+    """A frame while text streams in: JSON {"type": "text", "text"} / {"type": "end"}, or plain text.
+    Anything else raises Violation."""
+    text = message.get("text")
+    if text is None:
+        raise Violation(400, "binary frames carry no text; send text frames (plain text or "
+                             "{\"type\": \"text\", \"text\": ...}).")
+    fragment, end = text, False
+    if text.startswith("{"):
         try:
-            obj = json.loads(message)
+            obj = json.loads(text)
         except json.JSONDecodeError:
-            return message, False
-        if isinstance(obj, dict) and obj.get("type") == "end":
-            return str(obj.get("text", "")), True
-        if isinstance(obj, dict) and obj.get("type") == "text":
-            return str(obj.get("text", "")), False
-    return message, False
+            obj = None  # plain text that happens to start with a brace
+        if isinstance(obj, dict):
+            kind = obj.get("type")
+            if kind not in ("text", "end"):
+                raise Violation(400, f"a message of type {json.dumps(kind)} is not allowed while text "
+                                     "streams in; send {\"type\": \"text\", \"text\": ...} or "
+                                     "{\"type\": \"end\"}.")
+            value = obj.get("text", "")
+            if not isinstance(value, str):
+                raise Violation(422, f"field text must be a string, got {type(value).__name__}.")
+            fragment, end = value, kind == "end"
+    i = unpaired_surrogate(fragment)
+    if i is not None:
+        raise Violation(400, f"field text holds an unpaired UTF-16 surrogate (U+{ord(fragment[i]):04X} at "
+                             f"character {i}), which is not text; send valid UTF-8.")
+    return fragment, end
 
 
 async def _close_with(ws: WebSocket, status: int, message: str,
@@ -188,9 +280,16 @@ async def _close_with(ws: WebSocket, status: int, message: str,
     body: dict[str, Any] = {"type": "error", "code": status, "message": message}
     if headers and "Retry-After" in headers:
         body["retry_after"] = int(headers["Retry-After"])
+    code = 1013 if status == 503 else 1008 if status in (401, 403, 408) else 1009 if status == 413 \
+        else 1003 if status < 500 else 1011
     try:
         await ws.send_json(body)
-        await ws.close(code=1013 if status == 503 else 1008 if status in (401, 403) else 1003 if status < 500
-                       else 1011)
-    except (WebSocketDisconnect, RuntimeError):
+        await ws.close(code=code, reason=_reason(message))
+    except (WebSocketDisconnect, RuntimeError, OSError):
         pass
+
+
+def _reason(message: str) -> str:
+    """A close reason fits in 123 bytes of UTF-8 (RFC 6455); cut on a character boundary."""
+    data = message.encode("utf-8")[:120]
+    return data.decode("utf-8", errors="ignore")

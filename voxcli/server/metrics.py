@@ -21,8 +21,10 @@ class ServerMetrics:
     def __init__(self, service: Any) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.requests = Counter("vox_requests", "Speech requests by outcome "
-                                "(done, failed, cancelled, rejected, invalid).", ["outcome"], registry=r)
+        self.requests = Counter("vox_requests", "Speech requests by outcome (done: streamed and read by "
+                                "the client; stopped_reading: generated, but the client stopped reading; "
+                                "cancelled: the client left; failed, rejected, invalid).", ["outcome"],
+                                registry=r)
         self.rejections = Counter("vox_rejections", "Requests refused, by reason.", ["reason"], registry=r)
         self.ttfa = Histogram("vox_ttfa_seconds", "Time from request arrival to its first audio.",
                               buckets=_TTFA_BUCKETS, registry=r)

@@ -34,7 +34,7 @@ class ReplicaSpec:
     policy: str | None = None
     device: str | None = None
     api_key: str | None = None
-    limits: dict[str, int] = field(default_factory=dict)
+    limits: dict[str, float] = field(default_factory=dict)  # Limits as a dict (ints and seconds)
 
 
 def replica_resources(spec: ReplicaSpec) -> dict[str, float]:

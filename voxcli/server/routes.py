@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, Literal
 
 import numpy as np
@@ -21,11 +21,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from voxcli.engine.stream import EngineClosed, RequestFailed, RequestRejected
 from voxcli.models.base import InputError, SamplingParams
 from voxcli.server import encoding
+from voxcli.server.delivery import Delivery
 from voxcli.server.guard import APIError
 from voxcli.server.metrics import CONTENT_TYPE, PlaybackClock, ServerMetrics
 from voxcli.server.service import Item, SpeechJob, SpeechService
 from voxcli.server.voices import map_voice, table_for
 from voxcli.speak import RequestTemplate, SpeechFailed, Stopped
+from voxcli.text import TextInputError, check_speakable, unpaired_surrogate
 
 # OpenAI's model names, accepted for the one model this server runs (clients often hard-code them).
 OPENAI_MODEL_ALIASES = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
@@ -72,6 +74,36 @@ def template_from(body: Any, service: SpeechService) -> RequestTemplate:
         param = next((p for p in ("voice", "language", "cfg_scale", "option") if p in message), None)
         raise APIError(400, _sentence(_no_cli_flags(message)), param) from None
     return template
+
+
+def check_text_fields(body: Any) -> None:
+    """Every string of a speech body (input, voice, instructions, options...) must be real text: a lone
+    surrogate escape ("\\ud800") is valid JSON but no tokenizer takes it. 400 naming the field."""
+    for name, value in _strings(body.model_dump() if hasattr(body, "model_dump") else dict(body)):
+        try:
+            check_speakable(value, f"field {name}") if name == "input" else _no_surrogate(value, name)
+        except TextInputError as e:
+            raise APIError(400, str(e), name) from None
+
+
+def _no_surrogate(value: str, name: str) -> None:
+    i = unpaired_surrogate(value)
+    if i is not None:
+        raise TextInputError(f"field {name} holds an unpaired UTF-16 surrogate (U+{ord(value[i]):04X} at "
+                             f"character {i}), which is not text; send valid UTF-8.")
+
+
+def _strings(value: Any, name: str = "") -> Iterator[tuple[str, str]]:
+    if isinstance(value, str):
+        yield name, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            key = f"{name}.{k}" if name else str(k)
+            yield from _strings(str(k), key)
+            yield from _strings(v, key)
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            yield from _strings(v, f"{name}[{i}]")
 
 
 def _sentence(message: str) -> str:
@@ -130,6 +162,29 @@ def _refusal_reason(message: str) -> str:
     return "admission"
 
 
+class StreamRun:
+    """What one streamed response came to: `outcome` is "cancelled" until the stream says otherwise
+    ("generated": all audio handed over, delivery still to be seen; "failed"; "stopped_reading")."""
+
+    def __init__(self, delivery: Delivery) -> None:
+        self.delivery = delivery
+        self.outcome = "cancelled"
+
+
+class CountedStreamingResponse(StreamingResponse):
+    """A StreamingResponse that runs `on_end` once it is over, however it ended."""
+
+    def __init__(self, content: Any, on_end: Callable[[], Awaitable[None]], **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self._on_end = on_end
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._on_end()
+
+
 def stopped(e: BaseException | None) -> bool:
     """The job ended because it was told to stop (its client left), however `speak` wrapped that."""
     while e is not None:
@@ -154,6 +209,7 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
         text = body.input.strip()
         if not text:
             raise APIError(400, "input is empty; give some words to say.", "input")
+        check_text_fields(body)
         if len(body.input) > limits.max_input_chars:
             raise APIError(400, f"input has {len(body.input)} characters; this server accepts at most "
                                 f"{limits.max_input_chars} per request (split the text).", "input")
@@ -191,18 +247,28 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
             metrics.ttfa.observe(clock.ttfa)
         if fmt not in encoding.STREAMED:
             return await _whole_file(job, first, fmt, clock, metrics, watcher)
-        body_iter = _stream(job, first, fmt, body.stream_format, clock, metrics, watcher, len(text))
+        run = StreamRun(Delivery(request.scope, limits.write_stall_s, limits.max_unread_bytes))
+        body_iter = _stream(job, first, fmt, body.stream_format, clock, run, watcher, len(text))
         media = "text/event-stream" if body.stream_format == "sse" else encoding.MEDIA_TYPES[fmt]
         headers = {"Cache-Control": "no-store", "X-Sample-Rate": str(sr)}
         if clock.ttfa is not None:
             headers["X-TTFA-Ms"] = f"{clock.ttfa * 1000:.1f}"
-        return StreamingResponse(body_iter, media_type=media, headers=headers)
+
+        async def count() -> None:
+            """Once the response is over (sent, or cut): its outcome, from what the client received."""
+            outcome = run.outcome
+            if outcome == "generated":
+                outcome = "done" if await run.delivery.delivered() else "stopped_reading"
+            metrics.requests.labels(outcome=outcome).inc()
+            metrics.audio.inc(clock.audio_s)
+            if outcome == "done":
+                metrics.stall.observe(clock.stall_s)
+
+        return CountedStreamingResponse(body_iter, count, media_type=media, headers=headers)
 
     async def _stream(job: SpeechJob, first: Item, fmt: str, stream_format: str, clock: PlaybackClock,
-                      metrics: ServerMetrics, watcher: asyncio.Task[None],
-                      chars: int) -> AsyncIterator[bytes]:
+                      run: StreamRun, watcher: asyncio.Task[None], chars: int) -> AsyncIterator[bytes]:
         sse = stream_format == "sse"
-        outcome = "cancelled"
         try:
             data = encoding.stream_prefix(fmt, sr) + encoding.pcm_bytes(first.pcm)  # type: ignore[arg-type]
             yield encoding.sse_delta(data) if sse else data
@@ -211,16 +277,19 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
                 if item.kind == "audio":
                     clock.chunk(item.pcm.size, item.t)  # type: ignore[union-attr]
                     data = encoding.pcm_bytes(item.pcm)  # type: ignore[arg-type]
+                    if not await run.delivery.writable():
+                        run.outcome = "stopped_reading"  # dropped: the job is cancelled below
+                        return
                     yield encoding.sse_delta(data) if sse else data
                 elif item.kind == "end":
-                    outcome = "done"
+                    run.outcome = "generated"
                     if sse:
                         yield encoding.sse_done(clock.audio_s, chars)
                     return
                 else:
                     if stopped(item.error):
                         return  # the client left
-                    outcome = "failed"
+                    run.outcome = "failed"
                     message = str(item.error)
                     if sse:
                         yield encoding.sse_error(message)
@@ -230,10 +299,6 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
         finally:
             watcher.cancel()
             job.cancel()  # no-op when finished; frees pages and slots when the client left early
-            metrics.requests.labels(outcome=outcome).inc()
-            metrics.audio.inc(clock.audio_s)
-            if outcome == "done":
-                metrics.stall.observe(clock.stall_s)
 
     async def _whole_file(job: SpeechJob, first: Item, fmt: str, clock: PlaybackClock, metrics: ServerMetrics,
                           watcher: asyncio.Task[None]) -> Response:

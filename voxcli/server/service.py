@@ -29,6 +29,13 @@ class Limits:
     max_input_chars: int = 4096  # OpenAI's own limit for /v1/audio/speech
     max_body_bytes: int = 64 * 1024
     max_ws_chars: int = 100_000  # text one WebSocket session may stream in
+    header_timeout_s: float = 10.0  # a connection must complete its request's headers within this
+    body_timeout_s: float = 10.0  # ...and then its body within this (slowloris, stalled bodies)
+    idle_timeout_s: float = 5.0  # a kept-alive connection with no new request is closed after this
+    write_stall_s: float = 10.0  # a client that reads none of a streamed body for this long is dropped
+    max_unread_bytes: int = 1 << 20  # streamed audio a client may leave unread before generation waits
+    ws_start_timeout_s: float = 10.0  # a WebSocket must send its start message within this
+    ws_idle_timeout_s: float = 120.0  # ...and then some text at least this often until its end
 
 
 @dataclass
@@ -134,26 +141,29 @@ def _pool() -> ThreadPoolExecutor:
 
 
 class Completions:
-    """Recent request completions, for a retry-after estimate when the admission gives none."""
+    """How fast the server finishes requests now, for a Retry-After when the admission gives none.
 
-    def __init__(self, window_s: float = 30.0) -> None:
-        self.window_s = window_s
-        self._times: deque[float] = deque()
+    By Little's law: throughput = requests in the system / mean time one spends there. The time is
+    the mean over the last `keep` finished requests (arrival to end, queueing included), the count is
+    the requests in the system right now, so the estimate follows the current load at once and has no
+    window to fill: just after startup two finished requests are as good a sample as two hundred (a
+    count over a fixed 30 s window said 2 requests / 30 s there, and a Retry-After of 45 s)."""
+
+    def __init__(self, keep: int = 64) -> None:
+        self._durations: deque[float] = deque(maxlen=keep)
         self._lock = threading.Lock()
 
-    def add(self) -> None:
-        now = time.monotonic()
+    def add(self, seconds: float) -> None:
         with self._lock:
-            self._times.append(now)
-            while self._times and self._times[0] < now - self.window_s:
-                self._times.popleft()
+            self._durations.append(max(0.0, seconds))
 
-    def rate(self) -> float:
-        now = time.monotonic()
+    def rate(self, in_system: int) -> float:
+        """Requests per second finished at the current load (0 when nothing has finished yet)."""
         with self._lock:
-            while self._times and self._times[0] < now - self.window_s:
-                self._times.popleft()
-            return len(self._times) / self.window_s
+            if not self._durations:
+                return 0.0
+            mean = sum(self._durations) / len(self._durations)
+        return max(1, in_system) / max(mean, 1e-3)
 
 
 class SpeechService:
@@ -192,14 +202,14 @@ class SpeechService:
     def _ended(self, job: SpeechJob) -> None:
         with self._lock:
             self.active -= 1
-        self.completions.add()
+        self.completions.add(time.perf_counter() - job.started)
 
     def retry_after(self, estimate: float | None) -> int:
         """Seconds for Retry-After: the admission's own estimate when it gave one, else the time the
-        server needs to finish as many requests as are waiting now at its recent completion rate
-        (1 s when it has no history), clamped to [1, 60]."""
+        server needs to finish as many requests as are waiting now (and this one) at its current
+        completion rate (1 s when nothing has finished yet), clamped to [1, 60]."""
         if estimate is None:
-            rate = self.completions.rate()
+            rate = self.completions.rate(self.active)
             waiting = self.queued() + 1
             estimate = waiting / rate if rate > 0 else 1.0
         return int(min(60, max(1, math.ceil(estimate))))

@@ -12,8 +12,17 @@ from typing import Any
 from voxcli.config import ConfigError
 
 
-def sim_session(model: str, gpu: str, sets: list[str] | None = None, policy: str | None = None) -> Any:
+def sim_config(model: str, gpu: str, sets: list[str] | None = None, policy: str | None = None) -> Any:
+    """The simulated server's engine settings, checked (cheap: no model, no device)."""
     from voxcli.bench.targets import model_config
+
+    if not gpu:
+        raise ConfigError("--executor sim needs --gpu h100, h200 or b200 (the cost profile to simulate).")
+    config = model_config(model, "sim", gpu, sets)
+    return config.replace(policy=policy) if policy else config
+
+
+def sim_session(model: str, gpu: str, sets: list[str] | None = None, policy: str | None = None) -> Any:
     from voxcli.cli import Session
     from voxcli.engine.engine import Engine
     from voxcli.engine.estimates import load_profile
@@ -21,11 +30,7 @@ def sim_session(model: str, gpu: str, sets: list[str] | None = None, policy: str
     from voxcli.engine.lanes import lane_layout
     from voxcli.engine.synthetic import SyntheticProgram
 
-    if not gpu:
-        raise ConfigError("--executor sim needs --gpu h100, h200 or b200 (the cost profile to simulate).")
-    config = model_config(model, "sim", gpu, sets)
-    if policy:
-        config = config.replace(policy=policy)
+    config = sim_config(model, gpu, sets, policy)
     # the model family's audio shape and sim chunk schedule, unless the recipe/--set gives one
     program = SyntheticProgram.for_model(config.model)
     profile = load_profile(config)
@@ -34,14 +39,25 @@ def sim_session(model: str, gpu: str, sets: list[str] | None = None, policy: str
     return Session(engine=engine, spec=program.spec, model=model, check=program.check)
 
 
+def session_config(model: str | None, executor: str | None, gpu: str, recipe: str | None, sets: list[str],
+                   policy: str | None, device: str | None) -> Any:
+    """The server's engine settings from its flags, checked without loading anything: every flag
+    mistake is reported before the port is probed and before the model loads."""
+    if executor == "sim":
+        if recipe:
+            raise ConfigError("--recipe does not apply to --executor sim; --model names the recipe there.")
+        return sim_config(model or "qwen3-tts-1.7b", gpu, sets, policy)
+    from voxcli import cli
+
+    return cli.build_config(cli.EngineOptions(model, recipe, sets, policy, executor, device))
+
+
 def open_session(model: str | None, executor: str | None, gpu: str, recipe: str | None, sets: list[str],
                  policy: str | None, device: str | None) -> Any:
     """A `voxcli.cli.Session` for the server (loads the model; may take a while)."""
     if executor == "sim":
-        if recipe:
-            raise ConfigError("--recipe does not apply to --executor sim; --model names the recipe there.")
+        session_config(model, executor, gpu, recipe, sets, policy, device)  # the --recipe check
         return sim_session(model or "qwen3-tts-1.7b", gpu, sets, policy)
     from voxcli import cli
 
-    config = cli.build_config(cli.EngineOptions(model, recipe, sets, policy, executor, device))
-    return cli.engine_factory(config)
+    return cli.engine_factory(session_config(model, executor, gpu, recipe, sets, policy, device))

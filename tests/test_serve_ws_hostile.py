@@ -1,0 +1,161 @@
+"""The live WebSocket against hostile clients: every frame type in every state (before start, while text
+streams in, after end) gets a JSON error and a close with a reason, or a clean close; nothing the
+session started (its job, its text-in thread, pages, slot) outlives the socket."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the serve extra is not installed (pip install 'voxcli[serve]')")
+httpx = pytest.importorskip("httpx", reason="httpx is not installed (the test extra)")
+ws_client = pytest.importorskip("websockets.sync.client", reason="websockets is not installed")
+from serve_util import metric, running_server, sim_service, wait_until  # noqa: E402
+from websockets.exceptions import ConnectionClosed  # noqa: E402
+
+START = json.dumps({"type": "start", "response_format": "pcm", "max_frames": 6})
+
+
+@pytest.fixture(scope="module")
+def server():
+    service = sim_service()
+    service.limits.ws_start_timeout_s = 1.0
+    service.limits.ws_idle_timeout_s = 1.0
+    with running_server(service) as url:
+        yield url.replace("http", "ws") + "/v1/audio/speech/live", url, service
+
+
+def _settled(url: str) -> bool:
+    m = httpx.get(f"{url}/metrics").text
+    gauges = ("vox_active_requests", "vox_queued_requests", "vox_kv_pages_used", "vox_codec_slots_used")
+    text_in = [t for t in threading.enumerate() if t.name == "vox-text-in"]
+    return all(metric(m, g) == 0 for g in gauges) and not text_in
+
+
+def _until_closed(ws) -> tuple[list, object]:
+    """Every message until the server closes; (messages, the close frame)."""
+    got = []
+    try:
+        while True:
+            got.append(ws.recv(timeout=10))
+    except ConnectionClosed as e:
+        return got, e.rcvd
+
+
+def _error_then_close(ws, status: int, needle: str) -> None:
+    got, close = _until_closed(ws)
+    errors = [json.loads(m) for m in got if isinstance(m, str) and json.loads(m)["type"] == "error"]
+    assert errors, got
+    assert errors[-1]["code"] == status and needle in errors[-1]["message"], errors[-1]
+    assert close is not None and close.code != 1000 and close.reason, close
+
+
+@pytest.mark.parametrize(("frames", "status", "needle"), [
+    ([b"\x00\x01binary"], 400, "not a binary frame"),
+    (["not json"], 422, "start object"),
+    (['{"type": "text", "text": "hi"}'], 422, "start object"),
+    (['{"type": "start", "voice": "a\\ud800"}'], 400, "surrogate"),
+    (['{"type": "start", "bogus": 1}'], 422, "bogus"),
+    ([], 408, "no start message"),  # silent after connecting
+])
+def test_bad_first_frames(server, frames, status, needle):
+    ws_url, url, _ = server
+    with ws_client.connect(ws_url) as ws:
+        for f in frames:
+            ws.send(f)
+        _error_then_close(ws, status, needle)
+    assert wait_until(lambda: _settled(url), timeout=5)
+
+
+@pytest.mark.parametrize(("frames", "status", "needle"), [
+    ([b"\xff\xfe"], 400, "binary frames carry no text"),
+    (["Hello there. ", b"bin"], 400, "binary frames carry no text"),
+    (['{"type": "start"}'], 400, "not allowed while text streams in"),
+    (['{"type": "text", "text": 5}'], 422, "must be a string"),
+    (['{"type": "text", "text": "bad \\udc00 one"}'], 400, "surrogate"),
+    (["Some text. ", '{"type": "end"}', "more after the end"], 400, "already ended"),
+    (["Hello"], 408, "no text for"),  # then silence
+    (["\x01\x02 \x1b", '{"type": "end"}'], 400, "only control characters"),
+])
+def test_bad_frames_after_start(server, frames, status, needle):
+    ws_url, url, _ = server
+    with ws_client.connect(ws_url) as ws:
+        ws.send(START)
+        for f in frames:
+            ws.send(f)
+        _error_then_close(ws, status, needle)
+    assert wait_until(lambda: _settled(url), timeout=5), httpx.get(f"{url}/metrics").text
+
+
+def test_leaving_at_any_point_frees_everything(server):
+    ws_url, url, _ = server
+    for step in range(4):
+        with ws_client.connect(ws_url) as ws:
+            if step >= 1:
+                ws.send(START)
+            if step >= 2:
+                ws.send("A sentence that is long enough to be spoken now. And")
+            if step >= 3:
+                ws.recv(timeout=10)  # speaking
+        assert wait_until(lambda: _settled(url), timeout=5), step
+
+
+def test_twenty_concurrent_garbage_sessions_end_with_gauges_at_zero(server):
+    ws_url, url, _ = server
+    failures: list[str] = []
+
+    def session(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            with ws_client.connect(ws_url) as ws:
+                if rng.random() < 0.8:
+                    ws.send(START)
+                for _ in range(rng.randint(1, 6)):
+                    kind = rng.randrange(6)
+                    if kind == 0:
+                        ws.send(bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 64))))
+                    elif kind == 1:
+                        ws.send("".join(chr(rng.randint(32, 0x2FF)) for _ in range(rng.randint(1, 40))))
+                    elif kind == 2:
+                        ws.send(json.dumps({"type": rng.choice(["text", "end", "start", "x", None]),
+                                            "text": rng.choice(["Hi. ", 3, None, "Fine words here. "])}))
+                    elif kind == 3:
+                        ws.send("{" * rng.randint(1, 5))
+                    elif kind == 4:
+                        ws.send("Sentence number one is here. ")
+                    else:
+                        break  # leave abruptly
+                _until_closed(ws) if rng.random() < 0.5 else None
+        except (ConnectionClosed, OSError, TimeoutError):
+            pass
+        except Exception as e:  # noqa: BLE001 - collected for the assertion
+            failures.append(f"{seed}: {e!r}")
+
+    threads = [threading.Thread(target=session, args=(s,)) for s in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not failures
+    assert wait_until(lambda: _settled(url), timeout=10), httpx.get(f"{url}/metrics").text
+    assert httpx.get(f"{url}/health").json()["status"] == "ok"
+
+
+def test_a_refused_handshake_is_a_json_sentence(server):
+    """No WebSocket on that path (404), or no API key (401): an HTTP answer with the JSON error, not a
+    bare 403."""
+    from websockets.exceptions import InvalidStatus
+
+    ws_url, _, _ = server
+    with pytest.raises(InvalidStatus) as e:
+        ws_client.connect(ws_url.replace("/v1/audio/speech/live", "/v1/audio/speech"))
+    assert e.value.response.status_code == 404
+    assert "no WebSocket endpoint /v1/audio/speech" in json.loads(e.value.response.body)["error"]["message"]
+    with running_server(sim_service(), api_key="k") as keyed:
+        with pytest.raises(InvalidStatus) as e:
+            ws_client.connect(keyed.replace("http", "ws") + "/v1/audio/speech/live")
+    assert e.value.response.status_code == 401
+    assert "API key" in json.loads(e.value.response.body)["error"]["message"]
