@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from .base import CheckpointError
+from .device_memory import device_free
 
 
 def looks_like_hub_id(source: str) -> bool:
@@ -212,6 +213,20 @@ def read_tensor_into(f: Any, entry: TensorEntry, out: torch.Tensor) -> None:
         flat[i : i + part.numel()].copy_(part)
 
 
+def _check_fits(module: nn.Module, own: dict[str, TensorEntry], where: Path | str, device: torch.device,
+                dtype: torch.dtype) -> None:
+    """One sentence before allocating when the weights cannot fit in what `device` has free."""
+    keys = set(module.state_dict())
+    total = sum(e.nbytes // e.dtype.itemsize * (dtype if e.dtype.is_floating_point else e.dtype).itemsize
+                for name, e in own.items() if name in keys)
+    free = device_free(device)
+    if free is not None and total > free:
+        what = "free on the GPU" if device.type == "cuda" else "available RAM"
+        raise CheckpointError(f"the weights of {where} need {total / 1e9:.2f} GB in {str(dtype)[6:]} but "
+                              f"only {free / 1e9:.2f} GB is {what}; free memory or load in bfloat16 "
+                              "(--dtype)")
+
+
 def fill_module(
     module: nn.Module,
     entries: dict[str, TensorEntry],
@@ -228,6 +243,7 @@ def fill_module(
     own = {k[len(prefix):]: e for k, e in entries.items() if k.startswith(prefix)}
     check_state_dict(module, own, where, ignore_prefixes, prefix)
     device = torch.device(device)
+    _check_fits(module, own, where, device, dtype)
     loaded: dict[str, torch.Tensor] = {}
     handles: dict[Path, Any] = {}
     try:

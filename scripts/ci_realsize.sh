@@ -17,15 +17,15 @@ CACHE=${VOX_REALSIZE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/voxcli}
 BOUND=${VOX_REALSIZE_RSS_MB:-6500}
 START=$(date +%s)
 
-# The builder's version: a hash of every file that decides the checkpoint's bytes.
+# The builder's version: a hash of every file that can decide the checkpoint's bytes (the builder and
+# the modules whose parameter order it draws in); make_tiny.py only parses flags.
 KEY=$("$PY" - <<'PYEOF'
 import hashlib
 import pathlib
-files = ["scripts/make_tiny.py", "models/qwen3_tts/tiny.py", "models/qwen3_tts/tiny_audio.py",
-         "models/testing/qwen3_tts_realsize.py", "models/testing/qwen3_tts_sizes.py"]
+files = sorted([*pathlib.Path("models/qwen3_tts").glob("*.py"), *pathlib.Path("models/testing").glob("*.py")])
 h = hashlib.sha256()
 for f in files:
-    h.update(pathlib.Path(f).read_bytes())
+    h.update(f.name.encode() + f.read_bytes())
 print(h.hexdigest()[:12])
 PYEOF
 )

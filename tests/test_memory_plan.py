@@ -196,3 +196,23 @@ def test_dtype_auto_picks_bfloat16_where_the_device_does_it_well(tmp_path):
     assert _with_dtype(["policy=sync"], "bfloat16") == ["policy=sync", "dtype=bfloat16"]
     with pytest.raises(ConfigError, match="dtype must be one of auto, float32"):
         EngineConfig().with_overrides(_with_dtype(None, "fp8"))
+
+
+def test_weights_that_cannot_fit_are_refused_before_allocating(tiny_custom_voice, monkeypatch):
+    import voxcli.models.checkpoint as checkpoint
+    from voxcli.models import load_model
+    from voxcli.models.base import CheckpointError
+
+    monkeypatch.setattr(checkpoint, "device_free", lambda device: 1000)
+    with pytest.raises(CheckpointError, match=r"need 0\.\d\d GB in float32 but only 0\.00 GB is available"):
+        load_model(str(tiny_custom_voice), "cpu", "float32")
+
+
+def test_pools_are_resident_only_where_written():
+    from voxcli.models.device_memory import pool_zeros
+
+    for dtype in (torch.float32, torch.bfloat16, torch.int64):
+        t = pool_zeros((4, 3), dtype, "cpu")
+        assert t.dtype == dtype and t.shape == (4, 3) and not t.any()
+        t[1, 2] = 5
+        assert int(t.sum()) == 5

@@ -332,7 +332,7 @@ FormatOpt = Annotated[str | None, typer.Option("--format", help="wav, flac, pcm 
                                                "libsndfile can encode them). Default: from the file name, "
                                                "else wav.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress or timing lines on stderr.")]
-VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Add the memory plan (KV pages, positions, "
+VerboseOpt = Annotated[bool, typer.Option("--verbose", help="Add the memory plan (KV pages, positions, "
                                           "codec slots, bytes) to the timing line.")]
 
 

@@ -33,7 +33,7 @@ from safetensors import SafetensorError, safe_open
 
 from ..base import CheckpointError, CodecItem, InputError, check_codec_batch
 from ..checkpoint import cached_snapshot, offline_note
-from ..lazy_zeros import pool_zeros
+from ..device_memory import pool_zeros
 from .dac_config import DacCodecConfig
 from .dac_layers import END_UNKNOWN, DacNet, Stream
 

@@ -45,7 +45,7 @@ from ..base import (
     StepOutput,
     SynthesisRequest,
 )
-from ..lazy_zeros import pool_zeros
+from ..device_memory import pool_zeros
 from .checkpoint import load_strict, read_json, resolve
 from .config import DiaConfig, GenerationDefaults, parse_config
 from .delay import DelayTracker

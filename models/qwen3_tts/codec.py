@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from ..base import CheckpointError, CodecItem, check_codec_batch
-from ..lazy_zeros import pool_zeros
+from ..device_memory import pool_zeros
 from .codec_layers import CausalConv, CausalTransConv, ConvNeXtBlock, DecoderBlock, SnakeBeta, State
 from .codec_transformer import PreTransformer, TransformerDims
 from .weights_check import load_checked

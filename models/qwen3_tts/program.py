@@ -33,7 +33,7 @@ from ..base import (
     SynthesisRequest,
 )
 from ..checkpoint import checkpoint_entries, fill_module, read_json, resolve
-from ..lazy_zeros import pool_zeros
+from ..device_memory import pool_zeros
 from .config import GenerationDefaults, Qwen3TTSConfig, parse_config
 from .layers import PagedBatch
 from .prompt import PromptEmbeds, build_prompt

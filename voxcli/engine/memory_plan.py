@@ -1,7 +1,8 @@
 """The memory plan: how many KV pages and codec slots this device can hold, decided after the weights load.
 
     budget = measure_budget(device, fraction)          # free memory now x the utilization fraction
-    plan = plan_memory(needs, plan_limits(config, needs), budget)
+    plan = plan_memory(needs, plan_limits(config, needs, max_chunk_frames), budget)
+    config, plan = apply_memory_plan(program, config)  # what the engine does: both steps, config updated
 
 The arithmetic (`plan_memory`) is pure: the model program states its per-unit costs (`MemoryNeeds`: bytes
 per KV position, per codec slot, per unit of stage workspace), the config its caps (`PlanLimits`), the
@@ -14,8 +15,8 @@ The rules, in order:
    The fraction leaves the rest to the OS and other programs (default: 0.90 of a GPU, 0.50 of the RAM).
 2. Stage workspaces come off the top: weights the program still loads (a codec loaded on first use), one
    prefill batch's activations (the worst case: all `max_prefill_tokens` in one row, so the attention
-   term is quadratic), the largest decode batch's per-row activations and the largest codec batch's
-   per-frame activations.
+   mask term is quadratic), the largest decode batch's per-row activations and the largest codec
+   batch's per-frame activations. They are kept free, not allocated.
 3. Codec slots: the config's `codec_slots`, but never more than a tenth of what is left (a slot is
    small next to a request's KV; the guard bites on a small machine with the serving recipe's 256).
 4. KV pages: the rest, divided by what one pooled position costs (its K/V in every layer plus the
@@ -26,18 +27,19 @@ The rules, in order:
    fit, else `MemoryPlanError` says so with the numbers, before anything is allocated.
 
 Both pools get one extra unit (a scratch page and a scratch slot that graph padding writes into); the
-plan counts their bytes.
+plan counts their bytes. On a CPU the programs allocate the pools with calloc (models/device_memory.py),
+so the plan is a ceiling: a page becomes resident when it is first written.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from voxcli.config import ConfigError
+from voxcli.models.device_memory import device_free, host_available
 
 if TYPE_CHECKING:
     from voxcli.config import EngineConfig
@@ -178,32 +180,19 @@ def plan_limits(config: EngineConfig, needs: MemoryNeeds, max_chunk_frames: int)
 
 # --- measuring the device --------------------------------------------------------------------------------
 def mem_available(meminfo: Path = Path("/proc/meminfo")) -> int:
-    """The host's MemAvailable in bytes (what the kernel can hand out without swapping)."""
-    try:
-        for line in meminfo.read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:  # not Linux: the free physical pages, where the C library reports them
-        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
+    """The host's available RAM in bytes (MemAvailable); a ConfigError when the host does not say."""
+    free = host_available(meminfo)
+    if free is None:
         raise ConfigError(f"cannot tell how much memory is available ({meminfo} is unreadable and the "
-                          "C library does not say), so the KV pool cannot be sized") from None
-
-
-def cuda_free(device: str) -> int:
-    import torch  # noqa: PLC0415 - only for a cuda engine
-
-    free, _total = torch.cuda.mem_get_info(torch.device(device))
-    return int(free)
+                          "C library does not say), so the KV pool cannot be sized")
+    return free
 
 
 def measure_budget(device: str, fraction: float) -> Budget:
     """Free memory of `device` ("cpu", "cuda", "cuda:N") now, times `fraction` (0 = the device default)."""
     kind = "cuda" if device.startswith("cuda") else "cpu"
     fraction = fraction or DEFAULT_FRACTION[kind]
-    free = cuda_free(device) if kind == "cuda" else mem_available()
+    free = device_free(device) if kind == "cuda" else mem_available()
     return Budget(device=kind, free_bytes=free, fraction=fraction)
 
 
