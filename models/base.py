@@ -175,6 +175,26 @@ class ResourceLimits:
             raise ValueError(f"resource limits must be positive, got {self}")
 
 
+@dataclass(frozen=True)
+class MemoryNeeds:
+    """What a loaded program will still need in device memory, per unit, so the engine can size its KV
+    pool and codec slots from the free memory without allocating to find out (voxcli/engine/memory_plan).
+    Every figure is bytes in the program's own dtypes; each program says how it derived its estimates."""
+
+    kv_bytes_per_position: int  # K and V of every layer for one pooled position
+    codec_slot_bytes: int  # one codec slot's streaming state
+    # eager attention copies the K/V of the positions in a batch one layer at a time (plus any grouped-
+    # query expansion): its peak grows with the positions in use, so it is charged per pooled position
+    gather_bytes_per_position: int = 0
+    prefill_bytes_per_token: int = 0  # activations of one prefill position
+    prefill_bytes_per_token_pair: int = 0  # attention scores: quadratic in one row's prefill length
+    decode_bytes_per_row: int = 0  # activations of one decode row (backbone step + depth transformer)
+    codec_bytes_per_frame: int = 0  # activations of one frame in a codec batch
+    pending_weight_bytes: int = 0  # weights still to be loaded (a codec read on first use)
+    extra_positions_per_row: int = 0  # KV positions a row holds beyond prompt + frames (delay tail...)
+    rows_per_request: int = 1  # sequences of one default request (a CFG pair: 2)
+
+
 @dataclass
 class GraphStage:
     """A program's fixed-shape device step for one (stage, bucket, lane), which the cuda executor captures
@@ -253,6 +273,11 @@ class ModelProgram(ABC):
     def set_limits(self, limits: ResourceLimits) -> None:
         """Take the engine's bounds (see ResourceLimits). Called before init_kv / init_codec_slots."""
         self.limits = limits
+
+    def memory_needs(self) -> MemoryNeeds | None:
+        """Per-unit device memory costs for the engine's memory plan, or None (a program without device
+        memory, such as the sim's: the engine then takes kv_pages and codec_slots as given)."""
+        return None
 
     @abstractmethod
     def init_kv(self, num_pages: int, page_size: int) -> None:

@@ -1,7 +1,10 @@
 """Build a deterministic random-weight Qwen3-TTS checkpoint in the official layout.
 
 usage: python scripts/make_tiny.py OUT [--variant custom_voice|base|voice_design] [--proj]
-                                       [--size tiny|cpu-bench] [--seed N]
+                                       [--size tiny|cpu-bench|0.6b|1.7b] [--seed N]
+
+0.6b / 1.7b: the real architectures (random weights, talker stored in bfloat16; the 0.6b is 2.4 GB);
+scripts/ci_realsize.sh caches a 0.6b build by this builder's source hash.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ def test_overrides_parse_toml_values_and_reach_the_chunk_schedule():
     (["chunk.ramp=5"], "chunk.ramp must be a list"),
     (["chunk.ramp=[2, 0.5]"], "chunk.ramp must be a whole number"),
     (["threads=-4"], "threads must be >= 0"),
-    (["dtype=bogus"], "dtype must be one of float32, bfloat16, float16"),
+    (["dtype=bogus"], "dtype must be one of auto, float32, bfloat16, float16"),
     (["device=tpu"], "device must be cpu, cuda or cuda:N"),
     (["urgent_margin_s=nan"], "urgent_margin_s must be a finite number"),
     (["max_defer_s=inf"], "max_defer_s must be a finite number"),

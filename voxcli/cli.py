@@ -332,10 +332,25 @@ PolicyOpt = Annotated[str | None, typer.Option("--policy", help="Scheduling poli
 ExecOpt = Annotated[str | None, typer.Option(
     "--executor", help="Executor backend: auto (cuda when torch sees a GPU, else cpu), cpu, cuda, sim.")]
 DeviceOpt = Annotated[str | None, typer.Option("--device", help="Torch device: auto, cpu or cuda.")]
+DtypeOpt = Annotated[str | None, typer.Option("--dtype", help="Weights and KV: auto (bfloat16 on CUDA and on "
+                                              "CPUs with bfloat16 instructions, else float32), float32 or "
+                                              "bfloat16. Same as --set dtype=...")]
+
+
+def _with_dtype(sets: list[str] | None, dtype: str | None) -> list[str]:
+    """--dtype is --set dtype=...: the config validates it (naming the values it accepts)."""
+    return [*(sets or []), f"dtype={dtype}"] if dtype is not None else list(sets or [])
 FormatOpt = Annotated[str | None, typer.Option("--format", help="wav, flac, pcm (and mp3, opus, ogg when "
                                                "libsndfile can encode them). Default: from the file name, "
                                                "else wav.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress or timing lines on stderr.")]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", help="Add the memory plan (KV pages, positions, "
+                                          "codec slots, bytes) to the timing line.")]
+
+
+def _plan_line(engine: Any) -> str:
+    plan = getattr(engine, "memory_plan", None)
+    return f"\n  {plan.summary()}" if plan is not None else "\n  memory plan: none (pools as configured)"
 
 
 def _sentence_request(template: Any, frame_cap: Any) -> Any:
@@ -371,7 +386,8 @@ def say(
     seed: SeedOpt = None, greedy: GreedyOpt = False, temperature: TempOpt = None, top_k: TopKOpt = None,
     top_p: TopPOpt = None, repetition_penalty: RepOpt = None, max_frames: MaxFramesOpt = None,
     cfg_scale: CfgOpt = None, recipe: RecipeOpt = None, set_: SetOpt = None, policy: PolicyOpt = None,
-    executor: ExecOpt = None, device: DeviceOpt = None, quiet: QuietOpt = False,
+    executor: ExecOpt = None, device: DeviceOpt = None, quiet: QuietOpt = False, verbose: VerboseOpt = False,
+    dtype: DtypeOpt = None,
 ) -> None:
     with friendly_errors():
         from voxcli.audio import open_sink, resolve_format
@@ -379,8 +395,7 @@ def say(
         from voxcli.speak import RequestTemplate, segment_requests, speak
         from voxcli.text import read_say_text
 
-        if set_ is None:
-            set_ = []
+        set_ = _with_dtype(set_, dtype)
         # stdin streams in: each sentence is spoken once complete, not after EOF (`llm ... | vox say -`)
         live_stdin = text_file is None and (text == "-" or (text is None and not _isatty(sys.stdin)))
         words = "" if live_stdin else read_say_text(text, text_file=text_file)
@@ -429,6 +444,7 @@ def say(
                                                 frame_cap=session.frame_cap, split=False)
             sr = session.spec.sample_rate
             backend = session.backend
+            plan = _plan_line(session.engine) if verbose else ""
             sink: Any = None
             player: Any = None
             try:  # the sink is opened inside: a SIGTERM landing right after the .part appears still aborts it
@@ -460,7 +476,7 @@ def say(
             seg = f" in {stats.segments} sentences" if stats.segments > 1 else ""
             on = f" · {backend}" if backend else ""
             _err(f"TTFA {stats.ttfa_s * 1000:.0f} ms · {stats.audio_s:.2f} s audio{seg} in "
-                 f"{stats.wall_s:.2f} s (RTF {rtf}){on}{where}")
+                 f"{stats.wall_s:.2f} s (RTF {rtf}){on}{where}{plan}")
 
 
 def _isatty(stream: Any) -> bool:
@@ -489,7 +505,8 @@ def batch(
     seed: SeedOpt = None, greedy: GreedyOpt = False, temperature: TempOpt = None, top_k: TopKOpt = None,
     top_p: TopPOpt = None, repetition_penalty: RepOpt = None, max_frames: MaxFramesOpt = None,
     cfg_scale: CfgOpt = None, recipe: RecipeOpt = None, set_: SetOpt = None, policy: PolicyOpt = None,
-    executor: ExecOpt = None, device: DeviceOpt = None, quiet: QuietOpt = False,
+    executor: ExecOpt = None, device: DeviceOpt = None, quiet: QuietOpt = False, verbose: VerboseOpt = False,
+    dtype: DtypeOpt = None,
     replicas: Annotated[int, typer.Option(help="Spread the items over this many engine replicas on Ray "
                                           "Serve (the ray extra; 1 = this process).")] = 1,
 ) -> None:
@@ -503,6 +520,7 @@ def batch(
 
         if concurrency < 1:
             raise VoxError(f"--concurrency must be at least 1, got {concurrency}.", 2)
+        set_ = _with_dtype(set_, dtype)
         _check_request_flags(seed, max_frames)
         audio_format = resolve_format(None, fmt, False) if fmt else "wav"
         if audio_format == "pcm":
@@ -533,12 +551,13 @@ def batch(
             session.check(template.request("(flags check)"))
             opts.frame_cap, opts.check = session.frame_cap, session.check
             backend = session.backend
+            plan = _plan_line(session.engine) if verbose else ""
             with _sigterm_as_interrupt():
                 result = run_batch(session.engine, session.spec, session.model, items, template, opts)
         summary = (f"{result.done} written, {result.failed} failed, {result.skipped} already done "
                    f"({result.audio_s:.1f} s audio in {result.wall_s:.1f} s"
                    + (f", RTF {result.rtf:.2f}" if result.rtf else "")
-                   + (f", {backend}" if backend else "") + f") → {out_dir}")
+                   + (f", {backend}" if backend else "") + f") → {out_dir}{plan}")
         if not quiet or result.failed:  # -q silences progress, never the news that items failed
             _err(summary)
             for line in result.errors[:20]:

@@ -25,7 +25,7 @@ POLICIES: tuple[str, ...] = ("sync", "sync2", "lanes", "full")
 ADMISSIONS: tuple[str, ...] = ("ttfa-gate", "deadline", "prefill-first")
 
 
-DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
+DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
 _DEVICE = re.compile(r"cpu|auto|cuda(:\d+)?")
 
 
@@ -87,6 +87,8 @@ class EngineConfig:
     # "auto": the cuda executor on "cuda" when torch sees a CUDA device, else cpu (see `resolve_auto`)
     executor: ExecutorKind = "auto"
     device: str = "auto"
+    # weights and KV: "auto" = bfloat16 where the device does it well (CUDA; a CPU with AVX512-BF16 or
+    # AMX, see `resolve_dtype`), else float32; parity tests and the demo recipes pin float32
     dtype: str = "float32"
     gpu: str = ""  # sim/profile: name of a cost profile in recipes/gpus/ (h100, h200, b200)
     sim_model: str = ""  # sim: fidelity model of the profile's [sim] (optimistic, honest); "" = its default
@@ -121,9 +123,16 @@ class EngineConfig:
     # --- bounded resources ---------------------------------------------------------------------
     max_running: int = 256  # decode rows in flight
     max_queue: int = 1024  # waiting requests; beyond this a request is refused with a reason
+    # Caps, not sizes: after the weights load, the memory plan (voxcli/engine/memory_plan.py) gives the KV
+    # pool and the codec slot table what the device's free memory x memory_fraction holds, at most these
+    # many (and at most what max_running rows at the context bound need); a program without device memory
+    # (the sim's) takes them as given.
     kv_page_size: int = 16
     kv_pages: int = 8192
     codec_slots: int = 256
+    # share of the free memory (GPU) / available RAM (CPU) the plan may use; 0 = the device's default
+    # (0.90 of a GPU, 0.50 of the RAM: the OS and other programs keep the rest)
+    memory_fraction: float = 0.0
     max_frames: int = 2048  # hard cap per request (the model's own stop rules come first)
 
     # --- host ---------------------------------------------------------------------------------
@@ -151,6 +160,9 @@ class EngineConfig:
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
                 raise ConfigError(f"{name} must be a finite number of seconds >= 0, got {value}")
+        if not 0 <= self.memory_fraction <= 1:
+            raise ConfigError(f"memory_fraction must be a share from 0 to 1 (0 = the device default), got "
+                              f"{self.memory_fraction}")
         for name in ("threads", "seed", "lm_sms", "codec_sms"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
@@ -258,7 +270,7 @@ def _cuda_available() -> bool:
 
 def resolve_auto(cfg: EngineConfig, *, check: bool = True,
                  cuda_available: Any = _cuda_available) -> EngineConfig:
-    """Turn `executor`/`device` "auto" into concrete values: the cuda executor on "cuda" when torch
+    """Turn `executor`/`device`/`dtype` "auto" into concrete values: the cuda executor on "cuda" when torch
     sees a CUDA device, else the cpu executor on "cpu"; an explicit device decides an auto executor
     and an explicit executor decides an auto device. With `check`, an explicit cuda executor or
     device on a machine without CUDA is a ConfigError (one sentence), before any model load."""
@@ -274,9 +286,29 @@ def resolve_auto(cfg: EngineConfig, *, check: bool = True,
         what = "executor=cuda" if executor == "cuda" else f"device={device}"
         raise ConfigError(f"{what} needs a CUDA GPU and torch sees none on this machine; use "
                           "executor=cpu (or executor=sim with gpu=h100) here")
-    if (executor, device) == (cfg.executor, cfg.device):
+    dtype = resolve_dtype(cfg.dtype, device)
+    if (executor, device, dtype) == (cfg.executor, cfg.device, cfg.dtype):
         return cfg
-    return cfg.replace(executor=executor, device=device)
+    return cfg.replace(executor=executor, device=device, dtype=dtype)
+
+
+def cpu_has_fast_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """True when the host CPU has bfloat16 dot-product instructions (AVX512-BF16 or AMX-BF16)."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return False
+    lines = (line for line in text.splitlines() if line.startswith("flags"))
+    flags = next((line.split(":", 1)[1].split() for line in lines), [])
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def resolve_dtype(dtype: str, device: str, fast_bf16: Any = cpu_has_fast_bf16) -> str:
+    """A concrete dtype for `device` (a resolved one): "auto" is bfloat16 on CUDA and on a CPU with
+    bfloat16 instructions (`fast_bf16()`), else float32; any other value is kept."""
+    if dtype != "auto":
+        return dtype
+    return "bfloat16" if device.startswith("cuda") or fast_bf16() else "float32"
 
 
 def recipe_path(name: str) -> Path:

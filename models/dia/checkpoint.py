@@ -11,16 +11,12 @@ from pathlib import Path
 
 import torch
 
-from ..checkpoint import check_state_dict, read_json, read_state_dict, resolve
+from ..checkpoint import checkpoint_entries, fill_module, read_json, resolve
 
-__all__ = ["resolve", "read_json", "read_state_dict", "load_strict"]
+__all__ = ["resolve", "read_json", "load_strict"]
 
 
 def load_strict(module: torch.nn.Module, root: Path, device: torch.device, dtype: torch.dtype) -> None:
     """Materialise a meta-built module from the checkpoint: every key present with its shape, none extra
-    (messages name the tensor and the checkpoint path)."""
-    sd = read_state_dict(root)
-    check_state_dict(module, sd, root)
-    module.to_empty(device=device)
-    module.load_state_dict({k: v.to(dtype) for k, v in sd.items()}, strict=True)
-    module.to(dtype)
+    (messages name the tensor and the checkpoint path); each tensor is read straight into its parameter."""
+    fill_module(module, checkpoint_entries(root), root, device, dtype)

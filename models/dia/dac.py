@@ -33,6 +33,7 @@ from safetensors import SafetensorError, safe_open
 
 from ..base import CheckpointError, CodecItem, InputError, check_codec_batch
 from ..checkpoint import cached_snapshot, offline_note
+from ..device_memory import pool_zeros
 from .dac_config import DacCodecConfig
 from .dac_layers import END_UNKNOWN, DacNet, Stream
 
@@ -130,7 +131,7 @@ class DacCodec:
         if num_slots < 1:
             raise ValueError(f"the codec slot table needs at least 1 slot, got {num_slots}")
         self.slots = {
-            k: torch.zeros((num_slots, *shape), device=self.device, dtype=self.dtype)
+            k: pool_zeros((num_slots, *shape), self.dtype, self.device)
             for k, shape in self.net.decoder_state_shapes().items()
         }
         self.num_slots = num_slots

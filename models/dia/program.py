@@ -34,12 +34,14 @@ import torch
 from ..base import (
     CodecItem,
     InputError,
+    MemoryNeeds,
     ModelProgram,
     Prompt,
     Row,
     StepOutput,
     SynthesisRequest,
 )
+from ..device_memory import pool_zeros
 from .checkpoint import load_strict, read_json, resolve
 from .config import DiaConfig, GenerationDefaults, parse_config
 from .delay import DelayTracker
@@ -198,10 +200,19 @@ class DiaProgram(ModelProgram):
     def init_kv(self, num_pages: int, page_size: int) -> None:
         d = self.cfg.decoder
         shape = (d.num_hidden_layers, num_pages, page_size, d.num_key_value_heads, d.head_dim)
-        self.k_pool = torch.zeros(shape, device=self.device, dtype=self.dtype)
-        self.v_pool = torch.zeros(shape, device=self.device, dtype=self.dtype)
+        self.k_pool = pool_zeros(shape, self.dtype, self.device)
+        self.v_pool = pool_zeros(shape, self.dtype, self.device)
         self.page_size = page_size
         self._cross_key, self._cross_dense = None, None
+
+    def memory_needs(self) -> MemoryNeeds:
+        from .dac import resolve_codec
+        from .dac_config import DacCodecConfig
+        from .memory import memory_needs
+
+        dac = DacCodecConfig.read(resolve_codec(self.root) / "config.json")
+        return memory_needs(self.cfg, dac, self.dtype, self.gen.guidance_scale,
+                            codec_loaded=self._codec is not None)
 
     def init_codec_slots(self, num_slots: int) -> None:
         self.codec_model.init_slots(num_slots)

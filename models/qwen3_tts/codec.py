@@ -30,6 +30,7 @@ from torch import nn
 
 from ..base import CheckpointError, CodecItem, check_codec_batch
 from ..config_fields import get_float, get_int, rope_theta
+from ..device_memory import pool_zeros
 from .codec_layers import CausalConv, CausalTransConv, ConvNeXtBlock, DecoderBlock, SnakeBeta, State
 from .codec_transformer import PreTransformer, TransformerDims
 from .weights_check import load_checked
@@ -278,9 +279,7 @@ class Qwen3TTSCodec(nn.Module):
             raise ValueError(f"the codec slot table needs at least 1 slot, got {n}")
         dtype = next(self.parameters()).dtype
         self.slots = {
-            k: torch.zeros(
-                (n, *shape), device=self._device, dtype=torch.int64 if k.endswith(".pos") else dtype
-            )
+            k: pool_zeros((n, *shape), torch.int64 if k.endswith(".pos") else dtype, self._device)
             for k, shape in self.decoder.state_shapes().items()
         }
         self.num_slots = n

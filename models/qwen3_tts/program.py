@@ -20,6 +20,7 @@ from ..base import (
     CodecItem,
     GraphStage,
     InputError,
+    MemoryNeeds,
     ModelProgram,
     Prompt,
     ResourceLimits,
@@ -28,7 +29,8 @@ from ..base import (
     StepOutput,
     SynthesisRequest,
 )
-from ..checkpoint import load_weights, read_json, read_state_dict, resolve
+from ..checkpoint import checkpoint_entries, fill_module, read_json, resolve
+from ..device_memory import pool_zeros
 from .config import GenerationDefaults, Qwen3TTSConfig, parse_config
 from .layers import PagedBatch
 from .prompt import PromptEmbeds, build_prompt
@@ -145,9 +147,8 @@ class Qwen3TTSProgram(ModelProgram):
                else GenerationDefaults())
         with torch.device("meta"):
             weights = Qwen3TTSWeights(cfg.talker)
-        sd = read_state_dict(root)
         # speaker_encoder.* belongs to the audio side (loaded with the speaker encoder on demand).
-        load_weights_meta(weights, sd, root, device, DTYPES[dtype])
+        load_weights_meta(weights, root, device, DTYPES[dtype])
         tok = TextTokenizer.from_dir(root)
         name = source if not Path(source).exists() else root.name
         return cls(root, cfg, gen, weights.eval(), tok, torch.device(device), DTYPES[dtype], name)
@@ -272,14 +273,22 @@ class Qwen3TTSProgram(ModelProgram):
         b = self.cfg.talker.block
         shape = (b.num_hidden_layers, num_pages + 1, page_size, b.num_key_value_heads, b.head_dim)
         self.scratch_page = num_pages  # the extra page: graph padding rows write here
-        self.k_pool = torch.zeros(shape, device=self.device, dtype=self.dtype)
-        self.v_pool = torch.zeros(shape, device=self.device, dtype=self.dtype)
+        self.k_pool = pool_zeros(shape, self.dtype, self.device)
+        self.v_pool = pool_zeros(shape, self.dtype, self.device)
         self.page_size = page_size
         self._lane_attention.clear()  # sized by the pool's page size and scratch page
 
     def set_limits(self, limits: ResourceLimits) -> None:
         self.limits = limits
         self._lane_attention.clear()
+
+    def memory_needs(self) -> MemoryNeeds:
+        from .codec import CodecDecoderConfig, read_tokenizer_config, speech_tokenizer_dir
+        from .memory import memory_needs
+
+        codec = CodecDecoderConfig.from_dict(read_tokenizer_config(speech_tokenizer_dir(self.root))
+                                             ["decoder_config"])
+        return memory_needs(self.cfg.talker, codec, self.dtype, codec_loaded=self._codec is not None)
 
     def init_codec_slots(self, num_slots: int) -> None:
         self.codec_model.init_slots(num_slots + 1)
@@ -496,15 +505,8 @@ class PreparedPrompt:
 
 
 def load_weights_meta(
-    weights: Qwen3TTSWeights, sd: dict[str, torch.Tensor], root: Path, device: str, dtype: torch.dtype
+    weights: Qwen3TTSWeights, root: Path, device: str, dtype: torch.dtype
 ) -> None:
-    """Materialise a meta-built module from the checkpoint tensors (strict keys and shapes, checked by
-    load_weights before anything is copied)."""
-    weights.to_empty(device=device)
-    load_weights(
-        weights,
-        {k: v.to(dtype) for k, v in sd.items() if not k.startswith("speaker_encoder.")},
-        root,
-        ignore_prefixes=("speaker_encoder.",),
-    )
-    weights.to(dtype)
+    """Materialise a meta-built module from the checkpoint, each tensor read straight into its parameter
+    (strict keys and shapes, checked before anything is read; speaker_encoder.* is the audio side's)."""
+    fill_module(weights, checkpoint_entries(root), root, device, dtype, ignore_prefixes=("speaker_encoder.",))

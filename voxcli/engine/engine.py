@@ -39,6 +39,7 @@ from voxcli.engine.cost import CostProfile
 from voxcli.engine.estimates import LatencyEstimator, load_profile
 from voxcli.engine.executors.base import Completion, Executor
 from voxcli.engine.lanes import LaneLayout, lane_layout
+from voxcli.engine.memory_plan import apply_memory_plan
 from voxcli.engine.request import Request, Timeline
 from voxcli.engine.scheduler import Delivered, Ended, Event, Released, Scheduler
 from voxcli.engine.stream import (
@@ -109,6 +110,8 @@ class Engine:
         self.layout = lane_layout(config)
         self.profile = profile or load_profile(config)
         self.estimator = LatencyEstimator(self.profile, config, self.layout)
+        # Size the pools from the memory left after the weights, before anything is allocated.
+        config, self.memory_plan = apply_memory_plan(program, config)
         # Device buffers first: a graph-capturing executor (cuda) records stages over them at startup.
         program.set_limits(resource_limits(config))
         try:

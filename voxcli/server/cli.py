@@ -128,6 +128,9 @@ def serve(
         app = create_app(service, api_key=api_key)
         if not quiet:
             _err(f"serving {session.model} on http://{host}:{port} (POST /v1/audio/speech; Ctrl-C stops)")
+            plan = getattr(session.engine, "memory_plan", None)
+            if plan is not None:
+                _err(f"  {plan.summary()}")
         # The engine's host loop shares the GIL with the event loop and the job threads: a waiting thread
         # gets it only at the switch interval (5 ms by default), which a deadline scheduler feels.
         sys.setswitchinterval(SWITCH_INTERVAL_S)

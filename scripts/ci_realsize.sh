@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# A real-size run (issue 23): the real Qwen3-TTS 0.6B CustomVoice architecture (random weights, 2.4 GB),
+# built once and cached by the builder's version, then `vox say --max-frames 8` and a 3-line
+# `vox batch -c 2` on it, each asserting exit 0 and a peak RSS under a stated bound; with
+# VOX_REALSIZE_PARITY=1 also the parity script against the official qwen-tts on the same weights.
+#
+#   bash scripts/ci_realsize.sh            # PYTHON=.venv/bin/python, cache in ~/.cache/voxcli
+#
+# Environment: PYTHON (the venv's interpreter), VOX_REALSIZE_CACHE (cache dir), VOX_REALSIZE_RSS_MB
+# (the peak-RSS bound of each vox run: default 6500 MB = the float32 weights, 3.9 GB, the page cache
+# it does not count, plus the interpreter, torch, the pools in use and the workspaces), VOX_REALSIZE_PARITY
+# (1: also run scripts/parity_realsize.py; needs VOX_ORACLE_PYTHON).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-.venv/bin/python}
+CACHE=${VOX_REALSIZE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/voxcli}
+BOUND=${VOX_REALSIZE_RSS_MB:-6500}
+START=$(date +%s)
+
+# The builder's version: a hash of every file that can decide the checkpoint's bytes (the builder and
+# the modules whose parameter order it draws in); make_tiny.py only parses flags.
+KEY=$("$PY" - <<'PYEOF'
+import hashlib
+import pathlib
+files = sorted([*pathlib.Path("models/qwen3_tts").glob("*.py"), *pathlib.Path("models/testing").glob("*.py")])
+h = hashlib.sha256()
+for f in files:
+    h.update(f.name.encode() + f.read_bytes())
+print(h.hexdigest()[:12])
+PYEOF
+)
+CKPT="$CACHE/realsize-0.6b-cv-$KEY"
+if [ -d "$CKPT" ]; then
+  echo "real-size 0.6B CustomVoice checkpoint: cached at $CKPT"
+else
+  mkdir -p "$CACHE"
+  # build_tiny writes into a temporary folder and renames it into place: a folder that exists is whole
+  "$PY" scripts/peak_rss.py 4000 "build $CKPT" -- \
+    "$PY" scripts/make_tiny.py "$CKPT" --size 0.6b --variant custom_voice
+fi
+
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+VOX=("$PY" -m voxcli.cli)
+"$PY" scripts/peak_rss.py "$BOUND" "vox say --max-frames 8" -- \
+  "${VOX[@]}" say -m "$CKPT" --greedy --max-frames 8 --verbose "Hello there." -o "$WORK/say.wav"
+test -s "$WORK/say.wav"
+printf 'Hello there.\nHow are you today?\nThis is the third line.\n' > "$WORK/lines.txt"
+"$PY" scripts/peak_rss.py "$BOUND" "vox batch -c 2 (3 lines)" -- \
+  "${VOX[@]}" batch -m "$CKPT" -c 2 --greedy --max-frames 8 --verbose "$WORK/lines.txt" -o "$WORK/out"
+"$PY" - "$WORK/out/manifest.jsonl" <<'PYEOF'
+import json
+import sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+done = [r for r in rows if not r.get("error")]
+assert len(done) == 3, f"expected 3 finished items, manifest has {rows}"
+print(f"batch manifest: {len(done)} items written")
+PYEOF
+if [ "${VOX_REALSIZE_PARITY:-0}" = "1" ]; then
+  "$PY" scripts/parity_realsize.py "$CKPT" --frames 8
+fi
+echo "ci_realsize: ok in $(( $(date +%s) - START )) s"

@@ -1,0 +1,209 @@
+"""The memory plan: how many KV pages and codec slots this device can hold, decided after the weights load.
+
+    budget = measure_budget(device, fraction)          # free memory now x the utilization fraction
+    plan = plan_memory(needs, plan_limits(config, needs, max_chunk_frames), budget)
+    config, plan = apply_memory_plan(program, config)  # what the engine does: both steps, config updated
+
+The arithmetic (`plan_memory`) is pure: the model program states its per-unit costs (`MemoryNeeds`: bytes
+per KV position, per codec slot, per unit of stage workspace), the config its caps (`PlanLimits`), the
+device its free bytes (`Budget`), and no tensor is allocated to find the answer, so tests pin the plan
+for real model dimensions on any machine.
+
+The rules, in order:
+1. usable = free x fraction. Free is measured after the weights are on the device: GPU free memory
+   (cudaMemGetInfo) or the host's MemAvailable (/proc/meminfo: what can be allocated without swapping).
+   The fraction leaves the rest to the OS and other programs (default: 0.90 of a GPU, 0.50 of the RAM).
+2. Stage workspaces come off the top: weights the program still loads (a codec loaded on first use), one
+   prefill batch's activations (the worst case: all `max_prefill_tokens` in one row, so the attention
+   mask term is quadratic), the largest decode batch's per-row activations and the largest codec
+   batch's per-frame activations. They are kept free, not allocated.
+3. Codec slots: the config's `codec_slots`, but never more than a tenth of what is left (a slot is
+   small next to a request's KV; the guard bites on a small machine with the serving recipe's 256).
+4. KV pages: the rest, divided by what one pooled position costs (its K/V in every layer plus the
+   eager attention's dense gather of one layer, which grows with the positions in use), capped by
+   what `max_running` rows at the context bound need (`max_prefill_tokens + max_frames + 1` positions
+   each, plus the model's own extra positions per row) and by the config's `kv_pages`.
+5. At least one request's worth (one request at the context bound, every sequence of a CFG pair) must
+   fit, else `MemoryPlanError` says so with the numbers, before anything is allocated.
+
+Both pools get one extra unit (a scratch page and a scratch slot that graph padding writes into); the
+plan counts their bytes. On a CPU the programs allocate the pools with calloc (models/device_memory.py),
+so the plan is a ceiling: a page becomes resident when it is first written.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from voxcli.config import ConfigError
+from voxcli.models.device_memory import device_free, host_available
+
+if TYPE_CHECKING:
+    from voxcli.config import EngineConfig
+    from voxcli.models.base import MemoryNeeds, ModelProgram
+
+# Default share of the free memory the plan may use when `memory_fraction` is 0 (per device kind):
+# vLLM's default GPU utilization is 0.90; a CPU host also runs the OS, its page cache and the user's
+# other programs, so half of what is available.
+DEFAULT_FRACTION = {"cuda": 0.90, "cpu": 0.50}
+SLOT_SHARE = 0.10  # codec slots never take more than this share of what is left after the workspaces
+GB = 1e9
+
+
+class MemoryPlanError(ConfigError):
+    """The model cannot hold one request's worth of KV and codec state in the memory this device has."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Free bytes on the device right now (after the weights) and the share of them the plan may use."""
+
+    device: str  # "cpu" | "cuda"
+    free_bytes: int
+    fraction: float
+
+    @property
+    def usable_bytes(self) -> int:
+        return int(self.free_bytes * self.fraction)
+
+    def describe(self) -> str:
+        what = "free GPU memory" if self.device == "cuda" else "available RAM"
+        return f"{self.fraction:.0%} of {self.free_bytes / GB:.1f} GB {what}"
+
+
+@dataclass(frozen=True)
+class PlanLimits:
+    """What the config allows: caps, never sizes (0 = no cap of its own)."""
+
+    page_size: int
+    kv_pages_cap: int
+    codec_slots_cap: int  # >= 1
+    max_running: int  # decode rows in flight
+    row_positions: int  # KV positions one row may reach: the context bound
+    prefill_tokens: int  # positions in one prefill batch at most
+    decode_rows: int  # rows of the largest decode batch
+    codec_frames: int  # frames of the largest codec batch (items x the largest chunk)
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    pages: int  # KV pages the engine hands out (the program allocates one more: the scratch page)
+    page_size: int
+    slots: int  # codec slots the engine hands out (plus one scratch slot)
+    kv_bytes: int  # the KV pool, scratch page included
+    slot_bytes: int  # the codec slot table, scratch slot included
+    workspace_bytes: int  # stage workspaces and weights still to load, kept free
+    budget: Budget
+    limited_by: str  # what set the page count: "memory", "max_running x context", "kv_pages"
+
+    @property
+    def positions(self) -> int:
+        return self.pages * self.page_size
+
+    @property
+    def total_bytes(self) -> int:
+        return self.kv_bytes + self.slot_bytes + self.workspace_bytes
+
+    def summary(self) -> str:
+        """One line: pages, positions, slots and bytes (the serve startup line, the verbose timing line)."""
+        return (f"memory plan: {self.pages:,} KV pages x {self.page_size} = {self.positions:,} positions "
+                f"({self.kv_bytes / GB:.2f} GB, set by {self.limited_by}), {self.slots:,} codec slots "
+                f"({self.slot_bytes / GB:.2f} GB), workspaces {self.workspace_bytes / GB:.2f} GB; "
+                f"{self.total_bytes / GB:.2f} GB of {self.budget.usable_bytes / GB:.2f} GB usable "
+                f"({self.budget.describe()})")
+
+
+def position_bytes(needs: MemoryNeeds) -> int:
+    """What one pooled position costs: its K/V plus its share of the eager attention's dense gather."""
+    return needs.kv_bytes_per_position + needs.gather_bytes_per_position
+
+
+def workspace_bytes(needs: MemoryNeeds, limits: PlanLimits) -> int:
+    t = limits.prefill_tokens
+    return (needs.pending_weight_bytes
+            + t * needs.prefill_bytes_per_token + t * t * needs.prefill_bytes_per_token_pair
+            + limits.decode_rows * needs.decode_bytes_per_row
+            + limits.codec_frames * needs.codec_bytes_per_frame)
+
+
+def plan_memory(needs: MemoryNeeds, limits: PlanLimits, budget: Budget) -> MemoryPlan:
+    """The plan (see the module docstring); raises MemoryPlanError when one request does not fit."""
+    per_pos = position_bytes(needs)
+    page_bytes = limits.page_size * per_pos
+    work = workspace_bytes(needs, limits)
+    rest = budget.usable_bytes - work
+    rows = max(1, needs.rows_per_request)
+    one_request_pages = rows * math.ceil(limits.row_positions / limits.page_size)
+    one_request = (one_request_pages + 1) * page_bytes + 2 * needs.codec_slot_bytes
+    if rest < one_request:
+        raise MemoryPlanError(
+            f"the model needs {work / GB:.2f} GB of workspaces plus {one_request / GB:.2f} GB for one "
+            f"request's KV and codec state ({rows * limits.row_positions:,} positions at "
+            f"{per_pos / 1e3:.1f} kB each), but only {budget.usable_bytes / GB:.2f} GB is usable "
+            f"({budget.describe()}); free memory, lower max_frames / max_prefill_tokens, raise "
+            f"memory_fraction or use dtype=bfloat16")
+    # a request keeps its slot while the codec drains its tail after its rows are gone, so slots are not
+    # bounded by max_running: the config's count, as far as memory allows
+    want_slots = limits.codec_slots_cap
+    if needs.codec_slot_bytes:
+        want_slots = min(want_slots, max(1, int(rest * SLOT_SHARE) // needs.codec_slot_bytes - 1))
+    slot_total = (want_slots + 1) * needs.codec_slot_bytes
+    fit = (rest - slot_total) // page_bytes - 1  # the scratch page
+    caps = {"memory": fit,
+            "max_running x context": limits.max_running * math.ceil(limits.row_positions / limits.page_size)}
+    if limits.kv_pages_cap:
+        caps["kv_pages"] = limits.kv_pages_cap
+    limited_by = min(caps, key=lambda k: caps[k])
+    pages = int(caps[limited_by])
+    return MemoryPlan(pages=pages, page_size=limits.page_size, slots=want_slots,
+                      kv_bytes=(pages + 1) * limits.page_size * needs.kv_bytes_per_position,
+                      slot_bytes=slot_total, workspace_bytes=work + (pages + 1) * limits.page_size
+                      * needs.gather_bytes_per_position, budget=budget, limited_by=limited_by)
+
+
+def plan_limits(config: EngineConfig, needs: MemoryNeeds, max_chunk_frames: int) -> PlanLimits:
+    """The caps `config` puts on the plan. The context bound of a row is the longest prompt one prefill
+    batch admits plus the frame cap plus the step's own position (what `resource_limits` allows)."""
+    rows = config.max_running
+    decode_rows = max([b for b in config.decode_buckets if b <= rows] or [min(config.decode_buckets)])
+    codec_items = max(max(config.background_buckets), max(config.urgent_buckets))
+    return PlanLimits(
+        page_size=config.kv_page_size, kv_pages_cap=config.kv_pages, codec_slots_cap=config.codec_slots,
+        max_running=rows,
+        row_positions=config.max_prefill_tokens + config.max_frames + 1 + needs.extra_positions_per_row,
+        prefill_tokens=config.max_prefill_tokens, decode_rows=decode_rows,
+        codec_frames=codec_items * max_chunk_frames)
+
+
+# --- measuring the device --------------------------------------------------------------------------------
+def mem_available(meminfo: Path = Path("/proc/meminfo")) -> int:
+    """The host's available RAM in bytes (MemAvailable); a ConfigError when the host does not say."""
+    free = host_available(meminfo)
+    if free is None:
+        raise ConfigError(f"cannot tell how much memory is available ({meminfo} is unreadable and the "
+                          "C library does not say), so the KV pool cannot be sized")
+    return free
+
+
+def measure_budget(device: str, fraction: float) -> Budget:
+    """Free memory of `device` ("cpu", "cuda", "cuda:N") now, times `fraction` (0 = the device default)."""
+    kind = "cuda" if device.startswith("cuda") else "cpu"
+    fraction = fraction or DEFAULT_FRACTION[kind]
+    free = device_free(device) if kind == "cuda" else mem_available()
+    return Budget(device=kind, free_bytes=free, fraction=fraction)
+
+
+def apply_memory_plan(program: ModelProgram, config: EngineConfig) -> tuple[EngineConfig, MemoryPlan | None]:
+    """The config with `kv_pages` / `codec_slots` set by the plan for `program` on `config.device` (a
+    resolved device, chunk schedule in force), and the plan; unchanged and None for a program without
+    device memory."""
+    needs = program.memory_needs()
+    if needs is None:
+        return config, None
+    chunk = config.chunk or program.spec.chunk
+    limits = plan_limits(config, needs, max(chunk.first, *chunk.ramp, chunk.steady))
+    plan = plan_memory(needs, limits, measure_budget(config.device, config.memory_fraction))
+    return config.replace(kv_pages=plan.pages, codec_slots=plan.slots), plan
