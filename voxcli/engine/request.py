@@ -112,7 +112,7 @@ class Request:
                  "n_frames", "schedule", "frame_s", "ttfa_target", "next_chunk", "next_start",
                  "gen_chunk", "gen_start", "gen_end", "chunk_inflight", "lm_inflight", "t_first_audio",
                  "pages", "slot", "reason", "user", "need_pages", "frame_cap", "next_end", "retry_after",
-                 "next_event")
+                 "next_event", "continuation")
 
     def __init__(self, request_id: int, prompt: Prompt, arrival: float, schedule: ChunkSchedule,
                  frame_s: float, ttfa_target: float, synthesis: SynthesisRequest | None = None,
@@ -149,6 +149,9 @@ class Request:
         self.frame_cap = prompt.max_frames  # the LM is stopped here if the model has not stopped itself
         self.retry_after: float | None = None  # a refusal's estimate of when a retry could be served
         self.next_event = 0  # frame count at which a decode step has more to do than store the frame
+        # A later sentence of a user request already admitted (Engine.submit(continues=...)): never
+        # refused for load, queued ahead of new requests, its TTFA target the end of the audio delivered.
+        self.continuation = False
         self.refresh_event()
 
     # --- deadlines ---------------------------------------------------------------------------
