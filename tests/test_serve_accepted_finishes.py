@@ -102,6 +102,8 @@ def test_a_continuation_is_never_refused_and_goes_ahead_of_new_requests():
     assert sched.add(late, 0.0) == []  # not refused: neither the gate nor the full queue applies
     assert [r.id for r in sched.waiting] == [100, *waiting_before]
     assert late.deadline_of(0) == 3.5
+    late.t_first_audio = 0.5  # its first audio came early: its later chunks play after 3.5 all the same
+    assert late.deadline_of(10) == 3.5 + 10 * prog.spec.frame_seconds
     second = new(101)
     sched.continue_after(second, playback_end=1.0)
     assert sched.add(second, 0.0) == [] and [r.id for r in sched.waiting][:2] == [100, 101]  # FIFO among them

@@ -9,8 +9,10 @@ going through the codec. The chunk schedule cuts frames into chunks; a chunk is 
 frames exist (or the LM has finished and it is the short tail).
 
 Deadlines: the playback deadline of chunk c >= 1 is `t_first_audio + start_frame(c) * frame_seconds`
-(the audio delivered before c runs out then). The first chunk has no playback deadline; for ordering
-we give it `arrival + ttfa_target`.
+(the audio delivered before c runs out then); for a continuation (a later sentence of a user request)
+playback starts no earlier than the end of the earlier sentences' audio, `arrival + ttfa_target`. The
+first chunk has no playback deadline; for ordering we give it `arrival + ttfa_target` (a continuation's
+is real: the end of the audio already delivered).
 """
 
 from __future__ import annotations
@@ -160,6 +162,8 @@ class Request:
         if start_frame == 0:
             return self.arrival + self.ttfa_target
         base = self.t_first_audio if self.t_first_audio is not None else self.arrival + self.ttfa_target
+        if self.continuation:  # its audio plays once the earlier sentences' audio has ended, not before
+            base = max(base, self.arrival + self.ttfa_target)
         return base + start_frame * self.frame_s
 
     def set_schedule(self, schedule: ChunkSchedule) -> None:
