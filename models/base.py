@@ -12,10 +12,34 @@ Ownership: the engine allocates KV pages (`Row.pages`) and codec slots (`Row.slo
 from bounded pools and hands them to the program; the program owns the device tensors behind them
 (`init_kv`, `init_codec_slots`). A request's chunks reach `codec` strictly in order; chunks of
 different requests may share a batch and arrive on two lanes concurrently (disjoint slots).
+
+Re-runnability (what fault isolation relies on; voxcli/engine/isolation.py): when a stage raises for a
+batch, the engine calls the same stage again with parts of that batch (halves, down to single rows) to
+find the rows whose own data caused it, and fails only those. So a stage call that RAISES must leave
+every row as it was before the call:
+
+* host state: `Row.state` (sampler RNG position, delay-pattern / host token state, previous tokens),
+  `Row.kv_len`, `Row.frames_emitted` and any per-slot table the program keeps (reference codes...);
+  compute everything first, then commit every row in a loop that cannot raise. Random draws are
+  peeked and consumed in the commit (both families draw uniforms in blocks from the request's own
+  generator: `peek_uniforms`). prefill may rebuild a row's state from its prompt instead (a re-run
+  builds it again).
+* device state: KV writes go only to the row's own pages at positions >= its `kv_len` (a re-run writes
+  them again with the same values); a codec gathers its slots' state, decodes, and scatters it back
+  only after the whole batch decoded (a raise leaves the slot table untouched).
+A row's result may also be an exception object (that row alone fails). Errors that are the device's
+(out of memory, CUDA errors) are not re-run: they fail the batch. The cuda executor's graph stages
+(`graph_stage`) are not re-run: a raise there fails the batch, as a device fault does.
+
+Numeric bounds (`check` enforces them before batching, one sentence naming the field and the range):
+every field the stages compute with is bounded by what they can take (`NUMERIC_BOUNDS` below, shared
+by every family: `check_numbers`, `check_number` for a family's options), so a request's numbers never
+make a batch raise in the first place.
 """
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -223,6 +247,68 @@ class GraphStage:
     prepare_next: Callable[[list[Any]], None] | None = None
 
 
+@dataclass(frozen=True)
+class NumberRange:
+    """The values a numeric request field may take: what the stages can compute with. Sampling runs in
+    float32 on logits of magnitude up to ~1e4, so a temperature or penalty outside [1e-3, 1e3] makes
+    inf/NaN scores (then codes outside the codebook, which the codec refuses); counts and seeds become
+    int64 tensors (a seed: torch.Generator.manual_seed), so they stay in int32 / int63 ranges."""
+
+    lo: float
+    hi: float
+    whole: bool = False  # integers only (bool is refused although Python counts it as an int)
+    lo_open: bool = False  # lo itself is excluded
+    hint: str = ""  # what the user should know about the field, e.g. "0 = no top-k filter"
+
+    def check(self, name: str, value: Any) -> None:
+        """Raise InputError naming `name` and the accepted range unless `value` is None or in range."""
+        if value is None:
+            return
+        if self.whole:
+            ok = isinstance(value, int) and not isinstance(value, bool) and self.lo <= value <= self.hi
+            what = f"a whole number from {self.lo:d} to {self.hi:d}"
+        else:
+            ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) \
+                and (value > self.lo if self.lo_open else value >= self.lo) and value <= self.hi
+            low = f"above {self.lo:g} and at most" if self.lo_open else f"from {self.lo:g} to"
+            what = f"a finite number {low} {self.hi:g}"
+        if not ok:
+            hint = f" ({self.hint})" if self.hint else ""
+            raise InputError(f"{name} must be {what}{hint}, got {value!r}")
+
+
+INT32_MAX = 2**31 - 1
+SEED_MAX = 2**63 - 1  # torch.Generator.manual_seed takes a signed or unsigned 64-bit value: stay in both
+# Every family checks its numeric fields against these (one place; a family may narrow a range, e.g. Dia's
+# cfg_scale >= 1, never widen it). Family options reuse them: Qwen's sub_temperature is a temperature.
+NUMERIC_BOUNDS: dict[str, NumberRange] = {
+    "temperature": NumberRange(1e-3, 1e3, hint="use greedy for deterministic output"),
+    "top_k": NumberRange(0, INT32_MAX, whole=True, hint="0 = no top-k filter"),
+    "top_p": NumberRange(0.0, 1.0, lo_open=True),
+    "repetition_penalty": NumberRange(1e-3, 1e3, hint="1 = no penalty"),
+    "seed": NumberRange(0, SEED_MAX, whole=True),
+    "max_frames": NumberRange(1, INT32_MAX, whole=True),
+    "fixed_frames": NumberRange(0, INT32_MAX, whole=True),  # 0: a request with no audio (tests, the sim)
+    "cfg_scale": NumberRange(0.0, 100.0, hint="1 = no guidance"),
+    "ref_sample_rate": NumberRange(1, 10**6, whole=True),
+}
+
+
+def check_number(name: str, value: Any, kind: str | None = None) -> None:
+    """`value` against NUMERIC_BOUNDS[kind or name]; the message names `name` (e.g. "sub_top_k")."""
+    NUMERIC_BOUNDS[kind or name].check(name, value)
+
+
+def check_numbers(request: SynthesisRequest) -> None:
+    """Every model-neutral numeric field of `request` (sampling, seed, frames, cfg_scale, reference rate)
+    in its NUMERIC_BOUNDS range; every family's `check` and `prepare` run this before anything else."""
+    s = request.sampling
+    for name in ("temperature", "top_k", "top_p", "repetition_penalty"):
+        check_number(name, getattr(s, name, None))
+    for name in ("seed", "max_frames", "fixed_frames", "cfg_scale", "ref_sample_rate"):
+        check_number(name, getattr(request, name))
+
+
 def check_voice_and_language(spec: ModelSpec, request: SynthesisRequest) -> None:
     """A voice among `spec.voices` (none allowed when it has none) and a language among
     `spec.languages` ("auto" always allowed), case-insensitively."""
@@ -258,7 +344,9 @@ class ModelProgram(ABC):
     def check(self, request: SynthesisRequest) -> None:
         """Cheap validation, no tokenizing or audio encoding: what a CLI runs before synthesis for early
         errors. Raise InputError. The default checks voice and language against `spec`, refuses a
-        `cfg_scale` other than None/1 and any `options` (override when the family has them)."""
+        `cfg_scale` other than None/1 and any `options` (override when the family has them), and bounds
+        every numeric field (`check_numbers`; an override must call it too)."""
+        check_numbers(request)
         check_voice_and_language(self.spec, request)
         if request.cfg_scale is not None and request.cfg_scale != 1:
             raise InputError(f"model {self.spec.name} has no classifier-free guidance: leave cfg_scale unset "

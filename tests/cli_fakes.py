@@ -61,7 +61,7 @@ class FakeEngine:
     closed: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def submit(self, request: SynthesisRequest) -> FakeStream:
+    def submit(self, request: SynthesisRequest, continues: FakeStream | None = None) -> FakeStream:
         if "fail-input" in request.text:
             raise InputError("this text asked to be refused")
         with self.lock:

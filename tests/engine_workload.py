@@ -86,8 +86,8 @@ def check_outcomes(eng: Engine, obs: Observer, streams, reqs) -> dict[str, int]:
             assert tl.admitted is not None and tl.arrival <= tl.admitted <= tl.finished
         elif s.status == "failed":
             assert s.reason and "stage failed" in s.reason, s.reason
-            marked = "[fail:" in req.text
-            assert marked or "injected prefill failure" in s.reason, s.reason
+            # fault isolation: only a request whose own data failed a stage fails, never a batch-mate
+            assert "[fail:" in req.text, s.reason
         elif s.status == "cancelled":
             assert cancel is not None and tl.finished >= cancel - 1e-9
         else:

@@ -167,6 +167,8 @@ class FakeProgram:
         self.eager_calls.append(
             (name, self.ops.current() if self.ops else None, threading.current_thread().name)
         )
+        if any(r.value < 0 for r in rows):
+            raise ValueError("negative input")
         return [r.value * 10 for r in rows]
 
     def prefill(self, rows):
@@ -368,3 +370,19 @@ class _CudaProgram(FakeProgram):
             return [float(out["y"][i]) for i in range(len(rows))]
 
         return GraphStage(run=run, load=load, finish=finish)
+
+
+def test_a_bad_row_fails_alone_on_the_eager_path_and_after_a_codec_graph_refused_the_batch():
+    """Fault isolation: the eager stage raises for the batch, the executor re-runs it in parts (one
+    completion, no error), and only the bad row holds an exception; a codec graph whose load refuses a
+    chunk hands the batch to the same eager isolation. A graphed decode's load error still fails it."""
+    ex, prog, ops = make()
+    ex.launch(Work("lm", "decode", [R(1000.0), R(-1.0), R(2000.0)], bucket=4))  # not graphable: eager
+    [c] = ex.wait(None)
+    assert c.error is None and c.reruns > 0
+    assert c.result[0] == 10000.0 and isinstance(c.result[1], ValueError) and c.result[2] == 20000.0
+    ex.launch(Work("urgent", "codec", [R(1.0, slot=0), R(-1.0, slot=1), R(2.0, slot=2)], bucket=4))
+    [c] = ex.wait(None)
+    assert c.error is None and c.result[0] == 10.0 and isinstance(c.result[1], ValueError)
+    assert c.result[2] == 20.0 and prog.eager_calls[-1][:2] == ("codec", "s-device")
+    ex.close()

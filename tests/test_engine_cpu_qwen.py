@@ -149,7 +149,8 @@ def qwen_run(tiny_custom_voice):
 
 def test_cpu_engine_invariants_50_requests(qwen_run):
     eng, obs, streams, reqs, program, (fp, fd, fc, cancels) = qwen_run
-    assert len(streams) >= 50
+    n_requests = len(streams)
+    assert n_requests >= 50
     statuses: dict[str, int] = {}
     for i, s in streams.items():
         statuses[s.status] = statuses.get(s.status, 0) + 1
@@ -165,7 +166,8 @@ def test_cpu_engine_invariants_50_requests(qwen_run):
         else:
             assert s.status == "cancelled", (s.status, s.reason)
     # the injected ids are request ids (engine ids), which only match indices by chance; check the totals
-    assert statuses.get("done", 0) >= 35, statuses  # a failed prefill batch takes its batch-mates along
+    # fault isolation: a raised prefill batch fails only its injected request, never its batch-mates
+    assert statuses.get("done", 0) >= n_requests - len(fp) - len(fd) - len(fc) - len(cancels), statuses
     assert statuses.get("failed", 0) >= 1 and statuses.get("cancelled", 0) >= 1, statuses
     sched = eng.scheduler
     assert sched.kv.free == eng.config.kv_pages and sched.slots.free == eng.config.codec_slots

@@ -45,6 +45,12 @@ def test_streamed_wav_equals_vox_say(tiny_custom_voice, tmp_path, monkeypatch):
         err = bad.json()["error"]
         assert "no voice 'Nobody'" in err["message"] and "GET /v1/audio/voices" in err["message"]
         assert err["param"] == "voice"
+        # numbers the stages cannot take: refused by the model's check with the range (issue 21: a 500
+        # and every batch-mate cut off before)
+        for extra, words in (({"options": {"sub_top_k": 10 ** 30}}, "sub_top_k must be a whole number"),
+                             ({"temperature": 1e-300}, "temperature must be a finite number from 0.001")):
+            bad = httpx.post(f"{url}/v1/audio/speech", json={**body, **extra}, timeout=30)
+            assert bad.status_code == 400 and words in bad.json()["error"]["message"], bad.text
     assert len(pieces) >= 2  # streamed: more than one piece on the wire
     served, served_sr = sf.read(io.BytesIO(b"".join(pieces)), dtype="int16")
     assert served_sr == sr

@@ -128,12 +128,12 @@ def speak(engine: Any, requests: Sequence[SynthesisRequest], on_audio: Callable[
                 if not got_first:
                     got_first = True
                     if i + 1 < len(requests):
-                        streams.append(_submit(engine, requests, i + 1))
+                        streams.append(_submit(engine, requests, i + 1, streams[i]))
                 if pcm.size:
                     stats.samples += pcm.size
                     on_audio(pcm)
             if not got_first and i + 1 < len(requests):  # a segment with no audio at all
-                streams.append(_submit(engine, requests, i + 1))
+                streams.append(_submit(engine, requests, i + 1, streams[i]))
             stats.segments += 1
             if stop is not None and stop.is_set():
                 raise Stopped()
@@ -151,8 +151,12 @@ def speak(engine: Any, requests: Sequence[SynthesisRequest], on_audio: Callable[
         raise
 
 
-def _submit(engine: Any, requests: Sequence[SynthesisRequest], index: int) -> Any:
+def _submit(engine: Any, requests: Sequence[SynthesisRequest], index: int, previous: Any = None) -> Any:
+    """Submit sentence `index`; a later sentence names the stream before it (`continues`): the engine
+    admitted the whole text with its first sentence and never refuses the rest for load."""
     try:
+        if previous is not None:
+            return engine.submit(requests[index], continues=previous)
         return engine.submit(requests[index])
     except Exception as e:
         where = f"sentence {index + 1} of {len(requests)}: " if len(requests) > 1 else ""

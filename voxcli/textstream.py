@@ -184,11 +184,13 @@ def speak_live(engine: Any, requests: Iterable[SynthesisRequest], on_audio: Call
     open_streams: list[Any] = []
     n = 0
 
-    def submit(r: SynthesisRequest) -> Any:
+    def submit(r: SynthesisRequest, previous: Any = None) -> Any:
+        """A later sentence names the stream before it: the session was admitted with its first sentence
+        and the engine never refuses the rest for load (Engine.submit(continues=...))."""
         nonlocal n
         n += 1
         try:
-            s = engine.submit(r)
+            s = engine.submit(r) if previous is None else engine.submit(r, continues=previous)
         except Stopped:
             raise
         except Exception as e:
@@ -214,7 +216,7 @@ def speak_live(engine: Any, requests: Iterable[SynthesisRequest], on_audio: Call
                         if r is _END:
                             ended = True
                         elif r is not None:
-                            nxt = submit(r)
+                            nxt = submit(r, current)
                     if pcm.size:
                         stats.samples += pcm.size
                         on_audio(pcm)
@@ -226,7 +228,7 @@ def speak_live(engine: Any, requests: Iterable[SynthesisRequest], on_audio: Call
             open_streams.remove(current)
             if nxt is None and not ended:
                 r = take(block=True)
-                nxt = None if r is _END else submit(r)
+                nxt = None if r is _END else submit(r, current)
             current = nxt
         stats.finished = time.monotonic()
         return stats

@@ -68,6 +68,22 @@ class DiaState:
     countdown: np.ndarray  # [C] steps until each channel is forced to EOS (once active)
     fixed: bool  # bench: ignore EOS, emit exactly max_frames frames
     uid: int  # unique per prefill within this program (keys the dense cross K/V reuse)
+    ublock: torch.Tensor | None = None  # uniforms drawn ahead from `gen` (see peek_uniforms)
+    uidx: int = 0
+
+
+UNIFORM_BLOCK = 64  # steps of uniforms drawn from a request's generator at once
+
+
+def peek_uniforms(st: DiaState, channels: int) -> torch.Tensor:
+    """This step's uniforms (one per channel) without consuming them: a step takes them (`st.uidx += 1`)
+    only once it has succeeded for every row, so a step that raises can be re-run (models/base.py). The
+    CPU generator fills a tensor element by element in order, so a block holds exactly the values of
+    one `torch.rand(channels)` per step."""
+    if st.ublock is None or st.uidx >= st.ublock.shape[0]:
+        st.ublock = torch.rand(UNIFORM_BLOCK, channels, generator=st.gen, dtype=torch.float64)
+        st.uidx = 0
+    return st.ublock[st.uidx]
 
 
 class DiaProgram(ModelProgram):
@@ -308,7 +324,9 @@ class DiaProgram(ModelProgram):
         last = hid[torch.arange(len(seqs), device=self.device), torch.tensor(counts, device=self.device) - 1]
         return w.logits(last)
 
-    def _step(self, rows: list[Row], logits: torch.Tensor) -> list[StepOutput]:
+    def _step(self, rows: list[Row], logits: torch.Tensor, kv_len: list[int]) -> list[StepOutput]:
+        """Sample each row's tokens from `logits`, then commit every row's new state (`kv_len`: each
+        row's KV length after this step)."""
         states: list[DiaState] = [r.state for r in rows]
         first = []
         i = 0
@@ -334,11 +352,14 @@ class DiaProgram(ModelProgram):
         )
         greedy = torch.tensor([st.sampling.greedy for st in states], device=dev)
         C = self.cfg.decoder.num_channels
-        u = torch.stack([torch.rand(C, generator=st.gen, dtype=torch.float64) for st in states]).to(dev)
+        u = torch.stack([peek_uniforms(st, C) for st in states]).to(dev)
         tokens = draw(scores, greedy, u).cpu().numpy()
         act, cd = active.tolist(), countdown.cpu().numpy()
         out = []
+        # Commit: no row's state changed above, and nothing below raises (re-runnability, models/base.py).
         for b, (r, st) in enumerate(zip(rows, states, strict=True)):
+            st.uidx += 1
+            r.kv_len = kv_len[b]
             st.active, st.countdown = act[b], cd[b]
             frames, done = st.tracker.record(tokens[b])
             frame = frames[0] if frames else None
@@ -388,9 +409,7 @@ class DiaProgram(ModelProgram):
         self._encode(rows)
         prefixes = [r.state.tracker.prefix_inputs() for r in rows]
         logits = self._forward(rows, prefixes, [0] * len(rows))
-        for r, pre in zip(rows, prefixes, strict=True):
-            r.kv_len = pre.shape[0]
-        return self._step(rows, logits)
+        return self._step(rows, logits, [pre.shape[0] for pre in prefixes])
 
     @torch.inference_mode()
     def decode(self, rows: list[Row]) -> list[StepOutput]:
@@ -398,9 +417,7 @@ class DiaProgram(ModelProgram):
             return []
         toks = [r.state.tracker.last_input()[None] for r in rows]
         logits = self._forward(rows, toks, [r.kv_len for r in rows])
-        for r in rows:
-            r.kv_len += 1
-        return self._step(rows, logits)
+        return self._step(rows, logits, [r.kv_len + 1 for r in rows])
 
     def codec(self, items: list[CodecItem]) -> list[np.ndarray]:
         return self.codec_model.decode(items)

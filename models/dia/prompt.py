@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..base import InputError, SynthesisRequest
+from ..base import InputError, SynthesisRequest, check_numbers
 from .config import DiaConfig, GenerationDefaults
 from .sampling import RowSampling
 from .tokenizer import encode
@@ -57,6 +57,7 @@ def resolve_sampling(gen: GenerationDefaults, req: SynthesisRequest) -> RowSampl
 def validate(cfg: DiaConfig, req: SynthesisRequest, text: str) -> list[int]:
     if not req.text or not req.text.strip():
         raise InputError("the text is empty")
+    check_numbers(req)  # the shared ranges (models/base.py NUMERIC_BOUNDS); cfg_scale >= 1 below
     if req.voice:
         raise InputError(
             f"Dia has no named voices (got voice {req.voice!r}); pick a speaker with [S1]/[S2] in the text "

@@ -370,10 +370,10 @@ class Qwen3TTSProgram(ModelProgram):
         return PagedBatch(q_pos.to(d), slots.to(d), table.to(d), kv_len.to(d), ps)
 
     def _uniforms(self, states: list[RowState]) -> torch.Tensor:
-        """16 uniforms per row per step from each request's own generator (15 predictor groups + c0)."""
-        return torch.stack([next_uniforms(s) for s in states]).to(
-            self.device
-        )
+        """16 uniforms per row per step from each request's own generator (15 predictor groups + c0),
+        peeked: the step consumes them (`next_uniforms`) only once it has succeeded for every row, so a
+        step that raises leaves the generators where they were (re-runnability, models/base.py)."""
+        return torch.stack([peek_uniforms(s) for s in states]).to(self.device)
 
     def _sample_c0(
         self, logits: torch.Tensor, states: list[RowState], uniforms: torch.Tensor
@@ -425,7 +425,8 @@ class Qwen3TTSProgram(ModelProgram):
                 )
             )
         c0 = self._sample_c0(logits, states, self._uniforms(states)[:, 15])
-        for b, (r, s) in enumerate(zip(rows, states, strict=True)):
+        for b, (r, s) in enumerate(zip(rows, states, strict=True)):  # commit: nothing below raises
+            next_uniforms(s)
             s.h, s.c0, s.generated = last[b], c0[b], 1
             s.seen[c0[b]] = True
             r.state, r.kv_len, r.frames_emitted = s, lengths[b], 0
@@ -460,7 +461,10 @@ class Qwen3TTSProgram(ModelProgram):
         eos = self.cfg.talker.codec_eos_id
         nxt_list = nxt.tolist()
         out = []
+        # Commit: no row's state changed above (the KV position each row wrote, its kv_len, is written
+        # again by a re-run), and nothing below raises.
         for b, (r, s) in enumerate(zip(rows, states, strict=True)):
+            next_uniforms(s)
             s.h, s.c0, s.generated = hid[b], nxt[b], s.generated + 1
             s.seen[nxt[b]] = True
             r.kv_len += 1

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..base import InputError, SynthesisRequest
+from ..base import InputError, SynthesisRequest, check_number, check_numbers
 from .config import Qwen3TTSConfig
 
 REF_SAMPLE_RATE = 24000
@@ -56,7 +56,13 @@ def parse_options(options: Mapping[str, Any] | None) -> QwenOptions:
         bad_bool = isinstance(value, bool) and bool not in types  # True is an int to Python, not to us
         if value is not None and (bad_bool or not isinstance(value, types)):
             raise InputError(f"option {key} must be {what}, got {value!r}")
+    for key, kind in OPTION_BOUNDS.items():  # the shared ranges (models/base.py NUMERIC_BOUNDS)
+        check_number(key, options.get(key), kind)
     return QwenOptions(**options)
+
+
+# numeric option -> the shared bound it takes (the sub-talker samples exactly as the talker does)
+OPTION_BOUNDS = {"sub_temperature": "temperature", "sub_top_k": "top_k", "sub_top_p": "top_p"}
 
 
 def check_cfg_scale(scale: float | None) -> None:
@@ -87,6 +93,7 @@ def validate_request(
     kind = cfg.model_type
     if not isinstance(req.text, str) or not req.text.strip():
         raise InputError("the text to speak is empty; give some words to synthesise")
+    check_numbers(req)
     options = parse_options(req.options)
     check_cfg_scale(req.cfg_scale)
 

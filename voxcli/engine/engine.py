@@ -18,8 +18,11 @@ Virtual time (sim executor): nothing runs in the background. `submit(request, at
 arrival at virtual time t, `cancel(id, at=t)` a cancel, and `run(until=None)` drives the loop until
 every submitted request has finished (or until time t). Streams pump `run()` themselves when read.
 
-An exception inside a stage fails the requests of that batch (with the stage's message as reason) and
-nothing else. A bug in the loop itself fails every open stream with the reason and closes the engine.
+An exception inside a stage fails only the requests whose own data caused it (the batch's rows are
+re-run in parts on the same state to find them: engine/isolation.py, the contract in models/base.py);
+an error that is not a row's (a device fault, one every row raises alone) fails that batch's requests
+with the stage's message, and nothing else. A bug in the loop itself fails every open stream with the
+reason and closes the engine.
 """
 
 from __future__ import annotations
@@ -81,6 +84,17 @@ def make_executor(config: EngineConfig, program: ModelProgram, profile: CostProf
                           f"or executor=sim") from e
     # The cuda executor reads the same lane plan as the scheduler and measures its own costs.
     return CudaExecutor(program=program, config=config, layout=layout)
+
+
+def playback_end(stream: AudioStream, now: float) -> float:
+    """When the audio `stream` has delivered so far stops playing (engine clock), for a listener who
+    starts each sentence when its first audio arrives or when the previous sentence ends, whichever is
+    later (`playback_from`, set when the stream was submitted as a continuation)."""
+    tl = stream.timeline
+    start = tl.first_audio if tl.first_audio is not None else now
+    if stream.playback_from is not None:
+        start = max(start, stream.playback_from)
+    return start + tl.audio_s
 
 
 def resource_limits(config: EngineConfig, model_chunk: ChunkSchedule | None = None) -> ResourceLimits:
@@ -156,9 +170,15 @@ class Engine:
         return cls(program, config)
 
     # ------------------------------------------------------------------ public API
-    def submit(self, request: SynthesisRequest, at: float | None = None) -> AudioStream:
+    def submit(self, request: SynthesisRequest, at: float | None = None,
+               continues: AudioStream | None = None) -> AudioStream:
         """Queue a request; returns its stream at once. Raises InputError (from the model) for a bad
-        request, EngineClosed after close(). `at` (virtual time only) schedules the arrival."""
+        request, EngineClosed after close(). `at` (virtual time only) schedules the arrival.
+
+        `continues`: the stream of the previous sentence of the same user request (voxcli/speak.py).
+        Admission decides once per user request: a continuation is never refused for load (queue
+        full, predicted TTFA), it is queued ahead of new requests, and its first chunk's deadline is
+        the end of the audio already delivered for the user request (when playback would stall)."""
         if self._closed:
             raise EngineClosed(self._dead or "the engine is closed")
         if at is not None and self.realtime:
@@ -172,6 +192,9 @@ class Engine:
         stream = AudioStream(rid, request.request_id, self.spec.sample_rate, Timeline(rid), self.cancel, pump)
         r = self.scheduler.new_request(rid, prompt, arrival, request, stream)
         stream.timeline = r.timeline
+        if continues is not None:
+            stream.playback_from = playback_end(continues, arrival)
+            self.scheduler.continue_after(r, stream.playback_from)
         with self._wake:
             if self._closed:
                 raise EngineClosed(self._dead or "the engine is closed")
@@ -264,7 +287,7 @@ class Engine:
 
     def _complete(self, completions: Iterable[Completion]) -> None:
         for c in completions:
-            if self.realtime and c.error is None:
+            if self.realtime and c.error is None and not c.reruns:  # an isolated batch ran several times
                 self.estimator.observe(c.work, c.finished - c.started)
             self._handle(self.scheduler.complete(c))
 

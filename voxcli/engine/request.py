@@ -9,8 +9,10 @@ going through the codec. The chunk schedule cuts frames into chunks; a chunk is 
 frames exist (or the LM has finished and it is the short tail).
 
 Deadlines: the playback deadline of chunk c >= 1 is `t_first_audio + start_frame(c) * frame_seconds`
-(the audio delivered before c runs out then). The first chunk has no playback deadline; for ordering
-we give it `arrival + ttfa_target`.
+(the audio delivered before c runs out then); for a continuation (a later sentence of a user request)
+playback starts no earlier than the end of the earlier sentences' audio, `arrival + ttfa_target`. The
+first chunk has no playback deadline; for ordering we give it `arrival + ttfa_target` (a continuation's
+is real: the end of the audio already delivered).
 """
 
 from __future__ import annotations
@@ -112,7 +114,7 @@ class Request:
                  "n_frames", "schedule", "frame_s", "ttfa_target", "next_chunk", "next_start",
                  "gen_chunk", "gen_start", "gen_end", "chunk_inflight", "lm_inflight", "t_first_audio",
                  "pages", "slot", "reason", "user", "need_pages", "frame_cap", "next_end", "retry_after",
-                 "next_event")
+                 "next_event", "continuation")
 
     def __init__(self, request_id: int, prompt: Prompt, arrival: float, schedule: ChunkSchedule,
                  frame_s: float, ttfa_target: float, synthesis: SynthesisRequest | None = None,
@@ -149,6 +151,9 @@ class Request:
         self.frame_cap = prompt.max_frames  # the LM is stopped here if the model has not stopped itself
         self.retry_after: float | None = None  # a refusal's estimate of when a retry could be served
         self.next_event = 0  # frame count at which a decode step has more to do than store the frame
+        # A later sentence of a user request already admitted (Engine.submit(continues=...)): never
+        # refused for load, queued ahead of new requests, its TTFA target the end of the audio delivered.
+        self.continuation = False
         self.refresh_event()
 
     # --- deadlines ---------------------------------------------------------------------------
@@ -157,6 +162,8 @@ class Request:
         if start_frame == 0:
             return self.arrival + self.ttfa_target
         base = self.t_first_audio if self.t_first_audio is not None else self.arrival + self.ttfa_target
+        if self.continuation:  # its audio plays once the earlier sentences' audio has ended, not before
+            base = max(base, self.arrival + self.ttfa_target)
         return base + start_frame * self.frame_s
 
     def set_schedule(self, schedule: ChunkSchedule) -> None:

@@ -8,9 +8,10 @@ The engine drives it with times from its executor's clock:
     complete(completion)         a batch finished (or failed): frames, chunks, deliveries
     next_timer(now)              the earliest time a waiting decision could change without a completion
 
-Errors: a stage that raises fails every request of its batch (their state after a partial batch is
-unknown). A program may instead put an exception object in place of one row's result (StepOutput or
-PCM): then only that request fails and the rest of the batch goes on.
+Errors: a completion with an error fails every request of its batch (the executors have already re-run
+the batch in parts to find the rows responsible, engine/isolation.py, so an error here is not a row's).
+A result may hold an exception object in place of one row's result (StepOutput or PCM), put there by
+isolation or by the program: then only that request fails and the rest of the batch goes on.
 
 Every method returns what happened as events (`Delivered`, `Ended`, `Released`) so the engine can feed
 its audio streams; the scheduler never calls the model or the user. Same inputs at the same times give
@@ -167,6 +168,9 @@ class Scheduler:
                              f"the request needs {r.need_pages} KV pages of {self.kv.page_size} positions "
                              f"but the pool has only {self.kv.num_pages}; shorten the text, lower max_frames "
                              f"or raise kv_pages")
+        if r.continuation:  # admitted with its user request's first sentence: never refused for load
+            self._queue_continuation(r)
+            return []
         if self.gate is not None:
             verdict = self.gate.predict(self, r, now)
             if not verdict.admit:
@@ -181,6 +185,24 @@ class Scheduler:
         self.requests[r.id] = r
         self.waiting.append(r)
         return []
+
+    def continue_after(self, r: Request, playback_end: float) -> None:
+        """Mark `r` (not yet added) as the next sentence of a user request already admitted whose audio
+        delivered so far plays until `playback_end`: that is its first chunk's deadline (its TTFA target,
+        from its arrival), and `add` queues it ahead of new requests without the load checks."""
+        r.continuation = True
+        r.ttfa_target = max(0.0, playback_end - r.arrival)
+
+    def _queue_continuation(self, r: Request) -> None:
+        """Into the queue behind the continuations already waiting, ahead of every new request: what was
+        accepted finishes before anything new starts (the queue's head is only ever popped in order)."""
+        self.requests[r.id] = r
+        i = 0
+        for q in self.waiting:
+            if not q.continuation:
+                break
+            i += 1
+        self.waiting.insert(i, r)
 
     def cancel(self, request_id: int, now: float) -> list[Event]:
         r = self.requests.get(request_id)
@@ -462,7 +484,7 @@ class Scheduler:
     def complete(self, c: Completion) -> list[Event]:
         work = c.work
         self.busy[work.lane] = False
-        if self.gate is not None and c.error is None:
+        if self.gate is not None and c.error is None and not c.reruns:
             self.gate.observe(self, work.stage, work.lane, work.bucket, work.tokens, work.frames,
                               c.finished - c.started)
         if work.stage == "codec":

@@ -72,6 +72,8 @@ class AudioStream:
         self.retry_after: float | None = None  # set on a refusal when the admission estimated one
         self._keep = True  # keep every chunk (for wait()); see keep_audio()
         self._store = True  # store pushed chunks at all; see drop_audio()
+        # a continuation (Engine.submit(continues=...)): when its user request's earlier audio ends
+        self.playback_from: float | None = None
 
     # --- memory: a long-running consumer that only measures -------------------------------------
     def keep_audio(self, keep: bool) -> None:

@@ -40,6 +40,7 @@ from voxcli.models.base import (
     Row,
     StepOutput,
     SynthesisRequest,
+    check_numbers,
 )
 
 _FAIL = re.compile(r"\[fail:(prefill|input|decode@(\d+)|codec@(\d+))\]")
@@ -101,6 +102,7 @@ class SyntheticProgram(ModelProgram):
         return cls.for_model(source)
 
     def prepare(self, request: SynthesisRequest) -> Prompt:
+        check_numbers(request)  # the ranges every family applies (models/base.py NUMERIC_BOUNDS)
         text = request.text or ""
         plan = _Plan(frames=0)
         for m in _FAIL.finditer(text):

@@ -180,7 +180,9 @@ class ReplicaEngine:
     def __init__(self, handle: Any) -> None:
         self._handle = handle.options(method_name="synthesize", stream=True)
 
-    def submit(self, request: Any) -> _ReplicaStream:
+    def submit(self, request: Any, continues: Any = None) -> _ReplicaStream:
+        # `continues` (a later sentence, speak.py) cannot travel: each sentence may land on another
+        # replica, whose admission decides on it alone
         return _ReplicaStream(self._handle.remote(request))
 
 

@@ -55,11 +55,15 @@ class _TrackedEngine:
     def __init__(self, engine: Any, job: SpeechJob) -> None:
         self._engine, self._job = engine, job
 
-    def submit(self, request: SynthesisRequest) -> Any:
+    def submit(self, request: SynthesisRequest, continues: Any = None) -> Any:
         job = self._job
         if job.stop.is_set():
             raise Stopped()
-        stream = self._engine.submit(request)  # prepare() runs here: never under the job's lock
+        # prepare() runs here: never under the job's lock; `continues`: a later sentence (speak.py)
+        if continues is not None:
+            stream = self._engine.submit(request, continues=continues)
+        else:
+            stream = self._engine.submit(request)
         keep_audio = getattr(stream, "keep_audio", None)
         if keep_audio is not None:
             keep_audio(False)  # a server never calls wait(): forget each chunk once it is sent

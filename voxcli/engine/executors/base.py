@@ -57,6 +57,9 @@ class Completion:
     finished: float
     result: list[Any] | None = None  # StepOutputs (lm) or PCM arrays (codec), one per row
     error: BaseException | None = None
+    # Extra stage calls fault isolation made to find the rows responsible for an error (engine/isolation.py);
+    # > 0: the duration is not one batch's cost, so no estimate learns from it.
+    reruns: int = 0
 
 
 class Executor(ABC):

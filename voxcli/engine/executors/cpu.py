@@ -4,7 +4,8 @@ Torch releases the GIL inside its kernels, so the LM lane and the codec lanes re
 multi-core host (each lane uses torch's intra-op threads; `config.threads` sets their number). Busy
 flags change only on the host thread (set by `launch`, cleared when `wait` hands the completion back),
 so the engine and the scheduler always agree on which lanes are free. A stage exception becomes
-`Completion.error`; the engine fails the affected requests and keeps going."""
+`Completion.error`; the engine fails the affected requests and keeps going. A stage that raises is first
+re-run in parts to find the rows responsible (engine/isolation.py); only those fail."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 
 from voxcli.engine.clock import WallClock
 from voxcli.engine.executors.base import Completion, Executor, LaneName, Work
-from voxcli.engine.executors.stages import run_work
+from voxcli.engine.executors.stages import run_work_isolated
 from voxcli.engine.lanes import LaneLayout
 from voxcli.models.base import ModelProgram
 
@@ -72,11 +73,13 @@ class CpuExecutor(Executor):
             if work is None:
                 return
             started = self.clock.now()
-            try:
-                result, error = run_work(self.program, work), None
-            except Exception as e:  # reported to the engine, which fails just these requests
+            reruns = 0
+            try:  # a row whose data makes the stage raise fails alone (engine/isolation.py)
+                done = run_work_isolated(self.program, work)
+                result, error, reruns = done.results, None, done.reruns
+            except Exception as e:  # not a row's fault: the engine fails the batch's requests
                 result, error = None, e
-            self._done.put(Completion(work, started, self.clock.now(), result, error))
+            self._done.put(Completion(work, started, self.clock.now(), result, error, reruns))
 
     def interrupt(self) -> None:
         """Wake a blocked `wait` (a new request or a cancel arrived on another thread)."""

@@ -32,6 +32,11 @@ non-blocking copies from pinned staging, `PagedDecodeAttention.plan`), padding r
 (`StepOutput`s for decode, PCM arrays for codec) and runs the host token logic. A program without
 the hook (or returning None for a stage/bucket) runs that stage eagerly: its `decode/codec/prefill`
 method is called on a per-lane worker thread with the lane's stream current, so lanes still overlap.
+
+Fault isolation (engine/isolation.py): an eager stage that raises is re-run in parts to fail only the
+rows responsible; a codec graph whose `load` refuses a batch (a chunk's codes out of range) runs it
+eagerly that way. A graphed decode step that raises fails its batch (its `load` has consumed the rows'
+sampler draws), as does any device fault.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from typing import Any
 
 from voxcli.config import EngineConfig
 from voxcli.engine.executors.base import Completion, Executor, LaneName, Work
+from voxcli.engine.isolation import is_device_fault, run_isolated
 from voxcli.engine.lanes import BucketError, LaneLayout, lane_layout
 from voxcli.models.base import GraphStage
 
@@ -86,6 +92,7 @@ class _Flight:
     future: Future | None = None
     error: BaseException | None = None
     slots: set[int] = field(default_factory=set)
+    reruns: int = 0
 
 
 class CudaExecutor(Executor):
@@ -177,7 +184,15 @@ class CudaExecutor(Executor):
                 if accepts is not None and not accepts(work.rows):
                     captured = None
             if captured is not None:
-                self._launch_graph(flight, captured)
+                try:
+                    self._launch_graph(flight, captured)
+                except Exception as e:
+                    if work.stage != "codec" or flight.event is not None or is_device_fault(e):
+                        raise
+                    # A codec graph's load checks every chunk before the slot table is touched (the
+                    # state is gathered and scattered inside the replay): the batch can run eagerly
+                    # instead, where isolation fails only the chunks that fail on their own.
+                    flight.future = self._workers[lane].submit(self._run_eager, flight)
             else:
                 flight.future = self._workers[lane].submit(self._run_eager, flight)
         except Exception as e:  # bad batch or a load() error: report through the completion
@@ -216,10 +231,13 @@ class CudaExecutor(Executor):
         with self.ops.on(flight.stream):
             event = self.ops.event()
             self._order(flight)
-            result = stage(flight.work.rows)
+            # a row whose data makes the stage raise fails alone (engine/isolation.py); CUDA errors are
+            # device faults there and fail the batch without a re-run
+            done = run_isolated(stage, flight.work.rows)
             self.ops.record(event, flight.stream)
         flight.event = event
-        return result
+        flight.reruns = done.reruns
+        return done.results
 
     def _poll(self) -> list[Completion]:
         out = []
@@ -241,7 +259,7 @@ class CudaExecutor(Executor):
             del self._flights[lane]
             if f.event is not None:
                 self._last[lane] = (f.stream, f.event)
-            out.append(Completion(f.work, f.started, self.now(), result=result, error=error))
+            out.append(Completion(f.work, f.started, self.now(), result=result, error=error, reruns=f.reruns))
         return out
 
     def wait(self, until: float | None) -> list[Completion]:

@@ -32,7 +32,7 @@ import numpy as np
 
 from voxcli.engine.cost import CostProfile, SimModel
 from voxcli.engine.executors.base import Completion, Executor, LaneName, Work
-from voxcli.engine.executors.stages import run_work
+from voxcli.engine.executors.stages import run_work_isolated
 from voxcli.engine.lanes import LaneLayout
 from voxcli.models.base import ModelProgram
 
@@ -86,8 +86,8 @@ class SimExecutor(Executor):
                                f"{next(iter(self._running))} is busy")
         result: list[Any] | None = None
         error: BaseException | None = None
-        try:
-            result = run_work(self.program, work)
+        try:  # a row whose data makes the stage raise fails alone (engine/isolation.py)
+            result = run_work_isolated(self.program, work).results
         except Exception as e:  # the stage's failure belongs to its requests, not to the device
             error = e
         solo = self.duration(work)

@@ -6,14 +6,24 @@ from __future__ import annotations
 from typing import Any
 
 from voxcli.engine.executors.base import Work
+from voxcli.engine.isolation import Isolated, run_isolated
 from voxcli.models.base import ModelProgram
 
 
 def run_work(program: ModelProgram, work: Work) -> list[Any]:
-    if work.stage == "decode":
-        return program.decode(work.rows)
-    if work.stage == "prefill":
-        return program.prefill(work.rows)
-    if work.stage == "codec":
-        return program.codec(work.rows)
-    raise ValueError(f"unknown stage {work.stage!r}")
+    return stage_call(program, work.stage)(work.rows)
+
+
+def run_work_isolated(program: ModelProgram, work: Work) -> Isolated:
+    """`run_work`, but a stage that raises fails only the rows responsible (engine/isolation.py)."""
+    return run_isolated(stage_call(program, work.stage), work.rows)
+
+
+def stage_call(program: ModelProgram, stage: str) -> Any:
+    if stage == "decode":
+        return program.decode
+    if stage == "prefill":
+        return program.prefill
+    if stage == "codec":
+        return program.codec
+    raise ValueError(f"unknown stage {stage!r}")
