@@ -1,0 +1,58 @@
+"""Higgs Audio (Boson AI) as a registered family (see models/registry.py). Imports nothing heavy: the program
+and the demo builder load when first used."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from voxcli.config import ChunkSchedule
+
+from ..registry import Demo, Family, HubModel, SimSpec
+
+
+def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
+    from .program import HiggsProgram
+
+    return HiggsProgram.load(path, device=device, dtype=dtype)
+
+
+def build_demo(out: Path) -> None:
+    from .tiny import build_tiny
+
+    # Random weights never pick the stream EOS (tiny.py): max_new_tokens bounds a request (192 frames, 7.7 s).
+    build_tiny(out, size="tiny", max_new_tokens=200)
+
+
+FAMILY = Family(
+    name="Higgs Audio",
+    model_types=("higgs_audio_v2",),
+    load=load,
+    hub_models=(
+        HubModel(
+            "eustlb/higgs-audio-v2-generation-3B-base",
+            "Higgs Audio v2 3B (transformers layout), English TTS; --instructions sets the scene description",
+            "higgs-v2-3b",
+        ),
+    ),
+    demos=(
+        Demo(
+            "demo-higgs",
+            build_demo,
+            version="1",
+            recipe="demo-higgs",
+            description="tiny random Higgs Audio v2 (delay pattern, DAC codec), offline; its audio is not "
+            "speech",
+        ),
+    ),
+    # 24 kHz PCM, 960 samples (40 ms) per frame, 8 codebooks; the recipe's chunk schedule (first chunk set by
+    # the codec's 9.85-frame look-ahead, codec.py).
+    sim=SimSpec(
+        sample_rate=24000,
+        frame_rate=25.0,
+        samples_per_frame=960,
+        codebooks=8,
+        chunk=ChunkSchedule(first=15, ramp=(25,), steady=50),
+        lead_steps=8,
+    ),  # the delay fill: the first aligned frame comes 8 steps after the first step
+)

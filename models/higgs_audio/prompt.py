@@ -1,0 +1,88 @@
+"""Request -> Higgs prompt ids, exactly as transformers' HiggsAudioV2Processor.apply_chat_template renders the
+checkpoint's chat template for the documented single-speaker conversation: system "Generate audio following
+instruction.", a scene message (default "Audio is recorded from a quiet room."), the user's text, and the
+generation prompt that opens the assistant's audio (`<|audio_out_bos|>`).
+
+Rendered text (the template's own pieces, in order; message texts are `trim`med):
+
+    {bos}<|start_header_id|>system<|end_header_id|>\\n\\n{system}
+    \\n\\n<|scene_desc_start|>\\n{scene}\\n<|scene_desc_end|><|eot_id|>
+    <|start_header_id|>user<|end_header_id|>\\n\\n{text}<|eot_id|>
+    <|start_header_id|>assistant<|end_header_id|>\\n\\n<|audio_out_bos|>
+
+(no line breaks between the pieces). Tokenised with the checkpoint's tokenizer.json, special tokens matched
+as added tokens, no BOS added by the tokenizer (the template writes it). Text ids come from those files only.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tokenizers import Tokenizer
+
+from ..base import CheckpointError, InputError
+from .config import HiggsConfig
+
+SYSTEM = "Generate audio following instruction."
+SCENE = "Audio is recorded from a quiet room."
+AUDIO_BOS = "<|audio_out_bos|>"
+AUDIO_OUT = "<|AUDIO_OUT|>"
+AUDIO_DELAY = "<|reserved_special_token_6|>"
+
+
+def _trim(s: str) -> str:
+    """Jinja's `trim` (Python str.strip on whitespace)."""
+    return s.strip()
+
+
+def render(text: str, scene: str = SCENE, system: str = SYSTEM, bos: str = "<|begin_of_text|>") -> str:
+    out = [bos, "<|start_header_id|>system<|end_header_id|>\n\n", _trim(system)]
+    if scene is not None:
+        out += ["\n\n<|scene_desc_start|>\n", _trim(scene), "\n<|scene_desc_end|>"]
+    out += [
+        "<|eot_id|>",
+        "<|start_header_id|>user<|end_header_id|>\n\n",
+        _trim(text),
+        "<|eot_id|>",
+        "<|start_header_id|>assistant<|end_header_id|>\n\n",
+        AUDIO_BOS,
+    ]
+    return "".join(out)
+
+
+class TextTokenizer:
+    """The checkpoint's tokenizer.json through the `tokenizers` library (what transformers' fast tokenizer
+    runs), with the bos token named in tokenizer_config.json."""
+
+    def __init__(self, root: Path, cfg: HiggsConfig) -> None:
+        path = root / "tokenizer.json"
+        if not path.exists():
+            raise CheckpointError(f"{path} is missing; a Higgs checkpoint needs its text tokenizer files")
+        try:
+            self.tok = Tokenizer.from_file(str(path))
+        except Exception as e:  # noqa: BLE001 - the library raises plain Exceptions for bad files
+            raise CheckpointError(f"cannot read {path} ({e})") from None
+        tc = root / "tokenizer_config.json"
+        conf = json.loads(tc.read_text(encoding="utf-8")) if tc.exists() else {}
+        bos = conf.get("bos_token", "<|begin_of_text|>")
+        self.bos = bos.get("content") if isinstance(bos, dict) else str(bos)
+        for name, want in (
+            (AUDIO_BOS, cfg.audio_bos_token_id),
+            (AUDIO_OUT, cfg.audio_token_id),
+            (AUDIO_DELAY, cfg.audio_delay_token_id),
+        ):
+            got = self.tok.token_to_id(name)
+            if got != want:
+                raise CheckpointError(f"{path}: token {name!r} has id {got}, config.json says {want}")
+        if self.tok.token_to_id(self.bos) is None:
+            raise CheckpointError(f"{path}: the bos token {self.bos!r} of tokenizer_config.json is not in it")
+
+    def encode(self, text: str) -> list[int]:
+        return self.tok.encode(text, add_special_tokens=False).ids
+
+
+def prompt_ids(tok: TextTokenizer, text: str, scene: str | None = SCENE) -> list[int]:
+    if not text or not text.strip():
+        raise InputError("the text is empty")
+    return tok.encode(render(text, scene=scene, bos=tok.bos))

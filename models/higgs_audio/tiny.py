@@ -1,0 +1,261 @@
+"""Random-weight Higgs Audio v2 checkpoints in the transformers layout, built without transformers (the demo,
+tests, and `scripts/make_tiny.py --family higgs`).
+
+Written: config.json (`higgs_audio_v2`, codebook_size 1026), generation_config.json, model.safetensors with
+every tensor `HiggsAudioV2ForConditionalGeneration` has, tokenizer.json (byte-level BPE over the 256 bytes
+plus the Llama-3 / Higgs special tokens) + tokenizer_config.json, and audio_tokenizer/ (config.json + the
+decoder's tensors in `HiggsAudioV2TokenizerModel` names: quantizer codebooks, project_out, fc2,
+acoustic_decoder).
+
+Random weights: the stream BOS/EOS rows of audio_lm_head are zero, so a random code (the max of 1024 random
+logits) always beats them: the demo never ends early and never emits a stray BOS; `max_new_tokens` bounds it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import save_file
+
+from ..qwen3_tts.text_tokenizer import bytes_to_unicode
+from .codec import HiggsCodecConfig, HiggsDecoderNet
+from .config import HiggsConfig, parse_v2
+from .layers import HiggsWeights
+
+SPECIALS = (
+    "<|begin_of_text|>",
+    "<|end_of_text|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|eot_id|>",
+    "<|scene_desc_start|>",
+    "<|scene_desc_end|>",
+    "<|audio_out_bos|>",
+    "<|AUDIO_OUT|>",
+    "<|audio_eos|>",
+    "<|reserved_special_token_6|>",
+    "<|audio_bos|>",
+    "<|AUDIO|>",
+)
+
+SIZES: dict[str, dict[str, Any]] = {
+    "tiny": dict(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=2048,
+    ),
+    # Higgs Audio v2 3B (Llama-3.2-3B backbone): transformers' HiggsAudioV2Config defaults.
+    "v2-3b": dict(
+        hidden_size=3072,
+        intermediate_size=8192,
+        num_hidden_layers=28,
+        num_attention_heads=24,
+        num_key_value_heads=8,
+        head_dim=128,
+        max_position_embeddings=2048,
+    ),
+}
+CODEC_SIZES: dict[str, dict[str, Any]] = {
+    "tiny": dict(decoder_hidden_size=32, acoustic_hidden=16, semantic_hidden=16, codebook_dim=8),
+    # bosonai/higgs-audio-v2-tokenizer: DAC decoder 1024 wide over a 256-wide latent, HuBERT-base 768.
+    "v2-3b": dict(decoder_hidden_size=1024, acoustic_hidden=256, semantic_hidden=768, codebook_dim=64),
+}
+RATIOS = [8, 5, 4, 2, 3]  # the released tokenizer's: hop 960 at 24 kHz = 25 frames/s
+
+
+def write_tokenizer(out: Path) -> dict[str, int]:
+    """Byte-level BPE with no merges (one token per byte), specials at 256.. as added tokens."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
+    vocab = {ch: i for i, ch in enumerate(bytes_to_unicode().values())}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIALS])
+    tok.save(str(out / "tokenizer.json"))
+    ids = {t: tok.token_to_id(t) for t in SPECIALS}
+    conf = {
+        "bos_token": "<|begin_of_text|>",
+        "eos_token": "<|eot_id|>",
+        "pad_token": "<|eot_id|>",
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": 131072,
+        "added_tokens_decoder": {
+            str(i): {
+                "content": t,
+                "special": True,
+                "normalized": False,
+                "lstrip": False,
+                "rstrip": False,
+                "single_word": False,
+            }
+            for t, i in ids.items()
+        },
+    }
+    (out / "tokenizer_config.json").write_text(json.dumps(conf, indent=2))
+    return ids
+
+
+def model_config(size: str, ids: dict[str, int]) -> dict[str, Any]:
+    vocab = 256 + len(SPECIALS) + 3 if size == "tiny" else 128256
+    return {
+        "architectures": ["HiggsAudioV2ForConditionalGeneration"],
+        "model_type": "higgs_audio_v2",
+        **SIZES[size],
+        "vocab_size": vocab,
+        "rms_norm_eps": 1e-5,
+        "num_codebooks": 8,
+        "codebook_size": 1026,
+        "audio_stream_bos_id": 1024,
+        "audio_stream_eos_id": 1025,
+        "audio_token_id": ids["<|AUDIO_OUT|>"],
+        "audio_bos_token_id": ids["<|audio_out_bos|>"],
+        "audio_delay_token_id": ids["<|reserved_special_token_6|>"],
+        "bos_token_id": ids["<|begin_of_text|>"],
+        "eos_token_id": ids["<|eot_id|>"],
+        "pad_token_id": ids["<|eot_id|>"],
+        "hidden_act": "silu",
+        "attention_bias": False,
+        "mlp_bias": False,
+        "tie_word_embeddings": False,
+        "rope_parameters": {
+            "rope_type": "llama3",
+            "rope_theta": 500000.0,
+            "factor": 32.0,
+            "high_freq_factor": 0.5,
+            "low_freq_factor": 0.125,
+            "original_max_position_embeddings": 1024,
+        },
+    }
+
+
+def codec_config(size: str) -> dict[str, Any]:
+    c = CODEC_SIZES[size]
+    return {
+        "architectures": ["HiggsAudioV2TokenizerModel"],
+        "model_type": "higgs_audio_v2_tokenizer",
+        "sample_rate": 24000,
+        "target_bandwidths": [0.5, 1, 1.5, 2],
+        "codebook_size": 1024,
+        "codebook_dim": c["codebook_dim"],
+        "kernel_size": 3,
+        "channel_ratios": [1, 1],
+        "strides": [1, 1],
+        "block_dilations": [1, 1],
+        "unit_kernel_size": 3,
+        "semantic_sample_rate": 16000,
+        "downsample_factor": 320,
+        "acoustic_model_config": {
+            "model_type": "dac",
+            "encoder_hidden_size": 64 if size != "tiny" else 4,
+            "downsampling_ratios": RATIOS,
+            "upsampling_ratios": RATIOS,
+            "decoder_hidden_size": c["decoder_hidden_size"],
+            "hidden_size": c["acoustic_hidden"],
+            "sampling_rate": 24000,
+        },
+        "semantic_model_config": {
+            "model_type": "hubert",
+            "hidden_size": c["semantic_hidden"],
+            **(
+                {
+                    "num_hidden_layers": 1,
+                    "num_attention_heads": 2,
+                    "intermediate_size": 2 * c["semantic_hidden"],
+                    "conv_dim": [8] * 7,
+                    "num_conv_pos_embeddings": 16,
+                    "num_conv_pos_embedding_groups": 2,
+                }
+                if size == "tiny"
+                else {}
+            ),
+        },
+    }
+
+
+def _randomise(module: torch.nn.Module, gen: torch.Generator) -> None:
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            if name.endswith("alpha"):
+                p.copy_(0.5 + torch.rand(p.shape, generator=gen))
+            elif p.dim() == 1 and ("norm" in name):
+                p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=gen))
+            elif p.dim() == 1:
+                p.copy_(0.02 * torch.randn(p.shape, generator=gen))
+            else:
+                fan_in = p[0].numel() if p.dim() > 1 else 1
+                std = 0.02 if "embed" in name or "lm_head" in name else (1.0 / fan_in) ** 0.5
+                p.copy_(std * torch.randn(p.shape, generator=gen))
+
+
+def build_tiny(
+    out: Path, size: str = "tiny", seed: int = 0, max_new_tokens: int = 300, output_gain: float = 30.0
+) -> Path:
+    """Write a complete random checkpoint (model + tokenizer + audio tokenizer) into `out`."""
+    if size not in SIZES:
+        raise ValueError(f"size must be one of {', '.join(SIZES)}, got {size!r}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    gen = torch.Generator().manual_seed(seed)
+    ids = write_tokenizer(out)
+    d = model_config(size, ids)
+    (out / "config.json").write_text(json.dumps(d, indent=2))
+    cfg: HiggsConfig = parse_v2(d, str(out / "config.json"))
+    (out / "generation_config.json").write_text(
+        json.dumps(
+            {
+                "bos_token_id": d["bos_token_id"],
+                "eos_token_id": d["eos_token_id"],
+                "pad_token_id": d["pad_token_id"],
+                "do_sample": False,
+                "max_new_tokens": max_new_tokens,
+            },
+            indent=2,
+        )
+    )
+    weights = HiggsWeights(cfg)
+    _randomise(weights, gen)
+    with torch.no_grad():
+        weights.audio_lm_head.weight.view(8, 1026, -1)[:, 1024:] = 0.0
+    save_file(
+        {k: v.contiguous() for k, v in weights.state_dict().items()},
+        str(out / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
+    (out / "processor_config.json").write_text(
+        json.dumps(
+            {
+                "processor_class": "HiggsAudioV2Processor",
+                "audio_token": "<|AUDIO_OUT|>",
+                "audio_bos_token": "<|audio_out_bos|>",
+                "audio_eos_token": "<|audio_eos|>",
+                "audio_delay_token": "<|reserved_special_token_6|>",
+                "audio_stream_bos_id": 1024,
+                "audio_stream_eos_id": 1025,
+            },
+            indent=2,
+        )
+    )
+    write_codec(out / "audio_tokenizer", size, gen, output_gain)
+    return out
+
+
+def write_codec(out: Path, size: str, gen: torch.Generator, output_gain: float = 30.0) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    d = codec_config(size)
+    (out / "config.json").write_text(json.dumps(d, indent=2))
+    net = HiggsDecoderNet(HiggsCodecConfig.read(out / "config.json"))
+    _randomise(net, gen)
+    with torch.no_grad():
+        for vq in net.quantizer.quantizers:
+            vq.codebook.embed.copy_(torch.randn(vq.codebook.embed.shape, generator=gen))
+        net.acoustic_decoder.conv2.weight.mul_(output_gain)
+    sd = {k: v.contiguous() for k, v in net.state_dict().items()}
+    save_file(sd, str(out / "model.safetensors"), metadata={"format": "pt"})
