@@ -18,7 +18,7 @@ HOP = 960
 @pytest.fixture(scope="module")
 def codec64(tmp_path_factory) -> HiggsCodec:
     root = tmp_path_factory.mktemp("higgs_codec") / "audio_tokenizer"
-    write_codec(root, "tiny", torch.Generator().manual_seed(3), output_gain=1.0)
+    write_codec(root, "tiny", torch.Generator().manual_seed(3), output_std=0.1)
     return HiggsCodec.load(root, dtype="float64")
 
 

@@ -196,7 +196,7 @@ def _randomise(module: torch.nn.Module, gen: torch.Generator) -> None:
 
 
 def build_tiny(
-    out: Path, size: str = "tiny", seed: int = 0, max_new_tokens: int = 300, output_gain: float = 30.0
+    out: Path, size: str = "tiny", seed: int = 0, max_new_tokens: int = 300, output_std: float = 0.1
 ) -> Path:
     """Write a complete random checkpoint (model + tokenizer + audio tokenizer) into `out`."""
     if size not in SIZES:
@@ -243,11 +243,13 @@ def build_tiny(
             indent=2,
         )
     )
-    write_codec(out / "audio_tokenizer", size, gen, output_gain)
+    write_codec(out / "audio_tokenizer", size, gen, output_std)
     return out
 
 
-def write_codec(out: Path, size: str, gen: torch.Generator, output_gain: float = 30.0) -> None:
+def write_codec(out: Path, size: str, gen: torch.Generator, output_std: float = 0.1) -> None:
+    """The audio tokenizer's decode half with random weights, its output conv scaled so that random codes
+    decode to PCM of standard deviation `output_std` (a plausible level, no clipping in a 16-bit WAV)."""
     out.mkdir(parents=True, exist_ok=True)
     d = codec_config(size)
     (out / "config.json").write_text(json.dumps(d, indent=2))
@@ -256,6 +258,9 @@ def write_codec(out: Path, size: str, gen: torch.Generator, output_gain: float =
     with torch.no_grad():
         for vq in net.quantizer.quantizers:
             vq.codebook.embed.copy_(torch.randn(vq.codebook.embed.shape, generator=gen))
-        net.acoustic_decoder.conv2.weight.mul_(output_gain)
+        probe = torch.randint(0, 1024, (1, net.cfg.n_codebooks, 20), generator=gen)
+        std = float(net.acoustic_decoder(net.latents(probe)).std())
+        net.acoustic_decoder.conv2.weight.mul_(output_std / std)
+        net.acoustic_decoder.conv2.bias.mul_(output_std / std)
     sd = {k: v.contiguous() for k, v in net.state_dict().items()}
     save_file(sd, str(out / "model.safetensors"), metadata={"format": "pt"})
