@@ -253,6 +253,22 @@ class HiggsCodec(DacCodec):
         )
         return cls(net)
 
+    @classmethod
+    def from_state(
+        cls, sd: dict[str, torch.Tensor], prefix: str, where: Any, device: str = "cpu", dtype: str = "float32"
+    ) -> HiggsCodec:
+        """The decoder bundled inside a checkpoint's state dict under `prefix` (v3)."""
+        sub = {k[len(prefix) :]: v for k, v in sd.items() if k.startswith(prefix)}
+        shapes = {k: tuple(v.shape) for k, v in sub.items()}
+        cfg = config_from_shapes(shapes, where)
+        with torch.device("meta"):
+            net = HiggsDecoderNet(cfg)
+        state = pick_decoder_weights(net, shapes, sub.__getitem__, where)
+        net.load_state_dict(
+            {k: v.to(device=device, dtype=_DTYPES[dtype]) for k, v in state.items()}, strict=True, assign=True
+        )
+        return cls(net)
+
     @property
     def device(self) -> torch.device:
         return self.hnet.fc2.weight.device
@@ -276,41 +292,88 @@ class HiggsCodec(DacCodec):
 
 
 def read_decoder_weights(net: HiggsDecoderNet, file: Path) -> dict[str, Any]:
-    """The decoder's tensors from the tokenizer's model.safetensors, checked strictly (every key present with
-    its shape, weight-norm pairs folded, no NaN/inf); parts only the encoder uses are skipped, any other
-    tensor is refused. Errors name the key and the file."""
+    """The decoder's tensors from the tokenizer's model.safetensors (see `pick_decoder_weights`)."""
     if not file.exists():
         raise CheckpointError(
             f"missing weights file {file} (the Higgs audio tokenizer needs model.safetensors)"
         )
-    expected = {k: tuple(v.shape) for k, v in net.state_dict().items()}
     try:
         with safe_open(str(file), framework="pt", device="cpu") as f:
             shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
-            plan = {k: _source_keys(k, s, shapes, file) for k, s in expected.items()}
-            used = {s for srcs in plan.values() for s in srcs}
-            extra = sorted(
-                k
-                for k in set(shapes) - used
-                if not k.startswith(_UNUSED)
-                and not (k.startswith("quantizer.") and k.split(".", 3)[-1].startswith(_UNUSED_VQ))
-            )
-            if extra:
-                raise CheckpointError(
-                    f"checkpoint {file} has unexpected tensor {extra[0]!r}"
-                    + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else "")
-                    + "; its config.json does not describe these weights"
-                )
-            out: dict[str, Any] = {}
-            for k, srcs in plan.items():
-                ts = [f.get_tensor(s) for s in srcs]
-                for s, t in zip(srcs, ts, strict=True):
-                    if t.is_floating_point() and not torch.isfinite(t).all():
-                        raise CheckpointError(f"tensor {s!r} in {file} holds NaN or inf values")
-                out[k] = ts[0] if len(ts) == 1 else _fold_weight_norm(ts[0], ts[1])
+            return pick_decoder_weights(net, shapes, f.get_tensor, file)
     except SafetensorError as e:
         raise CheckpointError(f"cannot read {file} (corrupt or truncated safetensors file?): {e}") from e
+
+
+def pick_decoder_weights(
+    net: HiggsDecoderNet, shapes: dict[str, tuple[int, ...]], get, where: Any
+) -> dict[str, Any]:
+    """Checked strictly: every tensor the decoder needs present with its shape (weight-norm pairs folded,
+    no NaN/inf); parts only the encoder uses are skipped, any other tensor is refused. Errors name key and
+    path."""
+    expected = {k: tuple(v.shape) for k, v in net.state_dict().items()}
+    plan = {k: _source_keys(k, s, shapes, where) for k, s in expected.items()}
+    used = {s for srcs in plan.values() for s in srcs}
+    extra = sorted(
+        k
+        for k in set(shapes) - used
+        if not k.startswith(_UNUSED)
+        and not (k.startswith("quantizer.") and k.split(".", 3)[-1].startswith(_UNUSED_VQ))
+    )
+    if extra:
+        raise CheckpointError(
+            f"checkpoint {where} has unexpected tensor {extra[0]!r}"
+            + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else "")
+            + "; its config.json does not describe these weights"
+        )
+    out: dict[str, Any] = {}
+    for k, srcs in plan.items():
+        ts = [get(s) for s in srcs]
+        for s, t in zip(srcs, ts, strict=True):
+            if t.is_floating_point() and not torch.isfinite(t).all():
+                raise CheckpointError(f"tensor {s!r} in {where} holds NaN or inf values")
+        out[k] = ts[0] if len(ts) == 1 else _fold_weight_norm(ts[0], ts[1])
     return out
+
+
+def _weight_shape(shapes: dict[str, tuple[int, ...]], base: str, where: Any) -> tuple[int, ...]:
+    """The shape of `base`.weight, plain or as a weight-norm direction."""
+    for k in (base + ".weight", base + ".weight_v", base + ".parametrizations.weight.original1"):
+        if k in shapes:
+            return shapes[k]
+    raise CheckpointError(f"checkpoint {where}: tensor {base + '.weight'!r} is missing")
+
+
+def config_from_shapes(
+    shapes: dict[str, tuple[int, ...]], where: Any, sampling_rate: int = 24000
+) -> HiggsCodecConfig:
+    """The decoder's architecture read off its tensors (v3 bundles the tokenizer without a config of its own):
+    codebooks and their width from the codebook tables, the latent widths from project_out / fc2, the decoder
+    width from conv1, each upsampling ratio from its transposed convolution's kernel (2 x stride)."""
+    n = 0
+    while f"quantizer.quantizers.{n}.codebook.embed" in shapes:
+        n += 1
+    if n == 0:
+        raise CheckpointError(
+            f"checkpoint {where}: tensor 'quantizer.quantizers.0.codebook.embed' is missing"
+        )
+    size, dim = shapes["quantizer.quantizers.0.codebook.embed"]
+    hidden = _weight_shape(shapes, "quantizer.quantizers.0.project_out", where)[0]
+    acoustic = _weight_shape(shapes, "fc2", where)[0]
+    dec = _weight_shape(shapes, "acoustic_decoder.conv1", where)[0]
+    ratios = []
+    while any(k.startswith(f"acoustic_decoder.block.{len(ratios)}.conv_t1.") for k in shapes):
+        ratios.append(_weight_shape(shapes, f"acoustic_decoder.block.{len(ratios)}.conv_t1", where)[2] // 2)
+    return HiggsCodecConfig(
+        sampling_rate=sampling_rate,
+        upsampling_ratios=tuple(ratios),
+        decoder_hidden_size=dec,
+        acoustic_hidden=acoustic,
+        hidden_size=hidden,
+        codebook_dim=dim,
+        codebook_size=size,
+        n_codebooks=n,
+    )
 
 
 def resolve_tokenizer(root: Path) -> Path:

@@ -26,13 +26,23 @@ def build_demo(out: Path) -> None:
 
 FAMILY = Family(
     name="Higgs Audio",
-    model_types=("higgs_audio_v2",),
+    model_types=("higgs_audio_v2", "higgs_audio", "higgs_multimodal_qwen3"),
     load=load,
     hub_models=(
         HubModel(
             "eustlb/higgs-audio-v2-generation-3B-base",
-            "Higgs Audio v2 3B (transformers layout), English TTS; --instructions sets the scene description",
+            "Higgs Audio v2 3B, transformers layout; --instructions sets the scene description",
             "higgs-v2-3b",
+        ),
+        HubModel(
+            "bosonai/higgs-audio-v2-generation-3B-base",
+            "Higgs Audio v2 3B, the original release's layout (needs bosonai/higgs-audio-v2-tokenizer)",
+            "higgs-v2-3b",
+        ),
+        HubModel(
+            "bosonai/higgs-audio-v3-tts-4b",
+            "Higgs Audio v3 4B (Qwen3 backbone, codec bundled)",
+            "higgs-v3-4b",
         ),
     ),
     demos=(

@@ -165,7 +165,10 @@ class HiggsWeights(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.model = Backbone(cfg)
-        self.audio_lm_head = nn.Linear(cfg.hidden_size, cfg.num_codebooks * cfg.codebook_size, bias=False)
+        # v3 ties the audio head to the fused audio embedding (logits = h @ E^T): no tensor of its own.
+        self.tied_head = cfg.variant == "v3" and cfg.tie_word_embeddings
+        if not self.tied_head:
+            self.audio_lm_head = nn.Linear(cfg.hidden_size, cfg.num_codebooks * cfg.codebook_size, bias=False)
         self.rotary = Rotary(cfg.head_dim, cfg.rope)
 
     def embed_text(self, ids: torch.Tensor) -> torch.Tensor:
@@ -184,6 +187,8 @@ class HiggsWeights(nn.Module):
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """[..., H] -> [..., C, codebook_size]."""
-        return self.audio_lm_head(hidden).view(
-            *hidden.shape[:-1], self.cfg.num_codebooks, self.cfg.codebook_size
-        )
+        if self.tied_head:
+            flat = F.linear(hidden, self.model.embed_audio_tokens.embed_audio_tokens.weight)
+        else:
+            flat = self.audio_lm_head(hidden)
+        return flat.view(*hidden.shape[:-1], self.cfg.num_codebooks, self.cfg.codebook_size)

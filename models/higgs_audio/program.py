@@ -38,10 +38,12 @@ from ..base import (
 from ..checkpoint import check_state_dict, read_json, read_state_dict, resolve
 from ..dia.sampling import draw, top_k_filter, top_p_filter
 from ..qwen3_tts.layers import PagedBatch
+from .codec import HiggsCodec, resolve_tokenizer
 from .config import GenerationDefaults, HiggsConfig, parse_v2
 from .delay import DelayTracker
 from .layers import HiggsWeights
-from .prompt import SCENE, TextTokenizer, prompt_ids
+from .layouts import V3_CODEC_PREFIX, boson_state, parse_boson, parse_v3, v3_state, with_delay_ids
+from .prompt import AUDIO_DELAY, SCENE, TextTokenizer, V3Tokenizer, prompt_ids, token_id
 
 # 25 frames/s at 24 kHz. The codec holds back 9.85 frames, so a first chunk of 15 frames is the smallest that
 # yields a useful 206 ms of audio; then larger chunks (fewer, bigger codec batches once playback is buffered).
@@ -88,14 +90,15 @@ class HiggsProgram(ModelProgram):
         cfg: HiggsConfig,
         gen: GenerationDefaults,
         weights: HiggsWeights,
-        tok: TextTokenizer,
+        tok: TextTokenizer | V3Tokenizer,
         device: torch.device,
         dtype: torch.dtype,
         name: str,
+        rates: tuple[int, int] = (24000, 960),
     ) -> None:
         self.root, self.cfg, self.gen, self.weights, self.tok = root, cfg, gen, weights, tok
         self.device, self.dtype = device, dtype
-        sr, hop = _codec_rates(root)
+        sr, hop = rates
         self.spec = ModelSpec(
             name=name,
             sample_rate=sr,
@@ -116,34 +119,68 @@ class HiggsProgram(ModelProgram):
     # --- loading ---------------------------------------------------------------------------------
     @classmethod
     def load(cls, source: str, device: str = "cpu", dtype: str = "float32") -> HiggsProgram:
+        """A Higgs checkpoint in any of its three layouts (layouts.py), by config.json `model_type`."""
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         root = resolve(source)
         where = str(root / "config.json")
         d = read_json(root / "config.json")
-        if d.get("model_type") != "higgs_audio_v2":
-            raise CheckpointError(
-                f"{where}: model_type {d.get('model_type')!r} is not a Higgs Audio v2 checkpoint"
+        kind = d.get("model_type")
+        codec = None
+        if kind == "higgs_audio_v2":
+            cfg = parse_v2(d, where)
+            sd = read_state_dict(root)
+        elif kind == "higgs_audio":
+            # the original config names no audio-delay token: the tokenizer's own id for it (as the processor)
+            cfg = parse_boson(d, where, audio_delay_token_id=token_id(root, AUDIO_DELAY))
+            sd = boson_state(read_state_dict(root))
+        elif kind == "higgs_multimodal_qwen3":
+            raw = read_state_dict(root)
+            cfg = parse_v3(d, {k: tuple(v.shape) for k, v in raw.items()}, where)
+            codec = HiggsCodec.from_state(
+                raw,
+                V3_CODEC_PREFIX,
+                root,
+                device=device,
+                dtype=next(k for k, v in DTYPES.items() if v == DTYPES[dtype]),
             )
-        cfg = parse_v2(d, where)
+            sd = v3_state(raw, cfg)
+        else:
+            raise CheckpointError(
+                f"{where}: model_type {kind!r} is not a Higgs Audio checkpoint (one of "
+                "higgs_audio_v2, higgs_audio, higgs_multimodal_qwen3)"
+            )
+        if cfg.variant == "v3":
+            tok: TextTokenizer | V3Tokenizer = V3Tokenizer(root)
+            cfg = with_delay_ids(cfg, tok.audio)
+        else:
+            tok = TextTokenizer(root, cfg)
         gen = GenerationDefaults.read(root / "generation_config.json")
-        tok = TextTokenizer(root, cfg)
         with torch.device("meta"):
             weights = HiggsWeights(cfg)
-        sd = read_state_dict(root)
         check_state_dict(weights, sd, root, ignore_prefixes=("text_lm_head.", "audio_decoder_proj."))
         weights.to_empty(device=torch.device(device))
         weights.load_state_dict(
             {k: v.to(DTYPES[dtype]) for k, v in sd.items() if k in weights.state_dict()}, strict=True
         )
         name = source if not Path(source).exists() else root.name
-        return cls(root, cfg, gen, weights.eval(), tok, torch.device(device), DTYPES[dtype], name)
+        program = cls(
+            root,
+            cfg,
+            gen,
+            weights.eval(),
+            tok,
+            torch.device(device),
+            DTYPES[dtype],
+            name,
+            rates=(codec.sample_rate, codec.hop_length) if codec is not None else _codec_rates(root),
+        )
+        program._codec = codec
+        return program
 
     @property
     def codec_model(self):
         if self._codec is None:
-            from .codec import HiggsCodec, resolve_tokenizer
-
             dtype = next(k for k, v in DTYPES.items() if v == self.dtype)
             self._codec = HiggsCodec.load(resolve_tokenizer(self.root), device=str(self.device), dtype=dtype)
         return self._codec
@@ -206,10 +243,14 @@ class HiggsProgram(ModelProgram):
 
     def prepare(self, request: SynthesisRequest) -> Prompt:
         self.check(request)
-        scene = (
-            request.instructions.strip() if request.instructions and request.instructions.strip() else SCENE
-        )
-        ids = prompt_ids(self.tok, request.text, scene=scene)
+        if isinstance(self.tok, V3Tokenizer):
+            if request.instructions:
+                raise InputError("Higgs Audio v3 takes no instructions (its prompt has no scene description)")
+            ids = self.tok.prompt(request.text)
+        else:
+            inst = request.instructions
+            scene = inst.strip() if inst and inst.strip() else SCENE
+            ids = prompt_ids(self.tok, request.text, scene=scene)
         C = self.cfg.num_codebooks
         room = self.cfg.max_position_embeddings - len(ids) - C - 1
         default = min((self.gen.max_new_tokens or DEFAULT_MAX_NEW) - C, room)

@@ -51,6 +51,18 @@ def render(text: str, scene: str = SCENE, system: str = SYSTEM, bos: str = "<|be
     return "".join(out)
 
 
+def token_id(root: Path, name: str) -> int:
+    """The id tokenizer.json gives the added token `name`."""
+    path = root / "tokenizer.json"
+    try:
+        got = Tokenizer.from_file(str(path)).token_to_id(name)
+    except Exception as e:  # noqa: BLE001 - the library raises plain Exceptions for bad files
+        raise CheckpointError(f"cannot read {path} ({e})") from None
+    if got is None:
+        raise CheckpointError(f"{path}: token {name!r} is not in it")
+    return got
+
+
 class TextTokenizer:
     """The checkpoint's tokenizer.json through the `tokenizers` library (what transformers' fast tokenizer
     runs), with the bos token named in tokenizer_config.json."""
@@ -86,3 +98,29 @@ def prompt_ids(tok: TextTokenizer, text: str, scene: str | None = SCENE) -> list
     if not text or not text.strip():
         raise InputError("the text is empty")
     return tok.encode(render(text, scene=scene, bos=tok.bos))
+
+
+class V3Tokenizer:
+    """Higgs Audio v3's prompt (SGLang-Omni's tokenizer adapter for `higgs_multimodal_qwen3`): zero-shot TTS
+    is `<|text|>` + the text's ids + `<|audio|>`; special ids are looked up by content in tokenizer.json."""
+
+    SPECIALS = ("<|text|>", "<|audio|>")
+
+    def __init__(self, root: Path) -> None:
+        path = root / "tokenizer.json"
+        if not path.exists():
+            raise CheckpointError(f"{path} is missing; a Higgs checkpoint needs its text tokenizer files")
+        try:
+            self.tok = Tokenizer.from_file(str(path))
+        except Exception as e:  # noqa: BLE001 - the library raises plain Exceptions for bad files
+            raise CheckpointError(f"cannot read {path} ({e})") from None
+        ids = {t: self.tok.token_to_id(t) for t in self.SPECIALS}
+        missing = [t for t, i in ids.items() if i is None]
+        if missing:
+            raise CheckpointError(f"{path}: the Higgs v3 special token {missing[0]!r} is not in it")
+        self.text, self.audio = ids["<|text|>"], ids["<|audio|>"]
+
+    def prompt(self, text: str) -> list[int]:
+        if not text or not text.strip():
+            raise InputError("the text is empty")
+        return [self.text, *self.tok.encode(text, add_special_tokens=False).ids, self.audio]

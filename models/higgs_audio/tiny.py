@@ -264,3 +264,177 @@ def write_codec(out: Path, size: str, gen: torch.Generator, output_std: float = 
         net.acoustic_decoder.conv2.bias.mul_(output_std / std)
     sd = {k: v.contiguous() for k, v in net.state_dict().items()}
     save_file(sd, str(out / "model.safetensors"), metadata={"format": "pt"})
+
+
+def build_tiny_boson(out: Path, hf_dir: Path) -> Path:
+    """The same random model as the transformers-layout checkpoint `hf_dir`, written in the original
+    release's layout (`model_type` "higgs_audio", layouts.py): `text_config`, the DualFFN adapter on every
+    layer, the partially-frozen embedding / head pairs split at an arbitrary row. Tokenizer and audio
+    tokenizer copied."""
+    import shutil
+
+    from safetensors.torch import load_file
+
+    out, hf_dir = Path(out), Path(hf_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    d = json.loads((hf_dir / "config.json").read_text())
+    text = {
+        k: d[k]
+        for k in (
+            "vocab_size",
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "head_dim",
+            "max_position_embeddings",
+            "rms_norm_eps",
+            "bos_token_id",
+            "eos_token_id",
+            "pad_token_id",
+        )
+    }
+    rope = dict(d["rope_parameters"])
+    text.update(model_type="llama", rope_theta=rope.pop("rope_theta"), rope_scaling=rope)
+    conf = {
+        "architectures": ["HiggsAudioModel"],
+        "model_type": "higgs_audio",
+        "text_config": text,
+        "audio_adapter_type": "dual_ffn_fast_forward",
+        "audio_dual_ffn_layers": list(range(d["num_hidden_layers"])),
+        "use_delay_pattern": True,
+        "skip_audio_tower": True,
+        "audio_num_codebooks": d["num_codebooks"],
+        "audio_codebook_size": d["codebook_size"] - 2,
+        "audio_stream_bos_id": d["audio_stream_bos_id"],
+        "audio_stream_eos_id": d["audio_stream_eos_id"],
+        "audio_out_token_idx": d["audio_token_id"],
+        "audio_out_bos_token_id": d["audio_bos_token_id"],
+        "audio_decoder_proj_num_layers": 0,
+    }
+    (out / "config.json").write_text(json.dumps(conf, indent=2))
+    sd = load_file(str(hf_dir / "model.safetensors"))
+    emb, head = sd["model.embed_tokens.weight"], sd["audio_lm_head.weight"]
+    boson = {
+        "embed_tokens.embedding_frozen.weight": emb[:200].clone(),
+        "embed_tokens.embedding_trainable.weight": emb[200:].clone(),
+        "audio_decoder_proj.audio_lm_head.linear_frozen.weight": head[:5000].clone(),
+        "audio_decoder_proj.audio_lm_head.linear_trainable.weight": head[5000:].clone(),
+        "audio_decoder_proj.text_lm_head.weight": torch.zeros(d["vocab_size"], d["hidden_size"]),
+        "audio_codebook_embeddings.weight": sd["model.embed_audio_tokens.embed_audio_tokens.weight"],
+    }
+    for k, v in sd.items():
+        if k.startswith(("model.layers.", "model.norm.")):
+            boson[k[len("model.") :]] = v
+    save_file(boson, str(out / "model.safetensors"), metadata={"format": "pt"})
+    for name in (
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "generation_config.json",
+        "processor_config.json",
+    ):
+        shutil.copy(hf_dir / name, out / name)
+    shutil.copytree(hf_dir / "audio_tokenizer", out / "audio_tokenizer", dirs_exist_ok=True)
+    return out
+
+
+V3_SPECIALS = (
+    "<|tts|>",
+    "<|ref_audio|>",
+    "<|ref_text|>",
+    "<|text|>",
+    "<|text_end|>",
+    "<|audio|>",
+    "<|audio_end|>",
+    "<|eoc|>",
+)
+V3_SIZES: dict[str, dict[str, Any]] = {
+    "tiny": dict(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+    ),
+    # bosonai/higgs-audio-v3-tts-4b: Qwen3-4B (36 layers, 2560 wide, 32 / 8 heads of 128, MLP 9728).
+    "v3-4b": dict(
+        hidden_size=2560,
+        intermediate_size=9728,
+        num_hidden_layers=36,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=128,
+    ),
+}
+
+
+def build_tiny_v3(out: Path, size: str = "tiny", seed: int = 0, max_new_tokens: int = 300) -> Path:
+    """A random Higgs Audio v3 checkpoint in its real key layout (layouts.py): a Qwen3 backbone under `body.`,
+    the tied fused 8 x 1026 audio embedding / head, the audio tokenizer's decoder bundled under
+    `tied.embedding.modality_embeddings.0.model.`, a byte-level tokenizer with the v3 special tokens."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
+    from .layouts import V3_CODEC_PREFIX, V3_EMBED, parse_v3
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    gen = torch.Generator().manual_seed(seed)
+    vocab = {ch: i for i, ch in enumerate(bytes_to_unicode().values())}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in V3_SPECIALS])
+    tok.save(str(out / "tokenizer.json"))
+    text = {
+        "model_type": "qwen3",
+        **V3_SIZES[size],
+        "vocab_size": 256 + len(V3_SPECIALS) if size == "tiny" else 151936,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 1000000.0,
+        "max_position_embeddings": 40960,
+        "tie_word_embeddings": False,
+        "hidden_act": "silu",
+        "attention_bias": False,
+    }
+    conf = {
+        "architectures": ["HiggsMultimodalQwen3ForConditionalGeneration"],
+        "model_type": "higgs_multimodal_qwen3",
+        "text_config": text,
+        "audio_encoder_config": {"tie_word_embeddings": True},
+    }
+    (out / "config.json").write_text(json.dumps(conf, indent=2))
+    (out / "generation_config.json").write_text(
+        json.dumps(
+            {"do_sample": True, "temperature": 0.8, "top_k": 50, "max_new_tokens": max_new_tokens}, indent=2
+        )
+    )
+    cfg = parse_v3(conf, {V3_EMBED: (8 * 1026, text["hidden_size"])}, str(out / "config.json"))
+    weights = HiggsWeights(cfg)
+    _randomise(weights, gen)
+    with torch.no_grad():  # stream BOS / EOS rows of the tied table: small, so random codes win (see above)
+        weights.model.embed_audio_tokens.embed_audio_tokens.weight.view(8, 1026, -1)[:, 1024:] *= 0.0
+    sd: dict[str, torch.Tensor] = {}
+    for k, v in weights.state_dict().items():
+        if k == "model.embed_tokens.weight":
+            sd["tied.embedding.text_embedding.weight"] = v
+        elif k == "model.embed_audio_tokens.embed_audio_tokens.weight":
+            sd[V3_EMBED] = v
+        else:
+            sd["body." + k[len("model.") :]] = v
+    sd["tied.head.text_head.weight"] = torch.zeros(text["vocab_size"], text["hidden_size"])
+    codec_dir = out / ".codec"
+    write_codec(codec_dir, "tiny" if size == "tiny" else "v2-3b", gen)
+    from safetensors.torch import load_file
+
+    for k, v in load_file(str(codec_dir / "model.safetensors")).items():
+        sd[V3_CODEC_PREFIX + k] = v
+    sd[V3_CODEC_PREFIX + "acoustic_encoder.conv1.weight"] = torch.zeros(4, 1, 7)  # an encoder part: skipped
+    import shutil
+
+    shutil.rmtree(codec_dir)
+    save_file(
+        {k: v.contiguous() for k, v in sd.items()}, str(out / "model.safetensors"), metadata={"format": "pt"}
+    )
+    return out
