@@ -163,3 +163,30 @@ def test_checkpoint_errors_name_key_and_path(ckpt, tmp_path):
     (bad / "config.json").write_text(json.dumps(d))
     with pytest.raises(CheckpointError, match="<\\|audio_out_bos\\|>.*config.json says 5"):
         HiggsProgram.load(str(bad))
+
+
+def test_vox_serve_streams_what_vox_say_writes(ckpt, tmp_path, monkeypatch):
+    pytest.importorskip("fastapi", reason="the serve extra is not installed")
+    httpx = pytest.importorskip("httpx", reason="httpx is not installed (the test extra)")
+    import io
+
+    from serve_util import running_server
+
+    from voxcli import cli
+    from voxcli.server.service import SpeechService
+    from voxcli.server.sessions import open_session
+
+    monkeypatch.setattr(cli, "STATE", cli._State())
+    out = tmp_path / "say.wav"
+    text = "Serve this one."
+    r = _vox("say", "-m", str(ckpt), "--greedy", "--max-frames", "20", "--quiet", text, "-o", str(out))
+    assert r.exit_code == 0, r.output
+    said, sr = sf.read(str(out), dtype="int16")
+    session = open_session(str(ckpt), None, "", None, [], None, None)
+    with running_server(SpeechService(session)) as url:
+        body = {"model": str(ckpt), "input": text, "greedy": True, "max_frames": 20, "response_format": "wav"}
+        resp = httpx.post(f"{url}/v1/audio/speech", json=body, timeout=120)
+        assert resp.status_code == 200, resp.text
+    served, served_sr = sf.read(io.BytesIO(resp.content), dtype="int16")
+    assert served_sr == sr == 24000 and served.shape == said.shape == (20 * 960,)
+    assert np.abs(served.astype(int) - said.astype(int)).max() <= 1

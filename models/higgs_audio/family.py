@@ -8,7 +8,7 @@ from typing import Any
 
 from voxcli.config import ChunkSchedule
 
-from ..registry import Demo, Family, HubModel, SimSpec
+from ..registry import Demo, Family, HubModel, SimModel, SimSpec
 
 
 def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
@@ -23,6 +23,19 @@ def build_demo(out: Path) -> None:
     # Random weights never pick the stream EOS (tiny.py): max_new_tokens bounds a request (192 frames, 7.7 s).
     build_tiny(out, size="tiny", max_new_tokens=200)
 
+
+# Higgs Audio v3 4B's published dimensions (bosonai/higgs-audio-v3-tts-4b: Qwen3-4B backbone, the tied
+# fused 8 x 1026 audio head) and the v2 audio tokenizer's decoder it bundles (DAC 1024 wide over a 256
+# latent, ratios 8, 5, 4, 2, 3; 8 codebooks of 64 into a 1024-wide RVQ space), as
+# scripts/calibrate_higgs_sim.py reads them.
+HIGGS_V3_4B = {
+    "backbone": dict(
+        hidden=2560, layers=36, heads=32, kv_heads=8, head_dim=128, mlp=9728, codebooks=8, vocab=1026
+    ),
+    "codec": dict(
+        hidden=1024, latent=256, rates=(8, 5, 4, 2, 3), codebooks=8, codebook_dim=64, rvq_hidden=1024, hop=960
+    ),
+}
 
 FAMILY = Family(
     name="Higgs Audio",
@@ -56,13 +69,15 @@ FAMILY = Family(
         ),
     ),
     # 24 kHz PCM, 960 samples (40 ms) per frame, 8 codebooks; the recipe's chunk schedule (first chunk set by
-    # the codec's 9.85-frame look-ahead, codec.py).
+    # the codec's 9.85-frame look-ahead, codec.py: its 15 frames release 206 ms of audio, so the second chunk
+    # is small, 10 frames, to arrive before that plays out).
     sim=SimSpec(
         sample_rate=24000,
         frame_rate=25.0,
         samples_per_frame=960,
         codebooks=8,
-        chunk=ChunkSchedule(first=15, ramp=(25,), steady=50),
-        lead_steps=8,
-    ),  # the delay fill: the first aligned frame comes 8 steps after the first step
+        chunk=ChunkSchedule(first=15, ramp=(10, 25), steady=50),
+        models=(SimModel("higgs-v3-4b", HIGGS_V3_4B, gpu_profile="{gpu}-higgs-v3-4b"),),
+        lead_steps=8,  # the delay fill: the first aligned frame comes 8 steps after the first step
+    ),
 )

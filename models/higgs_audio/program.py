@@ -47,7 +47,7 @@ from .prompt import AUDIO_DELAY, SCENE, TextTokenizer, V3Tokenizer, prompt_ids, 
 
 # 25 frames/s at 24 kHz. The codec holds back 9.85 frames, so a first chunk of 15 frames is the smallest that
 # yields a useful 206 ms of audio; then larger chunks (fewer, bigger codec batches once playback is buffered).
-DEFAULT_CHUNKS = ChunkSchedule(first=15, ramp=(25,), steady=50)
+DEFAULT_CHUNKS = ChunkSchedule(first=15, ramp=(10, 25), steady=50)
 DTYPES = {
     "float32": torch.float32,
     "bfloat16": torch.bfloat16,

@@ -438,3 +438,20 @@ def build_tiny_v3(out: Path, size: str = "tiny", seed: int = 0, max_new_tokens: 
         {k: v.contiguous() for k, v in sd.items()}, str(out / "model.safetensors"), metadata={"format": "pt"}
     )
     return out
+
+
+def build_sized(out: Path, family: str, size: str, seed: int = 0) -> Path:
+    """`scripts/make_tiny.py --family higgs|higgs-v3 --size ...`: the transformers-layout v2 (sizes tiny,
+    v2-3b) or v3 (tiny, v3-4b) builder. Real sizes are built in bfloat16 (half the memory of float32)."""
+    sizes = SIZES if family == "higgs" else V3_SIZES
+    if size not in sizes:
+        raise SystemExit(f"--size must be one of {', '.join(sizes)} for {family}, got {size!r}")
+    old = torch.get_default_dtype()
+    if size != "tiny":
+        torch.set_default_dtype(torch.bfloat16)
+    try:
+        if family == "higgs":
+            return build_tiny(out, size=size, seed=seed)
+        return build_tiny_v3(out, size=size, seed=seed)
+    finally:
+        torch.set_default_dtype(old)
