@@ -49,7 +49,13 @@ SIZES = {
     },
     "eos_at": {"text": EOS_TEXT, "position": 45},
 }
-CASES = [{"name": "eos", "text": EOS_TEXT, "max_new": 80}, {"name": "cut", "text": CUT_TEXT, "max_new": 30}]
+REF_TEXT = "This is my voice."
+REF_CODES = np.random.RandomState(3).randint(0, 1024, size=(12, 8)).tolist()
+CASES = [
+    {"name": "eos", "text": EOS_TEXT, "max_new": 80},
+    {"name": "cut", "text": CUT_TEXT, "max_new": 30},
+    {"name": "clone", "text": CUT_TEXT, "max_new": 30, "ref_text": REF_TEXT, "ref_codes": REF_CODES},
+]
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +86,23 @@ def _greedy(program, text: str, max_frames: int | None = None):
 
 
 def test_prompt_ids_match_the_processor(oracle, program):
-    for case in CASES:
+    for case in CASES[:2]:
         assert _greedy(program, case["text"]).data.ids == oracle[1]["cases"][case["name"]]["input_ids"]
+
+
+def test_voice_clone_from_codes(oracle, program):
+    """The clip's turn in the prompt (placeholders expanded, delayed BOS/codes/EOS rows through the audio
+    FFN inside the prefill) and the generation after it, against `generate` given the same codes."""
+    ref = oracle[1]["cases"]["clone"]
+    req = SynthesisRequest(
+        text=CUT_TEXT,
+        ref_text=REF_TEXT,
+        sampling=SamplingParams(greedy=True),
+        max_frames=CASES[2]["max_new"] - 8,
+    )
+    prompt = program.prepare(req, ref_codes=np.array(REF_CODES))
+    assert prompt.data.ids == ref["input_ids"] and prompt.data.audio_rows.shape == (12 + 2 + 7, 8)
+    np.testing.assert_array_equal(run_alone(program, prompt), ref["codes"])
 
 
 def test_greedy_codes_with_natural_eos_and_drain(oracle, program):

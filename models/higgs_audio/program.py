@@ -43,7 +43,7 @@ from .config import GenerationDefaults, HiggsConfig, parse_v2
 from .delay import DelayTracker
 from .layers import HiggsWeights
 from .layouts import V3_CODEC_PREFIX, boson_state, parse_boson, parse_v3, v3_state, with_delay_ids
-from .prompt import AUDIO_DELAY, SCENE, TextTokenizer, V3Tokenizer, prompt_ids, token_id
+from .prompt import AUDIO_DELAY, SCENE, TextTokenizer, V3Tokenizer, clone_prompt, prompt_ids, token_id
 
 # 25 frames/s at 24 kHz. The codec holds back 9.85 frames, so a first chunk of 15 frames is the smallest that
 # yields a useful 206 ms of audio; then larger chunks (fewer, bigger codec batches once playback is buffered).
@@ -73,6 +73,8 @@ class PreparedHiggs:
     ids: list[int]
     sampling: RowSampling
     seed: int | None
+    # Voice clone: the clip's delayed rows [n, C]; they replace the n audio placeholders of `ids`.
+    audio_rows: np.ndarray | None = None
 
 
 @dataclass
@@ -212,7 +214,7 @@ class HiggsProgram(ModelProgram):
             raise InputError(f"sampling top_k must be >= 0 (0 = off), got {rs.top_k}")
         return rs
 
-    def check(self, request: SynthesisRequest) -> None:
+    def check(self, request: SynthesisRequest, has_codes: bool = False) -> None:
         if not request.text or not request.text.strip():
             raise InputError("the text is empty")
         if request.voice is not None:
@@ -220,11 +222,14 @@ class HiggsProgram(ModelProgram):
                 f"model {self.spec.name} has no named voices; drop the voice (describe the speaker "
                 "with --instructions, which becomes the scene description)"
             )
-        if request.ref_audio is not None or request.ref_text:
+        if request.ref_audio is not None:
             raise InputError(
-                "voice cloning with Higgs Audio needs the audio tokenizer's encoder, which voxcli "
+                "voice cloning with Higgs Audio from a clip needs the audio tokenizer's encoder, which "
+                "voxcli "
                 "does not implement yet; drop --ref-audio / --ref-text"
             )
+        if request.ref_text and not has_codes:
+            raise InputError("--ref-text needs the reference clip it transcribes (--ref-audio)")
         if request.cfg_scale is not None and request.cfg_scale != 1:
             raise InputError(
                 f"model {self.spec.name} has no classifier-free guidance: leave cfg_scale unset "
@@ -241,9 +246,31 @@ class HiggsProgram(ModelProgram):
             )
         self.resolve_sampling(request)
 
-    def prepare(self, request: SynthesisRequest) -> Prompt:
-        self.check(request)
-        if isinstance(self.tok, V3Tokenizer):
+    def prepare(self, request: SynthesisRequest, *, ref_codes: np.ndarray | None = None) -> Prompt:
+        """`ref_codes` [T, C]: a voice clone from the reference clip's audio-tokenizer codes (with
+        `request.ref_text`, its transcript); the clip itself needs the tokenizer's encoder (not
+        implemented)."""
+        self.check(request, has_codes=ref_codes is not None)
+        rows = None
+        if ref_codes is not None:
+            codes = np.asarray(ref_codes)
+            C, top = self.cfg.num_codebooks, self.cfg.codes_per_book
+            if isinstance(self.tok, V3Tokenizer):
+                raise InputError("voice clone with Higgs Audio v3 is not implemented; drop the reference")
+            if (
+                codes.ndim != 2
+                or codes.shape[1] != C
+                or codes.shape[0] < 1
+                or codes.min() < 0
+                or codes.max() >= top
+            ):
+                raise InputError(
+                    f"reference codes must be [frames >= 1, {C}] in [0, {top}), got {codes.shape}"
+                )
+            inst = request.instructions
+            scene = inst.strip() if inst and inst.strip() else SCENE
+            ids, rows = clone_prompt(self.tok, request.text, request.ref_text or "", codes, self.cfg, scene)
+        elif isinstance(self.tok, V3Tokenizer):
             if request.instructions:
                 raise InputError("Higgs Audio v3 takes no instructions (its prompt has no scene description)")
             ids = self.tok.prompt(request.text)
@@ -264,7 +291,9 @@ class HiggsProgram(ModelProgram):
             raise InputError(f"max_frames must be >= 1, got {max_frames}")
         if request.fixed_frames is not None and request.fixed_frames < 1:
             raise InputError(f"fixed_frames must be >= 1, got {request.fixed_frames}")
-        data = PreparedHiggs(ids=ids, sampling=self.resolve_sampling(request), seed=request.seed)
+        data = PreparedHiggs(
+            ids=ids, sampling=self.resolve_sampling(request), seed=request.seed, audio_rows=rows
+        )
         return Prompt(length=len(ids), data=data, max_frames=max_frames, fixed_frames=request.fixed_frames)
 
     def kv_tokens(self, prompt: Prompt) -> int:
@@ -393,6 +422,7 @@ class HiggsProgram(ModelProgram):
                     c.audio_delay_token_id,
                     c.eos_token_id,
                     r.prompt.fixed_frames if fixed else r.prompt.max_frames,
+                    history=p.audio_rows,
                 ),
                 sampling=p.sampling,
                 gen=torch.Generator().manual_seed(seed),
@@ -404,8 +434,19 @@ class HiggsProgram(ModelProgram):
         for b, r in enumerate(rows):
             ids[b, : lengths[b]] = torch.tensor(r.prompt.data.ids)
         x = self.weights.embed_text(ids.to(self.device))
+        audio = None  # voice-clone rows: their clip's positions go through the audio FFN (DualFFN)
+        for b, r in enumerate(rows):
+            clip = r.prompt.data.audio_rows
+            if clip is None:
+                continue
+            if audio is None:
+                audio = torch.zeros(ids.shape, dtype=torch.bool, device=self.device)
+            at = (ids[b] == c.audio_token_id) | (ids[b] == c.audio_delay_token_id)
+            at[lengths[b] :] = False
+            audio[b] = at.to(self.device)
+            x[b, audio[b]] = self.weights.embed_audio(torch.from_numpy(clip).to(self.device)).to(x.dtype)
         pb = self._paged(rows, [0] * len(rows), lengths)
-        hid = self.weights.forward_paged(x, pb, self.k_pool, self.v_pool, audio=None)
+        hid = self.weights.forward_paged(x, pb, self.k_pool, self.v_pool, audio=audio)
         last = hid[torch.arange(len(rows), device=self.device), torch.tensor(lengths, device=self.device) - 1]
         for r, n in zip(rows, lengths, strict=True):
             r.kv_len = n

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 from tokenizers import Tokenizer
 
 from ..base import CheckpointError, InputError
@@ -36,12 +37,31 @@ def _trim(s: str) -> str:
     return s.strip()
 
 
-def render(text: str, scene: str = SCENE, system: str = SYSTEM, bos: str = "<|begin_of_text|>") -> str:
+def render(
+    text: str,
+    scene: str = SCENE,
+    system: str = SYSTEM,
+    bos: str = "<|begin_of_text|>",
+    ref_text: str | None = None,
+) -> str:
+    """The chat template's text; with `ref_text`, the voice-clone conversation (its user turn with the clip's
+    transcript, then the assistant turn holding the clip, `<|audio_out_bos|><|AUDIO_OUT|><|audio_eos|>`)."""
     out = [bos, "<|start_header_id|>system<|end_header_id|>\n\n", _trim(system)]
     if scene is not None:
         out += ["\n\n<|scene_desc_start|>\n", _trim(scene), "\n<|scene_desc_end|>"]
+    out.append("<|eot_id|>")
+    if ref_text is not None:
+        out += [
+            "<|start_header_id|>user<|end_header_id|>\n\n",
+            _trim(ref_text),
+            "<|eot_id|>",
+            "<|start_header_id|>assistant<|end_header_id|>\n\n",
+            AUDIO_BOS,
+            AUDIO_OUT,
+            "<|audio_eos|>",
+            "<|eot_id|>",
+        ]
     out += [
-        "<|eot_id|>",
         "<|start_header_id|>user<|end_header_id|>\n\n",
         _trim(text),
         "<|eot_id|>",
@@ -98,6 +118,44 @@ def prompt_ids(tok: TextTokenizer, text: str, scene: str | None = SCENE) -> list
     if not text or not text.strip():
         raise InputError("the text is empty")
     return tok.encode(render(text, scene=scene, bos=tok.bos))
+
+
+def delayed_clip(codes: np.ndarray, bos: int, eos: int) -> np.ndarray:
+    """The processor's audio prompt: [BOS] + codes [T, C] + [EOS] laid out in the delay pattern, codebook k
+    shifted down by k (BOS above, EOS below): [T + 2 + C - 1, C]."""
+    T, C = codes.shape
+    framed = np.concatenate([np.full((1, C), bos), codes, np.full((1, C), eos)]).astype(np.int64)
+    out = np.full((T + 2 + C - 1, C), eos, dtype=np.int64)
+    for k in range(C):
+        out[:k, k] = bos
+        out[k : k + T + 2, k] = framed[:, k]
+    return out
+
+
+def clone_prompt(
+    tok: TextTokenizer,
+    text: str,
+    ref_text: str,
+    codes: np.ndarray,
+    cfg: HiggsConfig,
+    scene: str | None = SCENE,
+) -> tuple[list[int], np.ndarray]:
+    """Voice clone as the processor builds it: ids with the clip's `<|AUDIO_OUT|>` expanded to one
+    placeholder per delayed row (the last C - 1 of them the audio-delay token), and the delayed rows [n, C]
+    whose embeddings replace those placeholders."""
+    if not text or not text.strip():
+        raise InputError("the text is empty")
+    if not ref_text or not ref_text.strip():
+        raise InputError("voice clone needs --ref-text: the transcript of the reference clip")
+    rows = delayed_clip(codes, cfg.audio_stream_bos_id, cfg.audio_stream_eos_id)
+    C = cfg.num_codebooks
+    before, after = render(text, scene=scene, bos=tok.bos, ref_text=ref_text).split(AUDIO_OUT)
+    ids = (
+        tok.encode(before)
+        + [cfg.audio_token_id] * (len(rows) - (C - 1))
+        + [cfg.audio_delay_token_id] * (C - 1)
+    )
+    return ids + tok.encode(after), rows
 
 
 class V3Tokenizer:

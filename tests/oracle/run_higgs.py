@@ -197,8 +197,35 @@ def inputs_for(proc, text: str):
     )
 
 
-def greedy(model, proc, text: str, max_new: int):
-    inputs = inputs_for(proc, text)
+def clone_inputs(proc, text: str, ref_text: str, codes: list) -> dict:
+    """The processor's voice-clone inputs from given clip codes [T, 8] (its own audio encode needs
+    torchaudio's resampler): the template rendered with the clip turn, `<|AUDIO_OUT|>` expanded by
+    get_audio_tokens, the codes framed by stream BOS/EOS and laid out by build_delay_pattern."""
+    conv = conversation(text)
+    conv[2:2] = [
+        {"role": "user", "content": [{"type": "text", "text": ref_text}]},
+        {"role": "assistant", "content": [{"type": "audio", "url": "clip.wav"}]},
+    ]
+    rendered = proc.apply_chat_template(conv, add_generation_prompt=True, tokenize=False)
+    c = torch.tensor(codes).T[None]  # [1, 8, T]
+    bos = c.new_full((1, 8, 1), proc.audio_stream_bos_id)
+    eos = c.new_full((1, 8, 1), proc.audio_stream_eos_id)
+    rows = proc.build_delay_pattern(torch.cat([bos, c, eos], dim=2))[0].T  # [n, 8]
+    rendered = rendered.replace(proc.audio_token, proc.get_audio_tokens(rows.shape[0]))
+    data = proc.tokenizer([rendered], return_tensors="pt", add_special_tokens=False)
+    return {
+        "input_ids": data["input_ids"],
+        "attention_mask": data["attention_mask"],
+        "audio_input_ids": rows[None],
+        "audio_input_ids_mask": torch.ones(1, rows.shape[0], dtype=torch.bool),
+    }
+
+
+def greedy(model, proc, text: str, max_new: int, case: dict | None = None):
+    if case and case.get("ref_codes") is not None:
+        inputs = clone_inputs(proc, text, case["ref_text"], case["ref_codes"])
+    else:
+        inputs = inputs_for(proc, text)
     with torch.no_grad():
         out = model.generate(**inputs, max_new_tokens=max_new, do_sample=False, return_dict_in_generate=True)
     return inputs, out
@@ -273,7 +300,7 @@ def run_all(ckpt: str, sizes: str, out: str, cases_path: str, ours: str | None) 
     cases = json.loads(Path(cases_path).read_text())
     result["cases"] = {}
     for case in cases:
-        inputs, gen = greedy(model, proc, case["text"], int(case["max_new"]))
+        inputs, gen = greedy(model, proc, case["text"], int(case["max_new"]), case)
         seq = gen.audio_sequences[0]
         codes = aligned(proc, seq)
         with torch.no_grad():
