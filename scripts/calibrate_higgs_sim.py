@@ -220,31 +220,16 @@ def profile_toml(gpu_name: str, setting: str, row_ms: float | None = None) -> st
     return "\n".join(lines) + "\n"
 
 
-def capacity(
-    policy: str, row_ms: float | None, setting: str, duration: float, seeds: int, rates: list[float], utts
-) -> tuple[float, float]:
-    """(capacity at 90%, at 99%) of `policy` on the simulated H100 with the paper's 100/32 split."""
+def capacity(policy: str, row_ms: float | None, setting: str, duration: float, seeds: int,
+             rates: list[float], utts, overrides: list[str] | None = None) -> tuple[float, float]:
+    """(capacity at 90%, at 99%) of `policy` on the simulated H100, with the engine settings `vox bench
+    --executor sim --gpu h100 --model higgs-v3-4b` uses (recipes/higgs-v3-4b.toml: the paper's 100/32
+    split) plus `overrides`."""
     from voxcli.bench.sweep import SweepSpec, Variant, sweep_variant
-    from voxcli.bench.targets import sim_target
-    from voxcli.config import EngineConfig
+    from voxcli.bench.targets import model_config, sim_target
     from voxcli.engine.cost import CostProfile
 
-    cfg = EngineConfig(
-        executor="sim",
-        gpu="h100",
-        model=MODEL,
-        sim_model="optimistic",
-        policy=policy,
-        admission="deadline",
-        lm_sms=100,
-        codec_sms=32,
-        background_min_batch=8,
-        urgent_margin_s=0.1,
-        max_defer_s=0.1,
-        kv_page_size=64,
-        kv_pages=16384,
-        max_running=256,
-    )
+    cfg = model_config(MODEL, "sim", "h100", [f"policy={policy}", *(overrides or [])])
     prof = CostProfile.from_dict(build_profile("h100", setting, row_ms))
     spec = SweepSpec(rates=rates, duration_s=duration, seeds=seeds, warmup=64, stop_below=0.90)
     sw = sweep_variant(sim_target(cfg, Variant(policy), profile=prof), Variant(policy), spec, utts)
