@@ -51,6 +51,16 @@ SIZES: dict[str, dict[str, Any]] = {
         head_dim=16,
         max_position_embeddings=2048,
     ),
+    # a CPU benchmark size (scripts/bench_higgs.py): big enough that the backbone is the work
+    "bench": dict(
+        hidden_size=256,
+        intermediate_size=768,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        head_dim=32,
+        max_position_embeddings=2048,
+    ),
     # Higgs Audio v2 3B (Llama-3.2-3B backbone): transformers' HiggsAudioV2Config defaults.
     "v2-3b": dict(
         hidden_size=3072,
@@ -64,6 +74,7 @@ SIZES: dict[str, dict[str, Any]] = {
 }
 CODEC_SIZES: dict[str, dict[str, Any]] = {
     "tiny": dict(decoder_hidden_size=32, acoustic_hidden=16, semantic_hidden=16, codebook_dim=8),
+    "bench": dict(decoder_hidden_size=32, acoustic_hidden=16, semantic_hidden=16, codebook_dim=8),
     # bosonai/higgs-audio-v2-tokenizer: DAC decoder 1024 wide over a 256-wide latent, HuBERT-base 768.
     "v2-3b": dict(decoder_hidden_size=1024, acoustic_hidden=256, semantic_hidden=768, codebook_dim=64),
 }
@@ -104,7 +115,7 @@ def write_tokenizer(out: Path) -> dict[str, int]:
 
 
 def model_config(size: str, ids: dict[str, int]) -> dict[str, Any]:
-    vocab = 256 + len(SPECIALS) + 3 if size == "tiny" else 128256
+    vocab = 256 + len(SPECIALS) + 3 if size in ("tiny", "bench") else 128256
     return {
         "architectures": ["HiggsAudioV2ForConditionalGeneration"],
         "model_type": "higgs_audio_v2",
@@ -154,7 +165,7 @@ def codec_config(size: str) -> dict[str, Any]:
         "downsample_factor": 320,
         "acoustic_model_config": {
             "model_type": "dac",
-            "encoder_hidden_size": 64 if size != "tiny" else 4,
+            "encoder_hidden_size": 4 if size in ("tiny", "bench") else 64,
             "downsampling_ratios": RATIOS,
             "upsampling_ratios": RATIOS,
             "decoder_hidden_size": c["decoder_hidden_size"],
@@ -173,7 +184,7 @@ def codec_config(size: str) -> dict[str, Any]:
                     "num_conv_pos_embeddings": 16,
                     "num_conv_pos_embedding_groups": 2,
                 }
-                if size == "tiny"
+                if size in ("tiny", "bench")
                 else {}
             ),
         },
@@ -447,7 +458,7 @@ def build_sized(out: Path, family: str, size: str, seed: int = 0) -> Path:
     if size not in sizes:
         raise SystemExit(f"--size must be one of {', '.join(sizes)} for {family}, got {size!r}")
     old = torch.get_default_dtype()
-    if size != "tiny":
+    if size not in ("tiny", "bench"):
         torch.set_default_dtype(torch.bfloat16)
     try:
         if family == "higgs":

@@ -12,6 +12,9 @@ usage:
                                           holds qwen3/ written by our v3 builder): last hidden states for the
                                           ids in CKPT/qwen3/ids.json
   run_higgs.py processor OUT.pt LOGITS.pt the delay-pattern processor alone on given prompt ids and logits
+  run_higgs.py throughput CKPT N FRAMES THREADS
+                                          N sequential greedy generates + batch_decode
+                                          (scripts/bench_higgs.py)
 A case: {"name", "text", "max_new"}; the prompt is the documented single-speaker conversation (system
 "Generate audio following instruction.", scene "Audio is recorded from a quiet room.", the user text).
 """
@@ -369,6 +372,42 @@ def processor(out: str, logits_path: str) -> None:
     torch.save({"frames": torch.stack(frames), "text": text}, out)
 
 
+def throughput(ckpt: str, requests: str, frames: str, threads: str) -> None:
+    """What a user would run instead: transformers' generate, one request after another (it has no server),
+    then the processor's batch_decode; greedy, max_new_tokens = frames + 8 (the delay fill). One JSON line."""
+    import time
+
+    from transformers import AutoProcessor, HiggsAudioV2ForConditionalGeneration
+
+    torch.set_num_threads(int(threads))
+    model = HiggsAudioV2ForConditionalGeneration.from_pretrained(ckpt).eval()
+    proc = AutoProcessor.from_pretrained(ckpt) if (Path(ckpt) / "chat_template.jinja").exists() else None
+    if proc is None:
+        from transformers import (
+            DacFeatureExtractor,
+            HiggsAudioV2Processor,
+            HiggsAudioV2TokenizerModel,
+            PreTrainedTokenizerFast,
+        )
+
+        tok = PreTrainedTokenizerFast.from_pretrained(ckpt)
+        codec = HiggsAudioV2TokenizerModel.from_pretrained(Path(ckpt) / "audio_tokenizer").eval()
+        fe = DacFeatureExtractor(feature_size=1, hop_length=1, sampling_rate=24000)
+        proc = HiggsAudioV2Processor(
+            feature_extractor=fe, tokenizer=tok, audio_tokenizer=codec, chat_template=chat_template()
+        )
+    texts = ["The beggar's plea, the politician's sceptre.", "Get the trust fund to the bank early."]
+    samples = 0
+    t0, c0 = time.perf_counter(), time.process_time()
+    for i in range(int(requests)):
+        inputs = inputs_for(proc, texts[i % 2])
+        with torch.no_grad():
+            gen = model.generate(**inputs, max_new_tokens=int(frames) + 8, do_sample=False)
+            samples += int(proc.batch_decode(gen)[0].numel())
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    print(json.dumps({"wall_s": wall, "cpu_s": cpu, "audio_s": samples / 24000, "requests": int(requests)}))
+
+
 if __name__ == "__main__":
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     cmd, *args = sys.argv[1:]
@@ -378,5 +417,7 @@ if __name__ == "__main__":
         qwen3(*args)
     elif cmd == "processor":
         processor(*args)
+    elif cmd == "throughput":
+        throughput(*args)
     else:
         raise SystemExit(__doc__)
