@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from .base import ModelProgram
 
 # The families, by package name under models/ (each has a family.py defining FAMILY).
-FAMILY_PACKAGES: tuple[str, ...] = ("qwen3_tts", "dia")
+FAMILY_PACKAGES: tuple[str, ...] = ("qwen3_tts", "dia", "higgs_audio")
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 usage: python scripts/make_tiny.py OUT [--variant custom_voice|base|voice_design] [--proj]
                                        [--size tiny|cpu-bench|0.6b|1.7b] [--seed N]
+       python scripts/make_tiny.py OUT --family higgs|higgs-v3 [--size tiny|v2-3b|v3-4b] [--seed N]
 
 0.6b / 1.7b: the real architectures (random weights, talker stored in bfloat16; the 0.6b is 2.4 GB);
 scripts/ci_realsize.sh caches a 0.6b build by this builder's source hash.
@@ -19,9 +20,17 @@ def main() -> None:
     ap.add_argument("out")
     ap.add_argument("--variant", default="custom_voice", choices=["custom_voice", "base", "voice_design"])
     ap.add_argument("--proj", action="store_true", help="1.7B-like: predictor narrower than the talker")
-    ap.add_argument("--size", default="tiny", choices=sorted(ALL_SIZES))
+    ap.add_argument("--size", default="tiny")
     ap.add_argument("--seed", type=int, default=SEED)
+    ap.add_argument("--family", default="qwen3_tts", choices=["qwen3_tts", "higgs", "higgs-v3"])
     a = ap.parse_args()
+    if a.family != "qwen3_tts":  # Higgs Audio v2 (transformers layout) or v3, see models/higgs_audio/tiny.py
+        from voxcli.models.higgs_audio.tiny import build_sized
+
+        print(build_sized(a.out, a.family, a.size, a.seed))
+        return
+    if a.size not in ALL_SIZES:
+        ap.error(f"--size must be one of {', '.join(sorted(ALL_SIZES))} for qwen3_tts, got {a.size!r}")
     print(build_tiny(a.out, variant=a.variant, proj=a.proj, size=a.size, seed=a.seed))
 
 

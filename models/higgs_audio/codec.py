@@ -1,0 +1,396 @@
+"""The Higgs Audio v2 audio tokenizer's decoder (transformers `HiggsAudioV2TokenizerModel.decode`): codes [T,
+8] -> 24 kHz mono PCM, streamed exactly through per-request codec slots.
+
+Decode path, as the reference runs it: per codebook `quantizer.quantizers.i.codebook.embed[code]` ->
+`project_out` (summed over codebooks) -> `fc2` (to the acoustic width) -> the DAC decoder `acoustic_decoder`,
+with two changes from plain DAC: every transposed convolution has `output_padding = stride % 2` (the odd
+ratios 5 and 3 of [8, 5, 4, 2, 3] still give exactly `stride` samples per input) and there is no final tanh.
+
+Streaming reuses Dia's DAC machinery (models/dia/dac.py, dac_layers.py): the quantizer and fc2 are pointwise
+in time, every decoder convolution keeps its left context in the slot and is masked by true position, so a
+chunk waits only for the decoder's right context. For the released ratios (hop 960 at 24 kHz) that look-ahead
+is 3 + 8*(...) = 9458 samples = 9.85 frames = 394 ms of audio: a first chunk needs 10 frames before it yields
+a single sample, which is why the recipe's first chunk is 15 frames (4942 samples, 206 ms, come out of it). A
+request's last chunk flushes the held-back tail against the same zero padding the offline decode uses.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from safetensors import SafetensorError, safe_open
+from torch import nn
+
+from ..base import CheckpointError, InputError
+from ..checkpoint import cached_snapshot, offline_note, read_json
+from ..dia.dac import _DTYPES, DacCodec, _fold_weight_norm, _source_keys
+from ..dia.dac_layers import Conv, ConvTranspose, DecoderBlock, Pos, ResidualUnit, Snake1d, Stream
+
+TOKENIZER_HUB_ID = "bosonai/higgs-audio-v2-tokenizer"
+
+
+@dataclass(frozen=True)
+class HiggsCodecConfig:
+    """What decoding needs from the tokenizer's config.json (transformers field names)."""
+
+    sampling_rate: int = 24000
+    upsampling_ratios: tuple[int, ...] = (8, 5, 4, 2, 3)
+    decoder_hidden_size: int = 1024
+    acoustic_hidden: int = 256  # acoustic_model_config.hidden_size (the DAC latent width)
+    hidden_size: int = 1024  # acoustic + semantic hidden: the quantizer's width
+    codebook_dim: int = 64
+    codebook_size: int = 1024
+    n_codebooks: int = 8  # num_quantizers, from target_bandwidths
+
+    @property
+    def hop_length(self) -> int:
+        return math.prod(self.upsampling_ratios)
+
+    @property
+    def frame_rate(self) -> float:
+        return self.sampling_rate / self.hop_length
+
+    @classmethod
+    def read(cls, path: Path) -> HiggsCodecConfig:
+        d = read_json(path)
+        if d.get("model_type") not in (None, "higgs_audio_v2_tokenizer"):
+            raise CheckpointError(
+                f"{path}: model_type is {d.get('model_type')!r}, the Higgs audio tokenizer "
+                "needs 'higgs_audio_v2_tokenizer'"
+            )
+        ac = d.get("acoustic_model_config") or {}
+        sem = d.get("semantic_model_config") or {}
+        try:
+            down = [int(x) for x in ac.get("downsampling_ratios", [8, 5, 4, 2, 3])]
+            up = tuple(int(x) for x in ac.get("upsampling_ratios", down[::-1]))
+            sr = int(d.get("sample_rate", 24000))
+            acoustic = int(ac.get("hidden_size", 256))
+            hidden = acoustic + int(sem.get("hidden_size", 768))
+            bands = [float(b) for b in d.get("target_bandwidths", [0.5, 1, 1.5, 2])]
+            size = int(d.get("codebook_size", 1024))
+            frame_rate = math.ceil(sr / math.prod(down))
+            nq = int(1000 * bands[-1] // (frame_rate * math.ceil(math.log2(size))))
+            cfg = cls(
+                sampling_rate=sr,
+                upsampling_ratios=up,
+                decoder_hidden_size=int(ac.get("decoder_hidden_size", 1024)),
+                acoustic_hidden=acoustic,
+                hidden_size=hidden,
+                codebook_dim=int(d.get("codebook_dim", 64)),
+                codebook_size=size,
+                n_codebooks=nq,
+            )
+        except (TypeError, ValueError) as e:
+            raise CheckpointError(f"{path}: invalid audio tokenizer setting ({e})") from None
+        if math.prod(down) != cfg.hop_length:
+            raise CheckpointError(
+                f"{path}: upsampling_ratios {list(up)} must multiply to the encoder hop {math.prod(down)}"
+            )
+        if cfg.decoder_hidden_size % 2 ** len(up):
+            raise CheckpointError(
+                f"{path}: decoder_hidden_size {cfg.decoder_hidden_size} must divide by "
+                f"2**{len(up)} (it halves at every upsampling block)"
+            )
+        return cfg
+
+
+class PaddedConvTranspose(ConvTranspose):
+    """ConvTranspose1d(kernel 2s, stride s, padding ceil(s/2), output_padding s % 2): s samples per input for
+    odd strides too. Streaming is the parent's (the extra sample only lengthens the padded offline output)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.conv_transpose1d(x, self.weight, self.bias, self.stride, self.padding, self.stride % 2)
+
+
+class AcousticDecoder(nn.Module):
+    """conv1 (k7) -> upsampling blocks -> Snake -> conv2 (k7, to 1 channel); no tanh."""
+
+    def __init__(self, cfg: HiggsCodecConfig) -> None:
+        super().__init__()
+        ch = cfg.decoder_hidden_size
+        self.conv1 = Conv(cfg.acoustic_hidden, ch, 7)
+        blocks = []
+        for i, s in enumerate(cfg.upsampling_ratios):
+            blk = DecoderBlock(ch // 2**i, ch // 2 ** (i + 1), s)
+            blk.conv_t1 = PaddedConvTranspose(ch // 2**i, ch // 2 ** (i + 1), s)
+            blocks.append(blk)
+        self.block = nn.ModuleList(blocks)
+        out = ch // 2 ** len(cfg.upsampling_ratios)
+        self.snake1 = Snake1d(out)
+        self.conv2 = Conv(out, 1, 7)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.conv1(x)
+        for blk in self.block:
+            x = blk(x)
+        return self.conv2(self.snake1(x))
+
+    def stream(self, x: torch.Tensor, st: Stream) -> tuple[torch.Tensor, Pos]:
+        x, pos = self.conv1.stream(x, st, Pos(1, 0))
+        for blk in self.block:
+            x, pos = blk.stream(x, st, pos)
+        return self.conv2.stream(self.snake1(x), st, pos)
+
+    def lookahead_samples(self) -> int:
+        delay = self.conv1.padding
+        for blk in self.block:
+            delay = delay * blk.conv_t1.stride + blk.conv_t1.padding
+            delay += sum(u.conv1.padding for u in (blk.res_unit1, blk.res_unit2, blk.res_unit3))
+        return delay + self.conv2.padding
+
+
+class Codebook(nn.Module):
+    def __init__(self, cfg: HiggsCodecConfig) -> None:
+        super().__init__()
+        self.embed = nn.Parameter(torch.empty(cfg.codebook_size, cfg.codebook_dim))
+
+
+class VectorQuantizer(nn.Module):
+    def __init__(self, cfg: HiggsCodecConfig) -> None:
+        super().__init__()
+        self.codebook = Codebook(cfg)
+        self.project_out = nn.Linear(cfg.codebook_dim, cfg.hidden_size)
+
+
+class Quantizer(nn.Module):
+    def __init__(self, cfg: HiggsCodecConfig) -> None:
+        super().__init__()
+        self.quantizers = nn.ModuleList(VectorQuantizer(cfg) for _ in range(cfg.n_codebooks))
+
+
+class HiggsDecoderNet(nn.Module):
+    """The decode half of the tokenizer with its checkpoint names (`quantizer.*`, `fc2`, `acoustic_decoder`).
+    Shaped like Dia's DacNet where DacCodec reads it (`cfg`, `quantizer.decode`, `decoder`)."""
+
+    def __init__(self, cfg: HiggsCodecConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.quantizer = Quantizer(cfg)
+        self.fc2 = nn.Linear(cfg.hidden_size, cfg.acoustic_hidden)
+        self.acoustic_decoder = AcousticDecoder(cfg)
+        for name, m in self.acoustic_decoder.named_modules():
+            if isinstance(m, Conv | ConvTranspose | ResidualUnit):
+                m.state_key = "decoder." + name
+        self._latents = _Latents(self)
+
+    @property
+    def decoder(self) -> AcousticDecoder:
+        return self.acoustic_decoder
+
+    def latents(self, codes: torch.Tensor) -> torch.Tensor:
+        """codes [B, n_codebooks, T] -> [B, acoustic_hidden, T], summed in codebook order as the reference."""
+        q = None
+        for i, vq in enumerate(self.quantizer.quantizers):
+            e = vq.project_out(F.embedding(codes[:, i], vq.codebook.embed))
+            q = e if q is None else q + e
+        return self.fc2(q).transpose(1, 2)
+
+    def decoder_state_shapes(self) -> dict[str, tuple[int, ...]]:
+        shapes: dict[str, tuple[int, ...]] = {}
+        for m in self.acoustic_decoder.modules():
+            if isinstance(m, Conv | ConvTranspose | ResidualUnit):
+                shapes.update(m.state_shapes())
+        return shapes
+
+
+class _Latents:
+    """`net.quantizer.decode` as DacCodec calls it, without a module cycle in the state dict."""
+
+    def __init__(self, net: HiggsDecoderNet) -> None:
+        self._net = [net]
+
+    def decode(self, codes: torch.Tensor) -> torch.Tensor:
+        return self._net[0].latents(codes)
+
+
+class _NetView:
+    """What DacCodec sees: the config, `quantizer.decode`, `decoder`, `decoder_state_shapes`."""
+
+    def __init__(self, net: HiggsDecoderNet) -> None:
+        self.net, self.cfg = net, net.cfg
+        self.quantizer = net._latents
+        self.decoder = net.acoustic_decoder
+
+    def eval(self) -> _NetView:
+        self.net.eval()
+        return self
+
+    def decoder_state_shapes(self) -> dict[str, tuple[int, ...]]:
+        return self.net.decoder_state_shapes()
+
+
+# Checkpoint parts the decoder does not use (the encoders, the semantic branch, training buffers).
+_UNUSED = ("acoustic_encoder.", "encoder_semantic.", "decoder_semantic.", "semantic_model.", "fc.", "fc1.")
+_UNUSED_VQ = ("codebook.inited", "codebook.cluster_size", "codebook.embed_avg", "project_in.")
+
+
+class HiggsCodec(DacCodec):
+    """Streaming decode (`decode`, slots) and `decode_offline` are DacCodec's on the Higgs decoder."""
+
+    def __init__(self, net: HiggsDecoderNet) -> None:
+        self.hnet = net
+        super().__init__(_NetView(net))  # type: ignore[arg-type]
+
+    @classmethod
+    def load(cls, root: Path, device: str = "cpu", dtype: str = "float32") -> HiggsCodec:
+        root = Path(root)
+        if dtype not in _DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
+        if not root.is_dir():
+            raise CheckpointError(f"Higgs audio tokenizer folder {root} does not exist")
+        cfg = HiggsCodecConfig.read(root / "config.json")
+        with torch.device("meta"):
+            net = HiggsDecoderNet(cfg)
+        state = read_decoder_weights(net, root / "model.safetensors")
+        net.load_state_dict(
+            {k: v.to(device=device, dtype=_DTYPES[dtype]) for k, v in state.items()}, strict=True, assign=True
+        )
+        return cls(net)
+
+    @classmethod
+    def from_state(
+        cls, sd: dict[str, torch.Tensor], prefix: str, where: Any, device: str = "cpu", dtype: str = "float32"
+    ) -> HiggsCodec:
+        """The decoder bundled inside a checkpoint's state dict under `prefix` (v3)."""
+        sub = {k[len(prefix) :]: v for k, v in sd.items() if k.startswith(prefix)}
+        shapes = {k: tuple(v.shape) for k, v in sub.items()}
+        cfg = config_from_shapes(shapes, where)
+        with torch.device("meta"):
+            net = HiggsDecoderNet(cfg)
+        state = pick_decoder_weights(net, shapes, sub.__getitem__, where)
+        net.load_state_dict(
+            {k: v.to(device=device, dtype=_DTYPES[dtype]) for k, v in state.items()}, strict=True, assign=True
+        )
+        return cls(net)
+
+    @property
+    def device(self) -> torch.device:
+        return self.hnet.fc2.weight.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.hnet.fc2.weight.dtype
+
+    def to_dtype(self, dtype: torch.dtype) -> HiggsCodec:
+        """A copy in another dtype (float64 for the exactness tests)."""
+        import copy
+
+        net = copy.deepcopy(self.hnet).to(dtype)
+        return HiggsCodec(net)
+
+    def encode(self, pcm: np.ndarray, sample_rate: int) -> np.ndarray:
+        raise InputError(
+            "voice cloning with Higgs Audio needs the audio tokenizer's encoder (HuBERT semantic "
+            "branch), which voxcli does not implement yet; drop --ref-audio"
+        )
+
+
+def read_decoder_weights(net: HiggsDecoderNet, file: Path) -> dict[str, Any]:
+    """The decoder's tensors from the tokenizer's model.safetensors (see `pick_decoder_weights`)."""
+    if not file.exists():
+        raise CheckpointError(
+            f"missing weights file {file} (the Higgs audio tokenizer needs model.safetensors)"
+        )
+    try:
+        with safe_open(str(file), framework="pt", device="cpu") as f:
+            shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+            return pick_decoder_weights(net, shapes, f.get_tensor, file)
+    except SafetensorError as e:
+        raise CheckpointError(f"cannot read {file} (corrupt or truncated safetensors file?): {e}") from e
+
+
+def pick_decoder_weights(
+    net: HiggsDecoderNet, shapes: dict[str, tuple[int, ...]], get, where: Any
+) -> dict[str, Any]:
+    """Checked strictly: every tensor the decoder needs present with its shape (weight-norm pairs folded,
+    no NaN/inf); parts only the encoder uses are skipped, any other tensor is refused. Errors name key and
+    path."""
+    expected = {k: tuple(v.shape) for k, v in net.state_dict().items()}
+    plan = {k: _source_keys(k, s, shapes, where) for k, s in expected.items()}
+    used = {s for srcs in plan.values() for s in srcs}
+    extra = sorted(
+        k
+        for k in set(shapes) - used
+        if not k.startswith(_UNUSED)
+        and not (k.startswith("quantizer.") and k.split(".", 3)[-1].startswith(_UNUSED_VQ))
+    )
+    if extra:
+        raise CheckpointError(
+            f"checkpoint {where} has unexpected tensor {extra[0]!r}"
+            + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else "")
+            + "; its config.json does not describe these weights"
+        )
+    out: dict[str, Any] = {}
+    for k, srcs in plan.items():
+        ts = [get(s) for s in srcs]
+        for s, t in zip(srcs, ts, strict=True):
+            if t.is_floating_point() and not torch.isfinite(t).all():
+                raise CheckpointError(f"tensor {s!r} in {where} holds NaN or inf values")
+        out[k] = ts[0] if len(ts) == 1 else _fold_weight_norm(ts[0], ts[1])
+    return out
+
+
+def _weight_shape(shapes: dict[str, tuple[int, ...]], base: str, where: Any) -> tuple[int, ...]:
+    """The shape of `base`.weight, plain or as a weight-norm direction."""
+    for k in (base + ".weight", base + ".weight_v", base + ".parametrizations.weight.original1"):
+        if k in shapes:
+            return shapes[k]
+    raise CheckpointError(f"checkpoint {where}: tensor {base + '.weight'!r} is missing")
+
+
+def config_from_shapes(
+    shapes: dict[str, tuple[int, ...]], where: Any, sampling_rate: int = 24000
+) -> HiggsCodecConfig:
+    """The decoder's architecture read off its tensors (v3 bundles the tokenizer without a config of its own):
+    codebooks and their width from the codebook tables, the latent widths from project_out / fc2, the decoder
+    width from conv1, each upsampling ratio from its transposed convolution's kernel (2 x stride)."""
+    n = 0
+    while f"quantizer.quantizers.{n}.codebook.embed" in shapes:
+        n += 1
+    if n == 0:
+        raise CheckpointError(
+            f"checkpoint {where}: tensor 'quantizer.quantizers.0.codebook.embed' is missing"
+        )
+    size, dim = shapes["quantizer.quantizers.0.codebook.embed"]
+    hidden = _weight_shape(shapes, "quantizer.quantizers.0.project_out", where)[0]
+    acoustic = _weight_shape(shapes, "fc2", where)[0]
+    dec = _weight_shape(shapes, "acoustic_decoder.conv1", where)[0]
+    ratios = []
+    while any(k.startswith(f"acoustic_decoder.block.{len(ratios)}.conv_t1.") for k in shapes):
+        ratios.append(_weight_shape(shapes, f"acoustic_decoder.block.{len(ratios)}.conv_t1", where)[2] // 2)
+    return HiggsCodecConfig(
+        sampling_rate=sampling_rate,
+        upsampling_ratios=tuple(ratios),
+        decoder_hidden_size=dec,
+        acoustic_hidden=acoustic,
+        hidden_size=hidden,
+        codebook_dim=dim,
+        codebook_size=size,
+        n_codebooks=n,
+    )
+
+
+def resolve_tokenizer(root: Path) -> Path:
+    """The audio tokenizer of a Higgs checkpoint: `root/audio_tokenizer` when present (tests, the demo), else
+    the hub-cache snapshot processor_config.json names (bosonai/higgs-audio-v2-tokenizer by default)."""
+    local = Path(root) / "audio_tokenizer"
+    if local.is_dir():
+        return local
+    hub = TOKENIZER_HUB_ID
+    pc = Path(root) / "processor_config.json"
+    if pc.exists():
+        at = read_json(pc).get("audio_tokenizer") or {}
+        hub = at.get("audio_tokenizer_name_or_path", hub) if isinstance(at, dict) else hub
+    snap = cached_snapshot(hub)
+    if snap is None:
+        raise CheckpointError(
+            f"the Higgs audio tokenizer {hub!r} is not in the local Hugging Face cache{offline_note()}; "
+            f"download it with `vox models pull {hub}` or put a HiggsAudioV2TokenizerModel folder at {local}"
+        )
+    return snap

@@ -1,0 +1,83 @@
+"""Higgs Audio (Boson AI) as a registered family (see models/registry.py). Imports nothing heavy: the program
+and the demo builder load when first used."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from voxcli.config import ChunkSchedule
+
+from ..registry import Demo, Family, HubModel, SimModel, SimSpec
+
+
+def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
+    from .program import HiggsProgram
+
+    return HiggsProgram.load(path, device=device, dtype=dtype)
+
+
+def build_demo(out: Path) -> None:
+    from .tiny import build_tiny
+
+    # Random weights never pick the stream EOS (tiny.py): max_new_tokens bounds a request (192 frames, 7.7 s).
+    build_tiny(out, size="tiny", max_new_tokens=200)
+
+
+# Higgs Audio v3 4B's published dimensions (bosonai/higgs-audio-v3-tts-4b: Qwen3-4B backbone, the tied
+# fused 8 x 1026 audio head) and the v2 audio tokenizer's decoder it bundles (DAC 1024 wide over a 256
+# latent, ratios 8, 5, 4, 2, 3; 8 codebooks of 64 into a 1024-wide RVQ space), as
+# scripts/calibrate_higgs_sim.py reads them.
+HIGGS_V3_4B = {
+    "backbone": dict(
+        hidden=2560, layers=36, heads=32, kv_heads=8, head_dim=128, mlp=9728, codebooks=8, vocab=1026
+    ),
+    "codec": dict(
+        hidden=1024, latent=256, rates=(8, 5, 4, 2, 3), codebooks=8, codebook_dim=64, rvq_hidden=1024, hop=960
+    ),
+}
+
+FAMILY = Family(
+    name="Higgs Audio",
+    model_types=("higgs_audio_v2", "higgs_audio", "higgs_multimodal_qwen3"),
+    load=load,
+    hub_models=(
+        HubModel(
+            "eustlb/higgs-audio-v2-generation-3B-base",
+            "Higgs Audio v2 3B, transformers layout; --instructions sets the scene description",
+            "higgs-v2-3b",
+        ),
+        HubModel(
+            "bosonai/higgs-audio-v2-generation-3B-base",
+            "Higgs Audio v2 3B, the original release's layout (needs bosonai/higgs-audio-v2-tokenizer)",
+            "higgs-v2-3b",
+        ),
+        HubModel(
+            "bosonai/higgs-audio-v3-tts-4b",
+            "Higgs Audio v3 4B (Qwen3 backbone, codec bundled)",
+            "higgs-v3-4b",
+        ),
+    ),
+    demos=(
+        Demo(
+            "demo-higgs",
+            build_demo,
+            version="1",
+            recipe="demo-higgs",
+            description="tiny random Higgs Audio v2 (delay pattern, DAC codec), offline; its audio is not "
+            "speech",
+        ),
+    ),
+    # 24 kHz PCM, 960 samples (40 ms) per frame, 8 codebooks; the recipe's chunk schedule (first chunk set by
+    # the codec's 9.85-frame look-ahead, codec.py: its 15 frames release 206 ms of audio, so the second chunk
+    # is small, 10 frames, to arrive before that plays out).
+    sim=SimSpec(
+        sample_rate=24000,
+        frame_rate=25.0,
+        samples_per_frame=960,
+        codebooks=8,
+        chunk=ChunkSchedule(first=15, ramp=(10, 25), steady=50),
+        models=(SimModel("higgs-v3-4b", HIGGS_V3_4B, gpu_profile="{gpu}-higgs-v3-4b"),),
+        lead_steps=8,  # the delay fill: the first aligned frame comes 8 steps after the first step
+    ),
+)
