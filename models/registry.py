@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from .base import ModelProgram
 
 # The families, by package name under models/ (each has a family.py defining FAMILY).
-FAMILY_PACKAGES: tuple[str, ...] = ("qwen3_tts", "dia")
+FAMILY_PACKAGES: tuple[str, ...] = ("qwen3_tts", "dia", "speechlm")
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,10 @@ class Family:
     sim: SimSpec
     hub_models: tuple[HubModel, ...] = ()
     demos: tuple[Demo, ...] = field(default_factory=tuple)
+    # A checkpoint folder with no config.json of its own that this family recognises by its files
+    # (ESPnet SpeechLM: train*.yaml + inference.yaml + model.pt), and the file a hub snapshot must hold.
+    claims: Callable[[Path], bool] | None = None
+    claim_file: str = "config.json"
 
 
 @cache
