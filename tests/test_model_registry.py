@@ -50,7 +50,7 @@ def test_listing_is_the_registered_families_and_imports_no_torch():
     others = {m.id for f in (dia, speechlm) for m in f.hub_models}
     assert set(known_models()) == QWEN_IDS | others
     assert all(m.description and m.recipe for f in (qwen, dia) for m in f.hub_models)
-    assert [d.name for d in registry.demos()] == ["demo", "demo-dia"]
+    assert [d.name for d in registry.demos()] == ["demo", "demo-dia", "demo-speechlm"]
     code = ("import sys\nfrom voxcli.models import registry\n"
             "registry.families(); registry.recipe_for('demo')\n"
             "print(sorted(m for m in sys.modules if m == 'torch' or m.endswith('.program')))\n")

@@ -26,7 +26,8 @@ def codec_folder(cfg: SpeechLMConfig):
     tag = cfg.codec.get("codec_hf_model_tag")
     if cfg.codec.get("codec_choice") != "Xcodec" or not tag:
         return None
-    return find_folder(str(tag), f"{cfg.train_yaml} multimodal_io.discrete_audio.codec_hf_model_tag")
+    return find_folder(str(tag), f"{cfg.train_yaml} multimodal_io.discrete_audio.codec_hf_model_tag",
+                       root=cfg.root)
 
 
 def codec_rates(cfg: SpeechLMConfig) -> tuple[int, int]:

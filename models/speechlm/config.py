@@ -120,9 +120,12 @@ def train_yaml(root: Path) -> Path:
     return found[0]
 
 
-def find_folder(tag: str, where: str, need: str = "config.json") -> Path:
-    """A local folder, or the hub-cache snapshot of a hub id; never downloads."""
+def find_folder(tag: str, where: str, need: str = "config.json", root: Path | None = None) -> Path:
+    """A local folder (a relative one inside the checkpoint folder `root` first), or the hub-cache
+    snapshot of a hub id; never downloads."""
     p = Path(tag).expanduser()
+    if root is not None and not p.is_absolute() and (root / p).is_dir():
+        p = root / p
     if p.is_dir():
         if not (p / need).exists():
             raise CheckpointError(f"{where}: {p} has no {need}")
@@ -194,7 +197,7 @@ def parse_backbone(cfg: dict[str, Any], where: str) -> Backbone:
     return Backbone(arch=arch, block=block, text_vocab_size=int(_get(cfg, "vocab_size", where)))
 
 
-def _audio_sizes(io: dict[str, Any], where: str) -> list[int]:
+def _audio_sizes(io: dict[str, Any], where: str, root: Path | None) -> list[int]:
     """Codebook sizes per audio stream (SSL first) from the codec's HF config, when nothing records them."""
     sizes: list[int] = []
     if io.get("ssl_choice") is not None:
@@ -204,14 +207,14 @@ def _audio_sizes(io: dict[str, Any], where: str) -> list[int]:
         raise CheckpointError(f"{where}: the config records no vocab_intervals and codec "
                               f"{io.get('codec_choice')!r} has no HF config to read sizes from; "
                               "add vocab_intervals")
-    folder = find_folder(str(io["codec_hf_model_tag"]), f"{where} codec_hf_model_tag")
+    folder = find_folder(str(io["codec_hf_model_tag"]), f"{where} codec_hf_model_tag", root=root)
     ccfg = read_json(folder / "config.json")
     n = min(int(ccfg.get("num_quantizers", 8)), int(io.get("codec_max_token_per_frame", 8)))
     sizes += [int(ccfg.get("codebook_size", 1024))] * n
     return sizes
 
 
-def build_layout(train: dict[str, Any], text_vocab: int, where: str) -> Layout:
+def build_layout(train: dict[str, Any], text_vocab: int, where: str, root: Path | None = None) -> Layout:
     ios = _get(train, "multimodal_io", where)
     recorded = train.get("vocab_intervals")
     intervals: dict[str, list[tuple[int, int]]] = {"special_token": [(0, NUM_SPECIAL)]}
@@ -226,7 +229,7 @@ def build_layout(train: dict[str, Any], text_vocab: int, where: str) -> Layout:
             if recorded is not None and name in recorded:
                 widths = [int(e) - int(s) for s, e in recorded[name]]
             else:
-                widths = [k + 1 for k in _audio_sizes(io or {}, where)]
+                widths = [k + 1 for k in _audio_sizes(io or {}, where, root)]
         elif name == "continuous_audio":
             raise CheckpointError(f"{where}: multimodal_io {name!r} (a continuous audio encoder) is "
                                   "not supported")
@@ -260,16 +263,17 @@ def load_config(root: Path) -> SpeechLMConfig:
     if model.get("model_choice", "parallel") != "parallel":
         raise CheckpointError(f"{ty}: model_choice {model.get('model_choice')!r} is not supported (parallel)")
     tag = str(_get(model, "model_hf_tag", f"{ty} model"))
-    bdir = find_folder(tag, f"{ty} model.model_hf_tag")
+    bdir = find_folder(tag, f"{ty} model.model_hf_tag", root=root)
     backbone = parse_backbone(read_json(bdir / "config.json"), str(bdir / "config.json"))
     ios = _get(train, "multimodal_io", str(ty))
     text_io = ios.get("text") or {}
-    tdir = find_folder(str(text_io.get("tokenizer_name", tag)), f"{ty} multimodal_io.text.tokenizer_name")
+    tdir = find_folder(str(text_io.get("tokenizer_name", tag)), f"{ty} multimodal_io.text.tokenizer_name",
+                       root=root)
     text_vocab = int(read_json(tdir / "config.json").get("vocab_size", backbone.text_vocab_size))
     if text_vocab != backbone.text_vocab_size:
         raise CheckpointError(f"{ty}: the tokenizer's vocab_size {text_vocab} differs from the backbone's "
                               f"{backbone.text_vocab_size}")
-    layout = build_layout(train, text_vocab, str(ty))
+    layout = build_layout(train, text_vocab, str(ty), root)
     if "audio" in inf.rules and layout.audio_io is None:
         raise CheckpointError(f"{root / 'inference.yaml'} has audio rules but {ty} has no discrete_audio IO")
     conf = model.get("model_conf") or {}

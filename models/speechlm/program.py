@@ -80,7 +80,8 @@ class SpeechLMProgram(ModelProgram):
         sr, hop = self._codec_rates()
         self.spec = ModelSpec(name=name, sample_rate=sr, frame_rate=sr / hop, samples_per_frame=hop,
                               codebooks=max(1, lay.codec_streams), chunk=DEFAULT_CHUNKS,
-                              max_context=cfg.backbone.block.max_position_embeddings, modes=("tts",))
+                              max_context=cfg.backbone.block.max_position_embeddings, modes=("tts",),
+                              split_sentences=False)  # one prompt per text, as the task template builds it
         self.masks = Masks(lay, device)
         b = cfg.backbone.block
         self.kv_shape = (b.num_hidden_layers, b.num_key_value_heads, b.head_dim)
@@ -215,16 +216,19 @@ class SpeechLMProgram(ModelProgram):
         return prompt
 
     def lead_steps(self, text_tokens: int) -> int:
-        """Frameless decode steps a request is expected to take before its first frame: the delay fill,
-        the <assistant>/modality passes and, when a text segment may come first, the text phase."""
+        """Frameless steps (prefill included) a request is expected to take before its first frame: the
+        delay fill (N - 1), the text phase when a text segment may come first, and one pass per detected
+        modality (forced modality tokens ride along with other positions)."""
         inf = self.cfg.inference
-        N = self.cfg.layout.audio_streams
-        steps = N - 1 + 1
-        text_first = (not inf.enforce_modality or inf.enforce_modality[0] == "text") and "text" in inf.rules
+        steps = self.cfg.layout.audio_streams - 1
+        detect = not inf.enforce_modality
+        text_first = (detect or inf.enforce_modality[0] == "text") and "text" in inf.rules
         if text_first:
             bound = inf.rules["text"].max_step
             est = bound if self._text_ratio is None else math.ceil(self._text_ratio * max(1, text_tokens))
-            steps += min(bound, est) + 2
+            steps += min(bound, est)
+        if detect:
+            steps += 2 if text_first else 1
         return steps
 
     def _learn_text(self, st: RowState) -> None:

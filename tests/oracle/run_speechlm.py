@@ -214,6 +214,30 @@ def calibrate(model, vm, seqs, inf, spec):
     cal["found"] = {"text_eot": Tt, "audio_eos": Ta}
 
 
+def build_xcodec(folder, a):
+    """A tiny random XcodecModel (transformers' own class; HuBERT semantic side included, as the class
+    needs it) with codebooks and a louder output layer, so waveform tolerances mean something."""
+    from transformers import XcodecConfig, XcodecModel
+
+    x = a["xcodec"]
+    cfg = XcodecConfig(
+        acoustic_model_config={"encoder_hidden_size": 4, "downsampling_ratios": x["ratios"],
+                               "decoder_hidden_size": x["decoder_hidden"],
+                               "upsampling_ratios": x["ratios"][::-1], "hidden_size": x["latent"]},
+        semantic_model_config={"hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
+                               "intermediate_size": 16, "conv_dim": [8], "conv_stride": [5],
+                               "conv_kernel": [10], "num_conv_pos_embeddings": 16,
+                               "num_conv_pos_embedding_groups": 2},
+        codebook_size=a["codec_k"], target_bandwidths=x["bandwidths"], sample_rate=16000)
+    model = XcodecModel(cfg).eval()
+    with torch.no_grad():
+        for q in model.quantizer.quantizers:
+            q.codebook.embed.normal_(0, 1.0)
+        model.acoustic_decoder.conv2.weight.mul_(x.get("gain", 30.0))
+    assert model.config.num_quantizers >= a["n_codec"], model.config.num_quantizers
+    model.save_pretrained(folder)
+
+
 def build(out, spec_path):
     spec = json.load(open(spec_path))
     torch.manual_seed(spec.get("seed", 0))
@@ -232,6 +256,8 @@ def build(out, spec_path):
         Olmo2ForCausalLM(Olmo2Config(**common)).save_pretrained(bdir)
     else:
         Qwen3ForCausalLM(Qwen3Config(head_dim=b["head_dim"], **common)).save_pretrained(bdir)
+    if "xcodec" in spec["audio"]:
+        build_xcodec(os.path.join(out, "xcodec"), spec["audio"])
     ios = build_ios(out, spec)
     model, vm = make_model(out, spec, ios)
     with torch.no_grad():
@@ -261,7 +287,7 @@ def build(out, spec_path):
         "multimodal_io": {
             "text": {"tokenizer_name": bdir},
             "discrete_audio": {"codec_choice": a.get("codec_choice", "Xcodec"),
-                               "codec_hf_model_tag": a.get("codec_tag"),
+                               "codec_hf_model_tag": os.path.join(out, "xcodec") if "xcodec" in a else None,
                                "codec_max_token_per_frame": a["n_codec"],
                                "ssl_choice": "ESPnet" if a["n_ssl"] else None,
                                "ssl_hf_model_tag": "espnet/xeus" if a["n_ssl"] else None,
@@ -301,6 +327,11 @@ def run_cases(out, cases):
     model.prepare_inference()
     model = model.to(dtype=torch.float32).eval()
     pre = preprocessor(ios, vm)
+    codec = None
+    if os.path.isdir(os.path.join(out, "xcodec")):
+        from transformers import XcodecModel
+
+        codec = XcodecModel.from_pretrained(os.path.join(out, "xcodec")).eval()
     results = {}
     for case in cases:
         ci = json.loads(json.dumps(inf))
@@ -327,6 +358,10 @@ def run_cases(out, cases):
         logits, _ = model._step(input_ids=fed[None].clone())
         results[case["name"]] = {"seqs": seqs[0], "segments": rec.segments, "texts": texts, "audio": audio,
                                  "fed": fed, "logits": logits[0].detach(), "cfgs": rec.cfgs}
+        if codec is not None:  # what DiscreteAudioIO._codec_decode_batch does with "Xcodec"
+            with torch.no_grad():
+                wav = codec.decode(audio[0].T[None].clone()).audio_values
+            results[case["name"]]["wav"] = wav[0, 0].float()
         print(case["name"], "segments", [tuple(s.shape) for s in rec.segments], "texts", texts,
               "audio", [tuple(a.shape) for a in audio])
     return results
