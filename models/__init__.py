@@ -97,6 +97,11 @@ def load_model(source: str, device: str = "cpu", dtype: str = "float32") -> Mode
         return program
     from .checkpoint import read_json, resolve
 
+    claimed = _claimed(source)
+    if claimed is not None:
+        program = claimed[0].load(str(claimed[1]), device, dtype)
+        program.spec = replace(program.spec, name=source)
+        return program
     root = resolve(source)
     model_type = read_json(root / "config.json").get("model_type")
     family = registry.family_for_model_type(model_type)
@@ -109,3 +114,21 @@ def load_model(source: str, device: str = "cpu", dtype: str = "float32") -> Mode
     program = family.load(str(root), device, dtype)
     program.spec = replace(program.spec, name=source)
     return program
+
+
+def _claimed(source: str) -> tuple[registry.Family, Path] | None:
+    """A family that recognises `source` (a local folder, or a hub id in the local cache) by its files
+    rather than by a config.json `model_type` (see Family.claims)."""
+    from .checkpoint import cached_snapshot, looks_like_hub_id
+
+    for family in registry.families():
+        if family.claims is None:
+            continue
+        p = Path(source).expanduser()
+        if p.is_dir() and family.claims(p):
+            return family, p
+        if not p.exists() and looks_like_hub_id(source):
+            snap = cached_snapshot(source, family.claim_file)
+            if snap is not None and family.claims(snap):
+                return family, snap
+    return None

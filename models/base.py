@@ -130,6 +130,9 @@ class Prompt:
     # Sequences this request runs in every forward pass (a CFG pair = 2). The scheduler admits, batches,
     # cancels and frees them as one unit and counts `width` rows in a bucket; `kv_tokens` covers them all.
     width: int = 1
+    # Decode steps expected before the first frame (a delay pattern's fill, a unified LM's text phase):
+    # the admission gate adds them to its TTFA prediction.
+    lead_steps: int = 0
 
 
 @dataclass

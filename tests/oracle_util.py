@@ -18,22 +18,26 @@ REPO = Path(__file__).resolve().parents[1]
 ORACLE_DIR = Path(__file__).resolve().parent / "oracle"
 
 
-def oracle_python() -> str:
-    py = os.environ.get("VOX_ORACLE_PYTHON") or str(REPO / ".oracle-venv" / "bin" / "python")
+def oracle_python(env: str = "VOX_ORACLE_PYTHON", venv: str = ".oracle-venv",
+                  setup: str = "scripts/setup_oracle.sh") -> str:
+    """The interpreter of an oracle venv: `$env`, else `<repo>/<venv>/bin/python` (other oracles, e.g.
+    ESPnet's SpeechLM: VOX_SPEECHLM_ORACLE_PYTHON / .oracle-speechlm-venv / setup_oracle_speechlm.sh)."""
+    py = os.environ.get(env) or str(REPO / venv / "bin" / "python")
     if not Path(py).exists():
-        msg = f"oracle interpreter {py} not found; create it with `bash scripts/setup_oracle.sh`"
+        msg = f"oracle interpreter {py} not found; create it with `bash {setup}` (or set {env})"
         if os.environ.get("VOX_REQUIRE_ORACLE") == "1":
             pytest.fail(msg)
         pytest.skip(msg)
     return py
 
 
-def run_oracle(script: str, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    """Run tests/oracle/<script> with the oracle interpreter; fail the test with its stderr."""
+def run_oracle(script: str, *args: str, timeout: float = 900,
+               python: str | None = None) -> subprocess.CompletedProcess:
+    """Run tests/oracle/<script> with the oracle interpreter (or `python`); fail the test with its stderr."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONHASHSEED="0",
                OMP_NUM_THREADS="2", TOKENIZERS_PARALLELISM="false")
     env.pop("PYTHONPATH", None)
-    proc = subprocess.run([oracle_python(), str(ORACLE_DIR / script), *args], capture_output=True,
+    proc = subprocess.run([python or oracle_python(), str(ORACLE_DIR / script), *args], capture_output=True,
                           text=True, timeout=timeout, env=env, cwd=str(ORACLE_DIR))
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout[-4000:])

@@ -388,6 +388,8 @@ def say(
     cfg_scale: CfgOpt = None, recipe: RecipeOpt = None, set_: SetOpt = None, policy: PolicyOpt = None,
     executor: ExecOpt = None, device: DeviceOpt = None, quiet: QuietOpt = False, verbose: VerboseOpt = False,
     dtype: DtypeOpt = None,
+    show_text: Annotated[bool, typer.Option("--show-text", help="Print what a unified text+audio model "
+                                            "writes before it speaks (its text phase) to stderr.")] = False,
 ) -> None:
     with friendly_errors():
         from voxcli.audio import open_sink, resolve_format
@@ -429,6 +431,8 @@ def say(
             check_playback()  # before minutes of model loading, not after
         with open_session(EngineOptions(model, recipe, set_, policy, executor, device), quiet) as session, \
                 _sigterm_as_interrupt():
+            if show_text:
+                _show_text(session)
             requests: Any = segment_requests(words, template, frame_cap=session.frame_cap,
                                              split=session.spec.split_sentences)
             if requests:
@@ -477,6 +481,15 @@ def say(
             on = f" · {backend}" if backend else ""
             _err(f"TTFA {stats.ttfa_s * 1000:.0f} ms · {stats.audio_s:.2f} s audio{seg} in "
                  f"{stats.wall_s:.2f} s (RTF {rtf}){on}{where}{plan}")
+
+
+def _show_text(session: Session) -> None:
+    """`--show-text`: the program calls `on_text(request id, text)` as each text segment ends."""
+    program = session.engine.program
+    if not hasattr(program, "on_text"):
+        raise VoxError(f"--show-text: model {session.model} writes no text phase (a unified text+audio model "
+                       "such as Bagpiper does)", 2)
+    program.on_text = lambda _key, text: _err(f"text: {text}")
 
 
 def _isatty(stream: Any) -> bool:

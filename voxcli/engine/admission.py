@@ -180,8 +180,10 @@ class TtfaGate:
         if self.errors and self.errors[0][0] < now - self.WINDOW_S:
             self._refresh(now)
 
+        lead = r.prompt.lead_steps  # frameless steps first (a delay fill, a unified LM's text phase)
+
         def ttfa_with(first: int) -> float:  # raw prediction with a first chunk of `first` frames
-            return base + first * step + est.codec(codec_lane, 1, first) * k_codec
+            return base + (lead + first) * step + est.codec(codec_lane, 1, first) * k_codec
 
         first = r.schedule.size(0)
         chosen = None

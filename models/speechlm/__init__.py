@@ -1,0 +1,1 @@
+"""ESPnet SpeechLM unified text+audio delay-pattern LMs (Bagpiper, OpusLM): see program.py."""

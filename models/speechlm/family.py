@@ -1,0 +1,67 @@
+"""ESPnet SpeechLM unified LMs (Bagpiper, OpusLM) as a registered family (see models/registry.py).
+
+Their checkpoints have no config.json of their own: the family claims a folder (or a cached hub snapshot)
+holding one train*.yaml, inference.yaml and model.pt. Imports nothing heavy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from voxcli.config import ChunkSchedule
+
+from ..registry import Demo, Family, HubModel, SimModel, SimSpec
+
+
+def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
+    from .program import SpeechLMProgram
+
+    return SpeechLMProgram.load(path, device=device, dtype=dtype)
+
+
+def build_demo(out: Path) -> None:
+    from .tiny import build_tiny
+
+    build_tiny(out)
+
+
+def claims(path: Path) -> bool:
+    from .config import is_speechlm_dir
+
+    return is_speechlm_dir(path)
+
+
+# Published sizes. Backbones: Qwen/Qwen3-8B-Base and allenai/OLMo-2-1124-7B config.json. Unified vocabulary
+# (speechlm_job.py's layout): 256 specials + the text vocabulary + 1025 per audio stream (codebook + pad);
+# Bagpiper 256 + 151936 + 8 x 1025 = 160392 (the seed's SpeechLMConfig); OpusLM's SSL k-means size is not
+# published in the wheel: assumed 1024 like its DAC codebooks. Codec: X-Codec's acoustic decoder
+# (hf-audio/xcodec-hubert-general: width 1024, upsampling 8, 5, 4, 2, latent 256, fc2 from 256 + 768).
+XCODEC = dict(hidden=1024, rates=(8, 5, 4, 2), latent=256, fc2_in=1024, hop=320)
+BAGPIPER_8B = {"backbone": dict(hidden=4096, layers=36, heads=32, kv_heads=8, head_dim=128, mlp=12288),
+               "vocab": 256 + 151936 + 8 * 1025, "streams": 8, "codec": XCODEC}
+OPUSLM_7B = {"backbone": dict(hidden=4096, layers=32, heads=32, kv_heads=32, head_dim=128, mlp=11008),
+             "vocab": 256 + 100352 + 9 * 1025, "streams": 9, "codec": XCODEC}
+
+FAMILY = Family(
+    name="ESPnet SpeechLM (unified text+audio)",
+    model_types=(),
+    load=load,
+    claims=claims,
+    claim_file="inference.yaml",
+    hub_models=(
+        HubModel("espnet/bagpiper-tts-sft", "Bagpiper TTS (Qwen3-8B, 8 X-Codec streams): writes a text plan, "
+                 "then speaks; CFG 3", "bagpiper-8b"),
+    ),
+    demos=(Demo("demo-speechlm", build_demo, version="1", recipe="demo-speechlm",
+                description="tiny random unified text+audio LM (Bagpiper-like: text phase, then audio; CFG), "
+                            "offline; neither its text nor its audio is language"),),
+    # X-Codec / OpusLM's DAC: 16 kHz, 320 samples (20 ms) per frame, 8 codec streams.
+    sim=SimSpec(sample_rate=16000, frame_rate=50.0, samples_per_frame=320, codebooks=8,
+                chunk=ChunkSchedule(first=10, ramp=(25,), steady=50),
+                models=(SimModel("bagpiper-8b", BAGPIPER_8B, gpu_profile="{gpu}-bagpiper-8b"),
+                        SimModel("opuslm-7b", OPUSLM_7B, gpu_profile="{gpu}-opuslm-7b")),
+                cfg_scale=3.0,  # Bagpiper's inference config: every request is a pair in its audio phase
+                # frameless steps before the first frame: the delay fill (7) and an assumed 64-token text
+                # plan (Bagpiper-TTS writes one; nothing publishes its length)
+                lead_steps=7 + 64),
+)

@@ -1,0 +1,443 @@
+"""ESPnet SpeechLM unified text+audio LMs (Bagpiper, OpusLM) as a voxcli model program.
+
+What the engine sees:
+
+* Rows. One request is one Row; with audio guidance w > 1 it is a width-2 row (`Prompt.width`, Dia's pair
+  mechanism): the conditional sequence and its companion hold one page list split in two halves, run in
+  the same forward passes, and are admitted, cancelled and freed together. The companion is idle in
+  segments without CFG (Bagpiper's text plan) and restarts as an all-pad prefix as long as the
+  conditional context when a CFG segment begins, exactly as `_prepare_cfg_cache` builds it.
+* Steps. Every prefill/decode call is one forward pass per row (phases.py says which positions it feeds);
+  all S streams of a step are sampled together from one hidden state: logits_s = W_H(h_t + e_s).
+* Frames. Only audio segments yield frames, aligned (the delay interleave is undone here); a text step
+  returns no frame, so the first chunk's TTFA includes the whole text phase, counted from submit.
+  `Prompt.lead_steps` tells the admission gate how many frameless steps to expect: the delay fill (N - 1),
+  the modality passes, and the text phase, estimated per request from the text-plan-to-prompt length ratio
+  this program has observed so far (before any observation: the text rules' max_step, a bound).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from voxcli.config import ChunkSchedule
+
+from ..base import (
+    CheckpointError,
+    CodecItem,
+    InputError,
+    ModelProgram,
+    ModelSpec,
+    Prompt,
+    Row,
+    StepOutput,
+    SynthesisRequest,
+)
+from ..qwen3_tts.layers import PagedBatch
+from .config import ASSISTANT, BOS, EOS, EOT, SPECIAL_ID, SpeechLMConfig, is_speechlm_dir, load_config
+from .phases import DETECT, Masks, Pass, Phase, special
+from .text import TextIO
+from .weights import load_lm
+
+log = logging.getLogger(__name__)
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# X-Codec at 50 frames/s: a 10-frame first chunk (200 ms), then larger chunks once playback is buffered.
+DEFAULT_CHUNKS = ChunkSchedule(first=10, ramp=(25,), steady=50)
+OPTIONS = ("max_segments",)
+
+
+@dataclass
+class PreparedSpeechLM:
+    tokens: np.ndarray  # [L, S] the prompt (no <assistant>)
+    text_tokens: int  # the prompt's text tokens (what the text-phase estimate scales with)
+    phase: Phase  # a template; prefill copies it into the row's state
+    seed: int | None
+    key: str | None  # the request id, for the text sink
+
+
+@dataclass
+class RowState:
+    phase: Phase
+    per_seq: int  # pages per sequence
+    prepared: PreparedSpeechLM
+    texts: list[str] = field(default_factory=list)  # the text segments, detokenized, in order
+
+
+class SpeechLMProgram(ModelProgram):
+    def __init__(self, cfg: SpeechLMConfig, lm, text: TextIO, device: torch.device, dtype: torch.dtype,
+                 name: str) -> None:
+        self.cfg, self.lm, self.text_io = cfg, lm, text
+        self.device, self.dtype = device, dtype
+        lay = cfg.layout
+        sr, hop = self._codec_rates()
+        self.spec = ModelSpec(name=name, sample_rate=sr, frame_rate=sr / hop, samples_per_frame=hop,
+                              codebooks=max(1, lay.codec_streams), chunk=DEFAULT_CHUNKS,
+                              max_context=cfg.backbone.block.max_position_embeddings, modes=("tts",),
+                              split_sentences=False)  # one prompt per text, as the task template builds it
+        self.masks = Masks(lay, device)
+        b = cfg.backbone.block
+        self.kv_shape = (b.num_hidden_layers, b.num_key_value_heads, b.head_dim)
+        self.k_pool: torch.Tensor | None = None
+        self.v_pool: torch.Tensor | None = None
+        self.page_size = 0
+        self._codec = None
+        self.on_text: Callable[[str | None, str], None] | None = None  # `--show-text`: (request id, text)
+        self._text_ratio: float | None = None  # observed text-phase steps per prompt text token (EMA)
+
+    # --- loading ---------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, source: str, device: str = "cpu", dtype: str = "float32") -> SpeechLMProgram:
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        root = Path(source).expanduser()
+        if not is_speechlm_dir(root):
+            raise CheckpointError(f"{root} is not an ESPnet SpeechLM checkpoint folder (one train*.yaml, "
+                                  "inference.yaml and model.pt)")
+        cfg = load_config(root)
+        lm = load_lm(cfg, torch.device(device), DTYPES[dtype])
+        return cls(cfg, lm, TextIO(cfg.tokenizer_dir), torch.device(device), DTYPES[dtype], root.name)
+
+    def _codec_rates(self) -> tuple[int, int]:
+        from .codec import codec_rates
+
+        return codec_rates(self.cfg)
+
+    @property
+    def codec_model(self):
+        if self._codec is None:
+            from .codec import load_codec
+
+            self._codec = load_codec(self.cfg, self.device)
+        return self._codec
+
+    # --- host: prompts ---------------------------------------------------------------------------
+    def _messages(self, request: SynthesisRequest) -> list[tuple[str, str]]:
+        """ESPnet's text_to_audio task template: one user text message; instructions become a system
+        text message before it (a dialogue, as the preprocessor lays one out)."""
+        msgs = []
+        if request.instructions:
+            msgs.append(("system", request.instructions))
+        msgs.append(("user", request.text))
+        return msgs
+
+    def check(self, request: SynthesisRequest) -> None:
+        if not request.text or not request.text.strip():
+            raise InputError("the text is empty; give some text to speak")
+        if request.voice is not None:
+            raise InputError(f"model {self.spec.name} has no named voices; drop the voice")
+        if request.ref_audio is not None:
+            raise InputError(f"model {self.spec.name} takes no reference audio (text-to-speech only)")
+        unknown = sorted(set(request.options) - set(OPTIONS))
+        if unknown:
+            raise InputError(f"model {self.spec.name} does not know option {unknown[0]!r}; it takes "
+                             f"{', '.join(OPTIONS)}")
+        w = request.cfg_scale
+        if w is not None and not (math.isfinite(w) and w >= 1):
+            raise InputError(f"cfg_scale must be a number >= 1, got {request.cfg_scale}")
+        if "audio" not in self.cfg.inference.rules:
+            raise InputError(f"{self.cfg.root / 'inference.yaml'} has no audio: rules, so this model "
+                             "cannot speak")
+        self._rules(request)
+
+    def _rules(self, request: SynthesisRequest):
+        inf = self.cfg.inference
+        s = request.sampling
+        audio = inf.rules.get("audio")
+        text = inf.rules.get("text")
+        if audio is not None:
+            audio = replace(audio, cfg=request.cfg_scale if request.cfg_scale is not None else audio.cfg)
+            if s.temperature is not None:
+                if s.temperature < 0:
+                    raise InputError(f"temperature must be >= 0, got {s.temperature}")
+                audio = replace(audio, temperature=s.temperature)
+            if s.top_k is not None:
+                if s.top_k < 1:
+                    raise InputError(f"top_k must be >= 1 for this model, got {s.top_k}")
+                audio = replace(audio, topk=s.top_k)
+            if request.max_frames is not None:
+                if request.max_frames < 1:
+                    raise InputError(f"max_frames must be >= 1, got {request.max_frames}")
+                audio = replace(audio, max_step=min(audio.max_step,
+                                                    request.max_frames + self.cfg.layout.audio_streams - 1))
+        if s.greedy:
+            audio = audio and replace(audio, temperature=0.0)
+            text = text and replace(text, temperature=0.0)
+        return text, audio
+
+    def prompt_tokens(self, request: SynthesisRequest) -> tuple[np.ndarray, int]:
+        """[L, S]: <bos>, then per message <role><text> its tokens and <eos> (<eot> when the next message
+        has the same role); a text token id 0 stays pad 0, as the preprocessor maps it."""
+        S = self.cfg.layout.num_stream
+        start = self.cfg.layout.text_start
+        msgs = self._messages(request)
+        rows = [special(BOS, S)]
+        n_text = 0
+        for i, (role, content) in enumerate(msgs):
+            rows += [special(SPECIAL_ID[role], S), special(SPECIAL_ID["text"], S)]
+            ids = self.text_io.encode(content)
+            n_text += len(ids)
+            for t in ids:
+                rows.append(special(0 if t == 0 else t + start, S))
+            same = i + 1 < len(msgs) and msgs[i + 1][0] == role
+            rows.append(special(EOT if same else EOS, S))
+        return np.stack(rows), n_text
+
+    def prepare(self, request: SynthesisRequest) -> Prompt:
+        self.check(request)
+        text_rules, audio_rules = self._rules(request)
+        tokens, n_text = self.prompt_tokens(request)
+        inf = self.cfg.inference
+        max_segments = int(request.options.get("max_segments", max(2, len(inf.enforce_modality))))
+        if max_segments < 1:
+            raise InputError(f"option max_segments must be >= 1, got {max_segments}")
+        width = 2 if audio_rules.cfg > 1 or (text_rules is not None and text_rules.cfg > 1) else 1
+        if request.fixed_frames is not None and request.fixed_frames < 1:
+            raise InputError(f"fixed_frames must be >= 1, got {request.fixed_frames}")
+        phase = Phase(inference=inf, layout=self.cfg.layout, width=width, audio_rules=audio_rules,
+                      text_rules=text_rules, gen=torch.Generator(), max_segments=max_segments,
+                      fixed_frames=request.fixed_frames)
+        N = self.cfg.layout.audio_streams
+        max_frames = max(1, audio_rules.max_step - N + 1)
+        if request.fixed_frames is not None:
+            max_frames = request.fixed_frames
+        data = PreparedSpeechLM(tokens=tokens, text_tokens=n_text, phase=phase, seed=request.seed,
+                                key=request.request_id)
+        prompt = Prompt(length=tokens.shape[0] + 1, data=data, max_frames=max_frames,
+                        fixed_frames=request.fixed_frames, width=width)
+        prompt.lead_steps = self.lead_steps(n_text)
+        return prompt
+
+    def lead_steps(self, text_tokens: int) -> int:
+        """Frameless steps (prefill included) a request is expected to take before its first frame: the
+        delay fill (N - 1), the text phase when a text segment may come first, and one pass per detected
+        modality (forced modality tokens ride along with other positions)."""
+        inf = self.cfg.inference
+        steps = self.cfg.layout.audio_streams - 1
+        detect = not inf.enforce_modality
+        text_first = (detect or inf.enforce_modality[0] == "text") and "text" in inf.rules
+        if text_first:
+            bound = inf.rules["text"].max_step
+            est = bound if self._text_ratio is None else math.ceil(self._text_ratio * max(1, text_tokens))
+            steps += min(bound, est)
+        if detect:
+            steps += 2 if text_first else 1
+        return steps
+
+    def _learn_text(self, st: RowState) -> None:
+        if st.phase.text_steps:
+            r = st.phase.text_steps / max(1, st.prepared.text_tokens)
+            self._text_ratio = r if self._text_ratio is None else 0.8 * self._text_ratio + 0.2 * r
+
+    # --- device resources ------------------------------------------------------------------------
+    def seq_positions(self, prompt: Prompt) -> int:
+        """Positions one sequence reaches at most: prompt, <assistant>, and per segment its modality token,
+        max_step tokens, the final-token pass and the next <assistant>."""
+        p: PreparedSpeechLM = prompt.data
+        ph = p.phase
+        inf = self.cfg.inference
+        total = prompt.length
+        for n in range(ph.max_segments):
+            if n < len(inf.enforce_modality):
+                m = inf.enforce_modality[n]
+                steps = ph.fixed_frames + self.cfg.layout.audio_streams - 1 \
+                    if m == "audio" and ph.fixed_frames is not None else ph.rules(m).max_step
+            else:
+                steps = max(ph.rules(m).max_step for m in inf.rules)
+            total += steps + 3
+        return total
+
+    def kv_tokens(self, prompt: Prompt) -> int:
+        if self.page_size == 0:
+            return self.seq_positions(prompt) * prompt.width
+        per = -(-self.seq_positions(prompt) // self.page_size)
+        return per * self.page_size * prompt.width
+
+    def init_kv(self, num_pages: int, page_size: int) -> None:
+        L, H, D = self.kv_shape
+        self.k_pool = torch.zeros((L, num_pages, page_size, H, D), device=self.device, dtype=self.dtype)
+        self.v_pool = torch.zeros_like(self.k_pool)
+        self.page_size = page_size
+
+    def init_codec_slots(self, num_slots: int) -> None:
+        self.codec_model.init_slots(num_slots)
+
+    # --- stages ----------------------------------------------------------------------------------
+    def _start_row(self, r: Row) -> None:
+        p: PreparedSpeechLM = r.prompt.data
+        seed = p.seed if p.seed is not None else secrets.randbits(63)
+        phase = replace(p.phase, gen=torch.Generator().manual_seed(seed), audio=[], text=[], texts=[])
+        per = -(-self.seq_positions(r.prompt) // self.page_size)
+        if len(r.pages) < per * r.prompt.width:
+            raise RuntimeError(f"request {r.request_id} holds {len(r.pages)} KV pages, needs "
+                               f"{per * r.prompt.width}")
+        r.state = RowState(phase=phase, per_seq=per, prepared=p)
+        r.frames_emitted = 0
+        phase.first_pass(p.tokens)
+
+    @torch.inference_mode()
+    def prefill(self, rows: list[Row]) -> list[StepOutput]:
+        if not rows:
+            return []
+        if self.k_pool is None:
+            raise RuntimeError("the KV pool is not allocated: call init_kv(num_pages, page_size) first")
+        for r in rows:
+            self._start_row(r)
+        return self._run(rows)
+
+    @torch.inference_mode()
+    def decode(self, rows: list[Row]) -> list[StepOutput]:
+        return self._run(rows) if rows else []
+
+    def _run(self, rows: list[Row]) -> list[StepOutput]:
+        """One forward pass for every row's pending Pass, then its logits' action."""
+        seqs = []  # (row index, sequence, tokens, start position)
+        for i, r in enumerate(rows):
+            ph: Phase = r.state.phase
+            p = ph.pending
+            seqs.append((i, 0, p.cond, ph.cond_len))
+            if p.uncond is not None:
+                seqs.append((i, 1, p.uncond, 0 if p.uncond_restart else ph.uncond_len))
+        hidden: dict[tuple[int, int], torch.Tensor] = {}
+        # one batch for the single-position sequences, one for the rest: a long prompt or a companion's
+        # pad prefix must not pad every one-token row of a decode step to its length
+        for group in ([s for s in seqs if s[2].shape[0] == 1], [s for s in seqs if s[2].shape[0] > 1]):
+            if group:
+                for key, h in zip([(s[0], s[1]) for s in group], self._forward(rows, group), strict=True):
+                    hidden[key] = h
+        for r in rows:
+            r.state.phase.fed(r.state.phase.pending)
+        cond = torch.stack([hidden[(i, 0)] for i in range(len(rows))])
+        logits = self.lm.stream_logits(cond)  # [R, S, V]
+        unc_idx = [i for i, r in enumerate(rows) if (i, 1) in hidden]
+        unc = self.lm.stream_logits(torch.stack([hidden[(i, 1)] for i in unc_idx])) if unc_idx else None
+        return self._act(rows, logits, unc, unc_idx)
+
+    def _forward(self, rows: list[Row], group: list) -> torch.Tensor:
+        ps = self.page_size
+        T = max(s[2].shape[0] for s in group)
+        B = len(group)
+        S = self.cfg.layout.num_stream
+        x = torch.zeros((B, T, S), dtype=torch.long)
+        q_pos = torch.zeros((B, T), dtype=torch.long)
+        slots = torch.full((B, T), -1, dtype=torch.long)
+        tables, lens, counts = [], [], []
+        for b, (i, s, toks, start) in enumerate(group):
+            st: RowState = rows[i].state
+            pages = rows[i].pages[s * st.per_seq:(s + 1) * st.per_seq]
+            n = toks.shape[0]
+            if start + n > len(pages) * ps:
+                raise RuntimeError(f"request {rows[i].request_id} needs {start + n} positions, holds "
+                                   f"{len(pages) * ps}")
+            x[b, :n] = torch.from_numpy(toks)
+            pos = torch.arange(start, start + n)
+            pg = torch.tensor(pages, dtype=torch.long)
+            q_pos[b, :n] = pos
+            slots[b, :n] = pg[pos // ps] * ps + pos % ps
+            used = -(-(start + n) // ps)
+            tables.append(pages[:used])
+            lens.append(start + n)
+            counts.append(n)
+        P = max(len(t) for t in tables)
+        table = torch.tensor([t + [t[0]] * (P - len(t)) for t in tables], dtype=torch.long)
+        d = self.device
+        pb = PagedBatch(q_pos.to(d), slots.to(d), table.to(d), torch.tensor(lens, device=d), ps)
+        h = self.lm.forward_paged(self.lm.embed(x.to(d)).to(self.dtype), pb, self.k_pool, self.v_pool)
+        return h[torch.arange(B, device=d), torch.tensor(counts, device=d) - 1]
+
+    @torch.inference_mode()
+    def score(self, tokens: np.ndarray) -> torch.Tensor:
+        """Teacher forcing: the unmasked stream logits [T, S, V] of every position of one sequence of
+        tokens [T, S] (a scratch KV pool of its own; the engine's pool is not touched)."""
+        T = tokens.shape[0]
+        ps = 16
+        n = -(-T // ps)
+        L, H, D = self.kv_shape
+        k = torch.zeros((L, n, ps, H, D), device=self.device, dtype=self.dtype)
+        v = torch.zeros_like(k)
+        pos = torch.arange(T, device=self.device)[None]
+        table = torch.arange(n, device=self.device)[None]
+        pb = PagedBatch(pos, pos.clone(), table, torch.tensor([T], device=self.device), ps)
+        x = self.lm.embed(torch.from_numpy(tokens).to(self.device)[None]).to(self.dtype)
+        return self.lm.stream_logits(self.lm.forward_paged(x, pb, k, v))[0]
+
+    def _act(self, rows: list[Row], logits: torch.Tensor, unc: torch.Tensor | None,
+             unc_idx: list[int]) -> list[StepOutput]:
+        out: list[StepOutput] = []
+        upos = {i: k for k, i in enumerate(unc_idx)}
+        for i, r in enumerate(rows):
+            st: RowState = r.state
+            ph = st.phase
+            p: Pass = ph.pending
+            if p.action == DETECT:
+                lg = logits[i].masked_fill(self.masks.modality, float("-inf"))
+                ph.detected(int(lg[0].argmax()))
+                out.append(self._output(r, None))
+                continue
+            rules = ph.rules(ph.modality)
+            if ph.modality == "audio" and ph.fixed_frames is not None:
+                mask = self.masks.by_modality["audio"]  # bench: exactly fixed_frames frames, no eos/eot
+            else:
+                mask = self.masks.for_step(ph.modality, ph.step, rules.min_step)
+            lg = logits[i].masked_fill(mask, float("-inf"))
+            if ph.cfg_on:
+                u = unc[upos[i]].masked_fill(mask, float("-inf"))
+                lg = (lg * rules.cfg + u * (1 - rules.cfg)).masked_fill(mask, float("-inf"))
+            tok = self._draw(lg, rules.temperature, rules.topk, ph.gen)
+            frame = ph.sampled(tok)
+            out.append(self._output(r, None if frame is None else self._codes(frame)))
+        return out
+
+    @staticmethod
+    def _draw(logits: torch.Tensor, temperature: float, topk: int, gen: torch.Generator) -> np.ndarray:
+        """The reference's `_logits_to_token` for one row [S, V]: argmax at temperature 0, else top-k,
+        softmax(values / temperature) and one multinomial draw per stream (from the row's generator)."""
+        if temperature == 0:
+            return logits.argmax(-1).cpu().numpy().astype(np.int64)
+        vals, idx = torch.topk(logits, topk)
+        probs = torch.softmax(vals / temperature, dim=-1)
+        inner = torch.multinomial(probs.float().cpu(), num_samples=1, generator=gen).to(idx.device)
+        return torch.gather(idx, -1, inner).squeeze(-1).cpu().numpy().astype(np.int64)
+
+    def _codes(self, frame: np.ndarray) -> np.ndarray:
+        """Global ids of the N audio streams -> the codec's codes: clipped into each stream's interval
+        without its pad slot, offset removed, SSL streams dropped (the reference's decode_batch)."""
+        lay = self.cfg.layout
+        iv = np.asarray(lay.intervals[lay.audio_io], dtype=np.int64)
+        codes = np.clip(frame, iv[:, 0] + 1, iv[:, 1] - 1) - (iv[:, 0] + 1)
+        return codes[lay.ssl_streams:]
+
+    def _output(self, r: Row, frame: np.ndarray | None) -> StepOutput:
+        st: RowState = r.state
+        ph = st.phase
+        while ph.texts:
+            ids = [t - self.cfg.layout.text_start for t in ph.texts.pop(0)]
+            text = self.text_io.decode(ids)
+            st.texts.append(text)
+            if self.on_text is not None:
+                self.on_text(st.prepared.key, text)
+        if frame is not None:
+            r.frames_emitted += 1
+        if ph.done:
+            self._learn_text(st)
+            if ph.end_reason.startswith("the model chose"):
+                log.warning("request %s: %s", r.request_id, ph.end_reason)
+        return StepOutput(frame=frame, done=ph.done)
+
+    def codec(self, items: list[CodecItem]) -> list[np.ndarray]:
+        return self.codec_model.decode(items)
+
+    def release(self, row: Row) -> None:
+        if row.slot >= 0 and self._codec is not None:
+            self._codec.release_slot(row.slot)
+        row.state = None
+
+
+__all__ = ["SpeechLMProgram", "EOS", "EOT", "ASSISTANT"]

@@ -1,0 +1,172 @@
+"""Write GPU cost profiles for the unified text+audio LMs (Bagpiper-8B, OpusLM-7B) from arithmetic on
+their published sizes; NOTHING is fitted (no serving capacity of them is published: seed 2 reports
+speedups over ESPnet's sequential inference, not a capacity).
+
+    .venv/bin/python scripts/calibrate_speechlm_sim.py [--gpu h100]
+
+recipes/gpus/<gpu>-<model>.toml (pessimistic: what `--gpu <gpu> --model <model>` loads) and
+recipes/gpus/<gpu>-optimistic-<model>.toml, for model in bagpiper-8b, opuslm-7b. The structure is
+voxcli/bench/calibrate_dia.py's (same priors from calibrate.py: BW_EFF, FLOP_EFF, LAUNCH_US, the SM
+scaling of the paper's facts):
+
+    decode_ms(b) = backbone + lm_head weights read once / (BW * BW_EFF) + kernels x LAUNCH_US
+                 + b x row_ms,  row = KV over CTX positions / BW + 2 x (backbone params + S x H x V) FLOPs
+
+Assumptions, stated: the reference's shared head computes the whole unified vocabulary for all S streams
+(V = 256 specials + the text vocabulary + 8 x 1025 audio (+ 1 x 1025 SSL for OpusLM), as models/speechlm
+does); a typical Bagpiper-TTS request has a 60-token prompt, a 64-token text plan and 250 audio frames
+(5 s), so its average context is CTX = 60 + 64 + 125; the pessimistic row cost is the arithmetic one times
+the 6.2 by which Qwen3-TTS's fitted per-row cost exceeded its arithmetic (calibrate.py v2), as Dia's is.
+Codec: X-Codec's acoustic decoder (hf-audio/xcodec-hubert-general: DAC decoder, width 1024, upsampling
+8, 5, 4, 2, latent 256, 320 samples per frame) plus fc2; OpusLM's ESPnet DAC is assumed to cost the same
+(its published size is not in the wheel). Prefill: 2 x params FLOPs per prompt position (+ the weights).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from voxcli.models.registry import find_sim_model  # noqa: E402
+
+from voxcli.bench.calibrate import (  # noqa: E402
+    BW_EFF,
+    BYTES_BF16,
+    CODEC_BATCHES,
+    DECODE_BATCHES,
+    FLOP_EFF,
+    GPUS,
+    KERNELS_PER_LAYER,
+    KERNELS_PER_MODEL,
+    LAUNCH_US,
+    REF_SMS,
+    _toml_value,
+    codec_coefficients,
+    decode_speed,
+)
+
+CTX_POSITIONS = 60 + 64 + 125
+SAMPLING_KERNELS = 10  # masks, CFG merge, re-mask, top-k, softmax, multinomial, gather, phase bookkeeping
+CODEC_KERNELS = 140
+QWEN_ROW_INEFFICIENCY = 0.0835 / 0.0135
+FRAMES_REF = 50
+
+
+def sizes(model: str) -> dict:
+    found = find_sim_model(model)
+    if found is None:
+        raise LookupError(f"no registered family has the sim model {model!r} (models/registry.py)")
+    return dict(found[1].sizes)
+
+
+def backbone_params(s: dict) -> int:
+    b = s["backbone"]
+    h, hd = b["hidden"], b["head_dim"]
+    attn = 2 * h * b["heads"] * hd + 2 * h * b["kv_heads"] * hd
+    return b["layers"] * (attn + 3 * h * b["mlp"])
+
+
+def head_params(s: dict) -> int:
+    return s["backbone"]["hidden"] * s["vocab"]
+
+
+def codec_frame(s: dict) -> tuple[float, float]:
+    c = s["codec"]
+    ch, positions = c["hidden"], 1
+    flops = 2.0 * c["fc2_in"] * c["latent"] + 2.0 * c["latent"] * ch * 7
+    act = 0.0
+    for stride in c["rates"]:
+        out = ch // 2
+        flops += 2.0 * ch * out * 2 * stride * positions
+        positions *= stride
+        flops += 3 * 2.0 * (out * out * 7 + out * out) * positions
+        act += 3 * 5 * out * positions * BYTES_BF16
+        ch = out
+    return flops + 2.0 * ch * 7 * positions, act
+
+
+def terms(model: str, gpu_name: str, setting: str) -> dict[str, float]:
+    s = sizes(model)
+    gpu = GPUS[gpu_name]
+    bw, fl = gpu.bandwidth * BW_EFF, gpu.flops * FLOP_EFF
+    b = s["backbone"]
+    kv = b["layers"] * 2 * b["kv_heads"] * b["head_dim"] * BYTES_BF16 * CTX_POSITIONS
+    row_flops = 2 * (backbone_params(s) + s["streams"] * head_params(s))
+    arith_row = (kv / bw + row_flops / fl) * 1e3
+    weights = (backbone_params(s) + head_params(s)) * BYTES_BF16
+    kernels = b["layers"] * KERNELS_PER_LAYER + KERNELS_PER_MODEL + SAMPLING_KERNELS
+    floor = weights / bw * 1e3 + kernels * LAUNCH_US / 1e3
+    conv, act = codec_frame(s)
+    conv_eff = 0.5 if setting == "pessimistic" else 1.0
+    return {"floor_ms": floor, "arith_row_ms": arith_row, "kv_bytes": kv, "kernels": kernels,
+            "row_ms": arith_row * (QWEN_ROW_INEFFICIENCY if setting == "pessimistic" else 1.0),
+            "prefill_ms": floor, "prefill_token_ms": 2 * (backbone_params(s) + head_params(s)) / fl * 1e3,
+            "codec_c0_ms": CODEC_KERNELS * LAUNCH_US / 1e3,
+            "codec_frame_ms": (conv / (fl * conv_eff) + act / bw) * 1e3,
+            "conv": conv, "act": act}
+
+
+def profile_toml(model: str, gpu_name: str, setting: str) -> str:
+    t = terms(model, gpu_name, setting)
+    gpu = GPUS[gpu_name]
+    k = codec_coefficients()
+
+    def codec(bt: float, sm: float) -> float:
+        x = REF_SMS / sm
+        return t["codec_c0_ms"] * x ** k["m"] + bt * FRAMES_REF * t["codec_frame_ms"] * x ** k["k"]
+
+    whole = [t["floor_ms"] + bt * t["row_ms"] for bt in DECODE_BATCHES]
+    sm_counts = list(range(8, gpu.sms, 8))
+    lm, cd = gpu.paper_split
+    interference = 2 / (decode_speed(64, lm, gpu.sms) + codec(16, gpu.sms) / codec(16, cd))
+    s = sizes(model)
+    name = f"{gpu.name}{'-optimistic' if setting == 'optimistic' else ''}-{model}"
+    lines = [
+        f"# Written by scripts/calibrate_speechlm_sim.py: {model} on {gpu_name}, setting {setting!r}; "
+        "NO fitted",
+        "# parameter (nothing published to fit to); derivation and assumptions in that script.",
+        f"# {gpu.name}: {gpu.sms} SMs, {gpu.bandwidth / 1e12:.2f} TB/s, {gpu.flops / 1e12:.0f} TFLOP/s bf16",
+        f"# step reads {(backbone_params(s) + head_params(s)) / 1e9:.2f} G params (head "
+        f"{head_params(s) / 1e6:.0f} M over {s['streams']} streams); {t['kernels']} kernels x {LAUNCH_US} us",
+        f"# decode(b) = floor {t['floor_ms']:.3f} ms + b x row {t['row_ms']:.4f} ms (arithmetic "
+        f"{t['arith_row_ms']:.4f} ms: KV {t['kv_bytes'] / 1e6:.1f} MB/row/step at ctx {CTX_POSITIONS})",
+        f"# codec: {t['codec_c0_ms']:.3f} ms/call + {t['codec_frame_ms'] * 1e3:.2f} us/frame "
+        f"({t['conv'] / 1e9:.2f} GFLOP + {t['act'] / 1e6:.2f} MB per frame)",
+        "", "[gpu]", f'name = "{name}"', f"sms = {gpu.sms}", f"interference = {round(interference, 4)}",
+        f'calibration = "speechlm-{setting}"', "", "[stages.decode]",
+        f"batch = {_toml_value(list(DECODE_BATCHES))}", f"ms = {_toml_value([round(m, 4) for m in whole])}",
+        "", "[stages.decode.sm_ms]",
+    ]
+    for sm in sm_counts:
+        vals = [round(m / decode_speed(bt, sm, gpu.sms), 4)
+                for bt, m in zip(DECODE_BATCHES, whole, strict=True)]
+        lines.append(f"{sm} = {_toml_value(vals)}")
+    lines += ["", "[stages.prefill]", "batch = [1, 4]",
+              f"ms = {_toml_value([round(t['prefill_ms'], 4)] * 2)}",
+              f"per_token_ms = {round(t['prefill_token_ms'], 6)}", "", "[stages.codec]",
+              f"batch = {_toml_value(list(CODEC_BATCHES))}",
+              f"ms = {_toml_value([round(codec(bt, gpu.sms), 4) for bt in CODEC_BATCHES])}",
+              f"frames_ref = {FRAMES_REF}", "", "[stages.codec.sm_ms]"]
+    for sm in sm_counts:
+        lines.append(f"{sm} = {_toml_value([round(codec(bt, sm), 4) for bt in CODEC_BATCHES])}")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gpu", default="h100")
+    args = ap.parse_args()
+    for model in ("bagpiper-8b", "opuslm-7b"):
+        for setting, name in (("pessimistic", f"{args.gpu}-{model}"),
+                              ("optimistic", f"{args.gpu}-optimistic-{model}")):
+            out = ROOT / "recipes" / "gpus" / f"{name}.toml"
+            out.write_text(profile_toml(model, args.gpu, setting))
+            print(out)
+
+
+if __name__ == "__main__":
+    main()
