@@ -42,7 +42,8 @@ def heavy(loaded: set) -> set:
     return {m for m in HEAVY if m in loaded}
 
 
-@pytest.mark.parametrize("args", [["--help"], ["say", "--help"], ["batch", "--help"], ["--version"]])
+@pytest.mark.parametrize("args", [["--help"], ["say", "--help"], ["batch", "--help"], ["serve", "--help"],
+                                  ["bench", "--help"], ["profile", "--help"], ["--version"]])
 def test_help_imports_nothing_heavy(tmp_path, args):
     rc, out, err, loaded = run_vox(args, tmp_path)
     assert rc == 0, err
