@@ -43,11 +43,12 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from voxcli.config import ChunkSchedule
+
+if TYPE_CHECKING:  # annotations only: `vox models` / `vox voices` import this seam without numpy
+    import numpy as np
 
 
 class ModelError(Exception):

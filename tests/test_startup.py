@@ -42,7 +42,8 @@ def heavy(loaded: set) -> set:
     return {m for m in HEAVY if m in loaded}
 
 
-@pytest.mark.parametrize("args", [["--help"], ["say", "--help"], ["batch", "--help"], ["--version"]])
+@pytest.mark.parametrize("args", [["--help"], ["say", "--help"], ["batch", "--help"], ["serve", "--help"],
+                                  ["bench", "--help"], ["profile", "--help"], ["--version"]])
 def test_help_imports_nothing_heavy(tmp_path, args):
     rc, out, err, loaded = run_vox(args, tmp_path)
     assert rc == 0, err
@@ -50,10 +51,12 @@ def test_help_imports_nothing_heavy(tmp_path, args):
 
 
 def test_models_imports_no_torch(tmp_path):
-    rc, out, err, loaded = run_vox(["models"], tmp_path, {"VOX_CACHE": str(tmp_path / "cache")})
+    rc, out, err, loaded = run_vox(["models"], tmp_path, {"VOX_CACHE": str(tmp_path / "cache"),
+                                                          "HF_HUB_CACHE": str(tmp_path / "hub")})
     assert rc == 0, err
     assert "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice" in out
     assert not heavy(loaded), heavy(loaded)
+    assert "numpy" not in loaded and not {"httpx", "httpx2"} & loaded  # nothing cached: no download stack
 
 
 def test_voices_demo_reads_config_without_torch(tmp_path, monkeypatch):
@@ -64,7 +67,7 @@ def test_voices_demo_reads_config_without_torch(tmp_path, monkeypatch):
     demo_checkpoint("demo")  # built once, as the first `vox say -m demo` would
     rc, out, err, loaded = run_vox(["voices", "-m", "demo"], tmp_path, {"VOX_CACHE": str(cache)})
     assert rc == 0, err
-    assert not heavy(loaded), heavy(loaded)
+    assert not heavy(loaded) and "numpy" not in loaded, heavy(loaded)
     spec = load_model("demo").spec  # the loaded program describes the same voices and languages
     assert f"voices:    {', '.join(spec.voices)}" in out
     assert f"modes:     {', '.join(spec.modes)}" in out
