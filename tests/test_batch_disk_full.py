@@ -141,6 +141,8 @@ def test_disk_full_on_a_real_1mb_tmpfs_then_resume(harness, tmp_path):
     try:
         inp, out = _input(tmp_path), mnt / "out"
         first = _check_disk_full_run(harness.run(_argv(inp, out)), out)
+        again = _check_disk_full_run(harness.run(_argv(inp, out)), out)  # rerun, disk still full
+        assert set(again) >= set(first)
         subprocess.run(["mount", "-o", "remount,size=16m", str(mnt)], check=True)  # space freed
         r = harness.run(_argv(inp, out))
         assert r.code == 0, r.stderr

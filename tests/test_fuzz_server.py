@@ -28,7 +28,7 @@ from serve_util import free_port, metric  # noqa: E402
 from websockets.exceptions import ConnectionClosed  # noqa: E402
 
 SEED = 20261201
-ROUND = 24  # hostile cases at once, beside one good request
+ROUND = 32  # hostile cases at once, beside one good request
 HEADER_S = BODY_S = 1.0
 GAUGES = ("vox_active_requests", "vox_queued_requests", "vox_kv_pages_used", "vox_codec_slots_used")
 # Batched rows may round differently than a row alone (the engine's batching-exactness bound is 1e-4):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import socket
 import threading
 
 import pytest
@@ -159,3 +160,49 @@ def test_a_refused_handshake_is_a_json_sentence(server):
             ws_client.connect(keyed.replace("http", "ws") + "/v1/audio/speech/live")
     assert e.value.response.status_code == 401
     assert "API key" in json.loads(e.value.response.body)["error"]["message"]
+
+
+def _raw_ws(port: int) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"GET /v1/audio/speech/live HTTP/1.1\r\nhost: x\r\nupgrade: websocket\r\n"
+              b"connection: upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+              b"sec-websocket-version: 13\r\n\r\n")
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(1)
+    assert head.startswith(b"HTTP/1.1 101"), head
+    return s
+
+
+def _frame(opcode: int, payload: bytes) -> bytes:
+    """One masked client frame (RFC 6455 section 5.2), payload under 126 bytes."""
+    mask = b"\x01\x02\x03\x04"
+    return bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + bytes(b ^ mask[i % 4] for i, b in
+                                                                      enumerate(payload))
+
+
+def _close_frame(s: socket.socket) -> tuple[int, str]:
+    """Read server frames until its close frame: (code, reason)."""
+    while True:
+        b0, b1 = s.recv(1)[0], s.recv(1)[0]
+        n = b1 & 0x7F
+        if n == 126:
+            n = int.from_bytes(s.recv(2), "big")
+        payload = b""
+        while len(payload) < n:
+            payload += s.recv(n - len(payload))
+        if b0 & 0x0F == 0x8:
+            return int.from_bytes(payload[:2], "big"), payload[2:].decode("utf-8", "replace")
+
+
+@pytest.mark.parametrize("before", [[], [json.dumps({"type": "start", "max_frames": 4}).encode()]])
+def test_a_text_frame_that_is_not_utf8_is_closed_with_a_reason(server, before):
+    ws_url, url, _ = server
+    s = _raw_ws(int(url.rsplit(":", 1)[1]))
+    with s:
+        for f in before:
+            s.sendall(_frame(0x1, f))
+        s.sendall(_frame(0x1, b"Hi \xff\xfe there."))
+        code, reason = _close_frame(s)
+    assert code == 1007 and "not UTF-8 (byte 0xff at offset 3)" in reason, (code, reason)
+    assert wait_until(lambda: _settled(url), timeout=5)

@@ -127,12 +127,12 @@ def disk_full_message(out_dir: Path) -> str:
             "the same command again to finish the rest.")
 
 
-def _size(n: int) -> str:
-    for unit in ("bytes", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} bytes"
+def _size(n: float) -> str:
+    for unit in ("bytes", "KB", "MB"):
+        if n < 1024:
+            return f"{n:.0f} bytes" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"
 
 
 def out_of_space(e: BaseException, out_dir: Path) -> bool:

@@ -79,6 +79,13 @@ def has_words(text: str) -> bool:
 def check_speakable(text: str, where: str) -> None:
     """One sentence (TextInputError) for text no tokenizer should see: lone surrogates, or nothing but
     control characters. `where` names the source ("the argument", "field input")."""
+    check_real_text(text, where)
+    if text.strip() and not has_words(text):
+        raise TextInputError(f"{where} holds only control characters; give some words to say.")
+
+
+def check_real_text(text: str, where: str) -> None:
+    """TextInputError when `text` holds a lone surrogate (it cannot even be written as UTF-8)."""
     i = unpaired_surrogate(text)
     if i is not None:
         code = ord(text[i])
@@ -87,8 +94,6 @@ def check_speakable(text: str, where: str) -> None:
                                  "convert it (iconv -t utf-8).")
         raise TextInputError(f"{where} holds an unpaired UTF-16 surrogate (U+{code:04X} at character {i}), "
                              "which is not text; send valid UTF-8.")
-    if text.strip() and not has_words(text):
-        raise TextInputError(f"{where} holds only control characters; give some words to say.")
 
 
 def _is_tty(stream: IO[str]) -> bool:

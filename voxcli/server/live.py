@@ -35,7 +35,7 @@ from voxcli.server.metrics import PlaybackClock, ServerMetrics
 from voxcli.server.routes import check_text_fields, classify_failure, stopped, template_from
 from voxcli.server.service import Item, SpeechJob, SpeechService
 from voxcli.speak import Stopped
-from voxcli.text import has_words, unpaired_surrogate
+from voxcli.text import TextInputError, check_real_text, has_words
 from voxcli.textstream import SentenceBuffer, speak_live
 
 
@@ -268,10 +268,10 @@ def parse_fragment(message: dict[str, Any]) -> tuple[str, bool]:
             if not isinstance(value, str):
                 raise Violation(422, f"field text must be a string, got {type(value).__name__}.")
             fragment, end = value, kind == "end"
-    i = unpaired_surrogate(fragment)
-    if i is not None:
-        raise Violation(400, f"field text holds an unpaired UTF-16 surrogate (U+{ord(fragment[i]):04X} at "
-                             f"character {i}), which is not text; send valid UTF-8.")
+    try:
+        check_real_text(fragment, "field text")
+    except TextInputError as e:
+        raise Violation(400, str(e)) from None
     return fragment, end
 
 

@@ -11,7 +11,8 @@ request that is not fully received within header_timeout_s + body_timeout_s is d
 uvicorn answers a request h11 cannot parse with a plain-text 400; here it is the API's JSON error
 shape (431 for headers over the size limit, as h11 hints). The connection's transport is handed to the
 app in `scope["extensions"]["vox.transport"]`, so a streamed response can tell a client that read all
-of it from one that stopped reading (`voxcli.server.delivery`).
+of it from one that stopped reading (`voxcli.server.delivery`). A WebSocket text frame that is not
+UTF-8 is closed with 1007 and a reason saying so.
 """
 
 from __future__ import annotations
@@ -104,6 +105,31 @@ class GuardedH11Protocol(H11Protocol):
         self.transport.close()
 
 
+def _ws_protocol() -> type | None:
+    """uvicorn's websockets (sans-I/O) protocol, closing a text frame that is not UTF-8 with 1007 and a
+    reason that says so (uvicorn closes with no reason and logs a traceback for it)."""
+    try:
+        from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+    except ImportError:  # no websockets library: uvicorn's own choice
+        return None
+
+    class GuardedWSProtocol(WebSocketsSansIOProtocol):
+        def send_receive_event_to_app(self) -> None:
+            if self.curr_msg_data_type == "text" and not self.close_sent:
+                data = self.frames[0] if len(self.frames) == 1 else b"".join(self.frames)
+                try:
+                    data.decode()
+                except UnicodeDecodeError as e:
+                    self.frames = []
+                    reason = f"a text frame is not UTF-8 (byte 0x{data[e.start]:02x} at offset {e.start})."
+                    self.conn.send_close(1007, reason)
+                    self.handle_parser_exception()
+                    return
+            super().send_receive_event_to_app()
+
+    return GuardedWSProtocol
+
+
 def protocol_class(header_timeout_s: float) -> type[GuardedH11Protocol]:
     return type("GuardedH11Protocol", (GuardedH11Protocol,), {"header_timeout_s": header_timeout_s})
 
@@ -114,8 +140,9 @@ def server_config(app: Any, host: str, port: int, limits: Any, log_level: str = 
     WebSocket frame size in line with the body limit (a session's text comes in many small frames)."""
     import uvicorn
 
+    ws: Any = _ws_protocol() or "auto"
     return uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on",
-                          http=protocol_class(limits.header_timeout_s),
+                          http=protocol_class(limits.header_timeout_s), ws=ws,
                           timeout_keep_alive=max(1, round(limits.idle_timeout_s)),
                           h11_max_incomplete_event_size=MAX_HEADER_BYTES,
                           ws_max_size=max(limits.max_body_bytes, 64 * 1024),

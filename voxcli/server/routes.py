@@ -27,7 +27,7 @@ from voxcli.server.metrics import CONTENT_TYPE, PlaybackClock, ServerMetrics
 from voxcli.server.service import Item, SpeechJob, SpeechService
 from voxcli.server.voices import map_voice, table_for
 from voxcli.speak import RequestTemplate, SpeechFailed, Stopped
-from voxcli.text import TextInputError, check_speakable, unpaired_surrogate
+from voxcli.text import TextInputError, check_real_text, check_speakable
 
 # OpenAI's model names, accepted for the one model this server runs (clients often hard-code them).
 OPENAI_MODEL_ALIASES = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
@@ -79,18 +79,14 @@ def template_from(body: Any, service: SpeechService) -> RequestTemplate:
 def check_text_fields(body: Any) -> None:
     """Every string of a speech body (input, voice, instructions, options...) must be real text: a lone
     surrogate escape ("\\ud800") is valid JSON but no tokenizer takes it. 400 naming the field."""
-    for name, value in _strings(body.model_dump() if hasattr(body, "model_dump") else dict(body)):
+    for name, value in _strings(body.model_dump()):
         try:
-            check_speakable(value, f"field {name}") if name == "input" else _no_surrogate(value, name)
+            if name == "input":
+                check_speakable(value, f"field {name}")
+            else:
+                check_real_text(value, f"field {name}")
         except TextInputError as e:
             raise APIError(400, str(e), name) from None
-
-
-def _no_surrogate(value: str, name: str) -> None:
-    i = unpaired_surrogate(value)
-    if i is not None:
-        raise TextInputError(f"field {name} holds an unpaired UTF-16 surrogate (U+{ord(value[i]):04X} at "
-                             f"character {i}), which is not text; send valid UTF-8.")
 
 
 def _strings(value: Any, name: str = "") -> Iterator[tuple[str, str]]:
