@@ -24,6 +24,8 @@ def run_together(program: Any, chunk: ChunkSchedule, requests: list[SynthesisReq
     try:
         streams = [eng.submit(r, at=0.0) for r in requests]
         eng.run()
+        sched = eng.scheduler  # whatever failed, every page and slot is back
+        assert sched.idle and sched.kv.free == cfg.kv_pages and sched.slots.free == cfg.codec_slots
         return streams
     finally:
         eng.close()

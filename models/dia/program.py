@@ -20,6 +20,10 @@ position of 9 delayed codebook channels per step. What the engine sees:
   arrives after max(delay) + 1 = 16 decoder steps, then one per step; the drain after EOS runs here).
   TTFA therefore pays 15 extra decoder steps (measured by scripts/bench_dia.py: 16 steps to the first
   frame), plus the DAC's ~9.3 frames of look-ahead before the first audible sample (dac.py).
+* Re-runnable stages (fault isolation, models/base.py): prefill rebuilds each row's state (delay tracker,
+  generator) from its prompt and rewrites its self and cross pages; `_step` peeks the rows' uniforms and
+  commits every row (uniforms, kv_len, EOS countdown, delay tracker) only after sampling the whole batch;
+  the DAC checks every chunk before it decodes and scatters slot state back after the whole batch.
 """
 
 from __future__ import annotations

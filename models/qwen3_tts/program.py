@@ -4,6 +4,12 @@ Per decode step and row: the code predictor turns the pending (h_t, c0_t) into t
 frame t (emitted now), then the talker runs on frame t's summed embedding + the text term and samples
 c0_{t+1}. So N talker tokens without EOS give N-1 frames and EOS at token k gives k frames, exactly as the
 reference. All rows of a batch run together; KV lives in a paged pool whose pages the engine assigns.
+
+Re-runnable stages (fault isolation, models/base.py): prefill builds each row's state from its prompt and
+assigns it only at the end; decode peeks the rows' uniforms, computes the whole step, then commits every
+row (uniforms consumed, h/c0/seen, kv_len) in a loop that cannot raise; the KV position a raised step
+wrote is written again by the re-run. The codec checks every chunk, decodes, and scatters slot state back
+only after the whole batch decoded (codec.py). The graph stages (graph_stages.py) are not re-runnable.
 """
 
 from __future__ import annotations
