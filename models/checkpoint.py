@@ -165,6 +165,27 @@ def read_tensor_into(f: Any, entry: TensorEntry, out: torch.Tensor) -> None:
         flat[i : i + part.numel()].copy_(part)
 
 
+def read_state_dict(root: Path) -> dict[str, torch.Tensor]:
+    """Every tensor of the checkpoint at `root`, read once in the file's dtype on the CPU. For layouts whose
+    keys must be renamed or split before they match a module (Higgs' boson and v3 layouts); a layout
+    that matches its module as stored should use `fill_module`, which needs no dict of its own."""
+    out: dict[str, torch.Tensor] = {}
+    handles: dict[Path, Any] = {}
+    try:
+        for name, e in checkpoint_entries(root).items():
+            if e.file not in handles:
+                handles[e.file] = open(e.file, "rb", buffering=0)  # noqa: SIM115 - closed below
+            t = torch.empty(e.shape, dtype=e.dtype)
+            read_tensor_into(handles[e.file], e, t)
+            out[name] = t
+    except OSError as e:
+        raise CheckpointError(f"cannot read the weights of {root}: {e}") from None
+    finally:
+        for h in handles.values():
+            h.close()
+    return out
+
+
 def _check_fits(module: nn.Module, own: dict[str, TensorEntry], where: Path | str, device: torch.device,
                 dtype: torch.dtype) -> None:
     """One sentence before allocating when the weights cannot fit in what `device` has free."""
