@@ -45,10 +45,32 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from voxcli.config import ChunkSchedule
-
 if TYPE_CHECKING:  # annotations only: `vox models` / `vox voices` import this seam without numpy
     import numpy as np
+
+
+@dataclass(frozen=True)
+class ChunkSchedule:
+    """How a request's frames are cut into codec chunks: `first` frames, then each `ramp` size in
+    turn, then `steady` frames per chunk until the end (the last chunk may be shorter)."""
+
+    first: int = 4
+    ramp: tuple[int, ...] = ()
+    steady: int = 10
+
+    def size(self, index: int) -> int:
+        if index == 0:
+            return self.first
+        if index - 1 < len(self.ramp):
+            return self.ramp[index - 1]
+        return self.steady
+
+    def validate(self) -> None:
+        if not isinstance(self.ramp, tuple):
+            raise ValueError(f"chunk.ramp must be a list of frame counts such as [6, 8], got {self.ramp!r}")
+        for name, n in (("first", self.first), *(("ramp", r) for r in self.ramp), ("steady", self.steady)):
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise ValueError(f"chunk.{name} must be a whole number of frames >= 1, got {n!r}")
 
 
 class ModelError(Exception):

@@ -19,7 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from voxcli.config import ChunkSchedule
+from .base import ChunkSchedule
 
 if TYPE_CHECKING:
     from .base import ModelProgram

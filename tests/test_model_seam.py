@@ -40,3 +40,20 @@ def test_graph_stage_hook_is_declared_on_the_contract():
 
     assert cuda.GraphStage is GraphStage  # the executor uses the contract's type, not its own copy
     assert ModelProgram.graph_stage.__doc__
+
+
+def test_model_code_imports_nothing_from_voxcli_outside_the_models():
+    # models/ is the seam's far side: every module of every family (test builders aside) imports no
+    # voxcli module outside voxcli.models (the chunk schedule, too, lives in models/base.py).
+    code = (
+        "import importlib, pkgutil, sys\n"
+        "import voxcli.models as m\n"
+        "for info in pkgutil.walk_packages(m.__path__, 'voxcli.models.'):\n"
+        "    if '.testing' not in info.name:\n"
+        "        importlib.import_module(info.name)\n"
+        "print(','.join(sorted(n for n in sys.modules if n.startswith('voxcli.')\n"
+        "                      and not n.startswith('voxcli.models'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip() == "", f"model code imported voxcli modules: {out.stdout.strip()}"

@@ -17,6 +17,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
+from voxcli.models.base import ChunkSchedule  # noqa: F401 - the schedule lives at the model seam
+
 Policy = Literal["sync", "sync2", "lanes", "full"]
 Admission = Literal["ttfa-gate", "deadline", "prefill-first"]
 ExecutorKind = Literal["auto", "cpu", "sim", "cuda"]
@@ -54,30 +56,6 @@ def _check_types(cfg: EngineConfig) -> None:
                 raise ConfigError(f"{f.name} must be a whole number, got {value!r}")
         elif isinstance(default, str) and not isinstance(value, str):
             raise ConfigError(f"{f.name} must be a string, got {value!r}")
-
-
-@dataclass(frozen=True)
-class ChunkSchedule:
-    """How a request's frames are cut into codec chunks: `first` frames, then each `ramp` size in
-    turn, then `steady` frames per chunk until the end (the last chunk may be shorter)."""
-
-    first: int = 4
-    ramp: tuple[int, ...] = ()
-    steady: int = 10
-
-    def size(self, index: int) -> int:
-        if index == 0:
-            return self.first
-        if index - 1 < len(self.ramp):
-            return self.ramp[index - 1]
-        return self.steady
-
-    def validate(self) -> None:
-        if not isinstance(self.ramp, tuple):
-            raise ConfigError(f"chunk.ramp must be a list of frame counts such as [6, 8], got {self.ramp!r}")
-        for name, n in (("first", self.first), *(("ramp", r) for r in self.ramp), ("steady", self.steady)):
-            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-                raise ConfigError(f"chunk.{name} must be a whole number of frames >= 1, got {n!r}")
 
 
 @dataclass(frozen=True)
@@ -177,7 +155,10 @@ class EngineConfig:
         if self.chunk is not None:
             if not isinstance(self.chunk, ChunkSchedule):
                 raise ConfigError(f"chunk must be a chunk schedule (first, ramp, steady), got {self.chunk!r}")
-            self.chunk.validate()
+            try:
+                self.chunk.validate()
+            except ValueError as e:  # the seam's schedule raises ValueError; a config mistake is ours
+                raise ConfigError(str(e)) from None
         return self
 
     def chunk_or(self, model_default: ChunkSchedule) -> ChunkSchedule:

@@ -7,9 +7,7 @@ import json
 import math
 from pathlib import Path
 
-from voxcli.config import ChunkSchedule
-
-from ..base import ModelSpec
+from ..base import ChunkSchedule, ModelSpec
 from .config import DiaConfig
 
 SAMPLE_RATE = 44100

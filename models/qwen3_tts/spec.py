@@ -4,9 +4,7 @@ so both always describe the same model."""
 
 from __future__ import annotations
 
-from voxcli.config import ChunkSchedule
-
-from ..base import ModelSpec
+from ..base import ChunkSchedule, ModelSpec
 from .config import Qwen3TTSConfig
 
 SAMPLE_RATE = 24000

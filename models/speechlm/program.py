@@ -28,10 +28,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from voxcli.config import ChunkSchedule
-
 from ..base import (
     CheckpointError,
+    ChunkSchedule,
     CodecItem,
     InputError,
     ModelProgram,
