@@ -38,7 +38,7 @@ from ..base import (
 from ..checkpoint import check_state_dict, read_json, read_state_dict, resolve
 from ..dia.sampling import draw, top_k_filter, top_p_filter
 from ..qwen3_tts.layers import PagedBatch
-from .codec import HiggsCodec, resolve_tokenizer
+from .codec import HiggsCodec, HiggsCodecConfig, resolve_tokenizer
 from .config import GenerationDefaults, HiggsConfig, parse_v2
 from .delay import DelayTracker
 from .layers import HiggsWeights
@@ -477,8 +477,6 @@ class HiggsProgram(ModelProgram):
 def _codec_rates(root: Path) -> tuple[int, int]:
     """Sample rate and hop of the checkpoint's audio tokenizer when it is at hand; the released tokenizer's
     24 kHz / 960 otherwise (the codec itself is found, or refused with a clear message, on first use)."""
-    from .codec import HiggsCodecConfig
-
     cfg_path = root / "audio_tokenizer" / "config.json"
     if cfg_path.exists():
         c = HiggsCodecConfig.read(cfg_path)
