@@ -164,3 +164,11 @@ def test_v3_delay_and_stop_logic_equals_the_v2_processor(v3_oracle):
             break
     assert tr.done and len(ours) == len(ref["text"]) == EOS_STEP + 8 + 1  # all closed at 30 + 8
     np.testing.assert_array_equal(np.stack(ours), ref["frames"].numpy())
+
+
+def test_bfloat16_load_keeps_every_tensor_in_bfloat16(ckpts):
+    from voxcli.models import load_model
+
+    p = load_model(str(ckpts["v3"]), "cpu", "bfloat16")
+    assert {t.dtype for t in p.weights.state_dict().values()} == {torch.bfloat16}
+    assert run_alone(p, p.prepare(GREEDY)).shape == (16, 8)
