@@ -159,7 +159,7 @@ class HiggsProgram(ModelProgram):
             tok = TextTokenizer(root, cfg)
         gen = GenerationDefaults.read(root / "generation_config.json")
         with torch.device("meta"):
-            weights = HiggsWeights(cfg).to(DTYPES[dtype])  # materialised in the serving dtype, never fp32 first
+            weights = HiggsWeights(cfg).to(DTYPES[dtype])  # materialised in the dtype, not fp32 first
         check_state_dict(weights, sd, root, ignore_prefixes=("text_lm_head.", "audio_decoder_proj."))
         weights.to_empty(device=torch.device(device))
         weights.load_state_dict(
