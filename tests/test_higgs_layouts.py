@@ -172,3 +172,22 @@ def test_bfloat16_load_keeps_every_tensor_in_bfloat16(ckpts):
     p = load_model(str(ckpts["v3"]), "cpu", "bfloat16")
     assert {t.dtype for t in p.weights.state_dict().values()} == {torch.bfloat16}
     assert run_alone(p, p.prepare(GREEDY)).shape == (16, 8)
+
+
+def test_sharded_checkpoint_loads_the_same(ckpts, tmp_path):
+    """Real sizes are written in shards + model.safetensors.index.json (tiny.save_weights), as on the hub."""
+    import shutil
+
+    from safetensors.torch import load_file
+    from voxcli.models.higgs_audio.tiny import save_weights
+
+    sharded = tmp_path / "sharded"
+    shutil.copytree(ckpts["hf"], sharded)
+    (sharded / "model.safetensors").unlink()
+    save_weights(load_file(str(ckpts["hf"] / "model.safetensors")), sharded, shard_bytes=1 << 20)
+    assert (
+        len(list(sharded.glob("model-*-of-*.safetensors"))) > 2
+        and (sharded / "model.safetensors.index.json").exists()
+    )
+    a, b = _load(ckpts["hf"]), _load(sharded)
+    np.testing.assert_array_equal(run_alone(a, a.prepare(GREEDY)), run_alone(b, b.prepare(GREEDY)))

@@ -161,10 +161,14 @@ class HiggsProgram(ModelProgram):
         with torch.device("meta"):
             weights = HiggsWeights(cfg).to(DTYPES[dtype])  # materialised in the dtype, not fp32 first
         check_state_dict(weights, sd, root, ignore_prefixes=("text_lm_head.", "audio_decoder_proj."))
-        weights.to_empty(device=torch.device(device))
+        own = weights.state_dict()
+        # assign: the file's tensors become the parameters (no second copy of a real-size model in memory)
         weights.load_state_dict(
-            {k: v.to(DTYPES[dtype]) for k, v in sd.items() if k in weights.state_dict()}, strict=True
+            {k: v.to(device=device, dtype=DTYPES[dtype]) for k, v in sd.items() if k in own},
+            strict=True,
+            assign=True,
         )
+        del sd
         name = source if not Path(source).exists() else root.name
         program = cls(
             root,

@@ -114,6 +114,39 @@ def write_tokenizer(out: Path) -> dict[str, int]:
     return ids
 
 
+SHARD_BYTES = 1 << 30
+
+
+def save_weights(sd: dict[str, torch.Tensor], out: Path, shard_bytes: int = SHARD_BYTES) -> None:
+    """model.safetensors, or (past `shard_bytes`) shards of about that size + model.safetensors.index.json as
+    the hub writes them: safetensors serialises a whole file in memory, so a real-size checkpoint written
+    in one piece would need its size twice over."""
+    total = sum(v.numel() * v.element_size() for v in sd.values())
+    if total <= shard_bytes:
+        save_file(
+            {k: v.contiguous() for k, v in sd.items()},
+            str(out / "model.safetensors"),
+            metadata={"format": "pt"},
+        )
+        return
+    shards: list[list[str]] = [[]]
+    size = 0
+    for k, v in sd.items():
+        if size and size + v.numel() * v.element_size() > shard_bytes:
+            shards.append([])
+            size = 0
+        shards[-1].append(k)
+        size += v.numel() * v.element_size()
+    weight_map = {}
+    for i, keys in enumerate(shards):
+        name = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+        save_file({k: sd[k].contiguous() for k in keys}, str(out / name), metadata={"format": "pt"})
+        weight_map.update({k: name for k in keys})
+    (out / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2)
+    )
+
+
 def model_config(size: str, ids: dict[str, int]) -> dict[str, Any]:
     vocab = 256 + len(SPECIALS) + 3 if size in ("tiny", "bench") else 128256
     return {
@@ -235,11 +268,7 @@ def build_tiny(
     _randomise(weights, gen)
     with torch.no_grad():
         weights.audio_lm_head.weight.view(8, 1026, -1)[:, 1024:] = 0.0
-    save_file(
-        {k: v.contiguous() for k, v in weights.state_dict().items()},
-        str(out / "model.safetensors"),
-        metadata={"format": "pt"},
-    )
+    save_weights(weights.state_dict(), out)
     (out / "processor_config.json").write_text(
         json.dumps(
             {
@@ -445,9 +474,7 @@ def build_tiny_v3(out: Path, size: str = "tiny", seed: int = 0, max_new_tokens: 
     import shutil
 
     shutil.rmtree(codec_dir)
-    save_file(
-        {k: v.contiguous() for k, v in sd.items()}, str(out / "model.safetensors"), metadata={"format": "pt"}
-    )
+    save_weights(sd, out)
     return out
 
 
