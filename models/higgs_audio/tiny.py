@@ -81,17 +81,17 @@ CODEC_SIZES: dict[str, dict[str, Any]] = {
 RATIOS = [8, 5, 4, 2, 3]  # the released tokenizer's: hop 960 at 24 kHz = 25 frames/s
 
 
-def write_tokenizer(out: Path) -> dict[str, int]:
-    """Byte-level BPE with no merges (one token per byte), specials at 256.. as added tokens."""
+def write_tokenizer(out: Path, specials: tuple[str, ...] = SPECIALS) -> dict[str, int]:
+    """Byte-level BPE with no merges (one token per byte), `specials` at 256.. as added tokens."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
     vocab = {ch: i for i, ch in enumerate(bytes_to_unicode().values())}
     tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tok.decoder = decoders.ByteLevel()
-    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIALS])
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
     tok.save(str(out / "tokenizer.json"))
-    ids = {t: tok.token_to_id(t) for t in SPECIALS}
+    ids = {t: tok.token_to_id(t) for t in specials}
     conf = {
         "bos_token": "<|begin_of_text|>",
         "eos_token": "<|eot_id|>",
@@ -414,19 +414,12 @@ def build_tiny_v3(out: Path, size: str = "tiny", seed: int = 0, max_new_tokens: 
     """A random Higgs Audio v3 checkpoint in its real key layout (layouts.py): a Qwen3 backbone under `body.`,
     the tied fused 8 x 1026 audio embedding / head, the audio tokenizer's decoder bundled under
     `tied.embedding.modality_embeddings.0.model.`, a byte-level tokenizer with the v3 special tokens."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
-
     from .layouts import V3_CODEC_PREFIX, V3_EMBED, parse_v3
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     gen = torch.Generator().manual_seed(seed)
-    vocab = {ch: i for i, ch in enumerate(bytes_to_unicode().values())}
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    tok.decoder = decoders.ByteLevel()
-    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in V3_SPECIALS])
-    tok.save(str(out / "tokenizer.json"))
+    write_tokenizer(out, V3_SPECIALS)
     text = {
         "model_type": "qwen3",
         **V3_SIZES[size],
