@@ -231,7 +231,11 @@ def capacity(policy: str, row_ms: float | None, setting: str, duration: float, s
 
     cfg = model_config(MODEL, "sim", "h100", [f"policy={policy}", *(overrides or [])])
     prof = CostProfile.from_dict(build_profile("h100", setting, row_ms))
-    spec = SweepSpec(rates=rates, duration_s=duration, seeds=seeds, warmup=64, stop_below=0.90)
+    from voxcli.models.registry import sim_spec_for
+
+    # the request lengths follow the benched model's frame rate (25 Hz), as `vox bench` sets it
+    spec = SweepSpec(rates=rates, duration_s=duration, seeds=seeds, warmup=64, stop_below=0.90,
+                     frame_rate=sim_spec_for(MODEL).frame_rate)
     sw = sweep_variant(sim_target(cfg, Variant(policy), profile=prof), Variant(policy), spec, utts)
     return sw.capacity90, sw.capacity99
 

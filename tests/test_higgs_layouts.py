@@ -72,14 +72,21 @@ def test_v3_loads_generates_and_its_bundled_codec_streams(ckpts):
         p.prepare(SynthesisRequest(text="Hi.", instructions="whisper"))
 
 
-@pytest.mark.oracle
-def test_v3_backbone_equals_transformers_qwen3(ckpts, tmp_path):
+LOGIT_STEPS, EOS_STEP, EOS_BOOK = 60, 30, 3
+
+
+@pytest.fixture(scope="module")
+def v3_oracle(ckpts, tmp_path_factory):
+    """One oracle process: transformers' Qwen3Model on v3's backbone weights (hidden states of the greedy
+    prompt) and the v2 delay processor stepped over random logits with a planted stream EOS on codebook 3
+    at step 30 (any codebook starts the drain)."""
     from higgs_oracle import run_higgs_oracle
     from safetensors.torch import load_file, save_file
 
+    d = tmp_path_factory.mktemp("higgs_v3_oracle")
     p = _load(ckpts["v3"])
     ids = p.prepare(GREEDY).data.ids
-    root = tmp_path / "qwen3"
+    root = d / "qwen3"
     root.mkdir()
     t = json.loads((ckpts["v3"] / "config.json").read_text())["text_config"]
     (root / "config.json").write_text(json.dumps({k: v for k, v in t.items() if k != "model_type"}))
@@ -88,12 +95,33 @@ def test_v3_backbone_equals_transformers_qwen3(ckpts, tmp_path):
     qwen.update({k[len("body.") :]: v for k, v in sd.items() if k.startswith("body.")})
     save_file(qwen, str(root / "model.safetensors"))
     (root / "ids.json").write_text(json.dumps(ids))
-    run_higgs_oracle("qwen3", str(tmp_path), str(tmp_path / "out.pt"))
-    ref = torch.load(tmp_path / "out.pt", weights_only=False)
-    assert ref["missing"] == [] and ref["unexpected"] == []
-    p.init_kv(num_pages=8, page_size=16)
+    g = torch.Generator().manual_seed(5)
+    logits = torch.randn(LOGIT_STEPS, 8, 1026, generator=g)
+    logits[:, :, 1024:] -= 10.0  # no stray BOS / EOS before the planted one
+    logits[EOS_STEP, EOS_BOOK, 1025] = 50.0
+    torch.save(
+        {
+            "logits": logits,
+            "prompt_ids": torch.tensor(ids),
+            "audio_bos": p.tok.audio,
+            "audio_delay": 9002,
+            "audio_token": 9003,
+            "eos": 9001,
+        },
+        d / "in.pt",
+    )
+    run_higgs_oracle("v3", str(d), str(d / "qwen3.pt"), str(d / "proc.pt"), str(d / "in.pt"))
+    load = torch.load
+    return p, ids, logits, load(d / "qwen3.pt", weights_only=False), load(d / "proc.pt", weights_only=False)
+
+
+@pytest.mark.oracle
+def test_v3_backbone_equals_transformers_qwen3(v3_oracle):
     from voxcli.models.base import Row
 
+    p, ids, _, ref, _ = v3_oracle
+    assert ref["missing"] == [] and ref["unexpected"] == []
+    p.init_kv(num_pages=8, page_size=16)
     row = Row(request_id=0, prompt=p.prepare(GREEDY), pages=list(range(8)))
     with torch.inference_mode():
         x = p.weights.embed_text(torch.tensor([ids]))
@@ -103,31 +131,10 @@ def test_v3_backbone_equals_transformers_qwen3(ckpts, tmp_path):
 
 
 @pytest.mark.oracle
-def test_v3_delay_and_stop_logic_equals_the_v2_processor(ckpts, tmp_path):
-    """Random logits with a planted stream EOS on codebook 3 at step 30 (any codebook starts the drain)."""
-    from higgs_oracle import run_higgs_oracle
+def test_v3_delay_and_stop_logic_equals_the_v2_processor(v3_oracle):
     from voxcli.models.higgs_audio.delay import DelayTracker
 
-    p = _load(ckpts["v3"])
-    ids = p.prepare(GREEDY).data.ids
-    g = torch.Generator().manual_seed(5)
-    logits = torch.randn(60, 8, 1026, generator=g)
-    logits[:, :, 1024:] -= 10.0  # no stray BOS / EOS before the planted one
-    logits[30, 3, 1025] = 50.0
-    text_eos, delay_tok, audio_tok = 9001, 9002, 9003
-    torch.save(
-        {
-            "logits": logits,
-            "prompt_ids": torch.tensor(ids),
-            "audio_bos": p.tok.audio,
-            "audio_delay": delay_tok,
-            "audio_token": audio_tok,
-            "eos": text_eos,
-        },
-        tmp_path / "in.pt",
-    )
-    run_higgs_oracle("processor", str(tmp_path / "out.pt"), str(tmp_path / "in.pt"))
-    ref = torch.load(tmp_path / "out.pt", weights_only=False)
+    p, ids, logits, _, ref = v3_oracle
     c = p.cfg
     tr = DelayTracker(
         ids,
@@ -141,7 +148,7 @@ def test_v3_delay_and_stop_logic_equals_the_v2_processor(ckpts, tmp_path):
         max_frames=10_000,
     )
     ours = []
-    for step in range(60):
+    for step in range(LOGIT_STEPS):
         fb, fe = tr.forced()
         s = logits[step].clone()
         s[torch.from_numpy(fb)] = s[torch.from_numpy(fb)].masked_fill(
@@ -155,5 +162,32 @@ def test_v3_delay_and_stop_logic_equals_the_v2_processor(ckpts, tmp_path):
         tr.record(tok)
         if tr.done:
             break
-    assert tr.done and len(ours) == len(ref["text"]) == 39  # EOS at 30, all codebooks closed at 30 + 8 + 1
+    assert tr.done and len(ours) == len(ref["text"]) == EOS_STEP + 8 + 1  # all closed at 30 + 8
     np.testing.assert_array_equal(np.stack(ours), ref["frames"].numpy())
+
+
+def test_bfloat16_load_keeps_every_tensor_in_bfloat16(ckpts):
+    from voxcli.models import load_model
+
+    p = load_model(str(ckpts["v3"]), "cpu", "bfloat16")
+    assert {t.dtype for t in p.weights.state_dict().values()} == {torch.bfloat16}
+    assert run_alone(p, p.prepare(GREEDY)).shape == (16, 8)
+
+
+def test_sharded_checkpoint_loads_the_same(ckpts, tmp_path):
+    """Real sizes are written in shards + model.safetensors.index.json (tiny.save_weights), as on the hub."""
+    import shutil
+
+    from safetensors.torch import load_file
+    from voxcli.models.higgs_audio.tiny import save_weights
+
+    sharded = tmp_path / "sharded"
+    shutil.copytree(ckpts["hf"], sharded)
+    (sharded / "model.safetensors").unlink()
+    save_weights(load_file(str(ckpts["hf"] / "model.safetensors")), sharded, shard_bytes=1 << 20)
+    assert (
+        len(list(sharded.glob("model-*-of-*.safetensors"))) > 2
+        and (sharded / "model.safetensors.index.json").exists()
+    )
+    a, b = _load(ckpts["hf"]), _load(sharded)
+    np.testing.assert_array_equal(run_alone(a, a.prepare(GREEDY)), run_alone(b, b.prepare(GREEDY)))

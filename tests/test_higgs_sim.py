@@ -95,4 +95,4 @@ def test_vox_bench_and_profile_run_on_higgs(tmp_path, monkeypatch):
         ["profile", "--gpu", "h100", "--model", "higgs-v3-4b", "--no-simulate", "--out", str(tmp_path / "p")],
     )
     assert r.exit_code == 0, r.output
-    assert "chosen" in r.output
+    assert "chosen" in r.output and "h100-higgs-v3-4b.toml" in r.output  # Higgs' own costs, never Qwen's

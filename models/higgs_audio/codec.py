@@ -8,10 +8,12 @@ ratios 5 and 3 of [8, 5, 4, 2, 3] still give exactly `stride` samples per input)
 
 Streaming reuses Dia's DAC machinery (models/dia/dac.py, dac_layers.py): the quantizer and fc2 are pointwise
 in time, every decoder convolution keeps its left context in the slot and is masked by true position, so a
-chunk waits only for the decoder's right context. For the released ratios (hop 960 at 24 kHz) that look-ahead
-is 3 + 8*(...) = 9458 samples = 9.85 frames = 394 ms of audio: a first chunk needs 10 frames before it yields
-a single sample, which is why the recipe's first chunk is 15 frames (4942 samples, 206 ms, come out of it). A
-request's last chunk flushes the held-back tail against the same zero padding the offline decode uses.
+chunk waits only for the decoder's right context. For the released ratios (hop 960 at 24 kHz) that look-ahead,
+referred to the output rate, is: conv1 3; per block of stride s, delay x s + ceil(s/2) (the transposed conv) +
+3 + 9 + 27 (the dilated residual units): 67, 377, 1549, 3138, 9455; conv2 + 3 = 9458 samples = 9.85 frames =
+394 ms of audio. A first chunk needs 10 frames before it yields a single sample, which is why the recipe's
+first chunk is 15 frames (it releases 4942 samples, 206 ms) and the second only 10. A request's last chunk
+flushes the held-back tail against the same zero padding the offline decode uses.
 """
 
 from __future__ import annotations

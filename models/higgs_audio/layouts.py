@@ -15,7 +15,9 @@ architecture transformers' port describes (which is what the release uses); anyt
 `tied.embedding.modality_embeddings.0.embedding.weight` [8 * 1026, H] whose transpose is also the audio head
 (tied; an untied checkpoint carries `tied.head.modality_heads.0.weight`), and the audio tokenizer bundled
 under `tied.embedding.modality_embeddings.0.model.` (the v2 tokenizer's names). No DualFFN. Layout facts from
-SGLang-Omni's weight mapper (sglang_omni/models/higgs_tts) and Boson's notes on the checkpoint.
+SGLang-Omni's weight mapper (sglang_omni/models/higgs_tts) and Boson's notes on the checkpoint. One
+third-party port's notes give the bundled decoder a final tanh; transformers' v2 tokenizer (which v3 bundles,
+per SGLang-Omni) has none, and neither has this decoder: unverified against a real v3 checkpoint.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from ..base import (
 from ..checkpoint import check_state_dict, read_json, read_state_dict, resolve
 from ..dia.sampling import draw, top_k_filter, top_p_filter
 from ..qwen3_tts.layers import PagedBatch
-from .codec import HiggsCodec, resolve_tokenizer
+from .codec import HiggsCodec, HiggsCodecConfig, resolve_tokenizer
 from .config import GenerationDefaults, HiggsConfig, parse_v2
 from .delay import DelayTracker
 from .layers import HiggsWeights
@@ -158,12 +158,16 @@ class HiggsProgram(ModelProgram):
             tok = TextTokenizer(root, cfg)
         gen = GenerationDefaults.read(root / "generation_config.json")
         with torch.device("meta"):
-            weights = HiggsWeights(cfg)
+            weights = HiggsWeights(cfg).to(DTYPES[dtype])  # materialised in the dtype, not fp32 first
         check_state_dict(weights, sd, root, ignore_prefixes=("text_lm_head.", "audio_decoder_proj."))
-        weights.to_empty(device=torch.device(device))
+        own = weights.state_dict()
+        # assign: the file's tensors become the parameters (no second copy of a real-size model in memory)
         weights.load_state_dict(
-            {k: v.to(DTYPES[dtype]) for k, v in sd.items() if k in weights.state_dict()}, strict=True
+            {k: v.to(device=device, dtype=DTYPES[dtype]) for k, v in sd.items() if k in own},
+            strict=True,
+            assign=True,
         )
+        del sd
         name = source if not Path(source).exists() else root.name
         program = cls(
             root,
@@ -476,8 +480,6 @@ class HiggsProgram(ModelProgram):
 def _codec_rates(root: Path) -> tuple[int, int]:
     """Sample rate and hop of the checkpoint's audio tokenizer when it is at hand; the released tokenizer's
     24 kHz / 960 otherwise (the codec itself is found, or refused with a clear message, on first use)."""
-    from .codec import HiggsCodecConfig
-
     cfg_path = root / "audio_tokenizer" / "config.json"
     if cfg_path.exists():
         c = HiggsCodecConfig.read(cfg_path)

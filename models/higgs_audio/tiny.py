@@ -81,17 +81,17 @@ CODEC_SIZES: dict[str, dict[str, Any]] = {
 RATIOS = [8, 5, 4, 2, 3]  # the released tokenizer's: hop 960 at 24 kHz = 25 frames/s
 
 
-def write_tokenizer(out: Path) -> dict[str, int]:
-    """Byte-level BPE with no merges (one token per byte), specials at 256.. as added tokens."""
+def write_tokenizer(out: Path, specials: tuple[str, ...] = SPECIALS) -> dict[str, int]:
+    """Byte-level BPE with no merges (one token per byte), `specials` at 256.. as added tokens."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
     vocab = {ch: i for i, ch in enumerate(bytes_to_unicode().values())}
     tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tok.decoder = decoders.ByteLevel()
-    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIALS])
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
     tok.save(str(out / "tokenizer.json"))
-    ids = {t: tok.token_to_id(t) for t in SPECIALS}
+    ids = {t: tok.token_to_id(t) for t in specials}
     conf = {
         "bos_token": "<|begin_of_text|>",
         "eos_token": "<|eot_id|>",
@@ -112,6 +112,39 @@ def write_tokenizer(out: Path) -> dict[str, int]:
     }
     (out / "tokenizer_config.json").write_text(json.dumps(conf, indent=2))
     return ids
+
+
+SHARD_BYTES = 1 << 30
+
+
+def save_weights(sd: dict[str, torch.Tensor], out: Path, shard_bytes: int = SHARD_BYTES) -> None:
+    """model.safetensors, or (past `shard_bytes`) shards of about that size + model.safetensors.index.json as
+    the hub writes them: safetensors serialises a whole file in memory, so a real-size checkpoint written
+    in one piece would need its size twice over."""
+    total = sum(v.numel() * v.element_size() for v in sd.values())
+    if total <= shard_bytes:
+        save_file(
+            {k: v.contiguous() for k, v in sd.items()},
+            str(out / "model.safetensors"),
+            metadata={"format": "pt"},
+        )
+        return
+    shards: list[list[str]] = [[]]
+    size = 0
+    for k, v in sd.items():
+        if size and size + v.numel() * v.element_size() > shard_bytes:
+            shards.append([])
+            size = 0
+        shards[-1].append(k)
+        size += v.numel() * v.element_size()
+    weight_map = {}
+    for i, keys in enumerate(shards):
+        name = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+        save_file({k: sd[k].contiguous() for k in keys}, str(out / name), metadata={"format": "pt"})
+        weight_map.update({k: name for k in keys})
+    (out / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2)
+    )
 
 
 def model_config(size: str, ids: dict[str, int]) -> dict[str, Any]:
@@ -235,11 +268,7 @@ def build_tiny(
     _randomise(weights, gen)
     with torch.no_grad():
         weights.audio_lm_head.weight.view(8, 1026, -1)[:, 1024:] = 0.0
-    save_file(
-        {k: v.contiguous() for k, v in weights.state_dict().items()},
-        str(out / "model.safetensors"),
-        metadata={"format": "pt"},
-    )
+    save_weights(weights.state_dict(), out)
     (out / "processor_config.json").write_text(
         json.dumps(
             {
@@ -385,19 +414,12 @@ def build_tiny_v3(out: Path, size: str = "tiny", seed: int = 0, max_new_tokens: 
     """A random Higgs Audio v3 checkpoint in its real key layout (layouts.py): a Qwen3 backbone under `body.`,
     the tied fused 8 x 1026 audio embedding / head, the audio tokenizer's decoder bundled under
     `tied.embedding.modality_embeddings.0.model.`, a byte-level tokenizer with the v3 special tokens."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
-
     from .layouts import V3_CODEC_PREFIX, V3_EMBED, parse_v3
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     gen = torch.Generator().manual_seed(seed)
-    vocab = {ch: i for i, ch in enumerate(bytes_to_unicode().values())}
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    tok.decoder = decoders.ByteLevel()
-    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in V3_SPECIALS])
-    tok.save(str(out / "tokenizer.json"))
+    write_tokenizer(out, V3_SPECIALS)
     text = {
         "model_type": "qwen3",
         **V3_SIZES[size],
@@ -445,9 +467,7 @@ def build_tiny_v3(out: Path, size: str = "tiny", seed: int = 0, max_new_tokens: 
     import shutil
 
     shutil.rmtree(codec_dir)
-    save_file(
-        {k: v.contiguous() for k, v in sd.items()}, str(out / "model.safetensors"), metadata={"format": "pt"}
-    )
+    save_weights(sd, out)
     return out
 
 

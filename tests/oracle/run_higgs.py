@@ -12,6 +12,7 @@ usage:
                                           holds qwen3/ written by our v3 builder): last hidden states for the
                                           ids in CKPT/qwen3/ids.json
   run_higgs.py processor OUT.pt LOGITS.pt the delay-pattern processor alone on given prompt ids and logits
+  run_higgs.py v3 CKPT QOUT.pt POUT.pt LOGITS.pt   both of the above in one process
   run_higgs.py throughput CKPT N FRAMES THREADS
                                           N sequential greedy generates + batch_decode
                                           (scripts/bench_higgs.py)
@@ -417,6 +418,9 @@ if __name__ == "__main__":
         qwen3(*args)
     elif cmd == "processor":
         processor(*args)
+    elif cmd == "v3":  # qwen3 + processor in one process (one import of transformers)
+        qwen3(args[0], args[1])
+        processor(args[2], args[3])
     elif cmd == "throughput":
         throughput(*args)
     else:

@@ -312,8 +312,11 @@ def profile(
                 _fail("vox profile measures the stages on a CUDA GPU and this machine has none; pass --gpu "
                       "h100, h200 or b200 to use a calibrated cost profile")
         if gpu:
+            from voxcli.models.registry import find_sim_model
+
+            found = find_sim_model(model)  # a model with costs of its own names its profile (Dia, Higgs)
             try:
-                path = recipe_path(f"gpus/{gpu}")
+                path = recipe_path(f"gpus/{found[1].gpu_profile.format(gpu=gpu) if found else gpu}")
             except ConfigError:
                 _fail(f"no cost profile for --gpu {gpu!r}: use h100, h200 or b200 (recipes/gpus/)")
             prof = CostProfile.from_toml(path)
@@ -456,7 +459,10 @@ def _simulate_splits(console, prof, gpu: str, model: str, workload: str, utts, p
     except ValueError as e:
         _fail(f"--sim-rates: {e}")
     config = model_config(model, "sim", gpu if gpu != "measured" else "", None)
-    spec = SweepSpec(rates=rates, duration_s=duration, seeds=seeds)
+    from voxcli.models.registry import sim_spec_for
+
+    # request lengths at the model's own frame rate, as `vox bench` sets them
+    spec = SweepSpec(rates=rates, duration_s=duration, seeds=seeds, frame_rate=sim_spec_for(model).frame_rate)
     candidates = prune(points, keep)
     own = [p for p in points if p.codec_sms == config.codec_sms]  # the recipe's own split: a baseline
     if own and own[0] not in candidates:
