@@ -51,7 +51,9 @@ log = logging.getLogger(__name__)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # X-Codec at 50 frames/s: a 10-frame first chunk (200 ms), then larger chunks once playback is buffered.
 DEFAULT_CHUNKS = ChunkSchedule(first=10, ramp=(25,), steady=50)
-OPTIONS = ("max_segments",)
+# Request options: segments before the request stops (the reference loops while segments end in <eot>);
+# the text phase's own sampling (temperature / top_k / --greedy set the audio's; inference.yaml the rest).
+OPTIONS = ("max_segments", "text_temperature", "text_top_k")
 
 
 @dataclass
@@ -167,6 +169,12 @@ class SpeechLMProgram(ModelProgram):
                     raise InputError(f"max_frames must be >= 1, got {request.max_frames}")
                 audio = replace(audio, max_step=min(audio.max_step,
                                                     request.max_frames + self.cfg.layout.audio_streams - 1))
+        opts = request.options
+        if text is not None and "text_temperature" in opts:
+            t = _number(opts["text_temperature"], "text_temperature", 0.0)
+            text = replace(text, temperature=t)
+        if text is not None and "text_top_k" in opts:
+            text = replace(text, topk=int(_number(opts["text_top_k"], "text_top_k", 1.0)))
         if s.greedy:
             audio = audio and replace(audio, temperature=0.0)
             text = text and replace(text, temperature=0.0)
@@ -438,6 +446,16 @@ class SpeechLMProgram(ModelProgram):
         if row.slot >= 0 and self._codec is not None:
             self._codec.release_slot(row.slot)
         row.state = None
+
+
+def _number(value: object, name: str, low: float) -> float:
+    try:
+        v = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InputError(f"option {name} must be a number, got {value!r}") from None
+    if not math.isfinite(v) or v < low:
+        raise InputError(f"option {name} must be >= {low:g}, got {value!r}")
+    return v
 
 
 __all__ = ["SpeechLMProgram", "EOS", "EOT", "ASSISTANT"]
