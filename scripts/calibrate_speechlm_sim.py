@@ -12,11 +12,15 @@ scaling of the paper's facts):
     decode_ms(b) = backbone + lm_head weights read once / (BW * BW_EFF) + kernels x LAUNCH_US
                  + b x row_ms,  row = KV over CTX positions / BW + 2 x (backbone params + S x H x V) FLOPs
 
-Assumptions, stated: the reference's shared head computes the whole unified vocabulary for all S streams
-(V = 256 specials + the text vocabulary + 8 x 1025 audio (+ 1 x 1025 SSL for OpusLM), as models/speechlm
-does); a typical Bagpiper-TTS request has a 60-token prompt, a 64-token text plan and 250 audio frames
-(5 s), so its average context is CTX = 60 + 64 + 125; the pessimistic row cost is the arithmetic one times
-the 6.2 by which Qwen3-TTS's fitted per-row cost exceeded its arithmetic (calibrate.py v2), as Dia's is.
+Assumptions, stated: the shared head computes only each stream's candidates (models/speechlm/head.py): in
+an audio step S x 1027 rows of W_H (each stream's 1025-wide interval, eos/eot), in a text step the text
+vocabulary (stream 0; the other streams only pad). A step reads both row sets (a decode batch mixes rows
+in both phases); a row's FLOPs are the text share (TEXT_SHARE of its steps) times the text head plus the
+rest times the audio head. A typical Bagpiper-TTS request has a 60-token prompt, a 64-token text plan and
+250 audio frames (5 s), so its average context is CTX = 60 + 64 + 125; the pessimistic row cost is the
+arithmetic one times the 6.2 by which Qwen3-TTS's fitted per-row cost exceeded its arithmetic
+(calibrate.py v2), as Dia's is. The sim's TTFA includes the text plan (SimSpec.lead_steps = 7 + 64): at
+the bench's 200 ms target no Bagpiper request can meet it (64 steps of >= 6.3 ms alone).
 Codec: X-Codec's acoustic decoder (hf-audio/xcodec-hubert-general: DAC decoder, width 1024, upsampling
 8, 5, 4, 2, latent 256, 320 samples per frame) plus fc2; OpusLM's ESPnet DAC is assumed to cost the same
 (its published size is not in the wheel). Prefill: 2 x params FLOPs per prompt position (+ the weights).
@@ -70,8 +74,23 @@ def backbone_params(s: dict) -> int:
     return b["layers"] * (attn + 3 * h * b["mlp"])
 
 
+TEXT_SHARE = 64 / (64 + 250)  # text-plan steps per request step (64-token plan, 250 audio frames)
+
+
+def head_rows(s: dict) -> tuple[int, int]:
+    """(text-step head rows, audio-step head rows)."""
+    return s["text_vocab"] + 2, s["streams"] * 1027
+
+
 def head_params(s: dict) -> int:
-    return s["backbone"]["hidden"] * s["vocab"]
+    """W_H rows read per step (both phases' candidates)."""
+    return s["backbone"]["hidden"] * sum(head_rows(s))
+
+
+def head_row_params(s: dict) -> float:
+    """W_H parameters one row multiplies per step, averaged over its text and audio steps."""
+    text, audio = head_rows(s)
+    return s["backbone"]["hidden"] * (TEXT_SHARE * text + (1 - TEXT_SHARE) * audio)
 
 
 def codec_frame(s: dict) -> tuple[float, float]:
@@ -95,7 +114,7 @@ def terms(model: str, gpu_name: str, setting: str) -> dict[str, float]:
     bw, fl = gpu.bandwidth * BW_EFF, gpu.flops * FLOP_EFF
     b = s["backbone"]
     kv = b["layers"] * 2 * b["kv_heads"] * b["head_dim"] * BYTES_BF16 * CTX_POSITIONS
-    row_flops = 2 * (backbone_params(s) + s["streams"] * head_params(s))
+    row_flops = 2 * (backbone_params(s) + head_row_params(s))
     arith_row = (kv / bw + row_flops / fl) * 1e3
     weights = (backbone_params(s) + head_params(s)) * BYTES_BF16
     kernels = b["layers"] * KERNELS_PER_LAYER + KERNELS_PER_MODEL + SAMPLING_KERNELS
@@ -131,7 +150,8 @@ def profile_toml(model: str, gpu_name: str, setting: str) -> str:
         "# parameter (nothing published to fit to); derivation and assumptions in that script.",
         f"# {gpu.name}: {gpu.sms} SMs, {gpu.bandwidth / 1e12:.2f} TB/s, {gpu.flops / 1e12:.0f} TFLOP/s bf16",
         f"# step reads {(backbone_params(s) + head_params(s)) / 1e9:.2f} G params (head "
-        f"{head_params(s) / 1e6:.0f} M over {s['streams']} streams); {t['kernels']} kernels x {LAUNCH_US} us",
+        f"{head_params(s) / 1e6:.0f} M: text + {s['streams']} x 1027 audio rows); {t['kernels']} kernels x "
+        f"{LAUNCH_US} us",
         f"# decode(b) = floor {t['floor_ms']:.3f} ms + b x row {t['row_ms']:.4f} ms (arithmetic "
         f"{t['arith_row_ms']:.4f} ms: KV {t['kv_bytes'] / 1e6:.1f} MB/row/step at ctx {CTX_POSITIONS})",
         f"# codec: {t['codec_c0_ms']:.3f} ms/call + {t['codec_frame_ms'] * 1e3:.2f} us/frame "

@@ -1,12 +1,15 @@
 """ESPnet SpeechLM parity (espnet==202611 + transformers 5.14.1, the speechlm oracle venv): tiny random
-checkpoints built by ESPnet's own classes (a Qwen3 8-stream Bagpiper-like and an OLMo-2 9-stream
-OpusLM-like, 1 SSL + 8 codec streams), loaded through our normal loader (`load_model(folder)`).
+checkpoints built by ESPnet's own classes (a Qwen3 8-stream Bagpiper-like with a tiny X-Codec, an OLMo-2
+9-stream OpusLM-like, 1 SSL + 8 codec streams, and a Llama (SmolLM2, OpusLM-Dialogue) 9-stream one),
+loaded through our normal loader (`load_model(folder)`).
 
 Checked against `ParallelLLM.inference` (enforce_modality text then audio): the prompt as the
 preprocessor lays it out, the greedy text phase (tokens and detokenized text) and the de-interleaved
 audio codes, identical, at CFG 1 and 3, with natural ends (<eot> ends the text, <eos> the audio after
 >= 40 frames; the builder calibrates those rows at each segment's min_step, see run_speechlm.py); a
-system + user dialogue prompt; teacher-forced logits of the whole fed sequence within 1e-4.
+system + user dialogue prompt; seeded sampling (temperature / top-k per modality) reproducing the
+reference's draws; teacher-forced logits of the whole fed sequence within 1e-4; the waveform against
+`XcodecModel.decode`, offline and streamed through the codec slots, within 1e-4.
 """
 
 from __future__ import annotations
@@ -40,12 +43,24 @@ SPECS = {
               "backbone": {"arch": "olmo2", "hidden": 64, "mlp": 128, "layers": 2, "heads": 4, "kv_heads": 2,
                            "rope_theta": 50000.0},
               "audio": {"n_ssl": 1, "ssl_k": 10, "n_codec": 8, "codec_k": 16, "codec_choice": "ESPnet"}},
+    # OpusLM-Dialogue's backbone family (SmolLM2 is a Llama): no q/k norm
+    "llama": {"seed": 2, "text_vocab": 64, "weight_scale": 4.0, "bf16": True,
+              "backbone": {"arch": "llama", "hidden": 64, "mlp": 128, "layers": 2, "heads": 4, "kv_heads": 2,
+                           "head_dim": 16, "rope_theta": 50000.0},
+              "audio": {"n_ssl": 1, "ssl_k": 10, "n_codec": 8, "codec_k": 16, "codec_choice": "ESPnet"}},
 }
-STREAMS = {"qwen3": 8, "olmo2": 9}
+STREAMS = {"qwen3": 8, "olmo2": 9, "llama": 9}
 CASES = [
     {"name": "c1", "text": TEXT, "override": {"audio": {"cfg": 1}}},
     {"name": "c3", "text": TEXT, "override": {"audio": {"cfg": 3}}},
     {"name": "dialogue", "text": "w9 w8 w7", "instructions": "w3 w3", "override": {"audio": {"cfg": 3}}},
+    # sampled: the reference reseeds torch per sample (bin/inference.py) and draws one multinomial per
+    # step over the top-k of every stream; our row's generator, seeded alike, makes the same calls. The
+    # audio stops at max_step = min_step (a sampled <eot> there would start a third segment whose
+    # detected modality may have no IO, which the reference does not survive)
+    {"name": "sampled", "text": TEXT, "seed": 42,
+     "override": {"text": {"temperature": 0.6, "topk": 5},
+                  "audio": {"cfg": 3, "temperature": 0.8, "topk": 4, "max_step": AUDIO_MIN}}},
 ]
 
 
@@ -95,12 +110,15 @@ def test_loader_reads_the_espnet_layout(model):
     name, program, _ = model
     lay = program.cfg.layout
     assert lay.num_stream == STREAMS[name] and lay.codec_streams == 8
-    assert lay.ssl_streams == (1 if name == "olmo2" else 0)
+    assert lay.ssl_streams == (0 if name == "qwen3" else 1)
     assert program.cfg.backbone.arch == name and program.cfg.backbone.block.rope_theta == 50000.0
     assert program.spec.codebooks == 8
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+GREEDY = [c for c in CASES if "seed" not in c]
+
+
+@pytest.mark.parametrize("case", GREEDY, ids=[c["name"] for c in GREEDY])
 def test_greedy_text_and_codes_identical_to_espnet_inference(model, case):
     name, program, ref = model
     r = ref[case["name"]]
@@ -132,6 +150,19 @@ def test_guidance_changes_the_audio(model):
     _, _, ref = model
     assert not np.array_equal(ref["c1"]["audio"][0].numpy(), ref["c3"]["audio"][0].numpy())
     assert ref["c1"]["texts"] == ref["c3"]["texts"]  # text cfg is 1: guidance touches the audio only
+
+
+def test_sampled_decoding_reproduces_the_reference_draws(model):
+    name, program, ref = model
+    r = ref["sampled"]
+    req = SynthesisRequest(text=TEXT, cfg_scale=3.0, seed=42, max_frames=AUDIO_MIN - STREAMS[name] + 1,
+                           sampling=SamplingParams(temperature=0.8, top_k=4),
+                           options={"text_temperature": 0.6, "text_top_k": 5})
+    codes, texts = _generate(program, req)
+    assert texts == r["texts"]
+    want = r["audio"][0].numpy()
+    assert codes.shape == want.shape and np.array_equal(codes, want)
+    assert not np.array_equal(want, ref["c3"]["audio"][0].numpy())  # it did sample
 
 
 @pytest.mark.parametrize("case", ["c1", "c3"])

@@ -44,6 +44,10 @@ def load_codec(cfg: SpeechLMConfig, device: torch.device) -> Any:
     if choice == "Xcodec":
         from .xcodec import XcodecDecoder
 
-        return XcodecDecoder.load(codec_folder(cfg), device, n_streams=cfg.layout.codec_streams)
+        folder = codec_folder(cfg)
+        if folder is None:
+            raise CheckpointError(f"{cfg.train_yaml}: multimodal_io.discrete_audio.codec_hf_model_tag is "
+                                  "missing; it names the X-Codec checkpoint that decodes the audio")
+        return XcodecDecoder.load(folder, device, n_streams=cfg.layout.codec_streams)
     raise CheckpointError(f"{cfg.train_yaml}: codec_choice {choice!r} has no decoder in voxcli yet (X-Codec "
                           "only; OpusLM's ESPnet DAC needs ESPnet's own codec code)")

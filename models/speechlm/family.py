@@ -37,9 +37,9 @@ def claims(path: Path) -> bool:
 # (hf-audio/xcodec-hubert-general: width 1024, upsampling 8, 5, 4, 2, latent 256, fc2 from 256 + 768).
 XCODEC = dict(hidden=1024, rates=(8, 5, 4, 2), latent=256, fc2_in=1024, hop=320)
 BAGPIPER_8B = {"backbone": dict(hidden=4096, layers=36, heads=32, kv_heads=8, head_dim=128, mlp=12288),
-               "vocab": 256 + 151936 + 8 * 1025, "streams": 8, "codec": XCODEC}
+               "vocab": 256 + 151936 + 8 * 1025, "text_vocab": 151936, "streams": 8, "codec": XCODEC}
 OPUSLM_7B = {"backbone": dict(hidden=4096, layers=32, heads=32, kv_heads=32, head_dim=128, mlp=11008),
-             "vocab": 256 + 100352 + 9 * 1025, "streams": 9, "codec": XCODEC}
+             "vocab": 256 + 100352 + 9 * 1025, "text_vocab": 100352, "streams": 9, "codec": XCODEC}
 
 FAMILY = Family(
     name="ESPnet SpeechLM (unified text+audio)",

@@ -45,7 +45,8 @@ def special(token: int, streams: int) -> np.ndarray:
 
 
 class Masks:
-    """The reference's `prepare_inference` masks, True = forbidden, as [S, V] bool tensors."""
+    """The reference's `prepare_inference` modality mask, True = forbidden, [S, V] bool (the per-modality
+    masks become each stream's candidate ids in head.py)."""
 
     def __init__(self, layout: Layout, device: torch.device) -> None:
         S, V = layout.num_stream, layout.vocab_size
@@ -54,21 +55,6 @@ class Masks:
             mod[0, SPECIAL_ID[name]] = False
         mod[1:, 0] = False
         self.modality = mod.to(device)
-        self.by_modality: dict[str, torch.Tensor] = {}
-        for io, intervals in layout.intervals.items():
-            m = torch.ones(S, V, dtype=torch.bool)
-            for s, (a, b) in enumerate(intervals):
-                m[s, a:b] = False
-            m[len(intervals):, 0] = False
-            self.by_modality["audio" if io == "discrete_audio" else io] = m.to(device)
-
-    def for_step(self, modality: str, step: int, min_step: int) -> torch.Tensor:
-        m = self.by_modality[modality]
-        if step >= min_step:
-            m = m.clone()
-            m[0, EOT] = False
-            m[0, EOS] = False
-        return m
 
 
 @dataclass

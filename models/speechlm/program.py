@@ -42,7 +42,8 @@ from ..base import (
 )
 from ..qwen3_tts.layers import PagedBatch
 from .config import ASSISTANT, BOS, EOS, EOT, SPECIAL_ID, SpeechLMConfig, is_speechlm_dir, load_config
-from .phases import DETECT, Masks, Pass, Phase, special
+from .head import CandidateHead
+from .phases import DETECT, Masks, Phase, special
 from .text import TextIO
 from .weights import load_lm
 
@@ -50,7 +51,9 @@ log = logging.getLogger(__name__)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # X-Codec at 50 frames/s: a 10-frame first chunk (200 ms), then larger chunks once playback is buffered.
 DEFAULT_CHUNKS = ChunkSchedule(first=10, ramp=(25,), steady=50)
-OPTIONS = ("max_segments",)
+# Request options: segments before the request stops (the reference loops while segments end in <eot>);
+# the text phase's own sampling (temperature / top_k / --greedy set the audio's; inference.yaml the rest).
+OPTIONS = ("max_segments", "text_temperature", "text_top_k")
 
 
 @dataclass
@@ -82,6 +85,7 @@ class SpeechLMProgram(ModelProgram):
                               max_context=cfg.backbone.block.max_position_embeddings, modes=("tts",),
                               split_sentences=False)  # one prompt per text, as the task template builds it
         self.masks = Masks(lay, device)
+        self.head = CandidateHead(lay, device)
         b = cfg.backbone.block
         self.kv_shape = (b.num_hidden_layers, b.num_key_value_heads, b.head_dim)
         self.k_pool: torch.Tensor | None = None
@@ -166,6 +170,12 @@ class SpeechLMProgram(ModelProgram):
                     raise InputError(f"max_frames must be >= 1, got {request.max_frames}")
                 audio = replace(audio, max_step=min(audio.max_step,
                                                     request.max_frames + self.cfg.layout.audio_streams - 1))
+        opts = request.options
+        if text is not None and "text_temperature" in opts:
+            t = _number(opts["text_temperature"], "text_temperature", 0.0)
+            text = replace(text, temperature=t)
+        if text is not None and "text_top_k" in opts:
+            text = replace(text, topk=int(_number(opts["text_top_k"], "text_top_k", 1.0)))
         if s.greedy:
             audio = audio and replace(audio, temperature=0.0)
             text = text and replace(text, temperature=0.0)
@@ -313,11 +323,7 @@ class SpeechLMProgram(ModelProgram):
                     hidden[key] = h
         for r in rows:
             r.state.phase.fed(r.state.phase.pending)
-        cond = torch.stack([hidden[(i, 0)] for i in range(len(rows))])
-        logits = self.lm.stream_logits(cond)  # [R, S, V]
-        unc_idx = [i for i, r in enumerate(rows) if (i, 1) in hidden]
-        unc = self.lm.stream_logits(torch.stack([hidden[(i, 1)] for i in unc_idx])) if unc_idx else None
-        return self._act(rows, logits, unc, unc_idx)
+        return self._act(rows, hidden)
 
     def _forward(self, rows: list[Row], group: list) -> torch.Tensor:
         ps = self.page_size
@@ -367,43 +373,61 @@ class SpeechLMProgram(ModelProgram):
         x = self.lm.embed(torch.from_numpy(tokens).to(self.device)[None]).to(self.dtype)
         return self.lm.stream_logits(self.lm.forward_paged(x, pb, k, v))[0]
 
-    def _act(self, rows: list[Row], logits: torch.Tensor, unc: torch.Tensor | None,
-             unc_idx: list[int]) -> list[StepOutput]:
+    def _act(self, rows: list[Row], hidden: dict[tuple[int, int], torch.Tensor]) -> list[StepOutput]:
+        """Per row its pass's action: DETECT (argmax under the modality mask, full vocabulary) or SAMPLE
+        (the step's S tokens from the merged logits of each stream's own candidates, head.py)."""
+        pending = [r.state.phase.pending for r in rows]
+        tokens: dict[int, np.ndarray] = {}
+        for modality in ("text", "audio"):
+            idx = [i for i, (r, p) in enumerate(zip(rows, pending, strict=True))
+                   if p.action != DETECT and r.state.phase.modality == modality]
+            if idx:
+                tokens.update(zip(idx, self._sample(modality, [rows[i] for i in idx],
+                                                    [i for i in idx], hidden), strict=True))
         out: list[StepOutput] = []
-        upos = {i: k for k, i in enumerate(unc_idx)}
-        for i, r in enumerate(rows):
-            st: RowState = r.state
-            ph = st.phase
-            p: Pass = ph.pending
+        for i, (r, p) in enumerate(zip(rows, pending, strict=True)):
+            ph = r.state.phase
             if p.action == DETECT:
-                lg = logits[i].masked_fill(self.masks.modality, float("-inf"))
+                lg = self.lm.stream_logits(hidden[(i, 0)]).masked_fill(self.masks.modality, float("-inf"))
                 ph.detected(int(lg[0].argmax()))
                 out.append(self._output(r, None))
                 continue
-            rules = ph.rules(ph.modality)
-            if ph.modality == "audio" and ph.fixed_frames is not None:
-                mask = self.masks.by_modality["audio"]  # bench: exactly fixed_frames frames, no eos/eot
-            else:
-                mask = self.masks.for_step(ph.modality, ph.step, rules.min_step)
-            lg = logits[i].masked_fill(mask, float("-inf"))
-            if ph.cfg_on:
-                u = unc[upos[i]].masked_fill(mask, float("-inf"))
-                lg = (lg * rules.cfg + u * (1 - rules.cfg)).masked_fill(mask, float("-inf"))
-            tok = self._draw(lg, rules.temperature, rules.topk, ph.gen)
-            frame = ph.sampled(tok)
+            frame = ph.sampled(tokens[i])
             out.append(self._output(r, None if frame is None else self._codes(frame)))
         return out
 
-    @staticmethod
-    def _draw(logits: torch.Tensor, temperature: float, topk: int, gen: torch.Generator) -> np.ndarray:
-        """The reference's `_logits_to_token` for one row [S, V]: argmax at temperature 0, else top-k,
-        softmax(values / temperature) and one multinomial draw per stream (from the row's generator)."""
-        if temperature == 0:
-            return logits.argmax(-1).cpu().numpy().astype(np.int64)
-        vals, idx = torch.topk(logits, topk)
-        probs = torch.softmax(vals / temperature, dim=-1)
-        inner = torch.multinomial(probs.float().cpu(), num_samples=1, generator=gen).to(idx.device)
-        return torch.gather(idx, -1, inner).squeeze(-1).cpu().numpy().astype(np.int64)
+    def _sample(self, modality: str, rows: list[Row], at: list[int],
+                hidden: dict[tuple[int, int], torch.Tensor]) -> list[np.ndarray]:
+        phases = [r.state.phase for r in rows]
+        rules = [ph.rules(modality) for ph in phases]
+        bench = modality == "audio"  # fixed_frames (bench): exactly that many frames, never eos/eot
+        late = torch.tensor([ph.step >= ru.min_step and not (bench and ph.fixed_frames is not None)
+                             for ph, ru in zip(phases, rules, strict=True)], device=self.device)
+        k_min = max([ru.topk for ru in rules if ru.temperature > 0] + [1])
+        W, E = self.lm.lm_head.weight, self.lm.stream_emb.weight
+        lg = self.head.logits(W, E, torch.stack([hidden[(i, 0)] for i in at]), modality, late, k_min)
+        cfg = [j for j, ph in enumerate(phases) if ph.cfg_on]
+        if cfg:
+            u = self.head.logits(W, E, torch.stack([hidden[(at[j], 1)] for j in cfg]), modality, late[cfg],
+                                 k_min)
+            w = torch.tensor([rules[j].cfg for j in cfg], device=lg.device)[:, None, None]
+            c = lg[cfg]
+            merged = c * w + u * (1 - w)  # the reference's order of operations, then its mask again
+            lg[cfg] = torch.where(torch.isinf(c), c, merged)
+        greedy = [j for j, ru in enumerate(rules) if ru.temperature == 0]
+        out: list[np.ndarray | None] = [None] * len(rows)
+        if greedy:
+            ids = self.head.to_ids(modality, lg[greedy].argmax(-1)).cpu().numpy()
+            for j, t in zip(greedy, ids, strict=True):
+                out[j] = t.astype(np.int64)
+        for j, (ph, ru) in enumerate(zip(phases, rules, strict=True)):
+            if ru.temperature == 0:
+                continue
+            vals, pos = torch.topk(lg[j], ru.topk)
+            probs = torch.softmax(vals / ru.temperature, dim=-1)
+            inner = torch.multinomial(probs.float().cpu(), num_samples=1, generator=ph.gen).to(pos.device)
+            out[j] = self.head.to_ids(modality, torch.gather(pos, -1, inner).squeeze(-1)).cpu().numpy()
+        return [o for o in out if o is not None]
 
     def _codes(self, frame: np.ndarray) -> np.ndarray:
         """Global ids of the N audio streams -> the codec's codes: clipped into each stream's interval
@@ -437,6 +461,16 @@ class SpeechLMProgram(ModelProgram):
         if row.slot >= 0 and self._codec is not None:
             self._codec.release_slot(row.slot)
         row.state = None
+
+
+def _number(value: object, name: str, low: float) -> float:
+    try:
+        v = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InputError(f"option {name} must be a number, got {value!r}") from None
+    if not math.isfinite(v) or v < low:
+        raise InputError(f"option {name} must be >= {low:g}, got {value!r}")
+    return v
 
 
 __all__ = ["SpeechLMProgram", "EOS", "EOT", "ASSISTANT"]

@@ -3,6 +3,7 @@
     run_speechlm.py build OUT SPEC.json     tiny random checkpoint built by ESPnet's own classes
     run_speechlm.py run OUT CASES.json RESULT.pt   ESPnet's ParallelLLM.inference on it, per case
     run_speechlm.py all ROOT JOBS.json RESULT.pt   both, for each job {name, spec, cases} (one start-up)
+    run_speechlm.py time OUT N STEPS               seconds of N sequential `inference` calls (benchmark)
 
 `build` writes the layout `espnet2/speechlm/bin/inference.py` reads: train.yaml (job config, with the
 token layout recorded as `vocab_intervals`), inference.yaml, model.pt = {"module": state_dict}, and the
@@ -53,6 +54,8 @@ from espnet2.speechlm.model.speechlm.speechlm_job import (  # noqa: E402
 )
 from tokenizers import Tokenizer, models, pre_tokenizers  # noqa: E402
 from transformers import (  # noqa: E402
+    LlamaConfig,
+    LlamaForCausalLM,
     Olmo2Config,
     Olmo2ForCausalLM,
     PreTrainedTokenizerFast,
@@ -93,10 +96,11 @@ def vocab_meta(ios):
     return job.vocab_meta
 
 
-def make_model(out, spec, ios):
+def make_model(out, spec, ios, attn="eager"):
     vm = vocab_meta(ios)
+    conf = {"tie_word_embeddings": True} if spec.get("tie_word_embeddings") else {}
     model = ParallelHFModel(model_hf_tag=os.path.join(out, "backbone"), multimodal_io=ios, vocab_meta=vm,
-                            is_train=False, attn_implementation="eager", dtype=torch.float32)
+                            is_train=False, attn_implementation=attn, dtype=torch.float32, **conf)
     return model, vm
 
 
@@ -190,27 +194,37 @@ def calibrate(model, vm, seqs, inf, spec):
     bt = float((W[t0:t1] @ ht).max())
     with torch.no_grad():
         W[EOT] = _round(_solve([ht], [2 * abs(bt) + 1.0]), spec)
-    ha, ba = [], []
     li["text"].update(max_step=Tt + 1, min_step=Tt)
     li["audio"].update(max_step=Ta + 1, min_step=Ta + 5)
-    for w in guid:
-        li["audio"]["cfg"] = w
-        rec, _ = run_inference(model, seqs, li)
-        h = _effective(rec.h[Tt + 1 + Ta], w).detach()
-        ha.append(h)
-        ba.append(float((W[a0:a1] @ h).max()))
-    with torch.no_grad():
-        W[EOS] = _round(_solve(ha, [2 * abs(b) + 1.0 for b in ba]), spec)
-        eos_t = float(W[EOS] @ ht)
-        W[EOT] = _round(_solve([ht, *ha], [2 * max(abs(bt), abs(eos_t)) + 1.0, *[-abs(b) for b in ba]]), spec)
-    for w in guid:  # the proof
-        li = json.loads(json.dumps(inf))
-        li["audio"]["cfg"] = w
-        rec, _ = run_inference(model, seqs, li)
-        segs = rec.segments
-        got = [(len(x), int(x[-1, 0])) for x in segs]
-        if got != [(Tt + 1, EOT), (Ta + 1, EOS)]:
-            raise SystemExit(f"calibration check failed at cfg {w}: segments (length, last) {got}")
+    # With tied embeddings the <eot> row is also what the audio segment is fed first, so solving it moves
+    # the audio's hidden states: iterate until the rerun proves both ends (untied: the first round does).
+    for _ in range(6):
+        ha, ba = [], []
+        for w in guid:
+            li["audio"]["cfg"] = w
+            rec, _ = run_inference(model, seqs, li)
+            h = _effective(rec.h[Tt + 1 + Ta], w).detach()
+            ha.append(h)
+            ba.append(float((W[a0:a1] @ h).max()))
+        with torch.no_grad():
+            W[EOS] = _round(_solve(ha, [2 * abs(b) + 1.0 for b in ba]), spec)
+            eos_t = float(W[EOS] @ ht)
+            W[EOT] = _round(_solve([ht, *ha], [2 * max(abs(bt), abs(eos_t)) + 1.0, *[-abs(b) for b in ba]]),
+                            spec)
+        got = []
+        for w in guid:  # the proof
+            pi = json.loads(json.dumps(inf))
+            pi["audio"]["cfg"] = w
+            try:
+                rec, _ = run_inference(model, seqs, pi)
+            except AttributeError:  # a third segment whose detected modality has no IO
+                got.append(None)
+                continue
+            got.append([(len(x), int(x[-1, 0])) for x in rec.segments])
+        if all(g == [(Tt + 1, EOT), (Ta + 1, EOS)] for g in got):
+            break
+    else:
+        raise SystemExit(f"calibration check failed: segments (length, last) per guidance {got}")
     cal["found"] = {"text_eot": Tt, "audio_eos": Ta}
 
 
@@ -254,6 +268,8 @@ def build(out, spec_path):
                   rope_theta=b.get("rope_theta", 10000.0))
     if b["arch"] == "olmo2":
         Olmo2ForCausalLM(Olmo2Config(**common)).save_pretrained(bdir)
+    elif b["arch"] == "llama":  # SmolLM2 (OpusLM-Dialogue's backbone) is a Llama
+        LlamaForCausalLM(LlamaConfig(head_dim=b["head_dim"], **common)).save_pretrained(bdir)
     else:
         Qwen3ForCausalLM(Qwen3Config(head_dim=b["head_dim"], **common)).save_pretrained(bdir)
     if "xcodec" in spec["audio"]:
@@ -282,6 +298,9 @@ def build(out, spec_path):
           else v for k, v in model.state_dict().items() if k in keys}
     torch.save({"module": sd}, os.path.join(out, "model.pt"))
     a = spec["audio"]
+    model_conf = {"attn_implementation": "eager"}
+    if spec.get("tie_word_embeddings"):
+        model_conf["tie_word_embeddings"] = True
     train = {
         "job_type": "speechlm",
         "multimodal_io": {
@@ -294,8 +313,7 @@ def build(out, spec_path):
                                "delay_interleave": True},
         },
         "vocab_intervals": {k: [list(p) for p in v] for k, v in vm["vocab_intervals"].items()},
-        "model": {"model_choice": "parallel", "model_hf_tag": bdir,
-                  "model_conf": {"attn_implementation": "eager"}},
+        "model": {"model_choice": "parallel", "model_hf_tag": bdir, "model_conf": model_conf},
         "preprocessor": {"audio_input": "discrete_audio", "audio_output": "discrete_audio",
                          "loss_region": "assistant"},
         "data_loading": {"batchfy_method": "bucket"},
@@ -319,7 +337,8 @@ def run_cases(out, cases):
 
     train = yaml.safe_load(open(glob.glob(os.path.join(out, "train*.yaml"))[0]))
     inf = yaml.safe_load(open(os.path.join(out, "inference.yaml")))
-    spec = {"audio": train["oracle_audio"]}
+    spec = {"audio": train["oracle_audio"],
+            "tie_word_embeddings": train["model"]["model_conf"].get("tie_word_embeddings", False)}
     ios = build_ios(out, spec)
     model, vm = make_model(out, spec, ios)
     ckpt = torch.load(os.path.join(out, "model.pt"), map_location="cpu", weights_only=True)
@@ -367,9 +386,37 @@ def run_cases(out, cases):
     return results
 
 
+def time_sequential(out, n, steps):
+    """ESPnet's own serving loop: one request at a time (bin/inference.py), each `inference` call audio
+    only, exactly `steps` interleaved steps (<eos> masked until min_step = max_step). Prints JSON."""
+    import glob
+    import time
+
+    train = yaml.safe_load(open(glob.glob(os.path.join(out, "train*.yaml"))[0]))
+    inf = yaml.safe_load(open(os.path.join(out, "inference.yaml")))
+    ios = build_ios(out, {"audio": train["oracle_audio"]})
+    model, vm = make_model(out, {}, ios, attn="sdpa")
+    model.load_state_dict(torch.load(os.path.join(out, "model.pt"), weights_only=True)["module"], strict=True)
+    model.prepare_inference()
+    model = model.eval()
+    pre = preprocessor(ios, vm)
+    results = {}
+    for w in (1.0, 3.0):
+        ci = dict(inf, enforce_modality=["audio"])
+        ci["audio"] = dict(inf["audio"], cfg=w, max_step=steps, min_step=steps, temperature=0.0)
+        seqs = prompt_batch(pre, {"text": "w1 w2 w3 w4 w5 w6 w7 w8"})["seqs"]
+        model.inference(ci, seqs=seqs.clone())  # warm-up
+        wall, cpu = time.perf_counter(), time.process_time()
+        for _ in range(n):
+            model.inference(ci, seqs=seqs.clone())
+        results[str(w)] = {"wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu,
+                           "requests": n, "steps": n * steps}
+    print(json.dumps(results))
+
+
 def run_all(root, jobs_path, result_path):
     results = {}
-    for job in json.load(open(jobs_path)):
+    for job in json.load(open(jobs_path)):  # {name, spec, cases}
         out = os.path.join(root, job["name"])
         os.makedirs(out, exist_ok=True)
         spec_path = os.path.join(out, "spec.json")
@@ -388,5 +435,7 @@ if __name__ == "__main__":
         run(sys.argv[2], sys.argv[3], sys.argv[4])
     elif mode == "all":
         run_all(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif mode == "time":
+        time_sequential(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     else:
         raise SystemExit(f"unknown mode {mode}")
