@@ -59,13 +59,29 @@ def rate_tables(result: SweepResult) -> list:
 def capacity_table(result: SweepResult):
     from voxcli.tables import figure_table
 
+    bounds = result.meta.get("bounds", {})  # label -> CapacityBound dict (voxcli/bench/bounds.py)
     rows = []
     for sw in result.sweeps:
         peak = max((r.goodput for r in sw.results), default=0.0)
-        rows.append([sw.variant.label, capacity_cell(sw, 0.90), capacity_cell(sw, 0.99), f"{peak:.1f}",
-                     "-" if sw.stopped_after is None else f"{sw.stopped_after:g}", f"{sw.wall_s:.1f}"])
-    headers = ("policy", "capacity @90%", "capacity @99%", "peak goodput", "stopped after", "wall s")
-    return figure_table("SLO capacity (TTFA <= 200 ms, no stall >= 10 ms)", headers, rows, left=("policy",))
+        b = bounds.get(sw.variant.label)
+        rows.append([sw.variant.label, capacity_cell(sw, 0.90), bound_cell(sw, 0.90, b),
+                     capacity_cell(sw, 0.99), bound_cell(sw, 0.99, b),
+                     "-" if b is None else f"{b['rps']:.1f} {b['binding']}",
+                     f"{peak:.1f}", "-" if sw.stopped_after is None else f"{sw.stopped_after:g}",
+                     f"{sw.wall_s:.1f}"])
+    headers = ("policy", "capacity @90%", "/ bound", "capacity @99%", "/ bound", "bound req/s",
+               "peak goodput", "stopped after", "wall s")
+    return figure_table("SLO capacity (TTFA <= 200 ms, no stall >= 10 ms); bound = the cost profile's own "
+                        "(voxcli/bound.py)", headers, rows, left=("policy", "bound req/s"))
+
+
+def bound_cell(sw, threshold: float, bound: dict | None) -> str:
+    """The mean capacity over the seeds as a fraction of the device's bound ("≥" when it is a lower
+    bound: some seed passed the highest rate tested)."""
+    if bound is None or bound["rps"] <= 0:
+        return "-"
+    st = sw.capacity_stats(threshold)
+    return f"{'≥ ' if st['at_top'] else ''}{st['mean'] / bound['rps']:.2f}"
 
 
 def capacity_cell(sw, threshold: float) -> str:
