@@ -42,7 +42,7 @@ def _ms(x: float | None) -> str:
 
 
 RATE_HEADERS = ("req/s", "sent", "SLO %", "goodput", "done/s", "TTFA p50", "p90", "p99 (ms)", "stalled",
-                "rejected", "failed", "audio<1s %")
+                "rejected", "failed", "audio<1s %", "promoted", "dl launches")
 
 
 def rate_tables(result: SweepResult) -> list:
@@ -51,7 +51,8 @@ def rate_tables(result: SweepResult) -> list:
     return [figure_table(f"{sw.variant.label}: per offered rate", RATE_HEADERS,
                          [[f"{r.rate:g}", str(r.sent), f"{r.attainment * 100:.1f}", f"{r.goodput:.1f}",
                            f"{r.completed_rps:.1f}", _ms(r.ttfa_p50), _ms(r.ttfa_p90), _ms(r.ttfa_p99),
-                           str(r.stalled), str(r.rejected), str(r.failed), f"{r.audio_within_1s * 100:.0f}"]
+                           str(r.stalled), str(r.rejected), str(r.failed), f"{r.audio_within_1s * 100:.0f}",
+                           str(r.promoted), str(r.deadline_launches)]
                           for r in sw.results])
             for sw in result.sweeps]
 
