@@ -77,11 +77,38 @@ def test_vox_bench_prints_capacity_over_bound_and_vox_profile_both_bounds(tmp_pa
     bound = data["meta"]["bounds"]["full"]
     assert bound["binding"] in ("backbone", "codec") and bound["rps"] > 4
     cap = data["variants"][0]["capacity90"]
-    row = next(line for line in res.output.splitlines()
-               if line.split()[:1] == ["full"] and "req/s:" not in line)  # the capacity table's row
-    assert "/ bound" in res.output and f"≥ {cap / bound['rps']:.2f}" in row
+    row = [line for line in res.output.splitlines()
+           if line.split()[:1] == ["full"] and "req/s:" not in line][-1]  # the bound table's row
+    assert "@90% / bound" in res.output and f"≥ {cap / bound['rps']:.2f}" in row
     res = runner.invoke(app, ["profile", "--gpu", "h100", "--model", "qwen3-tts-1.7b", "--target-rate", "40",
                               "--no-simulate", "--out", str(tmp_path / "p")])
     assert res.exit_code == 0, res.output
     assert "capacity bound per split" in res.output and "LM bound" in res.output
     assert "codec bound" in res.output
+
+
+def test_the_bound_and_late_chunk_tables_fit_80_columns():
+    from dataclasses import asdict
+
+    from tests.test_tables_80 import _rr, cut_words
+    from voxcli.bench.bounds import split_bounds_table
+    from voxcli.bench.report import bound_table, capacity_table, late_chunk_tables
+    from voxcli.bench.sweep import SweepResult, SweepSpec, Variant, VariantSweep
+    from voxcli.bench.workloads import load_workload
+    from voxcli.config import recipe_path
+    from voxcli.profile import LoadShape, split_points
+
+    results = [_rr(20, 1.0), _rr(40, 0.97), _rr(100, 0.5)]
+    results[1].promoted, results[1].deadline_launches = 12345, 678
+    sw = VariantSweep(Variant.policy("full"), results=results, wall_s=1234.5)
+    sw.per_seed = [results, results[:2]]
+    bound = capacity_bound(_profile(), lm_sms=5, codec_sms=5, frames_per_request=100, prompt_tokens=10)
+    result = SweepResult(SweepSpec(rates=[20, 40, 100]), [sw], {"bounds": {"full": asdict(bound)}})
+    late = late_chunk_tables(result)
+    assert len(late) == 1
+    prof = CostProfile.from_toml(recipe_path("gpus/h100"))
+    points = split_points(prof, 40.0, LoadShape(frames_per_request=98.0, chunks_per_request=10.0))
+    table = split_bounds_table(prof, points, "qwen3-tts-1.7b", load_workload("libritts")[:50], 12.5)
+    for t in [capacity_table(result), bound_table(result), *late, table]:
+        cut, widest = cut_words(t)
+        assert not cut and widest <= 80, (t.title, cut[:5])

@@ -132,7 +132,14 @@ def bench(
     = True,
 ) -> None:
 
-    from voxcli.bench.report import bench_stem, capacity_table, rate_tables, write_json
+    from voxcli.bench.report import (
+        bench_stem,
+        bound_table,
+        capacity_table,
+        late_chunk_tables,
+        rate_tables,
+        write_json,
+    )
     from voxcli.bench.report import plot as plot_sweep
     from voxcli.bench.sweep import SweepSpec, Variant, parse_rates, run_sweep
     from voxcli.bench.targets import cpu_bench_checkpoint, engine_target, model_config, sim_target
@@ -237,9 +244,11 @@ def bench(
             result = run_paired_sweep(make_target, variants, spec, utts, meta, progress)
         else:
             result = run_sweep(make_target, variants, spec, utts, meta, progress)
-        for t in rate_tables(result):
+        for t in rate_tables(result) + late_chunk_tables(result):
             console.print(t)
         console.print(capacity_table(result))
+        if (bounds := bound_table(result)) is not None:
+            console.print(bounds)
         stem = bench_stem(model_name, executor, gpu, bool(url))
         console.print(f"JSON: {write_json(result, out / f'{stem}.json')}")
         if plot and _has_matplotlib():

@@ -42,7 +42,8 @@ def _ms(x: float | None) -> str:
 
 
 RATE_HEADERS = ("req/s", "sent", "SLO %", "goodput", "done/s", "TTFA p50", "p90", "p99 (ms)", "stalled",
-                "rejected", "failed", "audio<1s %", "promoted", "dl launches")
+                "rejected", "failed", "audio<1s %")
+LATE_HEADERS = ("req/s", "stalled", "promoted chunks", "deadline launches")
 
 
 def rate_tables(result: SweepResult) -> list:
@@ -51,29 +52,48 @@ def rate_tables(result: SweepResult) -> list:
     return [figure_table(f"{sw.variant.label}: per offered rate", RATE_HEADERS,
                          [[f"{r.rate:g}", str(r.sent), f"{r.attainment * 100:.1f}", f"{r.goodput:.1f}",
                            f"{r.completed_rps:.1f}", _ms(r.ttfa_p50), _ms(r.ttfa_p90), _ms(r.ttfa_p99),
-                           str(r.stalled), str(r.rejected), str(r.failed), f"{r.audio_within_1s * 100:.0f}",
-                           str(r.promoted), str(r.deadline_launches)]
+                           str(r.stalled), str(r.rejected), str(r.failed), f"{r.audio_within_1s * 100:.0f}"]
                           for r in sw.results])
             for sw in result.sweeps]
+
+
+def late_chunk_tables(result: SweepResult) -> list:
+    """Per variant with any late-chunk decision (sim targets count them): stalls, later chunks the urgent
+    lane took (promoted) and background batches launched below B by their deadline."""
+    from voxcli.tables import figure_table
+
+    return [figure_table(f"{sw.variant.label}: the late-chunk path per offered rate", LATE_HEADERS,
+                         [[f"{r.rate:g}", str(r.stalled), str(r.promoted), str(r.deadline_launches)]
+                          for r in sw.results])
+            for sw in result.sweeps if any(r.promoted or r.deadline_launches for r in sw.results)]
 
 
 def capacity_table(result: SweepResult):
     from voxcli.tables import figure_table
 
-    bounds = result.meta.get("bounds", {})  # label -> CapacityBound dict (voxcli/bench/bounds.py)
     rows = []
     for sw in result.sweeps:
         peak = max((r.goodput for r in sw.results), default=0.0)
-        b = bounds.get(sw.variant.label)
-        rows.append([sw.variant.label, capacity_cell(sw, 0.90), bound_cell(sw, 0.90, b),
-                     capacity_cell(sw, 0.99), bound_cell(sw, 0.99, b),
-                     "-" if b is None else f"{b['rps']:.1f} {b['binding']}",
-                     f"{peak:.1f}", "-" if sw.stopped_after is None else f"{sw.stopped_after:g}",
-                     f"{sw.wall_s:.1f}"])
-    headers = ("policy", "capacity @90%", "/ bound", "capacity @99%", "/ bound", "bound req/s",
-               "peak goodput", "stopped after", "wall s")
-    return figure_table("SLO capacity (TTFA <= 200 ms, no stall >= 10 ms); bound = the cost profile's own "
-                        "(voxcli/bound.py)", headers, rows, left=("policy", "bound req/s"))
+        rows.append([sw.variant.label, capacity_cell(sw, 0.90), capacity_cell(sw, 0.99), f"{peak:.1f}",
+                     "-" if sw.stopped_after is None else f"{sw.stopped_after:g}", f"{sw.wall_s:.1f}"])
+    headers = ("policy", "capacity @90%", "capacity @99%", "peak goodput", "stopped after", "wall s")
+    return figure_table("SLO capacity (TTFA <= 200 ms, no stall >= 10 ms)", headers, rows, left=("policy",))
+
+
+def bound_table(result: SweepResult):
+    """Each variant's capacity as a fraction of the cost profile's own bound (voxcli/bound.py; sim runs),
+    or None when no variant has one."""
+    from voxcli.tables import figure_table
+
+    bounds = result.meta.get("bounds", {})  # label -> CapacityBound dict (voxcli/bench/bounds.py)
+    rows = [[sw.variant.label, f"{b['rps']:.1f}", b["binding"], f"{b['lm_rps']:.1f}", f"{b['codec_rps']:.1f}",
+             bound_cell(sw, 0.90, b), bound_cell(sw, 0.99, b)]
+            for sw in result.sweeps if (b := bounds.get(sw.variant.label)) is not None]
+    if not rows:
+        return None
+    return figure_table("capacity / bound (the cost profile's own, voxcli/bound.py)",
+                        ("policy", "bound req/s", "binds", "LM", "codec", "@90% / bound", "@99% / bound"),
+                        rows, left=("policy", "binds"))
 
 
 def bound_cell(sw, threshold: float, bound: dict | None) -> str:
