@@ -18,12 +18,19 @@ def request_shape(model: str, utterances: Sequence[Utterance], frame_rate: float
     """(frames, prompt tokens per sequence, rows, lead steps, frames of its first chunk of at most
     `first_chunk` frames) of the workload's average request."""
     from voxcli.engine.synthetic import SyntheticProgram
-    from voxcli.models.base import SynthesisRequest
+    from voxcli.models.base import InputError, SynthesisRequest
     from voxcli.models.registry import sim_spec_for
 
     program = SyntheticProgram.for_model(model)
     frames = [_frames(u, frame_rate, frames_scale, max_frames) for u in utterances]
-    prompts = [program.prepare(SynthesisRequest(text=u.text)) for u in utterances]
+    prompts = []
+    for u in utterances:
+        try:
+            prompts.append(program.prepare(SynthesisRequest(text=u.text)))
+        except InputError:  # a text the engine would refuse costs the device nothing
+            pass
+    if not prompts:
+        raise ValueError("no utterance of the workload is a request the engine accepts; the bound needs one")
     return (sum(frames) / len(frames), sum(p.length for p in prompts) / len(prompts),
             max(p.width for p in prompts), sim_spec_for(model).lead_steps,
             sum(min(f, first_chunk) for f in frames) / len(frames))
