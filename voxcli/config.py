@@ -82,6 +82,9 @@ class EngineConfig:
     # beyond the paper (both off = the paper's design; see voxcli/engine/admission.py, scheduler.py):
     urgency_chunking: bool = False  # ttfa-gate picks each request's first chunk (and a ramp) from its slack
     adaptive_batching: bool = False  # B and the urgent margin follow the background lane's measured load
+    # the late-chunk half of the paper's design (policies full, lanes; both on = the paper's), ablations:
+    late_urgent: bool = True  # a later chunk within urgent_margin_s of its deadline moves to the urgent lane
+    deadline_launch: bool = True  # a background batch below B launches when waiting longer would be late
     urgent_margin_s: float = 0.100  # delta_u: a chunk whose deadline is this close is urgent
     max_defer_s: float = 0.100  # deadline-aware admission defers a prefill at most this long in a row
     ttfa_target_s: float = 0.200  # SLO: time to first audio

@@ -132,7 +132,14 @@ def bench(
     = True,
 ) -> None:
 
-    from voxcli.bench.report import bench_stem, capacity_table, rate_tables, write_json
+    from voxcli.bench.report import (
+        bench_stem,
+        bound_table,
+        capacity_table,
+        late_chunk_tables,
+        rate_tables,
+        write_json,
+    )
     from voxcli.bench.report import plot as plot_sweep
     from voxcli.bench.sweep import SweepSpec, Variant, parse_rates, run_sweep
     from voxcli.bench.targets import cpu_bench_checkpoint, engine_target, model_config, sim_target
@@ -228,6 +235,7 @@ def bench(
             "config": {k: v for k, v in config.to_dict().items() if k != "chunk"},
         }
         variants = [Variant(n) for n in names] if url else [Variant.policy(n) for n in names]
+        meta["bounds"] = _bounds(config, variants, utts, spec) if executor == "sim" and not url else {}
         if url:
             meta.update(url=url, executor=f"{executor} (real time)" if executor == "sim" else executor)
         if url and len(variants) > 1:  # side by side: the variants take turns at each rate
@@ -236,15 +244,32 @@ def bench(
             result = run_paired_sweep(make_target, variants, spec, utts, meta, progress)
         else:
             result = run_sweep(make_target, variants, spec, utts, meta, progress)
-        for t in rate_tables(result):
+        for t in rate_tables(result) + late_chunk_tables(result):
             console.print(t)
         console.print(capacity_table(result))
+        if (bounds := bound_table(result)) is not None:
+            console.print(bounds)
         stem = bench_stem(model_name, executor, gpu, bool(url))
         console.print(f"JSON: {write_json(result, out / f'{stem}.json')}")
         if plot and _has_matplotlib():
             console.print(f"plot: {plot_sweep(result, out / f'{stem}.png', f'{model} on {executor} {gpu}')}")
         elif plot:
             console.print(f"no plot: {PLOT_HINT}", markup=False)
+
+
+def _bounds(config, variants, utts, spec) -> dict:
+    """Each variant's capacity bound (voxcli/bound.py) as a dict, by label, for the capacity table."""
+    from dataclasses import asdict
+
+    from voxcli.bench.bounds import config_bound
+
+    out = {}
+    for v in variants:
+        b = config_bound(config.with_overrides(v.overrides), utts, spec.frame_rate, spec.frames_scale,
+                         spec.max_frames)
+        if b is not None:
+            out[v.label] = asdict(b)
+    return out
 
 
 def profile(
@@ -367,6 +392,9 @@ def profile(
                                                 max_sustainable_rate(prof, shape))
             chosen = simulated.point
         console.print(split_table(points, chosen, rate))  # after the choice: * marks the split chosen
+        from voxcli.bench.bounds import split_bounds_table
+
+        console.print(split_bounds_table(prof, points, model, utts, sim.frame_rate))
         out.mkdir(parents=True, exist_ok=True)
         stem = f"{Path(model).name}-{gpu}"
         png = plot_splits(

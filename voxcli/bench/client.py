@@ -176,6 +176,7 @@ class SimTarget:
     def __init__(self, make_engine: Callable[[], Any], name: str, seed: int = 0) -> None:
         self.make_engine, self.name, self.seed = make_engine, name, seed
         self.engine: Any = None
+        self.counts: dict[str, int] = {}
 
     def play(self, arrivals: Sequence[Arrival], timeout_s: float) -> list[RequestRecord]:
         if self.engine is None:
@@ -186,7 +187,10 @@ class SimTarget:
             stream = self.engine.submit(_request(a, self.seed), at=start + a.at)
             stream.drop_audio()  # the records come from the timelines: keep metrics, not PCM
             streams.append(stream)
+        before = dict(self.engine.scheduler.counts)
         self.engine.run(until=None)
+        # the late-chunk path's decisions during this play (voxcli/engine/scheduler.py `counts`)
+        self.counts = {k: v - before.get(k, 0) for k, v in self.engine.scheduler.counts.items()}
         records = [record_from_timeline(s.timeline, start) for s in streams]
         self.engine.timelines.clear()  # the engine's own list of every timeline: this rate is measured
         return records

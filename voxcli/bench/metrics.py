@@ -108,6 +108,10 @@ class RateResult:
     audio_within_1s: float  # fraction of sent requests with first audio within 1 s (stop rule)
     stalled: int
     window_s: float
+    # the late-chunk path (sim targets; 0 elsewhere): later chunks the urgent lane took, background
+    # batches launched below B by their deadline trigger
+    promoted: int = 0
+    deadline_launches: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -43,6 +43,7 @@ def _ms(x: float | None) -> str:
 
 RATE_HEADERS = ("req/s", "sent", "SLO %", "goodput", "done/s", "TTFA p50", "p90", "p99 (ms)", "stalled",
                 "rejected", "failed", "audio<1s %")
+LATE_HEADERS = ("req/s", "stalled", "promoted chunks", "deadline launches")
 
 
 def rate_tables(result: SweepResult) -> list:
@@ -56,6 +57,17 @@ def rate_tables(result: SweepResult) -> list:
             for sw in result.sweeps]
 
 
+def late_chunk_tables(result: SweepResult) -> list:
+    """Per variant with any late-chunk decision (sim targets count them): stalls, later chunks the urgent
+    lane took (promoted) and background batches launched below B by their deadline."""
+    from voxcli.tables import figure_table
+
+    return [figure_table(f"{sw.variant.label}: the late-chunk path per offered rate", LATE_HEADERS,
+                         [[f"{r.rate:g}", str(r.stalled), str(r.promoted), str(r.deadline_launches)]
+                          for r in sw.results])
+            for sw in result.sweeps if any(r.promoted or r.deadline_launches for r in sw.results)]
+
+
 def capacity_table(result: SweepResult):
     from voxcli.tables import figure_table
 
@@ -66,6 +78,31 @@ def capacity_table(result: SweepResult):
                      "-" if sw.stopped_after is None else f"{sw.stopped_after:g}", f"{sw.wall_s:.1f}"])
     headers = ("policy", "capacity @90%", "capacity @99%", "peak goodput", "stopped after", "wall s")
     return figure_table("SLO capacity (TTFA <= 200 ms, no stall >= 10 ms)", headers, rows, left=("policy",))
+
+
+def bound_table(result: SweepResult):
+    """Each variant's capacity as a fraction of the cost profile's own bound (voxcli/bound.py; sim runs),
+    or None when no variant has one."""
+    from voxcli.tables import figure_table
+
+    bounds = result.meta.get("bounds", {})  # label -> CapacityBound dict (voxcli/bench/bounds.py)
+    rows = [[sw.variant.label, f"{b['rps']:.1f}", b["binding"], f"{b['lm_rps']:.1f}", f"{b['codec_rps']:.1f}",
+             bound_cell(sw, 0.90, b), bound_cell(sw, 0.99, b)]
+            for sw in result.sweeps if (b := bounds.get(sw.variant.label)) is not None]
+    if not rows:
+        return None
+    return figure_table("capacity / bound (the cost profile's own, voxcli/bound.py)",
+                        ("policy", "bound req/s", "binds", "LM", "codec", "@90% / bound", "@99% / bound"),
+                        rows, left=("policy", "binds"))
+
+
+def bound_cell(sw, threshold: float, bound: dict | None) -> str:
+    """The mean capacity over the seeds as a fraction of the device's bound ("≥" when it is a lower
+    bound: some seed passed the highest rate tested)."""
+    if bound is None or bound["rps"] <= 0:
+        return "-"
+    st = sw.capacity_stats(threshold)
+    return f"{'≥ ' if st['at_top'] else ''}{st['mean'] / bound['rps']:.2f}"
 
 
 def capacity_cell(sw, threshold: float) -> str:

@@ -145,14 +145,20 @@ def sweep_variant(target: Target, variant: Variant, spec: SweepSpec, utterances:
         # each (seed, rate) draws its own arrival times and utterance order; pooled for the table, kept
         # apart for one capacity per seed
         records = []
+        counts: dict[str, int] = {}
         for k in range(spec.seeds):
             arrivals = schedule(rate, spec.duration_s, (spec.seed + k) * 1000 + i, utterances, **kw)
             mine = target.play(arrivals, spec.timeout_s)
             records.extend(mine)
             if len(out.per_seed) <= k:
                 out.per_seed.append([])
-            out.per_seed[k].append(rate_result(rate, mine, spec.duration_s, spec.ttfa_target_s, spec.stall_s))
+            one = rate_result(rate, mine, spec.duration_s, spec.ttfa_target_s, spec.stall_s)
+            _late_chunk_counts(one, getattr(target, "counts", {}))
+            for key, v in getattr(target, "counts", {}).items():
+                counts[key] = counts.get(key, 0) + v
+            out.per_seed[k].append(one)
         res = rate_result(rate, records, spec.duration_s * spec.seeds, spec.ttfa_target_s, spec.stall_s)
+        _late_chunk_counts(res, counts)
         out.results.append(res)
         if progress:
             progress(out, res)
@@ -162,6 +168,12 @@ def sweep_variant(target: Target, variant: Variant, spec: SweepSpec, utterances:
             break
     out.wall_s = time.perf_counter() - t0
     return out
+
+
+def _late_chunk_counts(res: RateResult, counts: dict[str, int]) -> None:
+    """The scheduler's late-chunk counters of the plays behind `res` (targets that report them)."""
+    res.promoted = counts.get("promoted", 0)
+    res.deadline_launches = counts.get("deadline_launches", 0)
 
 
 def run_sweep(make_target: Callable[[Variant], Target], variants: Sequence[Variant], spec: SweepSpec,

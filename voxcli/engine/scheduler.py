@@ -141,6 +141,11 @@ class Scheduler:
         self._bg_min = config.background_min_batch
         self._bg_load = 0.0  # exponential average of the background lane's busy fraction
         self._bg_last = 0.0  # when its previous batch finished
+        # the late-chunk path (config late_urgent / deadline_launch): later chunks launched on the urgent
+        # lane ("promoted") and background batches launched below B by their deadline trigger alone
+        self.late_urgent = config.late_urgent
+        self.deadline_launch = config.deadline_launch
+        self.counts = {"promoted": 0, "deadline_launches": 0}
 
     # ------------------------------------------------------------------ requests in and out
     def new_request(self, request_id: int, prompt: Prompt, arrival: float,
@@ -376,7 +381,10 @@ class Scheduler:
             del self._order[i]
 
     def _urgent_prefix(self, now: float) -> int:
-        """How many chunks at the front of `_order` are within the urgent margin of their deadline."""
+        """How many chunks at the front of `_order` are within the urgent margin of their deadline (none
+        with late_urgent off: later chunks then stay in the background lane however late)."""
+        if not self.late_urgent:
+            return 0
         order, margin, i = self._order, self.margin, 0
         while i < len(order) and order[i][0] - now < margin:
             i += 1
@@ -400,6 +408,8 @@ class Scheduler:
         firsts = sorted(self._firsts.values(), key=_chunk_order)
         near = self._chunks(self._order[: min(n_near, self.max_urgent)])
         batch = list(islice(merge(firsts, near, key=_chunk_order), self.max_urgent))
+        if near:
+            self.counts["promoted"] += sum(ch.index > 0 for ch in batch)
         return self._launch_codec("urgent", batch, now)
 
     def _background_batch(self, now: float, urgent_lane: bool) -> Work | None:
@@ -414,9 +424,10 @@ class Scheduler:
         else:
             batch = self._all_in_order(self.max_background)
             force = bool(self._firsts) or self._urgent_prefix(now) > 0
-        if not (force or len(batch) >= self._bg_min
-                or now >= self._background_trigger(batch) or self._lm_has_nothing_left()):
-            return None
+        if not (force or len(batch) >= self._bg_min or self._lm_has_nothing_left()):
+            if not (self.deadline_launch and now >= self._background_trigger(batch)):
+                return None
+            self.counts["deadline_launches"] += 1  # below B, launched only so it is not late
         return self._launch_codec("background", batch, now)
 
     def _adapt_background(self, c: Completion) -> None:
@@ -473,8 +484,9 @@ class Scheduler:
         if self._order and self.policy in ("full", "lanes"):
             i0 = self._urgent_prefix(now)
             if i0 < len(self._order):
-                times.append(self._order[i0][0] - self.margin)  # promotion to urgent
-                if not self.busy["background"]:
+                if self.late_urgent:
+                    times.append(self._order[i0][0] - self.margin)  # promotion to urgent
+                if self.deadline_launch and not self.busy["background"]:
                     batch = self._chunks(self._order[i0: i0 + self.max_background])
                     times.append(self._background_trigger(batch))
         future = [t for t in times if t > now]
