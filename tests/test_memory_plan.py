@@ -6,6 +6,7 @@ readings; and an engine that sizes its pools by it (or refuses, in one sentence,
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import pytest
 import torch
@@ -39,6 +40,7 @@ def _weight_bytes(module: torch.nn.Module, dtype: torch.dtype) -> int:
     return sum(p.numel() for p in module.parameters()) * torch.empty((), dtype=dtype).element_size()
 
 
+@functools.cache
 def _qwen(size: str, dtype: torch.dtype):
     cfg = parse_config(real_config(size))
     codec = CodecDecoderConfig.from_dict(speech_tokenizer_config("real")["decoder_config"])
@@ -48,6 +50,7 @@ def _qwen(size: str, dtype: torch.dtype):
     return needs, _weight_bytes(weights, dtype)
 
 
+@functools.cache
 def _dia(dtype: torch.dtype):
     cfg = DiaConfig(EncoderConfig(), DecoderConfig())  # the defaults are Dia-1.6B's dimensions
     with torch.device("meta"):
