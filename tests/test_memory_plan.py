@@ -181,6 +181,26 @@ def test_engine_sizes_its_pools_by_the_plan(tiny_custom_voice):
         Engine(program, cfg.replace(memory_fraction=1e-9))
 
 
+def test_engine_takes_the_plans_sizes_when_memory_binds(tiny_custom_voice, monkeypatch):
+    from voxcli.models import load_model
+
+    from voxcli.engine import memory_plan
+    from voxcli.engine.engine import Engine
+
+    program = load_model(str(tiny_custom_voice), "cpu", "float32")
+    cfg = load_recipe("demo")
+    needs = program.memory_needs()
+    limits = plan_limits(cfg, needs, 8)
+    page = limits.page_size * memory_plan.position_bytes(needs)
+    free = workspace_bytes(needs, limits) + 400 * page + (cfg.codec_slots + 1) * needs.codec_slot_bytes
+    monkeypatch.setattr(memory_plan, "measure_budget", lambda device, fraction: Budget("cpu", free, 1.0))
+    with Engine(program, cfg) as engine:
+        plan = engine.memory_plan
+        assert plan.limited_by == "memory" and 300 < plan.pages < cfg.kv_pages
+        assert (engine.config.kv_pages, engine.config.codec_slots) == (plan.pages, plan.slots)
+        assert engine.scheduler.kv.num_pages == plan.pages and program.k_pool.shape[1] == plan.pages + 1
+
+
 def test_dtype_auto_picks_bfloat16_where_the_device_does_it_well(tmp_path):
     from voxcli.cli import _with_dtype
     from voxcli.config import cpu_has_fast_bf16, resolve_auto, resolve_dtype
