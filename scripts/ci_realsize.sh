@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # A real-size run (issue 23): the real Qwen3-TTS 0.6B CustomVoice architecture (random weights, 2.4 GB),
-# built once and cached by the builder's version, then `vox say --max-frames 8` and a 3-line
-# `vox batch -c 2` on it, each asserting exit 0 and a peak RSS under a stated bound; with
-# VOX_REALSIZE_PARITY=1 also the parity script against the official qwen-tts on the same weights.
+# built once and cached by the builder's version, then `vox say --max-frames 8` (no recipe: float32) and
+# a 3-line `vox batch -c 2` with the model's serving recipe (dtype auto) on it, each asserting exit 0 and
+# a peak RSS under a stated bound; with VOX_REALSIZE_PARITY=1 also the parity script against the
+# official qwen-tts on the same weights (8 min on a loaded 2-core host: off by default).
 #
 #   bash scripts/ci_realsize.sh            # PYTHON=.venv/bin/python, cache in ~/.cache/voxcli
 #
 # Environment: PYTHON (the venv's interpreter), VOX_REALSIZE_CACHE (cache dir), VOX_REALSIZE_RSS_MB
-# (the peak-RSS bound of each vox run: default 6500 MB = the float32 weights, 3.9 GB, the page cache
-# it does not count, plus the interpreter, torch, the pools in use and the workspaces), VOX_REALSIZE_PARITY
-# (1: also run scripts/parity_realsize.py; needs VOX_ORACLE_PYTHON).
+# (the peak-RSS bound of each vox run; default 6500 MB: measured 4.5 GB for the float32 say = 3.9 GB of
+# weights plus interpreter, torch, the pools in use and workspaces, 2.5-5.0 GB for the others), and
+# VOX_REALSIZE_PARITY (1: also run scripts/parity_realsize.py; needs VOX_ORACLE_PYTHON).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
@@ -46,8 +47,11 @@ VOX=("$PY" -m voxcli.cli)
   "${VOX[@]}" say -m "$CKPT" --greedy --max-frames 8 --verbose "Hello there." -o "$WORK/say.wav"
 test -s "$WORK/say.wav"
 printf 'Hello there.\nHow are you today?\nThis is the third line.\n' > "$WORK/lines.txt"
-"$PY" scripts/peak_rss.py "$BOUND" "vox batch -c 2 (3 lines)" -- \
-  "${VOX[@]}" batch -m "$CKPT" -c 2 --greedy --max-frames 8 --verbose "$WORK/lines.txt" -o "$WORK/out"
+# the serving recipe: its 8,192 x 64-position KV cap (120 GB in float32) is what killed this run before the
+# memory plan; dtype auto (bfloat16 on this kind of CPU)
+"$PY" scripts/peak_rss.py "$BOUND" "vox batch -c 2 --recipe qwen3-tts-0.6b (3 lines)" -- \
+  "${VOX[@]}" batch -m "$CKPT" --recipe qwen3-tts-0.6b -c 2 --greedy --max-frames 8 --verbose \
+  "$WORK/lines.txt" -o "$WORK/out"
 "$PY" - "$WORK/out/manifest.jsonl" <<'PYEOF'
 import json
 import sys

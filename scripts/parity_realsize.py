@@ -43,7 +43,9 @@ def run_oracle(ckpt: str, text: str, frames: int, work: Path) -> dict:
         raise SystemExit(f"oracle interpreter {py} not found: set VOX_ORACLE_PYTHON (bash "
                          "scripts/setup_oracle.sh makes one)")
     # `vox say` on a CustomVoice model: the first voice by name, language auto, text given whole
-    case = dict(name="say", text=text, language="Auto", speaker="aiden", stream=False, max_new=frames + 1)
+    speakers = json.loads((Path(ckpt) / "config.json").read_text())["talker_config"]["spk_id"]
+    case = dict(name="say", text=text, language="Auto", speaker=sorted(speakers)[0], stream=False,
+                max_new=frames + 1)
     (work / "cases.json").write_text(json.dumps([case]))
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONHASHSEED="0",
                OMP_NUM_THREADS="2", TOKENIZERS_PARALLELISM="false")

@@ -6,6 +6,7 @@ readings; and an engine that sizes its pools by it (or refuses, in one sentence,
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import pytest
 import torch
@@ -39,6 +40,7 @@ def _weight_bytes(module: torch.nn.Module, dtype: torch.dtype) -> int:
     return sum(p.numel() for p in module.parameters()) * torch.empty((), dtype=dtype).element_size()
 
 
+@functools.cache
 def _qwen(size: str, dtype: torch.dtype):
     cfg = parse_config(real_config(size))
     codec = CodecDecoderConfig.from_dict(speech_tokenizer_config("real")["decoder_config"])
@@ -48,6 +50,7 @@ def _qwen(size: str, dtype: torch.dtype):
     return needs, _weight_bytes(weights, dtype)
 
 
+@functools.cache
 def _dia(dtype: torch.dtype):
     cfg = DiaConfig(EncoderConfig(), DecoderConfig())  # the defaults are Dia-1.6B's dimensions
     with torch.device("meta"):
@@ -176,6 +179,26 @@ def test_engine_sizes_its_pools_by_the_plan(tiny_custom_voice):
         assert program.k_pool.shape[1] == 51  # the plan's pages plus the scratch page
     with pytest.raises(MemoryPlanError, match="one request"):
         Engine(program, cfg.replace(memory_fraction=1e-9))
+
+
+def test_engine_takes_the_plans_sizes_when_memory_binds(tiny_custom_voice, monkeypatch):
+    from voxcli.models import load_model
+
+    from voxcli.engine import memory_plan
+    from voxcli.engine.engine import Engine
+
+    program = load_model(str(tiny_custom_voice), "cpu", "float32")
+    cfg = load_recipe("demo")
+    needs = program.memory_needs()
+    limits = plan_limits(cfg, needs, 8)
+    page = limits.page_size * memory_plan.position_bytes(needs)
+    free = workspace_bytes(needs, limits) + 400 * page + (cfg.codec_slots + 1) * needs.codec_slot_bytes
+    monkeypatch.setattr(memory_plan, "measure_budget", lambda device, fraction: Budget("cpu", free, 1.0))
+    with Engine(program, cfg) as engine:
+        plan = engine.memory_plan
+        assert plan.limited_by == "memory" and 300 < plan.pages < cfg.kv_pages
+        assert (engine.config.kv_pages, engine.config.codec_slots) == (plan.pages, plan.slots)
+        assert engine.scheduler.kv.num_pages == plan.pages and program.k_pool.shape[1] == plan.pages + 1
 
 
 def test_dtype_auto_picks_bfloat16_where_the_device_does_it_well(tmp_path):

@@ -126,6 +126,7 @@ class Engine:
         self.estimator = LatencyEstimator(self.profile, config, self.layout)
         # Size the pools from the memory left after the weights, before anything is allocated.
         config, self.memory_plan = apply_memory_plan(program, config)
+        self.config = config
         # Device buffers first: a graph-capturing executor (cuda) records stages over them at startup.
         program.set_limits(resource_limits(config))
         try:
