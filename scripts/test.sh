@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
 # The README's test command (CI runs it too, see .ci/run): set up .venv with the test extras and the
-# oracle venv (the official qwen-tts package for the parity tests), then ruff and the whole suite.
+# oracle venvs (the reference implementations the parity tests compare against), then ruff and the suite.
 # usage: bash scripts/test.sh [PYTEST ARGS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test
-# The oracle: the official qwen-tts pins transformers 4.57.3, so it has a venv of its own. An existing
-# one elsewhere (VOX_ORACLE_PYTHON) is used as it is.
-if [ -z "${VOX_ORACLE_PYTHON:-}" ]; then
-  bash scripts/setup_oracle.sh .oracle-venv
-  export VOX_ORACLE_PYTHON="$PWD/.oracle-venv/bin/python"
-fi
+# Each oracle pins its own transformers (or espnet), so each has a venv of its own. One that exists
+# elsewhere (its VOX_*_ORACLE_PYTHON) is used as it is.
+#   .oracle-venv          official qwen-tts 0.1.1 + transformers 4.57.3 (Qwen3-TTS, Dia, DAC)
+#   .oracle-higgs-venv    transformers 5.23 (Higgs Audio v2)
+#   .oracle-speechlm-venv espnet 202611 + transformers 5.14.1 (ESPnet SpeechLM: Bagpiper / OpusLM)
+oracle() {  # ENV_VAR VENV_DIR SETUP_SCRIPT
+  if [ -z "${!1:-}" ]; then
+    bash "scripts/$3" "$2"
+    export "$1=$PWD/$2/bin/python"
+  fi
+}
+oracle VOX_ORACLE_PYTHON .oracle-venv setup_oracle.sh
+oracle VOX_HIGGS_ORACLE_PYTHON .oracle-higgs-venv setup_oracle_higgs.sh
+oracle VOX_SPEECHLM_ORACLE_PYTHON .oracle-speechlm-venv setup_oracle_speechlm.sh
 # Here the parity tests must run: a missing oracle is a failure, not a skip.
 export VOX_REQUIRE_ORACLE="${VOX_REQUIRE_ORACLE:-1}"
 .venv/bin/ruff check .
