@@ -79,8 +79,17 @@ def load_model(source: str, device: str = "cpu", dtype: str = "float32") -> Mode
         program = demo[0].load(str(path), device, dtype)
         program.spec = replace(program.spec, name=source)
         return program
-    from .checkpoint import read_json, resolve
+    from .checkpoint import looks_like_hub_id, read_json, resolve
 
+    local = Path(source).expanduser()
+    by_layout = registry.family_for_layout(local) if local.is_dir() else None
+    if by_layout is None and looks_like_hub_id(source):
+        fam = registry.family_for_hub_id(source)
+        by_layout = fam if fam is not None and fam.marker else None
+    if by_layout is not None:  # a family with its own layout (no config.json) finds the files itself
+        program = by_layout.load(source, device, dtype)
+        program.spec = replace(program.spec, name=source)
+        return program
     root = resolve(source)
     model_type = read_json(root / "config.json").get("model_type")
     family = registry.family_for_model_type(model_type)

@@ -45,15 +45,15 @@ def resolve(source: str) -> Path:
     return snap
 
 
-def cached_snapshot(repo_id: str) -> Path | None:
-    """The local hub-cache snapshot of `repo_id` holding a config.json, or None. Never downloads."""
+def cached_snapshot(repo_id: str, marker: str = "config.json") -> Path | None:
+    """The local hub-cache snapshot of `repo_id` holding `marker`, or None. Never downloads."""
     from huggingface_hub import snapshot_download
 
     try:
         snap = snapshot_download(repo_id=repo_id, local_files_only=True)
     except Exception:  # noqa: BLE001 - every failure here means "not in the local cache"
         return None
-    return Path(snap) if (Path(snap) / "config.json").exists() else None
+    return Path(snap) if (Path(snap) / marker).exists() else None
 
 
 def offline_note() -> str:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from .base import ModelProgram
 
 # The families, by package name under models/ (each has a family.py defining FAMILY).
-FAMILY_PACKAGES: tuple[str, ...] = ("qwen3_tts", "dia")
+FAMILY_PACKAGES: tuple[str, ...] = ("qwen3_tts", "dia", "cosyvoice3")
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,9 @@ class Family:
     sim: SimSpec
     hub_models: tuple[HubModel, ...] = ()
     demos: tuple[Demo, ...] = field(default_factory=tuple)
+    # A file whose presence marks this family's own checkpoint layout (no transformers config.json):
+    # e.g. CosyVoice 3's "cosyvoice3.yaml". None = found by config.json's model_type.
+    marker: str | None = None
 
 
 @cache
@@ -99,6 +102,15 @@ def model_types() -> tuple[str, ...]:
 
 def family_for_model_type(model_type: Any) -> Family | None:
     return next((f for f in families() if model_type in f.model_types), None)
+
+
+def family_for_layout(root: Path) -> Family | None:
+    """The family whose marker file `root` holds (a layout without config.json), or None."""
+    return next((f for f in families() if f.marker and (root / f.marker).is_file()), None)
+
+
+def family_for_hub_id(model: str) -> Family | None:
+    return next((f for f in families() for m in f.hub_models if m.id.lower() == model.lower()), None)
 
 
 def hub_models() -> tuple[HubModel, ...]:
