@@ -46,9 +46,11 @@ def test_listing_is_the_registered_families_and_imports_no_torch():
     dia = registry.family_for_model_type("dia")
     assert qwen is not None and dia is not None and qwen.model_types == ("qwen3_tts",)
     assert QWEN_IDS == {m.id for m in qwen.hub_models}
-    assert set(known_models()) == QWEN_IDS | {m.id for m in dia.hub_models}
-    assert all(m.description and m.recipe for f in (qwen, dia) for m in f.hub_models)
-    assert [d.name for d in registry.demos()] == ["demo", "demo-dia"]
+    cosy = registry.family_for_model_type("cosyvoice3")
+    assert cosy is not None and cosy.marker == "cosyvoice3.yaml"
+    assert set(known_models()) == QWEN_IDS | {m.id for m in dia.hub_models} | {m.id for m in cosy.hub_models}
+    assert all(m.description and m.recipe for f in (qwen, dia, cosy) for m in f.hub_models)
+    assert [d.name for d in registry.demos()] == ["demo", "demo-dia", "demo-cosyvoice"]
     code = ("import sys\nfrom voxcli.models import registry\n"
             "registry.families(); registry.recipe_for('demo')\n"
             "print(sorted(m for m in sys.modules if m == 'torch' or m.endswith('.program')))\n")
