@@ -16,6 +16,7 @@ Each model's token_hop_len is reset to 25 before a case (upstream mutates it and
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import cosyvoice_stubs
@@ -25,7 +26,7 @@ cosyvoice_stubs.install(real_onnx=(Path(ckpt) / "campplus.onnx").exists())
 
 import torch  # noqa: E402
 
-torch.set_num_threads(2)
+torch.set_num_threads(1 if "--threads" in sys.argv else 2)
 
 from cosyvoice.cli.cosyvoice import CosyVoice3  # noqa: E402
 from cosyvoice.utils.common import ras_sampling  # noqa: E402
@@ -118,9 +119,14 @@ for case in cases:
     seen: list[int] = []
     orig_token2wav = model.token2wav
 
-    def spy(*a, _orig=orig_token2wav, _seen=seen, **k):
+    cpu: list[float] = []
+
+    def spy(*a, _orig=orig_token2wav, _seen=seen, _cpu=cpu, **k):
         _seen.append(int(k["token"].shape[1]))
-        return _orig(*a, **k)
+        t0 = time.process_time()
+        out = _orig(*a, **k)
+        _cpu.append(time.process_time() - t0)
+        return out
 
     model.token2wav = spy
     chunks = [
@@ -139,6 +145,7 @@ for case in cases:
         "chunk_samples": [int(c.shape[0]) for c in chunks],
         "raw_tokens": raw,
         "chunk_tokens": seen,
+        "chunk_cpu_s": cpu,
     }
 torch.save(results, out_path)
 print(
