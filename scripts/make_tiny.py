@@ -2,6 +2,7 @@
 
 usage: python scripts/make_tiny.py OUT [--variant custom_voice|base|voice_design] [--proj]
                                        [--size tiny|cpu-bench] [--seed N]
+       python scripts/make_tiny.py OUT --family cosyvoice3 [--size tiny|bench|real]   (upstream's layout)
 """
 
 from __future__ import annotations
@@ -16,9 +17,17 @@ def main() -> None:
     ap.add_argument("out")
     ap.add_argument("--variant", default="custom_voice", choices=["custom_voice", "base", "voice_design"])
     ap.add_argument("--proj", action="store_true", help="1.7B-like: predictor narrower than the talker")
-    ap.add_argument("--size", default="tiny", choices=sorted(ALL_SIZES))
+    ap.add_argument("--size", default="tiny")
     ap.add_argument("--seed", type=int, default=SEED)
+    ap.add_argument("--family", default="qwen3_tts", choices=["qwen3_tts", "cosyvoice3"])
     a = ap.parse_args()
+    if a.family == "cosyvoice3":
+        from voxcli.models.cosyvoice3.tiny import build_tiny as build_cosyvoice
+
+        print(build_cosyvoice(a.out, size=a.size, seed=a.seed))
+        return
+    if a.size not in ALL_SIZES:
+        ap.error(f"--size must be one of {', '.join(sorted(ALL_SIZES))} for qwen3_tts")
     print(build_tiny(a.out, variant=a.variant, proj=a.proj, size=a.size, seed=a.seed))
 
 
