@@ -32,10 +32,10 @@ from voxcli.bench.calibrate import (
     GPUS,
     LAUNCH_US,
     REF_SMS,
-    _toml_value,
     codec_coefficients,
     decode_speed,
 )
+from voxcli.bench.calibrate_dia import render_profile
 from voxcli.models.registry import find_sim_model
 
 MODEL = "cosyvoice3-0.5b"
@@ -182,15 +182,4 @@ def profile_toml(gpu_name: str, setting: str) -> str:
         f"codec: {t['codec_c0_ms']:.3f} ms/call + {t['codec_token_ms'] * 1e3:.1f} us/token (DiT "
         f"{dit_token_flops() / 1e9:.1f} GFLOP + HiFT {2 * hift_frame_flops() / 1e9:.2f} GFLOP per token)",
     ]
-    data = build_profile(gpu_name, setting)
-    lines = [f"# {s}" for s in head] + ["", "[gpu]"]
-    lines += [f"{k} = {_toml_value(v)}" for k, v in data["gpu"].items()]
-    lines.append(f'calibration = "cosyvoice3-{setting}"')
-    for stage, table in data["stages"].items():
-        lines += ["", f"[stages.{stage}]"]
-        lines += [f"{k} = {_toml_value(v)}" for k, v in table.items() if not isinstance(v, dict)]
-        for k, v in table.items():
-            if isinstance(v, dict):
-                lines += ["", f"[stages.{stage}.{k}]"]
-                lines += [f"{kk} = {_toml_value(vv)}" for kk, vv in v.items()]
-    return "\n".join(lines) + "\n"
+    return render_profile(head, build_profile(gpu_name, setting), f"cosyvoice3-{setting}")
