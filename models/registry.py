@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from .base import ModelProgram
 
 # The families, by package name under models/ (each has a family.py defining FAMILY).
-FAMILY_PACKAGES: tuple[str, ...] = ("qwen3_tts", "dia", "higgs_audio", "speechlm")
+FAMILY_PACKAGES: tuple[str, ...] = ("qwen3_tts", "dia", "higgs_audio", "speechlm", "cosyvoice3")
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,8 @@ class Family:
     # answers in well under a second); None: describing the model means loading it.
     describe: Callable[[str], Any] | None = None
     # A checkpoint folder with no config.json of its own that this family recognises by its files
-    # (ESPnet SpeechLM: train*.yaml + inference.yaml + model.pt), and the file a hub snapshot must hold.
+    # (ESPnet SpeechLM: train*.yaml + inference.yaml + model.pt;
+    # CosyVoice 3: cosyvoice3.yaml), and the file a hub snapshot must hold.
     claims: Callable[[Path], bool] | None = None
     claim_file: str = "config.json"
 

@@ -3,6 +3,7 @@
 usage: python scripts/make_tiny.py OUT [--variant custom_voice|base|voice_design] [--proj]
                                        [--size tiny|cpu-bench|0.6b|1.7b] [--seed N]
        python scripts/make_tiny.py OUT --family higgs|higgs-v3 [--size tiny|v2-3b|v3-4b] [--seed N]
+       python scripts/make_tiny.py OUT --family cosyvoice3 [--size tiny|bench|real]   (upstream's layout)
 
 0.6b / 1.7b: the real architectures (random weights, talker stored in bfloat16; the 0.6b is 2.4 GB);
 scripts/ci_realsize.sh caches a 0.6b build by this builder's source hash.
@@ -22,8 +23,13 @@ def main() -> None:
     ap.add_argument("--proj", action="store_true", help="1.7B-like: predictor narrower than the talker")
     ap.add_argument("--size", default="tiny")
     ap.add_argument("--seed", type=int, default=SEED)
-    ap.add_argument("--family", default="qwen3_tts", choices=["qwen3_tts", "higgs", "higgs-v3"])
+    ap.add_argument("--family", default="qwen3_tts", choices=["qwen3_tts", "higgs", "higgs-v3", "cosyvoice3"])
     a = ap.parse_args()
+    if a.family == "cosyvoice3":  # upstream's layout, see models/cosyvoice3/tiny.py
+        from voxcli.models.cosyvoice3.tiny import build_tiny as build_cosyvoice
+
+        print(build_cosyvoice(a.out, size=a.size, seed=a.seed))
+        return
     if a.family != "qwen3_tts":  # Higgs Audio v2 (transformers layout) or v3, see models/higgs_audio/tiny.py
         from voxcli.models.higgs_audio.tiny import build_sized
 

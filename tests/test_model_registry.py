@@ -51,6 +51,8 @@ def test_listing_is_the_registered_families_and_imports_no_torch():
     assert all(m.description and m.recipe for f in every for m in f.hub_models)
     assert [d.name for d in registry.demos()][:2] == ["demo", "demo-dia"]
     assert any(f.claims is not None for f in every)  # speechlm claims folders, no model_type
+    cosy = registry.family_for_model_type("cosyvoice3")
+    assert cosy is not None and cosy.claim_file == "cosyvoice3.yaml"  # its own layout, no config.json
     code = ("import sys\nfrom voxcli.models import registry\n"
             "registry.families(); registry.recipe_for('demo')\n"
             "print(sorted(m for m in sys.modules if m == 'torch' or m.endswith('.program')))\n")

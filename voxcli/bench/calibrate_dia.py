@@ -217,10 +217,14 @@ def profile_toml(gpu_name: str, setting: str) -> str:
         f"codec: {t['codec_c0_ms']:.3f} ms/call + {t['codec_frame_ms'] * 1e3:.2f} us/frame "
         f"({conv / 1e9:.2f} GFLOP + {act / 1e6:.2f} MB per frame)",
     ]
-    data = build_profile(gpu_name, setting)
+    return render_profile(head, build_profile(gpu_name, setting), f"dia-{setting}")
+
+
+def render_profile(head: list[str], data: dict, calibration: str) -> str:
+    """A profile dict ({"gpu": ..., "stages": ...}) as the TOML recipes/gpus/ holds, under comment lines."""
     lines = [f"# {s}" for s in head] + ["", "[gpu]"]
     lines += [f"{k} = {_toml_value(v)}" for k, v in data["gpu"].items()]
-    lines.append(f'calibration = "dia-{setting}"')
+    lines.append(f'calibration = "{calibration}"')
     for stage, table in data["stages"].items():
         lines += ["", f"[stages.{stage}]"]
         lines += [f"{k} = {_toml_value(v)}" for k, v in table.items() if not isinstance(v, dict)]

@@ -1,0 +1,67 @@
+"""CosyVoice 3 as a registered family (see models/registry.py). Imports nothing heavy: the program and
+the demo builder load when first used. Its checkpoints carry `cosyvoice3.yaml`, not a transformers
+config.json (`Family.claims`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from voxcli.config import ChunkSchedule
+
+from ..registry import Demo, Family, HubModel, SimModel, SimSpec
+
+
+def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
+    from .program import CosyVoice3Program
+
+    return CosyVoice3Program.load(path, device=device, dtype=dtype)
+
+
+def build_demo(out: Path) -> None:
+    from .tiny import build_tiny
+
+    build_tiny(out, size="tiny")
+
+
+# Fun-CosyVoice3-0.5B's published dimensions (its cosyvoice3.yaml): LM = Qwen2-0.5B; flow = a DiT of
+# dim 1024 x depth 22 (16 heads of 64), 10 Euler steps with CFG (2 rows); HiFT with 512 base channels.
+COSYVOICE3_0_5B = {
+    "lm": dict(hidden=896, layers=24, heads=14, kv_heads=2, head_dim=64, mlp=4864, vocab=6761),
+    "dit": dict(dim=1024, depth=22, heads=16, dim_head=64, ff_mult=2, steps=10, cfg_rows=2, block=50),
+    "hift": dict(base=512, upsample=(8, 5, 3), hop=480),
+    "token_mel_ratio": 2,
+}
+
+FAMILY = Family(
+    name="CosyVoice 3",
+    model_types=("cosyvoice3",),
+    load=load,
+    hub_models=(
+        HubModel(
+            "FunAudioLLM/Fun-CosyVoice3-0.5B-2512",
+            "zero-shot voices saved in spk2info.pt, English frontend; flow-matching DiT codec (codec-heavy)",
+            "cosyvoice3-0.5b",
+        ),
+    ),
+    demos=(
+        Demo(
+            "demo-cosyvoice",
+            build_demo,
+            version="1",
+            recipe="demo-cosyvoice",
+            description="tiny random CosyVoice 3 (DiT flow + HiFT), offline; its audio is not speech",
+        ),
+    ),
+    # 25 Hz speech tokens, 960 samples (two 50 Hz mel frames) each at 24 kHz; chunks = upstream's hops.
+    sim=SimSpec(
+        sample_rate=24000,
+        frame_rate=25.0,
+        samples_per_frame=960,
+        codebooks=1,
+        chunk=ChunkSchedule(first=28, ramp=(50,), steady=100),
+        models=(SimModel("cosyvoice3-0.5b", COSYVOICE3_0_5B, gpu_profile="{gpu}-cosyvoice3-0.5b"),),
+    ),
+    claims=lambda root: (root / "cosyvoice3.yaml").is_file(),
+    claim_file="cosyvoice3.yaml",
+)

@@ -1,0 +1,411 @@
+"""CosyVoice 3 (Fun-CosyVoice3-0.5B) as a voxcli model program.
+
+LM (lm.py, sampling.py): upstream CosyVoice3LM on the paged KV pool. A request's prefill input is
+[sos, text embeddings of (prompt text + text), task_id, speech embeddings of the prompt speech tokens];
+each step feeds the embedding of the last token; a token >= 6561 stops (no frame); min/max length are 2x
+and 20x the text tokens. Runs of more than 5 consecutive "silent" tokens are dropped from what reaches
+the codec, as upstream's llm_job drops them (the LM still saw them).
+Voices: the LM needs `<|endofprompt|>` in the prompt text (upstream asserts it) and the flow a speaker
+embedding; both come from a zero-shot speaker in spk2info.pt (`--voice NAME`; the first one by default).
+Codec (codec.py): the flow + vocoder through per-request slots, upstream's streamed output by default
+(`options={"codec_mode": "offline"}` gives its stream=False output).
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from voxcli.config import ChunkSchedule
+
+from ..base import (
+    CheckpointError,
+    CodecItem,
+    InputError,
+    ModelProgram,
+    ModelSpec,
+    Prompt,
+    Row,
+    StepOutput,
+    SynthesisRequest,
+)
+from ..qwen3_tts.layers import PagedBatch
+from .checkpoint import load_module, read_pt, resolve
+from .codec import MODES, CosyCodec, VoiceState
+from .config import QWEN_DIR, CosyVoice3Config, parse_config
+from .flow import Flow, FlowWeights
+from .frontend import ENDOFPROMPT, endofprompt_ok, load_tokenizer, normalize
+from .hift import HiFT, HiFTWeights, fold_weight_norm
+from .lm import CosyVoice3LMWeights
+from .noise import construction_noise
+from .sampling import choose
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
+SILENT_TOKENS = frozenset({1, 2, 28, 29, 55, 248, 494, 2241, 2242, 2322, 2323})  # CosyVoice3Model's FSQ set
+MAX_SILENT_RUN = 5
+# Upstream's streaming hops (25 + pad, 50, 100 tokens, each + 3 look-ahead) as engine chunks: a chunk
+# whose tokens do not complete a hop waits in the codec slot for the next one.
+DEFAULT_CHUNKS = ChunkSchedule(first=28, ramp=(50,), steady=100)
+
+
+@dataclass
+class Speaker:
+    prompt_text: list[int]
+    llm_tokens: list[int]
+    voice: VoiceState
+
+
+@dataclass
+class PreparedCosy:
+    embeds: torch.Tensor  # [L, H]
+    min_len: int
+    max_len: int
+    voice: VoiceState
+    mode: str
+    greedy: bool
+    seed: int | None
+
+
+@dataclass
+class CosyState:
+    history: list[int]
+    step: int
+    min_len: int
+    max_len: int
+    gen: torch.Generator
+    greedy: bool
+    silent_run: int
+    fixed: int | None
+
+
+class CosyVoice3Program(ModelProgram):
+    def __init__(
+        self,
+        root: Path,
+        cfg: CosyVoice3Config,
+        lm: CosyVoice3LMWeights,
+        flow: Flow,
+        hift: HiFT,
+        speakers: dict[str, Speaker],
+        device: torch.device,
+        dtype: torch.dtype,
+        name: str,
+    ) -> None:
+        self.root, self.cfg, self.lm = root, cfg, lm
+        self.device, self.dtype = device, dtype
+        self.tokenizer = load_tokenizer(root / QWEN_DIR)
+        if not endofprompt_ok(self.tokenizer):
+            raise CheckpointError(
+                f"{root / QWEN_DIR}: {ENDOFPROMPT} does not get id 151646, which CosyVoice "
+                "3's LM requires; the tokenizer files are not CosyVoice-BlankEN's"
+            )
+        self.speakers = speakers
+        self.codec_stage = CosyCodec(flow, hift)
+        self.spec = ModelSpec(
+            name=name,
+            sample_rate=cfg.sample_rate,
+            frame_rate=float(cfg.token_frame_rate),
+            samples_per_frame=cfg.sample_rate // cfg.token_frame_rate,
+            codebooks=1,
+            chunk=DEFAULT_CHUNKS,
+            max_context=cfg.lm.qwen.max_position_embeddings,
+            voices=tuple(speakers),
+            languages=("english",),
+            modes=("zero_shot",),
+            split_sentences=False,
+        )
+        self.k_pool: torch.Tensor | None = None
+        self.v_pool: torch.Tensor | None = None
+        self.page_size = 0
+        self.trace_hidden: list[torch.Tensor] | None = None  # calibrate.py: the LM's last hidden per step
+
+    # --- loading ---------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, source: str, device: str = "cpu", dtype: str = "float32") -> CosyVoice3Program:
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        root = resolve(source)
+        cfg = parse_config(root)
+        dev, dt = torch.device(device), DTYPES[dtype]
+        with torch.device("meta"):
+            lm, fw, hw = CosyVoice3LMWeights(cfg.lm), FlowWeights(cfg.flow), HiFTWeights(cfg.hift)
+        load_module(lm, read_pt(root / "llm.pt"), root / "llm.pt", dev, dt)
+        load_module(fw, read_pt(root / "flow.pt"), root / "flow.pt", dev, dt)
+        hsd = read_pt(root / "hift.pt")
+        if isinstance(hsd, dict):  # upstream strips a HiFiGan wrapper's `generator.` prefix the same way
+            hsd = fold_weight_norm(
+                {k.replace("generator.", ""): v for k, v in hsd.items()},
+                dt,
+                float64_prefixes=("f0_predictor.",),
+            )
+        load_module(hw, hsd, root / "hift.pt", dev, dt, float64_children=("f0_predictor",))
+        flow_noise, sine = construction_noise(cfg)
+        flow = Flow(fw, flow_noise.to(dev, dt))
+        hift = HiFT(hw, sine.to(dev, dt))
+        speakers = read_speakers(root / "spk2info.pt", dev, dt)
+        name = source if not Path(source).exists() else root.name
+        return cls(root, cfg, lm, flow, hift, speakers, dev, dt, name)
+
+    # --- host: prompts ---------------------------------------------------------------------------
+    def _speaker(self, request: SynthesisRequest) -> Speaker:
+        if request.voice is None:
+            if not self.speakers:
+                raise InputError(
+                    f"model {self.spec.name} has no saved zero-shot speaker (spk2info.pt); give a "
+                    "reference clip with --ref-audio and --ref-text"
+                )
+            return next(iter(self.speakers.values()))
+        for k, v in self.speakers.items():
+            if k.lower() == request.voice.lower():
+                return v
+        raise InputError(
+            f"model {self.spec.name} has no voice {request.voice!r}; choose one of "
+            f"{', '.join(self.speakers) or '(none saved)'} (see vox voices -m {self.spec.name})"
+        )
+
+    def _mode(self, request: SynthesisRequest) -> str:
+        mode = request.options.get("codec_mode", "stream")
+        if mode not in MODES:
+            raise InputError(
+                f"codec_mode must be one of {', '.join(MODES)} (stream = upstream's stream=True "
+                f"output, offline = its stream=False output), got {mode!r}"
+            )
+        return mode
+
+    def check(self, request: SynthesisRequest) -> None:
+        if not request.text or not request.text.strip():
+            raise InputError("the text is empty; give something to say")
+        extra = set(request.options) - {"codec_mode"}
+        if extra:
+            raise InputError(
+                f"model {self.spec.name} takes only the option codec_mode, got "
+                f"{', '.join(map(repr, sorted(extra)))}"
+            )
+        self._mode(request)
+        if request.cfg_scale is not None and request.cfg_scale != 1:
+            raise InputError(
+                f"model {self.spec.name} has no classifier-free guidance on its LM (the flow's "
+                f"CFG 0.7 is fixed): leave cfg_scale unset, got {request.cfg_scale}"
+            )
+        if request.instructions:
+            raise InputError(
+                f"model {self.spec.name} takes no instructions in voxcli yet; drop --instructions"
+            )
+        if request.ref_audio is not None:
+            raise InputError(
+                f"voice cloning from --ref-audio is not available for {self.spec.name} in voxcli "
+                "yet; use a saved voice (vox voices)"
+            )
+        lang = request.language
+        if lang is not None and lang.lower() not in ("auto", "english"):
+            raise InputError(f"model {self.spec.name} speaks english in voxcli; choose auto or english")
+        s = request.sampling
+        if s.temperature is not None or s.top_k is not None or s.top_p is not None or s.repetition_penalty:
+            raise InputError(
+                f"model {self.spec.name} samples with upstream's ras_sampling (top-p 0.8, top-k 25) "
+                "only; drop the sampling settings (--greedy is allowed)"
+            )
+        self._speaker(request)
+
+    def text_ids(self, text: str) -> list[int]:
+        """The ids of the text upstream would speak for `text` (its frontend; several segments, which
+        upstream would speak one after another, are spoken as one here)."""
+        segments = normalize(text, self.tokenizer)
+        return [i for seg in segments for i in self.tokenizer.encode(seg)]
+
+    def prepare(self, request: SynthesisRequest) -> Prompt:
+        self.check(request)
+        spk = self._speaker(request)
+        ids = self.text_ids(request.text)
+        if not ids:
+            raise InputError("the text has nothing to say after normalisation (punctuation only?)")
+        lm = self.lm
+        dev = self.device
+        with torch.inference_mode():
+            text = lm.text(torch.tensor(spk.prompt_text + ids, device=dev))
+            if ENDOFPROMPT not in self.tokenizer.tok.decode(spk.prompt_text + ids, skip_special_tokens=False):
+                raise InputError(f"the voice's prompt text lacks {ENDOFPROMPT}, which CosyVoice 3 needs")
+            c = self.cfg.lm
+            sos_task = lm.speech(torch.tensor([c.sos, c.task_id], device=dev))
+            speech = lm.speech(torch.tensor(spk.llm_tokens, device=dev, dtype=torch.long))
+            embeds = torch.cat([sos_task[:1], text, sos_task[1:], speech]).to(self.dtype)
+        min_len = int(len(ids) * c.min_token_text_ratio)
+        max_len = int(len(ids) * c.max_token_text_ratio)
+        if request.max_frames is not None:
+            if request.max_frames < 1:
+                raise InputError(f"max_frames must be >= 1, got {request.max_frames}")
+            max_len = min(max_len, request.max_frames)
+        if request.fixed_frames is not None and request.fixed_frames < 1:
+            raise InputError(f"fixed_frames must be >= 1, got {request.fixed_frames}")
+        data = PreparedCosy(
+            embeds, min_len, max_len, spk.voice, self._mode(request), request.sampling.greedy, request.seed
+        )
+        return Prompt(
+            length=int(embeds.shape[0]), data=data, max_frames=max_len, fixed_frames=request.fixed_frames
+        )
+
+    # --- device resources ------------------------------------------------------------------------
+    def init_kv(self, num_pages: int, page_size: int) -> None:
+        q = self.cfg.lm.qwen
+        shape = (q.num_hidden_layers, num_pages, page_size, q.num_key_value_heads, q.head_dim)
+        self.k_pool = torch.zeros(shape, device=self.device, dtype=self.dtype)
+        self.v_pool = torch.zeros(shape, device=self.device, dtype=self.dtype)
+        self.page_size = page_size
+
+    def init_codec_slots(self, num_slots: int) -> None:
+        self.codec_stage.init_slots(num_slots)
+
+    # --- stages ----------------------------------------------------------------------------------
+    def _paged(self, rows: list[Row], starts: list[int], counts: list[int]) -> PagedBatch:
+        if self.k_pool is None:
+            raise RuntimeError("the KV pool is not allocated: call init_kv(num_pages, page_size) first")
+        ps = self.page_size
+        T = max(counts)
+        q_pos = torch.zeros(len(rows), T, dtype=torch.long)
+        slots = torch.full((len(rows), T), -1, dtype=torch.long)
+        table = torch.zeros(len(rows), max(len(r.pages) for r in rows), dtype=torch.long)
+        for b, (r, s, n) in enumerate(zip(rows, starts, counts, strict=True)):
+            if s + n > len(r.pages) * ps:
+                raise RuntimeError(
+                    f"request {r.request_id} needs {s + n} KV positions, holds {len(r.pages)} pages of {ps}"
+                )
+            pos = torch.arange(s, s + n)
+            pages = torch.tensor(r.pages, dtype=torch.long)
+            q_pos[b, :n] = pos
+            slots[b, :n] = pages[pos // ps] * ps + pos % ps
+            table[b, : len(r.pages)] = pages
+        kv_len = torch.tensor([s + n for s, n in zip(starts, counts, strict=True)])
+        d = self.device
+        return PagedBatch(q_pos.to(d), slots.to(d), table.to(d), kv_len.to(d), ps)
+
+    def _step(self, rows: list[Row], hidden: torch.Tensor) -> list[StepOutput]:
+        if self.trace_hidden is not None:
+            self.trace_hidden.append(hidden[0].float().cpu())
+        logp = self.lm.logp(hidden).cpu()
+        stop = self.cfg.lm.speech_token_size
+        out = []
+        for r, lp in zip(rows, logp, strict=True):
+            st: CosyState = r.state
+            tok = choose(
+                lp,
+                st.history,
+                st.step,
+                st.min_len,
+                self.cfg.lm,
+                st.greedy,
+                st.gen,
+                never_stop=st.fixed is not None,
+            )
+            st.step += 1
+            if tok >= stop:
+                out.append(StepOutput(frame=None, done=True))
+                continue
+            st.history.append(tok)
+            limit = st.fixed if st.fixed is not None else st.max_len
+            done = st.step >= limit
+            if tok in SILENT_TOKENS:
+                st.silent_run += 1
+                if st.silent_run > MAX_SILENT_RUN:
+                    out.append(StepOutput(frame=None, done=done))
+                    continue
+            else:
+                st.silent_run = 0
+            r.frames_emitted += 1
+            out.append(StepOutput(frame=np.array([tok], dtype=np.int64), done=done))
+        return out
+
+    @torch.inference_mode()
+    def prefill(self, rows: list[Row]) -> list[StepOutput]:
+        if not rows:
+            return []
+        preps: list[PreparedCosy] = [r.prompt.data for r in rows]
+        lengths = [int(p.embeds.shape[0]) for p in preps]
+        H = self.cfg.lm.qwen.hidden_size
+        x = torch.zeros(len(rows), max(lengths), H, device=self.device, dtype=self.dtype)
+        for b, p in enumerate(preps):
+            x[b, : lengths[b]] = p.embeds
+        for r, p in zip(rows, preps, strict=True):
+            seed = p.seed if p.seed is not None else secrets.randbits(63)
+            r.state = CosyState(
+                history=[],
+                step=0,
+                min_len=p.min_len,
+                max_len=p.max_len,
+                gen=torch.Generator().manual_seed(seed),
+                greedy=p.greedy,
+                silent_run=0,
+                fixed=r.prompt.fixed_frames,
+            )
+            r.frames_emitted = 0
+            if r.slot >= 0:
+                self.codec_stage.bind(r.slot, p.voice, p.mode)
+        hid = self.lm.forward_paged(x, self._paged(rows, [0] * len(rows), lengths), self.k_pool, self.v_pool)
+        last = hid[torch.arange(len(rows), device=self.device), torch.tensor(lengths, device=self.device) - 1]
+        for r, n in zip(rows, lengths, strict=True):
+            r.kv_len = n
+        return self._step(rows, last)
+
+    @torch.inference_mode()
+    def decode(self, rows: list[Row]) -> list[StepOutput]:
+        if not rows:
+            return []
+        toks = torch.tensor([r.state.history[-1] for r in rows], device=self.device)
+        x = self.lm.speech(toks)[:, None].to(self.dtype)
+        hid = self.lm.forward_paged(
+            x, self._paged(rows, [r.kv_len for r in rows], [1] * len(rows)), self.k_pool, self.v_pool
+        )
+        for r in rows:
+            r.kv_len += 1
+        return self._step(rows, hid[:, 0])
+
+    def bind_slot(self, slot: int, prompt: Prompt) -> None:
+        """Give a codec slot its request's voice and mode (prefill does this for rows holding a slot)."""
+        p: PreparedCosy = prompt.data
+        self.codec_stage.bind(slot, p.voice, p.mode)
+
+    def codec(self, items: list[CodecItem]) -> list[np.ndarray]:
+        return self.codec_stage.decode(items)
+
+    def release(self, row: Row) -> None:
+        if row.slot >= 0:
+            self.codec_stage.release_slot(row.slot)
+        row.state = None
+
+
+def read_speakers(path: Path, device: torch.device, dtype: torch.dtype) -> dict[str, Speaker]:
+    """Zero-shot speakers saved by upstream's add_zero_shot_spk (absent file: none)."""
+    if not path.exists():
+        return {}
+    raw = read_pt(path)
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{path} does not hold a dict of speakers")
+    out: dict[str, Speaker] = {}
+    need = (
+        "prompt_text",
+        "llm_prompt_speech_token",
+        "flow_prompt_speech_token",
+        "prompt_speech_feat",
+        "flow_embedding",
+    )
+    for name, d in raw.items():
+        missing = [k for k in need if not isinstance(d, dict) or k not in d]
+        if missing:
+            raise CheckpointError(
+                f"{path}: speaker {name!r} lacks {', '.join(missing)} (a zero-shot speaker "
+                "needs what add_zero_shot_spk saves)"
+            )
+        feat = d["prompt_speech_feat"].reshape(-1, d["prompt_speech_feat"].shape[-1])
+        out[str(name)] = Speaker(
+            prompt_text=[int(i) for i in d["prompt_text"].reshape(-1).tolist()],
+            llm_tokens=[int(i) for i in d["llm_prompt_speech_token"].reshape(-1).tolist()],
+            voice=VoiceState(
+                d["flow_prompt_speech_token"].reshape(-1).long().to(device),
+                feat.to(device, dtype),
+                d["flow_embedding"].reshape(-1).to(device, dtype),
+            ),
+        )
+    return out

@@ -1,0 +1,74 @@
+"""The CosyVoice 3 oracle: upstream's pinned `cosyvoice/` package (../shared/oracle/cosyvoice3) run by the
+interpreter of its own venv (scripts/setup_oracle_cosyvoice.sh), as a subprocess.
+
+VOX_COSYVOICE_ORACLE_PYTHON (default <repo>/.oracle-cosyvoice-venv/bin/python) and VOX_COSYVOICE_UPSTREAM
+(default <repo>/../shared/oracle/cosyvoice3) locate them; where either is absent the tests skip with the
+reason, except under VOX_REQUIRE_ORACLE=1 (CI), where that is a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "tests" / "oracle" / "run_cosyvoice.py"
+
+
+def _missing(msg: str) -> None:
+    if os.environ.get("VOX_REQUIRE_ORACLE") == "1":
+        pytest.fail(msg)
+    pytest.skip(msg)
+
+
+def oracle_python() -> str:
+    py = os.environ.get("VOX_COSYVOICE_ORACLE_PYTHON") or str(
+        REPO / ".oracle-cosyvoice-venv" / "bin" / "python"
+    )
+    if not Path(py).exists():
+        _missing(
+            f"CosyVoice oracle interpreter {py} not found; create it with "
+            "`bash scripts/setup_oracle_cosyvoice.sh .oracle-cosyvoice-venv`"
+        )
+    return py
+
+
+def upstream_dir() -> Path:
+    d = Path(os.environ.get("VOX_COSYVOICE_UPSTREAM") or REPO.parent / "shared" / "oracle" / "cosyvoice3")
+    if not (d / "cosyvoice").is_dir():
+        _missing(f"upstream CosyVoice source {d} not found (set VOX_COSYVOICE_UPSTREAM)")
+    return d
+
+
+def run_cases(ckpt: Path, cases: list[dict], work: Path, timeout: float = 1500) -> dict:
+    py, up = oracle_python(), upstream_dir()
+    cases_path, out = work / "cases.json", work / "oracle.pt"
+    cases_path.write_text(json.dumps(cases))
+    env = dict(
+        os.environ,
+        VOX_COSYVOICE_UPSTREAM=str(up),
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        PYTHONHASHSEED="0",
+        OMP_NUM_THREADS="2",
+        TOKENIZERS_PARALLELISM="false",
+    )
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.run(
+        [py, str(SCRIPT), str(ckpt), str(cases_path), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=str(SCRIPT.parent),
+    )
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout[-4000:])
+        pytest.fail(f"CosyVoice oracle failed ({proc.returncode}):\n{proc.stderr[-6000:]}")
+    return torch.load(out, weights_only=False)

@@ -1,0 +1,77 @@
+"""Fun-CosyVoice3-0.5B in the simulator: the cost profile from published sizes (nothing fitted), the
+shipped TOMLs equal the script's output, the model gets its own profile, and a short sim bench runs."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from voxcli.bench.calibrate_cosyvoice import build_profile, dit_token_flops, lm_params, profile_toml, terms
+from voxcli.config import ConfigError, EngineConfig
+from voxcli.engine.cost import CostProfile
+from voxcli.engine.estimates import load_profile
+
+
+def test_profile_arithmetic_and_settings():
+    # Qwen2-0.5B's blocks + the 896 x 6761 speech head; DiT 22 x (4 + 4) x 1024^2 x 2 FLOPs x 2 frames x
+    # 10 steps x 2 CFG rows = 14.8 GFLOP per token, + attention over the cached history
+    assert abs(lm_params() / 1e6 - 363.9) < 0.1
+    assert 14.7e9 < dit_token_flops() < 16.5e9
+    pess, opt = terms("h100", "pessimistic"), terms("h100", "optimistic")
+    assert pess["codec_token_ms"] > 2 * opt["codec_token_ms"] and pess["row_ms"] > 6 * opt["row_ms"]
+    prof = CostProfile.from_dict(build_profile("h100"))
+    assert prof.latency("codec", 1, 16) > prof.latency("codec", 1)
+    with pytest.raises(ValueError):
+        terms("h100", "fitted")
+
+
+def test_shipped_profiles_are_the_script_output():
+    from voxcli.config import recipe_path
+
+    for setting, name in (
+        ("pessimistic", "h100-cosyvoice3-0.5b"),
+        ("optimistic", "h100-optimistic-cosyvoice3-0.5b"),
+    ):
+        assert recipe_path(f"gpus/{name}").read_text() == profile_toml("h100", setting)
+
+
+def test_cosyvoice_gets_its_own_profile():
+    cfg = EngineConfig(model="FunAudioLLM/Fun-CosyVoice3-0.5B-2512", gpu="h100")
+    assert load_profile(cfg).name == "h100-cosyvoice3-0.5b"
+    with pytest.raises(ConfigError, match="b200-cosyvoice3-0.5b"):
+        load_profile(cfg.replace(gpu="b200"))
+
+
+def test_sim_bench_runs_on_the_papers_split(tmp_path, monkeypatch):
+    from voxcli import cli
+
+    monkeypatch.setattr(cli, "STATE", cli._State())
+    r = CliRunner().invoke(
+        cli.app,
+        [
+            "bench",
+            "--executor",
+            "sim",
+            "--gpu",
+            "h100",
+            "--model",
+            "cosyvoice3-0.5b",
+            "--policy",
+            "full",
+            "--rates",
+            "8",
+            "--duration",
+            "4",
+            "--seeds",
+            "1",
+            "--set",
+            "lm_sms=44",
+            "--set",
+            "codec_sms=88",
+            "--out",
+            str(tmp_path),
+            "--no-plot",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    assert "capacity" in r.output

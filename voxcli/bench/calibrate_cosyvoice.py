@@ -1,0 +1,185 @@
+"""Cost profiles for Fun-CosyVoice3-0.5B on the simulated GPUs, from arithmetic on published sizes
+(models/cosyvoice3/family.py: its cosyvoice3.yaml). NOTHING is fitted here: the paper's 30 req/s is what
+the sim's capacity is compared with (`vox bench`), not an input. Two settings ship side by side:
+  * "pessimistic" (`--gpu h100`): the LM's per-row cost x 6.2 (Qwen3-TTS's fitted / arithmetic row cost
+    on H100, carried over as Dia's profile does), the DiT's GEMMs at half the FLOP efficiency prior
+    (batched over chunks of 50-100 frames x 2 CFG rows they are not skinny, but attention over the cached
+    history and the adaLN/gather/scatter passes are not free), HiFT's convolutions at a quarter (64-512
+    channels at up to 24 kHz: poor tensor-core use).
+  * "optimistic" (`--gpu h100-optimistic`): the arithmetic at the priors as is.
+
+LM decode step (Qwen2-0.5B: 24 layers, 896 wide, 14/2 heads of 64, MLP 4864; head 896 x 6761):
+    decode_ms(b) = weights / (BW * BW_EFF) + kernels x LAUNCH_US + b x row_ms
+    row: KV of CTX positions (24 x 2 x 2 x 64 x 2 B each) / BW + 2 x params FLOPs
+Prefill: PROMPT positions (prompt text + text + prompt speech tokens) x 2 x params FLOPs + one step.
+Codec, per 25 Hz token (two 50 Hz mel frames), as the engine's codec lane runs it (per-slot DiT caches:
+a chunk costs its new frames; the last chunk's full-attention re-run is not modelled):
+    DiT: 22 layers x (q, k, v, o 4 x 1024^2 + FFN 2 x 1024 x 2048) x 2 FLOPs x 2 frames x 10 Euler steps
+         x 2 CFG rows = 14.8 GFLOP, plus attention over an average HISTORY of cached frames
+    HiFT: the convolutions of its three upsampling stages and source branch (~0.9 GFLOP per mel frame)
+    per call ~ 22 x 10 x 8 + 200 kernels x LAUNCH_US.
+SM scaling: the Amdahl exponents of calibrate.codec_coefficients / decode_speed (the Qwen priors).
+"""
+
+from __future__ import annotations
+
+from voxcli.bench.calibrate import (
+    BW_EFF,
+    BYTES_BF16,
+    CODEC_BATCHES,
+    DECODE_BATCHES,
+    FLOP_EFF,
+    GPUS,
+    LAUNCH_US,
+    REF_SMS,
+    codec_coefficients,
+    decode_speed,
+)
+from voxcli.bench.calibrate_dia import render_profile
+from voxcli.models.registry import find_sim_model
+
+MODEL = "cosyvoice3-0.5b"
+CTX_POSITIONS = 150 + 125  # prompt (~75 prompt-text + text ids, ~75 prompt speech tokens) + half of 10 s
+PROMPT_POSITIONS = 150
+HISTORY_FRAMES = 250  # average cached mel frames a chunk's queries attend to (half of a 10 s utterance)
+FRAMES_REF = 100  # tokens per chunk the codec rows are quoted for (upstream's steady hop)
+QWEN_ROW_INEFFICIENCY = 0.0835 / 0.0135
+SETTINGS = ("pessimistic", "optimistic")
+
+
+def sizes() -> dict:
+    found = find_sim_model(MODEL)
+    assert found is not None
+    return dict(found[1].sizes)
+
+
+def lm_params() -> int:
+    m = sizes()["lm"]
+    h, hd = m["hidden"], m["head_dim"]
+    per_layer = 2 * h * m["heads"] * hd + 2 * h * m["kv_heads"] * hd + 3 * h * m["mlp"]
+    return m["layers"] * per_layer + h * m["vocab"]
+
+
+def lm_row_bytes() -> float:
+    m = sizes()["lm"]
+    return CTX_POSITIONS * m["layers"] * 2 * m["kv_heads"] * m["head_dim"] * BYTES_BF16
+
+
+def dit_token_flops() -> float:
+    d = sizes()["dit"]
+    w = d["dim"]
+    per_layer = 4 * w * w + 2 * w * (w * d["ff_mult"])
+    frames = sizes()["token_mel_ratio"]
+    gemm = 2 * per_layer * d["depth"] * frames * d["steps"] * d["cfg_rows"]
+    attn = (
+        2 * 2 * HISTORY_FRAMES * d["heads"] * d["dim_head"] * d["depth"] * frames * d["steps"] * d["cfg_rows"]
+    )
+    return gemm + attn
+
+
+def hift_frame_flops() -> float:
+    """Convolution FLOPs per mel frame: conv_pre, three upsampling convs, 3 x 3 x 2 residual convs per
+    stage (kernels 3, 7, 11), the source branch's residual blocks (kernels 7, 7, 11), conv_post."""
+    base, ups = 512, (8, 5, 3)
+    kup = (16, 11, 7)
+    f = 2 * 80 * base * 5
+    rate = 1
+    ch = base
+    for i, (u, k) in enumerate(zip(ups, kup, strict=True)):
+        rate *= u
+        out = ch // 2
+        f += 2 * ch * out * k * rate
+        f += 2 * out * out * (3 + 7 + 11) * 2 * 3 * rate  # resblocks
+        f += 2 * out * out * ((7, 7, 11)[i]) * 2 * 3 * rate  # source resblocks
+        ch = out
+    f += 2 * ch * 18 * 7 * rate
+    return float(f)
+
+
+def kernels_per_step() -> int:
+    return sizes()["lm"]["layers"] * 7 + 3 + 6
+
+
+def terms(gpu_name: str, setting: str) -> dict[str, float]:
+    if setting not in SETTINGS:
+        raise ValueError(f"setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
+    gpu = GPUS[gpu_name]
+    bw, fl = gpu.bandwidth * BW_EFF, gpu.flops * FLOP_EFF
+    pess = setting == "pessimistic"
+    arith_row = (lm_row_bytes() / bw + 2 * lm_params() / fl) * 1e3
+    floor = lm_params() * BYTES_BF16 / bw * 1e3 + kernels_per_step() * LAUNCH_US / 1e3
+    d = sizes()["dit"]
+    dit_eff, hift_eff = (0.5, 0.25) if pess else (1.0, 1.0)
+    token_ms = (dit_token_flops() / (fl * dit_eff) + 2 * hift_frame_flops() / (fl * hift_eff)) * 1e3
+    return {
+        "floor_ms": floor,
+        "row_ms": arith_row * (QWEN_ROW_INEFFICIENCY if pess else 1.0),
+        "arith_row_ms": arith_row,
+        "prefill_ms": floor + 2 * lm_params() * PROMPT_POSITIONS / fl * 1e3,
+        "prefill_token_ms": 2 * lm_params() / fl * 1e3,
+        "codec_c0_ms": (d["depth"] * d["steps"] * 8 + 200) * LAUNCH_US / 1e3,
+        "codec_token_ms": token_ms,
+    }
+
+
+def build_profile(gpu_name: str, setting: str = "pessimistic") -> dict:
+    gpu = GPUS[gpu_name]
+    t = terms(gpu_name, setting)
+    k = codec_coefficients()
+
+    def codec(b: float, s: float) -> float:
+        x = REF_SMS / s
+        return t["codec_c0_ms"] * x ** k["m"] + b * FRAMES_REF * t["codec_token_ms"] * x ** k["k"]
+
+    whole = [t["floor_ms"] + b * t["row_ms"] for b in DECODE_BATCHES]
+    sm_counts = list(range(8, gpu.sms, 8))
+    lm, cd = 44, 88  # the paper's CosyVoice 3 split, for the interference prior
+    interference = 2 / (decode_speed(64, lm, gpu.sms) + codec(16, gpu.sms) / codec(16, cd))
+    suffix = "-optimistic" if setting == "optimistic" else ""
+    return {
+        "gpu": {
+            "name": f"{gpu.name}{suffix}-{MODEL}",
+            "sms": gpu.sms,
+            "interference": round(interference, 4),
+        },
+        "stages": {
+            "decode": {
+                "batch": list(DECODE_BATCHES),
+                "ms": [round(m, 4) for m in whole],
+                "sm_ms": {
+                    str(s): [
+                        round(m / decode_speed(b, s, gpu.sms), 4)
+                        for b, m in zip(DECODE_BATCHES, whole, strict=True)
+                    ]
+                    for s in sm_counts
+                },
+            },
+            "prefill": {
+                "batch": [1, 4],
+                "ms": [round(t["prefill_ms"], 4)] * 2,
+                "per_token_ms": round(t["prefill_token_ms"], 6),
+            },
+            "codec": {
+                "batch": list(CODEC_BATCHES),
+                "ms": [round(codec(b, gpu.sms), 4) for b in CODEC_BATCHES],
+                "frames_ref": FRAMES_REF,
+                "sm_ms": {str(s): [round(codec(b, s), 4) for b in CODEC_BATCHES] for s in sm_counts},
+            },
+        },
+    }
+
+
+def profile_toml(gpu_name: str, setting: str) -> str:
+    t = terms(gpu_name, setting)
+    g = GPUS[gpu_name]
+    head = [
+        f"Written by scripts/calibrate_cosyvoice_sim.py: Fun-CosyVoice3-0.5B on {gpu_name}, {setting!r};",
+        "NO fitted parameter (the paper's 30 req/s is compared with, not fitted to);",
+        "derivation in voxcli/bench/calibrate_cosyvoice.py.",
+        f"{g.name}: {g.sms} SMs, {g.bandwidth / 1e12:.2f} TB/s, {g.flops / 1e12:.0f} TFLOP/s bf16",
+        f"LM step reads {lm_params() / 1e6:.1f} M params; decode(b) = {t['floor_ms']:.3f} ms + b x "
+        f"{t['row_ms']:.4f} ms (arithmetic row {t['arith_row_ms']:.4f} ms)",
+        f"codec: {t['codec_c0_ms']:.3f} ms/call + {t['codec_token_ms'] * 1e3:.1f} us/token (DiT "
+        f"{dit_token_flops() / 1e9:.1f} GFLOP + HiFT {2 * hift_frame_flops() / 1e9:.2f} GFLOP per token)",
+    ]
+    return render_profile(head, build_profile(gpu_name, setting), f"cosyvoice3-{setting}")
