@@ -7,8 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from voxcli.config import ChunkSchedule
-
+from ..base import ChunkSchedule
 from ..registry import Demo, Family, HubModel, SimModel, SimSpec
 
 

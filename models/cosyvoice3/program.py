@@ -20,10 +20,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from voxcli.config import ChunkSchedule
-
 from ..base import (
     CheckpointError,
+    ChunkSchedule,
     CodecItem,
     InputError,
     ModelProgram,
