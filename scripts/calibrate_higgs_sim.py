@@ -49,10 +49,10 @@ from voxcli.bench.calibrate import (
     KERNELS_PER_MODEL,
     LAUNCH_US,
     REF_SMS,
-    _toml_value,
     codec_coefficients,
     decode_speed,
 )
+from voxcli.bench.calibrate_dia import render_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "higgs-v3-4b"
@@ -206,18 +206,7 @@ def profile_toml(gpu_name: str, setting: str, row_ms: float | None = None) -> st
         f"codec: {t['codec_c0_ms']:.3f} ms/call + {t['codec_frame_ms'] * 1e3:.2f} us/frame "
         f"({conv / 1e9:.2f} GFLOP + {act / 1e6:.2f} MB per frame)",
     ]
-    data = build_profile(gpu_name, setting, row_ms)
-    lines = [f"# {s}" for s in head] + ["", "[gpu]"]
-    lines += [f"{k} = {_toml_value(v)}" for k, v in data["gpu"].items()]
-    lines.append(f'calibration = "higgs-{setting}"')
-    for stage, table in data["stages"].items():
-        lines += ["", f"[stages.{stage}]"]
-        lines += [f"{k} = {_toml_value(v)}" for k, v in table.items() if not isinstance(v, dict)]
-        for k, v in table.items():
-            if isinstance(v, dict):
-                lines += ["", f"[stages.{stage}.{k}]"]
-                lines += [f"{kk} = {_toml_value(vv)}" for kk, vv in v.items()]
-    return "\n".join(lines) + "\n"
+    return render_profile(head, build_profile(gpu_name, setting, row_ms), f"higgs-{setting}")
 
 
 def capacity(policy: str, row_ms: float | None, setting: str, duration: float, seeds: int,
