@@ -262,24 +262,7 @@ class CosyVoice3Program(ModelProgram):
     def _paged(self, rows: list[Row], starts: list[int], counts: list[int]) -> PagedBatch:
         if self.k_pool is None:
             raise RuntimeError("the KV pool is not allocated: call init_kv(num_pages, page_size) first")
-        ps = self.page_size
-        T = max(counts)
-        q_pos = torch.zeros(len(rows), T, dtype=torch.long)
-        slots = torch.full((len(rows), T), -1, dtype=torch.long)
-        table = torch.zeros(len(rows), max(len(r.pages) for r in rows), dtype=torch.long)
-        for b, (r, s, n) in enumerate(zip(rows, starts, counts, strict=True)):
-            if s + n > len(r.pages) * ps:
-                raise RuntimeError(
-                    f"request {r.request_id} needs {s + n} KV positions, holds {len(r.pages)} pages of {ps}"
-                )
-            pos = torch.arange(s, s + n)
-            pages = torch.tensor(r.pages, dtype=torch.long)
-            q_pos[b, :n] = pos
-            slots[b, :n] = pages[pos // ps] * ps + pos % ps
-            table[b, : len(r.pages)] = pages
-        kv_len = torch.tensor([s + n for s, n in zip(starts, counts, strict=True)])
-        d = self.device
-        return PagedBatch(q_pos.to(d), slots.to(d), table.to(d), kv_len.to(d), ps)
+        return PagedBatch.for_rows(rows, starts, counts, self.page_size, self.device)
 
     def _step(self, rows: list[Row], hidden: torch.Tensor) -> list[StepOutput]:
         if self.trace_hidden is not None:

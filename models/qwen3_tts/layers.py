@@ -12,7 +12,9 @@ which makes it plain 1-D RoPE with half-split rotate_half (see the design notes,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -73,6 +75,28 @@ class PagedBatch:
     block_table: torch.Tensor  # [B, P] int64
     kv_len: torch.Tensor  # [B] int64
     page_size: int
+
+    @classmethod
+    def for_rows(cls, rows: Sequence[Any], starts: list[int], counts: list[int], page_size: int,
+                 device: torch.device) -> PagedBatch:
+        """Positions `starts[b] .. starts[b] + counts[b]` of each row (anything with `pages` and
+        `request_id`, e.g. the engine's Row), checked against the pages the row holds."""
+        ps, T = page_size, max(counts)
+        q_pos = torch.zeros(len(rows), T, dtype=torch.long)
+        slots = torch.full((len(rows), T), -1, dtype=torch.long)
+        table = torch.zeros(len(rows), max(len(r.pages) for r in rows), dtype=torch.long)
+        for b, (r, s, n) in enumerate(zip(rows, starts, counts, strict=True)):
+            if s + n > len(r.pages) * ps:
+                raise RuntimeError(f"request {r.request_id} needs {s + n} KV positions but holds "
+                                   f"{len(r.pages)} pages of {ps}")
+            pos = torch.arange(s, s + n)
+            pages = torch.tensor(r.pages, dtype=torch.long)
+            q_pos[b, :n] = pos
+            slots[b, :n] = pages[pos // ps] * ps + pos % ps
+            table[b, : len(r.pages)] = pages
+        kv_len = torch.tensor([s + n for s, n in zip(starts, counts, strict=True)])
+        d = device
+        return cls(q_pos.to(d), slots.to(d), table.to(d), kv_len.to(d), ps)
 
     def mask(self) -> torch.Tensor:
         """Boolean attention mask [B, 1, Tq, P*page_size] (True = attend)."""
