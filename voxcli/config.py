@@ -25,6 +25,9 @@ ExecutorKind = Literal["auto", "cpu", "sim", "cuda"]
 
 POLICIES: tuple[str, ...] = ("sync", "sync2", "lanes", "full")
 ADMISSIONS: tuple[str, ...] = ("ttfa-gate", "deadline", "prefill-first")
+# What one engine (one GPU) does in a disaggregated placement (voxcli/engine/roles.py): both stages, the
+# LM lane only (chunks' codes leave the engine), or the codec lanes only (chunks arrive from elsewhere).
+ROLES: tuple[str, ...] = ("both", "lm", "codec")
 
 
 DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
@@ -73,6 +76,7 @@ class EngineConfig:
 
     # --- scheduling policy --------------------------------------------------------------------
     policy: Policy = "full"
+    role: str = "both"  # both | lm | codec: the lanes this engine runs (lanes.py, engine/roles.py)
     # ttfa-gate: deadline-aware, and a request whose predicted TTFA misses the target is refused at
     # submit with a retry-after (voxcli/engine/admission.py): the default of the shipped model recipes
     # (serving, `vox bench`). deadline / prefill-first queue everything: the library default stays
@@ -124,6 +128,11 @@ class EngineConfig:
         _check_types(self)
         if self.policy not in POLICIES:
             raise ConfigError(f"policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
+        if self.role not in ROLES:
+            raise ConfigError(f"role must be one of {', '.join(ROLES)}, got {self.role!r}")
+        if self.role != "both" and self.policy not in ("full", "lanes"):
+            raise ConfigError(f"role={self.role} needs policy full or lanes (sync and sync2 run both stages "
+                              f"in one loop), got policy={self.policy}")
         if self.admission not in ADMISSIONS:
             raise ConfigError(f"admission must be one of {', '.join(ADMISSIONS)}, got {self.admission!r}")
         if self.executor not in ("auto", "cpu", "sim", "cuda"):

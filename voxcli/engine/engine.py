@@ -189,8 +189,7 @@ class Engine:
         prompt = self.program.prepare(request)
         with self._lock:
             rid = next(self._ids)
-        pump = None if self.realtime else self._pump
-        stream = AudioStream(rid, request.request_id, self.spec.sample_rate, Timeline(rid), self.cancel, pump)
+        stream = self._new_stream(rid, request)
         r = self.scheduler.new_request(rid, prompt, arrival, request, stream)
         stream.timeline = r.timeline
         if continues is not None:
@@ -209,6 +208,11 @@ class Engine:
         if self.realtime:
             self._interrupt()
         return stream
+
+    def _new_stream(self, rid: int, request: SynthesisRequest) -> AudioStream:
+        """The stream `submit` hands back (a role engine's carries more: engine/roles.py)."""
+        pump = None if self.realtime else self._pump
+        return AudioStream(rid, request.request_id, self.spec.sample_rate, Timeline(rid), self.cancel, pump)
 
     def cancel(self, request_id: int, at: float | None = None) -> None:
         """Cancel a request (idempotent; unknown or finished ids are ignored)."""

@@ -14,6 +14,13 @@ Per policy:
     sync2   as lanes; the scheduler keeps the codec beside the LM step
     sync    both lanes on ONE stream: never two at once (time sharing)
 
+Per role (config.role, a disaggregated placement: voxcli/engine/roles.py), the policy's plan keeps only
+the role's lanes, each on the whole device (the GPU does nothing else):
+
+    lm      the lm lane alone; each complete chunk's codes leave the engine
+    codec   the policy's codec lanes (full: urgent at the greatest priority + background; lanes:
+            background), fed chunks from an LM engine elsewhere
+
 Stream priorities belong to the streams (`partitions.lane_priorities`): "device" greatest, "lm" one
 below, "codec" least. Prefill is not tabled: it runs eagerly (variable length) on the whole device at
 the lm stream's priority.
@@ -80,7 +87,29 @@ class LaneLayout:
         return self.buckets(lane, stage)[-1]
 
 
+ROLE_LANES: dict[str, tuple[LaneName, ...]] = {"lm": ("lm",), "codec": ("urgent", "background")}
+
+
 def lane_layout(config: EngineConfig) -> LaneLayout:
+    layout = _policy_layout(config)
+    role = getattr(config, "role", "both")
+    return layout if role == "both" else role_layout(layout, role)
+
+
+def role_layout(layout: LaneLayout, role: str) -> LaneLayout:
+    """The policy's plan restricted to a role's lanes, every lane on the whole device (no partition)."""
+    keep = tuple(lane for lane in layout.lanes if lane in ROLE_LANES[role])
+
+    def only(table: dict | None) -> dict | None:
+        return None if table is None else {lane: v for lane, v in table.items() if lane in keep}
+
+    return LaneLayout(layout.policy, keep, {lane: None for lane in keep}, serialized=False,
+                      priority_lane=layout.priority_lane if layout.priority_lane in keep else None,
+                      stream=only(layout.stream), partition=only(layout.partition),
+                      stages=only(layout.stages))
+
+
+def _policy_layout(config: EngineConfig) -> LaneLayout:
     policy = config.policy
     decode = (("decode", tuple(sorted(config.decode_buckets))),)
     background = (("codec", tuple(sorted(config.background_buckets))),)

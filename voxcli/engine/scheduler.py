@@ -82,6 +82,16 @@ class Delivered:
 
 
 @dataclass(slots=True)
+class HandedOff:
+    """A chunk's codes leave the engine (role lm: its lane plan has no codec lane; engine/roles.py)."""
+
+    request: Request
+    chunk: Chunk
+    codes: np.ndarray
+    t: float
+
+
+@dataclass(slots=True)
 class Ended:
     """A request reached a terminal state (done, failed, cancelled, rejected); see request.state/reason."""
 
@@ -96,7 +106,7 @@ class Released:
     request: Request
 
 
-Event = Delivered | Ended | Released
+Event = Delivered | Ended | Released | HandedOff
 
 
 class Scheduler:
@@ -117,8 +127,13 @@ class Scheduler:
         # Batch caps and buckets come from the lane plan (lanes.py), the same table the executors build
         # their graphs from.
         self.max_urgent = self.layout.largest("urgent", "codec") if "urgent" in self.layout.lanes else 0
-        self.max_background = self.layout.largest("background", "codec")
-        self.max_decode = self.layout.largest("lm", "decode")
+        lanes = self.layout.lanes
+        self.max_background = self.layout.largest("background", "codec") if "background" in lanes else 0
+        self.max_decode = self.layout.largest("lm", "decode") if "lm" in lanes else 0
+        # Roles (engine/roles.py) are lane plans: without a codec lane each ready chunk is handed off (its
+        # codes leave the engine at once); without an LM lane chunks arrive through `feed_remote`.
+        self.handoff = "background" not in lanes
+        self.remote_lm = "lm" not in lanes
         self.empty_codes = np.zeros((0, spec.codebooks), dtype=np.int64)
 
         self.requests: dict[int, Request] = {}  # every non-terminal request, by id
@@ -241,6 +256,8 @@ class Scheduler:
             free &= set(free_lanes)
         works: list[Work] = []
         policy = self.policy
+        if self.remote_lm and self.waiting:
+            self._admit_remote(now)
         if policy == "full":
             if "urgent" in free:
                 self._add(works, self._urgent_batch(now))
@@ -605,8 +622,12 @@ class Scheduler:
                 return self._end(r, S.DONE, now, None)
             return []
         start, end, last = bounds
-        self._pend(Chunk(request=r, index=r.next_chunk, start=start, end=end, last=last, t_ready=now,
-                         deadline=r.deadline_of(start)))
+        chunk = Chunk(request=r, index=r.next_chunk, start=start, end=end, last=last, t_ready=now,
+                      deadline=r.deadline_of(start))
+        if self.handoff:
+            codes = np.array(r.frames[start:end]) if end > start else self.empty_codes
+            return [HandedOff(r, chunk, codes, now), *self._chunk_done(r, chunk, now)]
+        self._pend(chunk)
         return []
 
     def _complete_codec(self, c: Completion) -> list[Event]:
@@ -638,15 +659,65 @@ class Scheduler:
                 if self.gate is not None:
                     self.gate.first_audio(r, now)
             events.append(Delivered(r, ch, pcm, now))
-            r.next_chunk += 1
-            r.next_start = ch.end
-            r.next_end = ch.end + r.schedule.size(r.next_chunk)
-            if ch.last:
-                events += self._end(r, S.DONE, now, None)
-                continue
-            r.refresh_event()
-            events += self._advance_chunks(r, now)
+            events += self._chunk_done(r, ch, now)
         return events
+
+    def _chunk_done(self, r: Request, ch: Chunk, now: float) -> list[Event]:
+        """Chunk `ch` left the engine (delivered, or handed off): the next one may go."""
+        r.next_chunk += 1
+        r.next_start = ch.end
+        r.next_end = ch.end + r.schedule.size(r.next_chunk)
+        if ch.last:
+            return self._end(r, S.DONE, now, None)
+        r.refresh_event()
+        return self._advance_chunks(r, now)
+
+    # ------------------------------------------------------------------ chunks from an LM elsewhere
+    def open_remote(self, r: Request, now: float) -> list[Event]:
+        """Role codec: a request whose LM runs in another engine; it waits (FIFO) for a codec slot."""
+        if r.id in self.requests:
+            raise ValueError(f"request id {r.id} is already in the engine")
+        self.requests[r.id] = r
+        self.waiting.append(r)
+        self._admit_remote(now)
+        return []
+
+    def _admit_remote(self, now: float) -> None:
+        while self.waiting and self.slots.free:
+            r = self.waiting.popleft()
+            r.slot = self.slots.acquire(r.id)  # type: ignore[assignment]
+            r.state = S.DECODE  # "the LM is generating": its frames arrive in chunks
+            r.timeline.admitted = now
+            r.timeline.status = S.DECODE.value
+            self.decoding[r.id] = r
+            self.decoding_rows += r.prompt.width
+            # a chunk 0 always holds a frame, so this only pends chunks (it never ends the request)
+            self._remote_ready(r, now)
+
+    def feed_remote(self, r: Request, codes: np.ndarray, last: bool, now: float) -> list[Event]:
+        """Role codec: the next chunk's frames of `r` arrived (in order; `last`: the LM is done)."""
+        if r.state.terminal:
+            return []
+        r.frames.extend(codes)
+        r.n_frames += len(codes)
+        if last:
+            r.frame_cap = r.n_frames  # the LM stopped here
+        if r.state is S.QUEUED:
+            return []  # buffered until a slot frees
+        return self._remote_ready(r, now)
+
+    def _remote_ready(self, r: Request, now: float) -> list[Event]:
+        if r.state is S.DECODE and r.n_frames >= r.frame_cap:
+            self._lm_finished(r)
+        if (r.n_frames >= r.next_end or r.state is S.DRAINING) and not r.chunk_inflight \
+                and r.id not in self.pending:
+            return self._advance_chunks(r, now)
+        return []
+
+    def fail(self, request_id: int, now: float, reason: str) -> list[Event]:
+        """End a request as failed for a reason outside this engine (the other role's replica died)."""
+        r = self.requests.get(request_id)
+        return [] if r is None else self._end(r, S.FAILED, now, reason)
 
     # ------------------------------------------------------------------ endings
     def _end(self, r: Request, state: RequestState, now: float, reason: str | None) -> list[Event]:

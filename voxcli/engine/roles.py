@@ -1,0 +1,338 @@
+"""Role engines for a disaggregated placement: an LM-only engine and a codec-only engine.
+
+A GPU in a placement (`vox profile --gpus N`) has one of three roles: both (the ordinary `Engine`), LM
+only, codec only. The roles are lane plans (`config.role`, lanes.py), run by the one scheduler code path:
+
+    LMEngine      role=lm: the lm lane alone. When a request's chunk is complete its codes and its playback
+                  deadline leave the engine at once, as a `CodeChunk` (the scheduler's `HandedOff` event),
+                  and the request goes on generating; its KV pages are freed when the LM is done.
+    CodecEngine   role=codec: the urgent + background codec lanes, per-request codec slots, the same slack
+                  batching and urgency rules as the both engine. Chunks arrive by `feed` (in order, one
+                  call per chunk, never per decode step) and are cut by the request's own chunk schedule,
+                  which travels with them; a request waits (FIFO) for a free slot.
+
+Something outside moves the chunks: `relay` in one process (tests), Ray Serve across processes and
+machines (voxcli/server/ray_roles.py). Only plain data crosses: `CodeChunk` pickles.
+
+Clocks across the hop. Each engine's clock is its own monotonic clock (engine/clock.py), which means nothing
+in another process. So every time that crosses the hop travels as wall-clock epoch seconds (`time.time()`),
+converted by the sender from its engine clock and by the receiver to its engine clock at receipt
+(`EpochClock`). Within one machine every process reads the same system clock: the conversion error is the
+gap between the two clock reads (microseconds). Across machines it adds the machines' clock offset, so we
+assume NTP (chrony) keeps them within ~1 ms on one LAN (a few ms at worst): a deadline is then wrong by that
+much, a small share of the 100 ms urgent margin; unsynchronised clocks would shift every deadline by their
+offset, so run NTP on every machine of a placement. What crosses: the request's arrival and TTFA target
+(chunk 0's deadline is arrival + target), each chunk's deadline as the LM saw it (for the record), and the
+time the chunk left (hop latency). The codec engine computes later chunks' deadlines from its own first
+audio (first_audio + start frame x frame seconds): it delivers the audio, so its clock is the one that
+counts; `LMEngine.first_audio` hands that time back so the LM's slack keys use it too.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from voxcli.config import ChunkSchedule, ConfigError, EngineConfig
+from voxcli.engine.cost import CostProfile
+from voxcli.engine.engine import Engine
+from voxcli.engine.executors.base import Executor
+from voxcli.engine.request import Request, RequestState, Timeline
+from voxcli.engine.scheduler import Ended, Event, HandedOff
+from voxcli.engine.stream import AudioStream, EngineClosed
+from voxcli.models.base import ModelProgram, Prompt, SynthesisRequest
+
+# A codec-side request has no prompt of its own; its frame cap is set when the LM's last chunk arrives.
+_UNBOUNDED = 1 << 30
+
+
+@dataclass(frozen=True)
+class CodeChunk:
+    """One chunk's codes from an LM engine to a codec engine (plain data: it crosses processes)."""
+
+    key: str  # the request across engines (the front door's id)
+    index: int  # chunk number within the request
+    start: int  # first frame
+    codes: np.ndarray  # [frames, codebooks] int64; may be empty for the last chunk (a flush)
+    last: bool
+    deadline_epoch: float  # its playback deadline as the LM engine saw it (epoch seconds)
+    arrival_epoch: float  # when the request arrived (epoch seconds)
+    ttfa_target_s: float
+    schedule: ChunkSchedule  # the request's chunk schedule (the codec cuts frames by it)
+    sent_epoch: float  # when it left the LM engine
+
+    @property
+    def frames(self) -> int:
+        return int(self.codes.shape[0])
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.codes.nbytes)
+
+
+@dataclass(frozen=True)
+class RoleEnd:
+    """The last item of an LM engine's code stream: how the request ended there."""
+
+    key: str
+    status: str  # done | failed | cancelled | rejected
+    reason: str | None
+
+
+class EpochClock:
+    """Converts between an engine's clock (monotonic seconds) and wall-clock epoch seconds."""
+
+    def __init__(self, now: Callable[[], float]) -> None:
+        self._now = now
+
+    def to_epoch(self, t: float) -> float:
+        return time.time() - (self._now() - t)
+
+    def from_epoch(self, epoch: float) -> float:
+        return self._now() - (time.time() - epoch)
+
+
+def _role_config(config: EngineConfig, role: str) -> EngineConfig:
+    if config.role not in ("both", role):
+        raise ConfigError(f"an {role} engine was given a config with role={config.role}")
+    return config.replace(role=role)
+
+
+class _RoleEngine(Engine):
+    """The Engine with a real clock and a typed inbox for what crosses roles."""
+
+    role = "both"
+
+    def __init__(self, program: ModelProgram, config: EngineConfig, executor: Executor | None = None,
+                 profile: CostProfile | None = None) -> None:
+        super().__init__(program, _role_config(config, self.role), executor=executor, profile=profile)
+        if not self.realtime:
+            self.close()
+            raise ConfigError(f"a {self.role}-only engine runs on a real clock (executor cpu, cuda or the "
+                              "real-time sim), not the virtual-time sim")
+        self.clock = EpochClock(self.executor.now)
+
+    def _post(self, kind: str, payload: Any) -> None:
+        with self._wake:
+            if self._closed:
+                raise EngineClosed(self._dead or "the engine is closed")
+            self._inbox.append((kind, payload))
+            self._wake.notify_all()
+        self._interrupt()
+
+
+class LMEngine(_RoleEngine):
+    """role=lm. `submit(request, key=...)` returns a stream of `CodeChunk`s (then it ends as the request
+    did); `sink`, if given, also gets every CodeChunk and finally a `RoleEnd`, on the engine's host thread
+    (it must not block: hand the item on, e.g. `CodecEngine.feed`)."""
+
+    role = "lm"
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self._keys = itertools.count(1)
+        self._by_key: dict[str, int] = {}
+        self._opening = threading.local()  # submit's key and sink, for _new_stream on the same thread
+
+    def submit(self, request: SynthesisRequest, at: float | None = None,  # type: ignore[override]
+               continues: AudioStream | None = None, key: str | None = None,
+               sink: Callable[[CodeChunk | RoleEnd], None] | None = None) -> AudioStream:
+        self._opening.value = (key or f"lm-{id(self):x}-{next(self._keys)}", sink)
+        try:
+            return super().submit(request, at=at, continues=continues)
+        finally:
+            self._opening.value = None
+
+    def _new_stream(self, rid: int, request: SynthesisRequest) -> AudioStream:
+        stream = super()._new_stream(rid, request)
+        key, sink = self._opening.value
+        stream.key, stream.sink = key, sink  # type: ignore[attr-defined]
+        with self._lock:
+            self._by_key[key] = rid
+        return stream
+
+    def first_audio(self, key: str, epoch: float) -> None:
+        """The codec delivered the request's first audio at `epoch`: later chunks' deadlines follow it."""
+        self._post("first_audio", (key, epoch))
+
+    def _admit(self, kind: str, payload: Any, now: float) -> None:
+        if kind != "first_audio":
+            return super()._admit(kind, payload, now)
+        key, epoch = payload
+        with self._lock:
+            rid = self._by_key.get(key)
+        r = self.scheduler.requests.get(rid) if rid is not None else None
+        if r is not None and r.t_first_audio is None:
+            r.t_first_audio = self.clock.from_epoch(epoch)
+
+    def _handle(self, events: list[Event]) -> None:
+        for ev in events:
+            if isinstance(ev, HandedOff):
+                self._hand_off(ev)
+                continue
+            super()._handle([ev])
+            if isinstance(ev, Ended):
+                stream = ev.request.user
+                with self._lock:
+                    self._by_key.pop(stream.key, None)
+                if stream.sink is not None:
+                    stream.sink(RoleEnd(stream.key, ev.request.state.value, ev.request.reason))
+
+    def _hand_off(self, ev: HandedOff) -> None:
+        r, ch, stream = ev.request, ev.chunk, ev.request.user
+        to_epoch = self.clock.to_epoch
+        item = CodeChunk(key=stream.key, index=ch.index, start=ch.start, codes=ev.codes, last=ch.last,
+                         deadline_epoch=to_epoch(ch.deadline), arrival_epoch=to_epoch(r.arrival),
+                         ttfa_target_s=r.ttfa_target, schedule=r.schedule, sent_epoch=time.time())
+        stream._push(item)  # type: ignore[arg-type]
+        if stream.sink is not None:
+            stream.sink(item)
+
+
+class CodecEngine(_RoleEngine):
+    """role=codec. `feed(chunk)` hands it a request's next chunk (chunk 0 opens the request); `attach(key)`
+    returns the request's AudioStream (before or after its first chunk); `abort(key, reason)` fails it
+    (its LM is gone). A stream's cancel frees the slot here only: cancelling the LM is the caller's."""
+
+    role = "codec"
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self._by_key: dict[str, AudioStream] = {}
+        self._key_of: dict[int, str] = {}
+        self._rids = itertools.count(1)
+        self.on_end: Callable[[str, str, str | None], None] | None = None  # (key, status, reason)
+
+    def attach(self, key: str) -> AudioStream:
+        with self._lock:
+            stream = self._by_key.get(key)
+            if stream is None:
+                if self._closed:
+                    raise EngineClosed(self._dead or "the engine is closed")
+                rid = -next(self._rids)  # never an Engine.submit id (those count up from 1)
+                stream = AudioStream(rid, key, self.spec.sample_rate, Timeline(rid, name=key), self.cancel)
+                self._by_key[key] = stream
+                self._key_of[rid] = key
+                self._streams[rid] = stream
+            return stream
+
+    def feed(self, chunk: CodeChunk) -> AudioStream:
+        """Queue a chunk (thread-safe, returns at once). Chunks of a request must come in order."""
+        stream = self.attach(chunk.key)
+        self._post("feed", (stream, chunk))
+        return stream
+
+    def abort(self, key: str, reason: str) -> None:
+        with self._lock:
+            stream = self._by_key.get(key)
+        if stream is not None:
+            self._post("abort", (stream.request_id, reason))
+
+    def room(self) -> int:
+        """Codec slots free less requests waiting for one (the front door's 'most room')."""
+        sched = self.scheduler
+        return sched.slots.free - len(sched.waiting)
+
+    def _admit(self, kind: str, payload: Any, now: float) -> None:
+        if kind == "feed":
+            stream, chunk = payload
+            self._feed(stream, chunk, now)
+        elif kind == "abort":
+            rid, reason = payload
+            if not self._end_unopened(rid, "failed", reason):
+                self._handle(self.scheduler.fail(rid, now, reason))
+        elif kind == "cancel_unopened":
+            self._end_unopened(payload, "cancelled", "cancelled by the user")
+        else:
+            super()._admit(kind, payload, now)
+
+    def _end_unopened(self, rid: int, status: str, reason: str) -> bool:
+        """End a request whose first chunk never came (it holds nothing here); False if it is open."""
+        if rid in self.scheduler.requests:
+            return False
+        with self._lock:
+            stream = self._streams.pop(rid, None)
+            key = self._key_of.pop(rid, None)
+            if key is not None:
+                self._by_key.pop(key, None)
+        if stream is not None:
+            stream._finish(status, reason)
+            if key is not None and self.on_end is not None:
+                self.on_end(key, status, reason)
+        return True
+
+    def _feed(self, stream: AudioStream, chunk: CodeChunk, now: float) -> None:
+        sched = self.scheduler
+        rid = stream.request_id
+        r = sched.requests.get(rid)
+        if r is None:
+            if chunk.index != 0 or stream.finished:
+                return  # its request ended here already (cancelled, failed): the rest is dropped
+            r = Request(rid, Prompt(length=0, data=None, max_frames=_UNBOUNDED), self.clock.from_epoch(
+                chunk.arrival_epoch), chunk.schedule, self.spec.frame_seconds, chunk.ttfa_target_s,
+                None, stream)
+            r.frame_cap = _UNBOUNDED
+            r.refresh_event()
+            stream.timeline = r.timeline
+            r.timeline.name = chunk.key
+            self.timelines.append(r.timeline)
+            self._handle(sched.open_remote(r, now))
+        if r.n_frames != chunk.start:
+            self._handle(sched.fail(rid, now, f"internal error: chunk {chunk.index} of {chunk.key} starts at "
+                                              f"frame {chunk.start}, expected {r.n_frames}"))
+            return
+        self._handle(sched.feed_remote(r, chunk.codes, chunk.last, now))
+
+    def _handle(self, events: list[Event]) -> None:
+        super()._handle(events)
+        for ev in events:
+            if isinstance(ev, Ended):
+                with self._lock:
+                    key = self._key_of.pop(ev.request.id, None)
+                    if key is not None:
+                        self._by_key.pop(key, None)
+                if key is not None and self.on_end is not None:
+                    self.on_end(key, ev.request.state.value, ev.request.reason)
+
+    def cancel(self, request_id: int, at: float | None = None) -> None:
+        super().cancel(request_id, at)
+        # a request that never got its first chunk is not in the scheduler: end its stream here
+        try:
+            self._post("cancel_unopened", request_id)
+        except EngineClosed:
+            pass  # closing ends every stream anyway
+
+
+def relay(items: Iterable[CodeChunk | RoleEnd], codec: CodecEngine, lm_cancel: Callable[[], None]) -> None:
+    """Move one request's chunks from its LM engine's stream to its codec engine, in order (one process).
+    The LM's failure ends the codec side with the LM's reason; the codec's end cancels the LM."""
+    try:
+        for item in items:
+            if isinstance(item, RoleEnd):
+                if item.status != "done":
+                    codec.abort(item.key, f"the LM engine ended the request: {item.status} ({item.reason})")
+                return
+            codec.feed(item)
+    except BaseException:
+        lm_cancel()
+        raise
+
+
+def lm_items(stream: AudioStream) -> Iterator[CodeChunk | RoleEnd]:
+    """An LM engine's stream as relay items: its CodeChunks, then a RoleEnd saying how it ended."""
+    try:
+        yield from stream  # type: ignore[misc]
+    except Exception as e:  # noqa: BLE001 - a failure is an item: the codec side gets its reason
+        yield RoleEnd(stream.key, stream.status, str(e))  # type: ignore[attr-defined]
+        return
+    yield RoleEnd(stream.key, stream.status, stream.reason)  # type: ignore[attr-defined]
+
+
+__all__ = ["CodeChunk", "RoleEnd", "EpochClock", "LMEngine", "CodecEngine", "relay", "lm_items",
+           "RequestState"]
