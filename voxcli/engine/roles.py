@@ -85,6 +85,29 @@ class RoleEnd:
     reason: str | None
 
 
+class WatchedStream(AudioStream):
+    """An AudioStream that calls `on_change` (on the engine's host thread; it must not block) whenever a
+    chunk arrives or the stream ends, so an asyncio consumer needs no thread per stream (`take`)."""
+
+    on_change: Callable[[], None] | None = None
+
+    def _push(self, chunk: Any) -> None:
+        super()._push(chunk)
+        if self.on_change is not None:
+            self.on_change()
+
+    def _finish(self, status: str, reason: str | None, retry_after: float | None = None) -> None:
+        super()._finish(status, reason, retry_after)
+        if self.on_change is not None:
+            self.on_change()
+
+    def take(self) -> tuple[list[Any], bool]:
+        """The chunks not read yet (now forgotten) and whether the stream is over (then read the status)."""
+        with self._cond:
+            new, self._chunks, self._read = self._chunks[self._read:], [], 0
+            return new, self.finished
+
+
 class EpochClock:
     """Converts between an engine's clock (monotonic seconds) and wall-clock epoch seconds."""
 
@@ -209,18 +232,18 @@ class CodecEngine(_RoleEngine):
         self._rids = itertools.count(1)
         self.on_end: Callable[[str, str, str | None], None] | None = None  # (key, status, reason)
 
-    def attach(self, key: str) -> AudioStream:
+    def attach(self, key: str) -> WatchedStream:
         with self._lock:
             stream = self._by_key.get(key)
             if stream is None:
                 if self._closed:
                     raise EngineClosed(self._dead or "the engine is closed")
                 rid = -next(self._rids)  # never an Engine.submit id (those count up from 1)
-                stream = AudioStream(rid, key, self.spec.sample_rate, Timeline(rid, name=key), self.cancel)
+                stream = WatchedStream(rid, key, self.spec.sample_rate, Timeline(rid, name=key), self.cancel)
                 self._by_key[key] = stream
                 self._key_of[rid] = key
                 self._streams[rid] = stream
-            return stream
+            return stream  # type: ignore[return-value]
 
     def feed(self, chunk: CodeChunk) -> AudioStream:
         """Queue a chunk (thread-safe, returns at once). Chunks of a request must come in order."""
@@ -334,5 +357,5 @@ def lm_items(stream: AudioStream) -> Iterator[CodeChunk | RoleEnd]:
     yield RoleEnd(stream.key, stream.status, stream.reason)  # type: ignore[attr-defined]
 
 
-__all__ = ["CodeChunk", "RoleEnd", "EpochClock", "LMEngine", "CodecEngine", "relay", "lm_items",
-           "RequestState"]
+__all__ = ["CodeChunk", "RoleEnd", "EpochClock", "WatchedStream", "LMEngine", "CodecEngine", "relay",
+           "lm_items", "RequestState"]

@@ -45,13 +45,17 @@ def replica_resources(spec: ReplicaSpec) -> dict[str, float]:
     return {"num_cpus": 1}
 
 
-def build_deployment(spec: ReplicaSpec, replicas: int, max_ongoing: int) -> Any:
-    """The bound Ray Serve application: `replicas` copies of the vox app, most-slack routing."""
+def build_deployment(spec: ReplicaSpec, replicas: int, max_ongoing: int, name: str = "vox",
+                     router: bool = True) -> Any:
+    """The bound Ray Serve application: `replicas` copies of the vox app, most-slack routing (`router`;
+    a placement's both replica is a deployment of one, routed by the front door: ray_roles.py)."""
     from ray import serve
 
     options: dict[str, Any] = {"num_replicas": replicas, "ray_actor_options": replica_resources(spec),
                                "max_ongoing_requests": max_ongoing, "health_check_period_s": 5}
     try:
+        if not router:
+            raise ImportError("the front door routes")
         from ray.serve.config import RequestRouterConfig
 
         from voxcli.server import ray_router
@@ -112,7 +116,7 @@ def build_deployment(spec: ReplicaSpec, replicas: int, max_ongoing: int) -> Any:
             finally:
                 job.cancel()
 
-    return serve.deployment(VoxReplica, name="vox", **options).bind(asdict(spec))
+    return serve.deployment(VoxReplica, name=name, **options).bind(asdict(spec))
 
 
 def start(spec: ReplicaSpec, replicas: int, host: str, port: int, max_ongoing: int = 2048,
