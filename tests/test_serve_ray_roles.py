@@ -27,7 +27,7 @@ def placement():
     from voxcli.server.ray_roles import PlacementEngine, deploy_replicas, describe_first
 
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    serve.start(proxy_location="Disabled")
+    serve.start(http_options={"host": "127.0.0.1", "port": _free_port()})
     try:
         spec = ReplicaSpec(model=MODEL, executor="sim", gpu=GPU)
         names = deploy_replicas(spec, Placement(lm=2, codec=1), prefix="t", pcm_scale=1.0)
@@ -40,13 +40,22 @@ def placement():
         ray.shutdown()
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def _reference(frames: list[int]) -> list[np.ndarray]:
     """The same requests on one "both" engine in this process (same sim program, same PCM rule)."""
     from voxcli.server.sessions import sim_session
 
     engine = sim_session(MODEL, GPU, pcm_scale=1.0).engine
     try:
-        return [s.wait(30) for s in [engine.submit(SynthesisRequest(text="hi", fixed_frames=n)) for n in frames]]
+        streams = [engine.submit(SynthesisRequest(text="hi", fixed_frames=n)) for n in frames]
+        return [s.wait(30) for s in streams]
     finally:
         engine.close()
 
@@ -72,7 +81,7 @@ def test_split_stream_equals_single_engine(placement):
     front, names = placement
     frames = [5, 33, 70]
     ref = _reference(frames)
-    streams = [front.submit(SynthesisRequest(text=f"request {i}", fixed_frames=n)) for i, n in enumerate(frames)]
+    streams = [front.submit(SynthesisRequest(text=f"r{i}", fixed_frames=n)) for i, n in enumerate(frames)]
     for s, want in zip(streams, ref, strict=True):
         got = []
         for chunk in s:  # streamed: chunk by chunk as the codec replica decodes them
@@ -84,6 +93,29 @@ def test_split_stream_equals_single_engine(placement):
     assert relay["messages_per_chunk"] == 4  # per chunk, never per decode step
     assert relay["chunks"] >= 3 and relay["code_bytes_per_chunk"] > 0
     _until_freed(front)
+
+
+def test_front_door_serves_the_openai_api_and_metrics(placement):
+    import httpx
+    from ray import serve
+
+    from voxcli.server.ray_roles import _front_door, describe_first
+
+    front, names = placement
+    model_spec, model, cap = describe_first(names)
+    serve.run(_front_door(names, model_spec, model, cap, None, {}), name="t-front", route_prefix="/")
+    url = f"http://127.0.0.1:{serve.context._global_client.http_config.port}"
+    body = {"model": model, "input": "Hello there.", "voice": "alloy", "response_format": "pcm",
+            "fixed_frames": 40}
+    with httpx.stream("POST", f"{url}/v1/audio/speech", json=body, timeout=30) as r:
+        assert r.status_code == 200, r.read()
+        pieces = [b for b in r.iter_bytes()]
+    assert sum(map(len, pieces)) == 40 * model_spec.samples_per_frame * 2  # int16 PCM of 40 frames
+    bad = httpx.post(f"{url}/v1/audio/speech", json={**body, "input": "[fail:input] x"}, timeout=30)
+    assert bad.status_code == 400 and "refused" in bad.text, bad.text  # the model check, on a replica
+    metrics = httpx.get(f"{url}/metrics", timeout=30).text
+    assert 'vox_requests_total{outcome="done"} 1.0' in metrics and "vox_kv_pages_used" in metrics
+    serve.delete("t-front")
 
 
 def test_cancel_frees_pages_and_slots_on_both_roles(placement):

@@ -522,6 +522,8 @@ def batch(
     dtype: DtypeOpt = None,
     replicas: Annotated[int, typer.Option(help="Spread the items over this many engine replicas on Ray "
                                           "Serve (the ray extra; 1 = this process).")] = 1,
+    placement: Annotated[str | None, typer.Option(
+        help="Roles of the replicas on Ray Serve, e.g. both=1,lm=2,codec=1 (vox serve --help).")] = None,
 ) -> None:
     with friendly_errors():
         import os
@@ -548,15 +550,33 @@ def batch(
                             progress=not quiet, interrupt_after=int(hook) if hook else None)
         if replicas < 1:
             raise VoxError(f"--replicas must be at least 1, got {replicas}.", 2)
+        chosen = None
+        if placement is not None:
+            from voxcli.placement import parse_placement
+
+            chosen = parse_placement(placement)
+            if chosen is None:
+                raise VoxError("--placement auto ranks placements on a cost profile, which vox batch does "
+                               "not take; give role counts (both=1,lm=2,codec=1) or use vox serve --gpu.", 2)
+            if replicas > 1:
+                raise VoxError("--placement names every replica; drop --replicas.", 2)
         if not force and all_finished(items, out_dir, audio_format):  # a rerun with nothing to do
             if not quiet:
                 _err(f"0 written, 0 failed, {len(items)} already done → {out_dir}")
             return
         engine_options = EngineOptions(model, recipe, set_ or [], policy, executor, device)
-        if replicas > 1:
+        if chosen is not None:
+            build_config(engine_options)  # every flag mistake before Ray starts
+            from voxcli.server.ray_app import ReplicaSpec
+            from voxcli.server.ray_roles import batch_placement_session
+
+            opened: Any = batch_placement_session(chosen, ReplicaSpec(
+                model=model, executor=executor, recipe=recipe, sets=set_ or [], policy=policy, device=device),
+                quiet)
+        elif replicas > 1:
             from voxcli.server.ray_app import batch_session
 
-            opened: Any = batch_session(replicas, model, executor, recipe, set_ or [], policy, device, quiet)
+            opened = batch_session(replicas, model, executor, recipe, set_ or [], policy, device, quiet)
         else:
             opened = open_session(engine_options, quiet)
         with opened as session:

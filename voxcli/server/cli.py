@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import sys
+from dataclasses import asdict
 from typing import Annotated
 
 import typer
@@ -52,7 +53,10 @@ def serve(
     = None,
     gpu: Annotated[str, typer.Option(help="Cost profile for --executor sim: h100, h200 or b200.")] = "",
     replicas: Annotated[int, typer.Option(help="Engine replicas on Ray Serve (1 = this process, no "
-                                          "Ray).")] = 1,
+                                          "Ray); with --placement auto, the GPUs to place roles on.")] = 1,
+    placement: Annotated[str | None, typer.Option(
+        help="Roles of the replicas on Ray Serve: both=1,lm=2,codec=1 (LM-only replicas share the codec-only "
+             "ones), or auto: the best of `vox profile --gpus N` (N = --replicas, --gpu).")] = None,
     recipe: Annotated[str | None, typer.Option(help="Engine recipe name or TOML file.")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Engine setting key=value (repeatable).")]
     = None,
@@ -94,13 +98,40 @@ def serve(
         except ImportError as e:
             raise VoxError(f"vox serve needs the serve extra ({e.name} is missing): pip install "
                            "'voxcli[serve]'.", 2) from None
-        if replicas == 1:  # every flag mistake first (a busy port is not the user's first problem)
+        chosen = None
+        if placement is not None:
+            from voxcli.placement import auto_placement, parse_placement
+
+            chosen = parse_placement(placement)
+            if chosen is not None and replicas > 1:
+                raise VoxError("--placement names every replica; drop --replicas (it counts GPUs only for "
+                               "--placement auto).", 2)
+            if voice_map:
+                raise VoxError("--voice-map works with one engine for now; a --placement uses the default "
+                               "table (GET /v1/audio/voices shows it).", 2)
+            from voxcli.server.sessions import session_config
+
+            session_config(model, executor, gpu, recipe, set_ or [], policy, device)  # flags, before Ray
+            if chosen is None:
+                chosen, rps = auto_placement(model or "qwen3-tts-1.7b", gpu, replicas)
+                if not quiet:
+                    _err(f"--placement auto over {replicas} GPUs: {chosen.describe()} (predicted {rps:.1f} "
+                         "req/s by the throughput model of `vox profile`)")
+        if replicas == 1 and chosen is None:  # every flag mistake first (a busy port is not the first one)
             from voxcli.server.sessions import session_config
 
             session_config(model, executor, gpu, recipe, set_ or [], policy, device)
         _check_port(host, port)  # before minutes of model loading, not after
         limits = Limits(max_input_chars=max_input_chars, max_body_bytes=max_body_bytes,
                         header_timeout_s=header_timeout, body_timeout_s=body_timeout)
+        if chosen is not None:
+            from voxcli.server.ray_app import ReplicaSpec
+            from voxcli.server.ray_roles import run_placement
+
+            spec = ReplicaSpec(model=model, executor=executor, gpu=gpu, recipe=recipe, sets=set_ or [],
+                               policy=policy, device=device, api_key=api_key, limits=asdict(limits))
+            run_placement(chosen, spec, host, port, quiet)
+            return
         if replicas > 1:
             if voice_map:
                 raise VoxError("--voice-map works with one engine for now; the replicas of --replicas use "

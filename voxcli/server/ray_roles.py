@@ -239,6 +239,9 @@ class PlacementEngine:
     def __init__(self, names: dict[str, list[str]], sample_rate: int, frame_seconds: float) -> None:
         from ray import serve
 
+        # Engine.submit raises the model's InputError for a bad request: the front door asks a replica
+        # first (one round trip, ~1 ms of TTFA), so one bad request fails alone and as the user's mistake
+        self._check = remote_check((names["lm"] + names["both"])[0])
         self.sample_rate = sample_rate
         self.frame_seconds = frame_seconds
         self.backends = {role: [_Backend(role, n, serve.get_deployment_handle(n, app_name=n)) for n in ns]
@@ -248,7 +251,8 @@ class PlacementEngine:
         self._jobs: dict[int, _Job] = {}
         self._lock = threading.Lock()
         self._closed = threading.Event()
-        self._poll_once()
+        # the first reports come from the poller's thread: this may run inside a replica's constructor,
+        # where a blocking handle call is refused (until then every replica ranks as unreported, alike)
         self._poller = threading.Thread(target=self._poll, name="vox-front-stats", daemon=True)
         self._poller.start()
 
@@ -287,6 +291,7 @@ class PlacementEngine:
     # --- requests
     def submit(self, request: Any, continues: Any = None) -> AudioStream:
         """`continues` cannot travel (each sentence may land on another replica; its admission decides)."""
+        self._check(request)
         rid = next(self._ids)
         stream = AudioStream(rid, request.request_id, self.sample_rate, Timeline(rid), self._cancel)
         target = self._pick(self.backends["both"] + self.backends["lm"])
@@ -463,14 +468,139 @@ def describe_first(names: dict[str, list[str]]) -> tuple[Any, str, Any]:
     return serve.get_deployment_handle(name, app_name=name).describe.remote().result(timeout_s=120)
 
 
-def iter_placement(names: dict[str, list[str]]) -> Iterator[str]:
-    for ns in names.values():
-        yield from ns
-
-
 def ray_init(quiet: bool, num_cpus: float | None = None) -> None:
-    import ray
+    try:
+        import ray
+        from ray import serve  # noqa: F401
+    except ImportError:
+        from voxcli.errors import VoxError
+
+        raise VoxError("--placement needs Ray Serve: pip install 'voxcli[ray]'.", 2) from None
 
     if not ray.is_initialized():
         ray.init(address=os.environ.get("RAY_ADDRESS") or None, include_dashboard=False, num_cpus=num_cpus,
                  log_to_driver=not quiet, logging_level="WARNING" if quiet else "INFO")
+
+
+# --------------------------------------------------------------------------------------------- entry points
+def remote_check(name: str) -> Any:
+    """The model's request check, run on replica app `name`; its InputError is raised here, unwrapped. It
+    may be called on an event loop (a route): the round trip (~1 ms) then blocks that loop."""
+    from ray import serve
+
+    handle = serve.get_deployment_handle(name, app_name=name)
+
+    def check(request: Any) -> None:
+        try:
+            handle.check.remote(request).result(timeout_s=CALL_TIMEOUT_S, _skip_asyncio_check=True)
+        except Exception as e:
+            cause = getattr(e, "cause", None)
+            raise (cause if isinstance(cause, Exception) else e) from None
+
+    return check
+
+
+class PlacementService:
+    """`SpeechService` over the front door: the same OpenAI API; /metrics gauges sum the replicas' reports."""
+
+    @staticmethod
+    def build(front: PlacementEngine, model_spec: Any, model: str, frame_cap: Any, check_name: str,
+              limits: Any) -> Any:
+
+        from voxcli.cli import Session
+        from voxcli.server.service import SpeechService
+
+        session = Session(engine=front, spec=model_spec, model=model, check=remote_check(check_name),
+                          frame_cap=frame_cap, backend="placement on Ray Serve")
+        service = SpeechService(session, limits)
+        service.queued = lambda: int(front.totals()["queued"])  # type: ignore[method-assign]
+        service.kv_pages_used = lambda: int(front.totals()["kv_pages_used"])  # type: ignore[method-assign]
+        service.codec_slots_used = lambda: int(front.totals()["codec_slots_used"])  # type: ignore[method-assign]
+        return service
+
+
+def _front_door(names: dict[str, list[str]], model_spec: Any, model: str, frame_cap: Any,
+                api_key: str | None, limits: dict[str, float]) -> Any:
+    """The `vox` ingress app: the OpenAI API over a PlacementEngine (one replica, CPU)."""
+    from ray import serve
+
+    from voxcli.server.service import Limits
+
+    @serve.ingress()
+    class VoxFrontDoor:
+        def __init__(self) -> None:
+            front = PlacementEngine(names, model_spec.sample_rate, model_spec.frame_seconds)
+            check_name = (names["lm"] + names["both"])[0]
+            self.service = PlacementService.build(front, model_spec, model, frame_cap, check_name,
+                                                  Limits(**limits))
+
+        def __serve_build_asgi_app__(self) -> Any:
+            from voxcli.server.app import create_app
+
+            return create_app(self.service, api_key=api_key)
+
+        def relay_stats(self) -> dict[str, float]:
+            return self.service.engine.relay.per_chunk()
+
+    return serve.deployment(VoxFrontDoor, name="vox", num_replicas=1, max_ongoing_requests=4096,
+                            ray_actor_options={"num_cpus": 0.5}).bind()
+
+
+def start_placement(spec: ReplicaSpec, placement: Placement, host: str, port: int, quiet: bool,
+                    pcm_scale: float = 0.0) -> dict[str, list[str]]:
+    """Deploy every replica, then the front door on host:port; returns the replicas' app names."""
+    ray_init(quiet)
+    from ray import serve
+
+    serve.start(http_options={"host": host, "port": port})
+    names = deploy_replicas(spec, placement, pcm_scale=pcm_scale)
+    model_spec, model, cap = describe_first(names)
+    serve.run(_front_door(names, model_spec, model, cap, spec.api_key, spec.limits), name="vox",
+              route_prefix="/")
+    return names
+
+
+def run_placement(placement: Placement, spec: ReplicaSpec, host: str, port: int, quiet: bool) -> None:
+    """`vox serve --placement ...`: deploy, then serve until Ctrl-C."""
+    start_placement(spec, placement, host, port, quiet)
+    from ray import serve
+
+    if not quiet:
+        from voxcli.cli import _err
+
+        _err(f"serving placement {placement.describe()} on http://{host}:{port} via Ray Serve (Ctrl-C stops)")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        serve.shutdown()
+
+
+def batch_placement_session(placement: Placement, spec: ReplicaSpec, quiet: bool) -> Any:
+    """`vox batch --placement ...`: a Session whose engine is the front door, in this process (no HTTP)."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def session() -> Iterator[Any]:
+        ray_init(quiet)
+        from ray import serve
+
+        from voxcli.cli import Session
+
+        serve.start(proxy_location="Disabled")
+        front = None
+        try:
+            names = deploy_replicas(spec, placement, prefix="vox-batch")
+            model_spec, model, cap = describe_first(names)
+            front = PlacementEngine(names, model_spec.sample_rate, model_spec.frame_seconds)
+            check = remote_check((names["lm"] + names["both"])[0])
+            yield Session(engine=front, spec=model_spec, model=model, check=check, frame_cap=cap,
+                          backend=f"placement {placement.describe()} on Ray Serve")
+        finally:
+            if front is not None:
+                front.close()
+            serve.shutdown()
+
+    return session()
