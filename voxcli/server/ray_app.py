@@ -138,7 +138,7 @@ def run_ray(replicas: int, model: str | None, executor: str | None, gpu: str, re
     """`vox serve --replicas N`: deploy, then serve until Ctrl-C."""
     try:
         import ray  # noqa: F401
-        from ray import serve
+        from ray import serve  # noqa: F401
     except ImportError:
         from voxcli.errors import VoxError
 
@@ -146,10 +146,17 @@ def run_ray(replicas: int, model: str | None, executor: str | None, gpu: str, re
     spec = ReplicaSpec(model=model, executor=executor, gpu=gpu, recipe=recipe, sets=sets, policy=policy,
                        device=device, api_key=api_key, limits=asdict(limits))
     start(spec, replicas, host, port, quiet=quiet)
+    serve_until_interrupted(f"serving {replicas} replicas on http://{host}:{port} via Ray Serve", quiet)
+
+
+def serve_until_interrupted(message: str, quiet: bool) -> None:
+    """Say what is served, keep it up until Ctrl-C, then shut Ray Serve down."""
+    from ray import serve
+
     if not quiet:
         from voxcli.cli import _err
 
-        _err(f"serving {replicas} replicas on http://{host}:{port} via Ray Serve (Ctrl-C stops)")
+        _err(f"{message} (Ctrl-C stops)")
     try:
         while True:
             time.sleep(3600)

@@ -35,7 +35,7 @@ from voxcli.engine.request import Timeline
 from voxcli.engine.roles import CodeChunk, RoleEnd
 from voxcli.engine.stream import AudioChunk, AudioStream
 from voxcli.placement import Placement
-from voxcli.server.ray_app import ReplicaSpec, build_deployment, replica_resources
+from voxcli.server.ray_app import ReplicaSpec, build_deployment, replica_resources, serve_until_interrupted
 
 STATS_PERIOD_S = 0.2
 CALL_TIMEOUT_S = 30.0  # one chunk's feed, a stats report: far beyond any healthy reply
@@ -563,19 +563,8 @@ def start_placement(spec: ReplicaSpec, placement: Placement, host: str, port: in
 def run_placement(placement: Placement, spec: ReplicaSpec, host: str, port: int, quiet: bool) -> None:
     """`vox serve --placement ...`: deploy, then serve until Ctrl-C."""
     start_placement(spec, placement, host, port, quiet)
-    from ray import serve
-
-    if not quiet:
-        from voxcli.cli import _err
-
-        _err(f"serving placement {placement.describe()} on http://{host}:{port} via Ray Serve (Ctrl-C stops)")
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        serve.shutdown()
+    serve_until_interrupted(f"serving placement {placement.describe()} on http://{host}:{port} via Ray Serve",
+                            quiet)
 
 
 def batch_placement_session(placement: Placement, spec: ReplicaSpec, quiet: bool) -> Any:
