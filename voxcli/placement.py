@@ -74,8 +74,10 @@ def auto_placement(model: str, gpu: str, gpus: int, workload: str = "libritts") 
     return Placement(best.both, best.lm_only, best.codec_only), best.rps
 
 
-def ranked_placements(model: str, gpu: str, gpus: int, workload: str = "libritts") -> list:
-    """`vox profile --gpus N --no-simulate`'s ranking (profile.Placement, best first)."""
+def ranked_placements(model: str, gpu: str, gpus: int, workload: str = "libritts",
+                      max_decode_batch: int | None = None) -> list:
+    """`vox profile --gpus N --no-simulate`'s ranking (profile.Placement, best first); `max_decode_batch`:
+    the same model for engines capped at that many running rows (a measurement's `--set max_running`)."""
     from voxcli.bench.workloads import estimate_frames, load_workload, mean_chunks
     from voxcli.config import ConfigError, recipe_path
     from voxcli.engine.cost import CostProfile
@@ -101,7 +103,9 @@ def ranked_placements(model: str, gpu: str, gpus: int, workload: str = "libritts
     utts = load_workload(workload)
     sim = sim_spec_for(model)
     frames = sum(estimate_frames(u.text, sim.frame_rate) for u in utts) / len(utts)
+    cap = {} if max_decode_batch is None else {"max_decode_batch": max_decode_batch}
     shape = LoadShape(frames_per_request=frames,
-                      chunks_per_request=mean_chunks(utts, sim.chunk.first, sim.chunk.steady, sim.frame_rate))
+                      chunks_per_request=mean_chunks(utts, sim.chunk.first, sim.chunk.steady, sim.frame_rate),
+                      **cap)
     chosen = choose_split(split_points(prof, max_sustainable_rate(prof, shape), shape))
     return rank_placements(role_throughputs(prof, chosen, shape), gpus)

@@ -113,7 +113,7 @@ class CudaExecutor(Executor):
             from voxcli.engine.partitions import build_partitions
 
             streams = build_partitions(config.lm_sms, config.codec_sms, device_index=device_index,
-                                       split=config.policy == "full")
+                                       split=config.policy == "full" and config.role == "both")
         self.streams = streams
         plan = self.plan
         self.stream_of: dict[LaneName, Any] = {
