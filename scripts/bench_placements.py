@@ -96,7 +96,7 @@ def main() -> None:
                           f"{(r.ttfa_p50 or 0) * 1e3:.0f} ms, {r.rejected} rejected", flush=True)
 
                 res = sweep_variant(target, Variant(placement.describe()), sweep, utts, progress)
-                relay = front.relay.per_chunk()
+                relay = front.relay().per_chunk()
                 row = {"gpus": gpus, "placement": placement.describe(), "predicted_rps": round(predicted, 2),
                        "capacity90": res.capacity90,
                        "ratio": round(res.capacity90 / predicted, 3) if predicted else None,

@@ -188,3 +188,16 @@ def test_split_tiny_qwen_audio_equals_both_engine(qwen_programs):
     finally:
         lm.close()
         codec.close()
+
+
+def test_a_later_chunk_for_an_unknown_request_is_refused():
+    codec = _sim("codec")
+    try:
+        chunk = CodeChunk(key="gone", index=3, start=30, codes=np.zeros((10, 16), np.int64), last=False,
+                          deadline_epoch=0.0, arrival_epoch=time.time(), ttfa_target_s=0.2,
+                          schedule=ChunkSchedule(), sent_epoch=time.time())
+        with pytest.raises(LookupError, match="holds no such request"):
+            codec.feed(chunk)
+        assert not codec._by_key and not codec._streams  # nothing was opened for it
+    finally:
+        codec.close()

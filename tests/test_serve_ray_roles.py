@@ -89,8 +89,8 @@ def test_split_stream_equals_single_engine(placement):
         audio = np.concatenate(got)
         assert audio.shape == want.shape and np.array_equal(audio, want)
         assert s.status == "done"
-    relay = front.relay.per_chunk()
-    assert relay["messages_per_chunk"] == 4  # per chunk, never per decode step
+    relay = front.relay().per_chunk()
+    assert relay["messages_per_chunk"] == 3  # per chunk, never per decode step
     assert relay["chunks"] >= 3 and relay["code_bytes_per_chunk"] > 0
     _until_freed(front)
 

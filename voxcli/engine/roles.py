@@ -246,7 +246,14 @@ class CodecEngine(_RoleEngine):
             return stream  # type: ignore[return-value]
 
     def feed(self, chunk: CodeChunk) -> AudioStream:
-        """Queue a chunk (thread-safe, returns at once). Chunks of a request must come in order."""
+        """Queue a chunk (thread-safe, returns at once). Chunks of a request must come in order. A later
+        chunk of a request this engine does not hold (it ended here, or the engine was restarted) raises."""
+        if chunk.index > 0:
+            with self._lock:
+                known = chunk.key in self._by_key
+            if not known:
+                raise LookupError(f"chunk {chunk.index} of {chunk.key}: this codec engine holds no such "
+                                  "request (it ended here, or the replica restarted)")
         stream = self.attach(chunk.key)
         self._post("feed", (stream, chunk))
         return stream
@@ -341,7 +348,11 @@ def relay(items: Iterable[CodeChunk | RoleEnd], codec: CodecEngine, lm_cancel: C
                 if item.status != "done":
                     codec.abort(item.key, f"the LM engine ended the request: {item.status} ({item.reason})")
                 return
-            codec.feed(item)
+            try:
+                codec.feed(item)
+            except LookupError:  # the codec side ended the request (cancelled, failed): stop the LM too
+                lm_cancel()
+                return
     except BaseException:
         lm_cancel()
         raise

@@ -9,13 +9,15 @@ replica's stats every STATS_PERIOD_S and routes a new request to the replica wit
 replica serves it whole; an LM replica generates it) and its chunks to the codec replica with the most room
 (free slots less requests waiting), counting what it sent since the last report as in ray_router.py.
 
-A split request, per chunk (never per decode step): the LM replica's streaming `generate` yields the
-chunk's `CodeChunk` (roles.py: codes + deadline + arrival as epoch seconds), the front door hands it to
-the codec replica by `feed` and waits for the acknowledgement (so chunks stay in order), and the codec
-replica's streaming `audio` yields its PCM: 4 Ray messages per chunk (`RelayStats` counts them and the
-bytes). Failure or cancellation of either side ends the request on the other: the front door cancels the
-LM's generator (its pages are freed) or aborts the codec request (its slot is freed) with the reason,
-and the user's stream ends with it ("the codec replica vox-codec-0 failed mid-stream: ...").
+A split request, per chunk (never per decode step): the LM replica hands the chunk's `CodeChunk` (roles.py:
+codes + deadline + arrival as epoch seconds) straight to the codec replica the front door chose, by a
+`feed` handle call it awaits (so the request's chunks stay in order), and the codec replica's streaming
+`audio` yields the PCM to the front door: 3 Ray messages per chunk, the codes crossing once (each LM
+replica's `RelayStats` counts them, the bytes and the hop's latency). The front door's `generate` call
+on the LM replica returns how the request ended there. Failure or cancellation of either side ends the
+request on the other: the front door cancels the LM's call (its pages are freed) or aborts the codec
+request (its slot is freed) with the reason, and the user's stream ends with it ("the codec replica
+vox-codec-0 failed mid-stream: ...").
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import os
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -38,6 +41,7 @@ from voxcli.placement import Placement
 from voxcli.server.ray_app import ReplicaSpec, build_deployment, replica_resources, serve_until_interrupted
 
 STATS_PERIOD_S = 0.2
+RELAY_KEEP = 100_000
 CALL_TIMEOUT_S = 30.0  # one chunk's feed, a stats report: far beyond any healthy reply
 
 
@@ -52,7 +56,7 @@ def _reason(e: BaseException) -> str:
 
 # --------------------------------------------------------------------------------------------- replicas
 class LMReplica:
-    """An LM-only engine behind Ray Serve: `generate` streams a request's CodeChunks, then its RoleEnd."""
+    """An LM-only engine behind Ray Serve: `generate` runs a request, feeding its chunks to a codec app."""
 
     def __init__(self, spec_dict: dict[str, Any], pcm_scale: float = 0.0) -> None:
         import sys
@@ -67,10 +71,23 @@ class LMReplica:
                                pcm_scale=pcm_scale)
         self.service = SpeechService(session)  # its routing_stats: the LM's slack
         self.engine = session.engine
+        self.relay = RelayStats()
+        self._codecs: dict[str, Any] = {}
 
-    async def generate(self, request: Any, key: str) -> Any:
+    def _codec(self, name: str) -> Any:
+        handle = self._codecs.get(name)
+        if handle is None:
+            from ray import serve
+
+            handle = self._codecs[name] = serve.get_deployment_handle(name, app_name=name)
+        return handle
+
+    async def generate(self, request: Any, key: str, codec: str) -> RoleEnd:
+        """Generate `request`, feeding each chunk to codec replica app `codec`; returns how it ended."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[CodeChunk | RoleEnd] = asyncio.Queue()
+        feed = self._codec(codec).feed
+        relay = self.relay
 
         def sink(item: CodeChunk | RoleEnd) -> None:  # the engine's host thread: never block it
             try:
@@ -83,9 +100,14 @@ class LMReplica:
         try:
             while True:
                 item = await queue.get()
-                yield item
                 if isinstance(item, RoleEnd):
-                    return
+                    return item
+                try:
+                    await feed.remote(item)
+                except Exception as e:  # noqa: BLE001 - the codec replica failed: end the request here
+                    reason = f"the codec replica {codec} failed mid-stream ({_reason(e)})"
+                    return RoleEnd(key, "failed", reason)
+                relay.add(item)
         finally:
             if not stream.finished:
                 stream.cancel()  # cancelled by the front door (or it went away): free the pages
@@ -98,6 +120,9 @@ class LMReplica:
         sched = self.engine.scheduler
         out.update(kv_pages_used=float(sched.kv.used), queued=float(len(sched.waiting)), codec_slots_used=0.0)
         return out
+
+    def relay_stats(self) -> dict[str, Any]:
+        return self.relay.raw()
 
     def describe(self) -> tuple[Any, str, Any]:
         s = self.service.session
@@ -202,9 +227,30 @@ class RelayStats:
     """What crossed between replicas for split requests (the front door's count)."""
 
     chunks: int = 0
-    messages: int = 0  # LM -> front door, front door -> codec, its acknowledgement, codec -> front door
+    messages: int = 0  # LM -> codec (the codes), its acknowledgement, codec -> front door (the PCM)
     code_bytes: int = 0  # the codes' own bytes (pickling adds ~0.3 kB of fields per chunk)
-    lm_to_codec_s: list[float] = field(default_factory=list)  # chunk left the LM -> acknowledged by the codec
+    # chunk left the LM -> acknowledged by the codec, the latest RELAY_KEEP (a server runs for days)
+    lm_to_codec_s: deque[float] = field(default_factory=lambda: deque(maxlen=RELAY_KEEP))
+
+    def add(self, item: CodeChunk) -> None:
+        self.chunks += 1
+        self.messages += 3
+        self.code_bytes += item.nbytes
+        self.lm_to_codec_s.append(time.time() - item.sent_epoch)
+
+    def raw(self) -> dict[str, Any]:
+        return {"chunks": self.chunks, "messages": self.messages, "code_bytes": self.code_bytes,
+                "hops": list(self.lm_to_codec_s)}
+
+    @classmethod
+    def merged(cls, parts: list[dict[str, Any]]) -> RelayStats:
+        out = cls()
+        for p in parts:
+            out.chunks += p["chunks"]
+            out.messages += p["messages"]
+            out.code_bytes += p["code_bytes"]
+            out.lm_to_codec_s.extend(p["hops"])
+        return out
 
     def per_chunk(self) -> dict[str, float]:
         n = max(1, self.chunks)
@@ -246,7 +292,6 @@ class PlacementEngine:
         self.frame_seconds = frame_seconds
         self.backends = {role: [_Backend(role, n, serve.get_deployment_handle(n, app_name=n)) for n in ns]
                          for role, ns in names.items()}
-        self.relay = RelayStats()
         self._ids = itertools.count(1)
         self._jobs: dict[int, _Job] = {}
         self._lock = threading.Lock()
@@ -277,6 +322,11 @@ class PlacementEngine:
             best = max(candidates, key=lambda b: b.slack())
             best.routed += 1
         return best
+
+    def relay(self) -> RelayStats:
+        """Chunks, messages, bytes and hop latencies over every LM replica (one call to each)."""
+        parts = [b.handle.relay_stats.remote().result(timeout_s=CALL_TIMEOUT_S) for b in self.backends["lm"]]
+        return RelayStats.merged(parts)
 
     def totals(self) -> dict[str, float]:
         """Summed over the replicas' latest reports (the front door's /metrics and /health)."""
@@ -389,34 +439,17 @@ class _Job:
         pump.result()
 
     def _forward(self, lm: _Backend, codec: _Backend) -> None:
-        """LM replica -> codec replica, chunk by chunk, in order."""
-        relay = self.front.relay
-        self.lm_resp = lm.handle.options(method_name="generate", stream=True).remote(self.request, self.key)
-        items = iter(self.lm_resp)
-        while not self.cancelled.is_set():
-            try:
-                item = next(items)
-            except StopIteration:
-                item = RoleEnd(self.key, "failed", "internal error: the LM stream ended without its end item")
-            except Exception as e:  # noqa: BLE001 - the LM replica failed (or was restarted)
-                if not self.cancelled.is_set():
-                    self._abort_codec(f"the LM replica {lm.name} failed mid-stream ({_reason(e)})")
-                return
-            if isinstance(item, RoleEnd):
-                if item.status != "done":
-                    self._abort_codec(f"the LM replica {lm.name} ended the request: {item.status} "
-                                      f"({item.reason})", rejected=item.status == "rejected")
-                return
-            try:
-                codec.handle.feed.remote(item).result(timeout_s=CALL_TIMEOUT_S)
-            except Exception as e:  # noqa: BLE001 - the codec replica failed: the pump ends the stream
-                if not self.cancelled.is_set():
-                    self._abort_codec(f"the codec replica {codec.name} failed mid-stream ({_reason(e)})")
-                return
-            relay.chunks += 1
-            relay.messages += 4
-            relay.code_bytes += item.nbytes
-            relay.lm_to_codec_s.append(time.time() - item.sent_epoch)
+        """The LM replica generates, feeding the codec replica itself; here: how it ended there."""
+        self.lm_resp = lm.handle.generate.remote(self.request, self.key, codec.name)
+        try:
+            end: RoleEnd = self.lm_resp.result()
+        except Exception as e:  # noqa: BLE001 - the LM replica failed (or the call was cancelled)
+            if not self.cancelled.is_set():
+                self._abort_codec(f"the LM replica {lm.name} failed mid-stream ({_reason(e)})")
+            return
+        if end.status != "done" and not self.cancelled.is_set():
+            self._abort_codec(f"the LM replica {lm.name} ended the request: {end.status} ({end.reason})",
+                              rejected=end.status == "rejected")
 
     def _abort_codec(self, reason: str, rejected: bool = False) -> None:
         self.abort_reason = (reason, rejected)
@@ -540,7 +573,7 @@ def _front_door(names: dict[str, list[str]], model_spec: Any, model: str, frame_
             return create_app(self.service, api_key=api_key)
 
         def relay_stats(self) -> dict[str, float]:
-            return self.service.engine.relay.per_chunk()
+            return self.service.engine.relay().per_chunk()
 
     return serve.deployment(VoxFrontDoor, name="vox", num_replicas=1, max_ongoing_requests=4096,
                             ray_actor_options={"num_cpus": 0.5}).bind()
