@@ -57,6 +57,7 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=8.0)
     ap.add_argument("--warmup", type=int, default=4)
     ap.add_argument("--top", type=int, default=3, help="placements per GPU count (N x both first)")
+    ap.add_argument("--only", default="", help="run only these placements (e.g. 'lm=3,codec=1;both=4')")
     ap.add_argument("--workload", default="libritts")
     ap.add_argument("--out", type=Path, default=Path("out/bench/placements.json"))
     args = ap.parse_args()
@@ -76,7 +77,9 @@ def main() -> None:
     print(f"host: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start", flush=True)
     try:
         for gpus in [int(x) for x in args.gpus.split(",")]:
-            runs = _placements(args.model, args.gpu, gpus, cap, args.top)
+            runs = _placements(args.model, args.gpu, gpus, cap, 99 if args.only else args.top)
+            if args.only:
+                runs = [r for r in runs if r[0].describe() in args.only.split(";")]
             for k, (placement, predicted) in enumerate(runs):
                 t0 = time.perf_counter()
                 names = deploy_replicas(spec, placement, prefix=f"b{gpus}-{k}")

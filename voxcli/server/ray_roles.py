@@ -11,9 +11,10 @@ replica serves it whole; an LM replica generates it) and its chunks to the codec
 
 A split request, per chunk (never per decode step): the LM replica hands the chunk's `CodeChunk` (roles.py:
 codes + deadline + arrival as epoch seconds) straight to the codec replica the front door chose, by a
-`feed` handle call it awaits (so the request's chunks stay in order), and the codec replica's streaming
-`audio` yields the PCM to the front door: 3 Ray messages per chunk, the codes crossing once (each LM
-replica's `RelayStats` counts them, the bytes and the hop's latency). The front door's `generate` call
+`feed` handle call (one in flight per LM -> codec pair, carrying every chunk ready meanwhile: `_Feeder`;
+so the chunks stay in order), and the codec replica's streaming `audio` yields the PCM to the front door:
+at most 3 Ray messages per chunk, the codes crossing once (each LM replica's `RelayStats` counts them,
+the bytes and the hop's latency). The front door's `generate` call
 on the LM replica returns how the request ended there. Failure or cancellation of either side ends the
 request on the other: the front door cancels the LM's call (its pages are freed) or aborts the codec
 request (its slot is freed) with the reason, and the user's stream ends with it ("the codec replica
@@ -72,22 +73,22 @@ class LMReplica:
         self.service = SpeechService(session)  # its routing_stats: the LM's slack
         self.engine = session.engine
         self.relay = RelayStats()
-        self._codecs: dict[str, Any] = {}
+        self._feeders: dict[str, _Feeder] = {}
 
-    def _codec(self, name: str) -> Any:
-        handle = self._codecs.get(name)
-        if handle is None:
+    def _feeder(self, name: str) -> _Feeder:
+        feeder = self._feeders.get(name)
+        if feeder is None:
             from ray import serve
 
-            handle = self._codecs[name] = serve.get_deployment_handle(name, app_name=name)
-        return handle
+            handle = serve.get_deployment_handle(name, app_name=name)
+            feeder = self._feeders[name] = _Feeder(handle, self.relay)
+        return feeder
 
     async def generate(self, request: Any, key: str, codec: str) -> RoleEnd:
         """Generate `request`, feeding each chunk to codec replica app `codec`; returns how it ended."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[CodeChunk | RoleEnd] = asyncio.Queue()
-        feed = self._codec(codec).feed
-        relay = self.relay
+        feeder = self._feeder(codec)
 
         def sink(item: CodeChunk | RoleEnd) -> None:  # the engine's host thread: never block it
             try:
@@ -103,11 +104,10 @@ class LMReplica:
                 if isinstance(item, RoleEnd):
                     return item
                 try:
-                    await feed.remote(item)
+                    await feeder.send(item)
                 except Exception as e:  # noqa: BLE001 - the codec replica failed: end the request here
                     reason = f"the codec replica {codec} failed mid-stream ({_reason(e)})"
                     return RoleEnd(key, "failed", reason)
-                relay.add(item)
         finally:
             if not stream.finished:
                 stream.cancel()  # cancelled by the front door (or it went away): free the pages
@@ -150,8 +150,16 @@ class CodecReplica:
     def open(self, key: str) -> None:
         self._opened[key] = self.engine.attach(key)
 
-    def feed(self, chunk: CodeChunk) -> None:
-        self.engine.feed(chunk)
+    async def feed(self, chunks: list[CodeChunk]) -> list[str | None]:
+        """Chunks of any requests, each in its request's order; per chunk None or why it was refused."""
+        out: list[str | None] = []
+        for chunk in chunks:
+            try:
+                self.engine.feed(chunk)
+                out.append(None)
+            except LookupError as e:  # this chunk's request is not here: the others go on
+                out.append(str(e))
+        return out
 
     def abort(self, key: str, reason: str) -> None:
         self.engine.abort(key, reason)
@@ -221,26 +229,72 @@ def deploy_replicas(spec: ReplicaSpec, placement: Placement, prefix: str = "vox"
     return names
 
 
+class _Feeder:
+    """An LM replica's chunks to one codec replica: one `feed` call in flight at a time, carrying every
+    chunk that became ready meanwhile (of any request), so under load a call carries many chunks and at
+    light load one, at once (no waiting for company). One call in flight also keeps each request's chunks
+    in order."""
+
+    def __init__(self, handle: Any, relay: RelayStats) -> None:
+        self.handle, self.relay = handle, relay
+        self._queue: list[tuple[CodeChunk, asyncio.Future[None]]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def send(self, item: CodeChunk) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.append((item, future))
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run())
+        await future
+
+    async def _run(self) -> None:
+        while self._queue:
+            batch, self._queue = self._queue, []
+            try:
+                refused = await self.handle.feed.remote([item for item, _ in batch])
+            except Exception as e:  # noqa: BLE001 - the codec replica failed: every sender hears it
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(e)
+                continue
+            self.relay.batch(len(batch))
+            for (item, future), why in zip(batch, refused, strict=True):
+                if future.done():
+                    continue
+                if why is None:
+                    self.relay.add(item)
+                    future.set_result(None)
+                else:
+                    future.set_exception(LookupError(why))
+
+
 # --------------------------------------------------------------------------------------------- front door
 @dataclass
 class RelayStats:
     """What crossed between replicas for split requests (the front door's count)."""
 
     chunks: int = 0
-    messages: int = 0  # LM -> codec (the codes), its acknowledgement, codec -> front door (the PCM)
+    # per feed call 2 (LM -> codec with the codes of every chunk ready, its acknowledgement), per chunk 1
+    # (codec -> front door, the PCM)
+    messages: int = 0
+    feeds: int = 0
     code_bytes: int = 0  # the codes' own bytes (pickling adds ~0.3 kB of fields per chunk)
     # chunk left the LM -> acknowledged by the codec, the latest RELAY_KEEP (a server runs for days)
     lm_to_codec_s: deque[float] = field(default_factory=lambda: deque(maxlen=RELAY_KEEP))
 
+    def batch(self, chunks: int) -> None:
+        self.feeds += 1
+        self.messages += 2
+
     def add(self, item: CodeChunk) -> None:
         self.chunks += 1
-        self.messages += 3
+        self.messages += 1
         self.code_bytes += item.nbytes
         self.lm_to_codec_s.append(time.time() - item.sent_epoch)
 
     def raw(self) -> dict[str, Any]:
-        return {"chunks": self.chunks, "messages": self.messages, "code_bytes": self.code_bytes,
-                "hops": list(self.lm_to_codec_s)}
+        return {"chunks": self.chunks, "messages": self.messages, "feeds": self.feeds,
+                "code_bytes": self.code_bytes, "hops": list(self.lm_to_codec_s)}
 
     @classmethod
     def merged(cls, parts: list[dict[str, Any]]) -> RelayStats:
@@ -248,6 +302,7 @@ class RelayStats:
         for p in parts:
             out.chunks += p["chunks"]
             out.messages += p["messages"]
+            out.feeds += p["feeds"]
             out.code_bytes += p["code_bytes"]
             out.lm_to_codec_s.extend(p["hops"])
         return out
@@ -256,6 +311,7 @@ class RelayStats:
         n = max(1, self.chunks)
         hops = sorted(self.lm_to_codec_s)
         return {"chunks": float(self.chunks), "messages_per_chunk": self.messages / n,
+                "chunks_per_feed": self.chunks / max(1, self.feeds),
                 "code_bytes_per_chunk": self.code_bytes / n,
                 "hop_ms_p50": 1e3 * hops[len(hops) // 2] if hops else 0.0,
                 "hop_ms_p90": 1e3 * hops[int(len(hops) * 0.9)] if hops else 0.0}
