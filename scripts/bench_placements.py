@@ -65,7 +65,8 @@ def main() -> None:
     import ray
     from ray import serve
 
-    from voxcli.server.ray_roles import PlacementEngine, deploy_replicas, describe_first
+    from voxcli.server.ray_front import PlacementEngine
+    from voxcli.server.ray_roles import deploy_replicas, describe_first
 
     cap = next((int(s.split("=", 1)[1]) for s in args.sets if s.startswith("max_running=")), None)
     utts = load_workload(args.workload)

@@ -24,7 +24,8 @@ def placement():
 
     from voxcli.placement import Placement
     from voxcli.server.ray_app import ReplicaSpec
-    from voxcli.server.ray_roles import PlacementEngine, deploy_replicas, describe_first
+    from voxcli.server.ray_front import PlacementEngine
+    from voxcli.server.ray_roles import deploy_replicas, describe_first
 
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     serve.start(http_options={"host": "127.0.0.1", "port": _free_port()})
@@ -99,7 +100,8 @@ def test_front_door_serves_the_openai_api_and_metrics(placement):
     import httpx
     from ray import serve
 
-    from voxcli.server.ray_roles import _front_door, describe_first
+    from voxcli.server.ray_front import _front_door
+    from voxcli.server.ray_roles import describe_first
 
     front, names = placement
     model_spec, model, cap = describe_first(names)

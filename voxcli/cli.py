@@ -568,7 +568,7 @@ def batch(
         if chosen is not None:
             build_config(engine_options)  # every flag mistake before Ray starts
             from voxcli.server.ray_app import ReplicaSpec
-            from voxcli.server.ray_roles import batch_placement_session
+            from voxcli.server.ray_front import batch_placement_session
 
             opened: Any = batch_placement_session(chosen, ReplicaSpec(
                 model=model, executor=executor, recipe=recipe, sets=set_ or [], policy=policy, device=device),

@@ -126,7 +126,7 @@ def serve(
                         header_timeout_s=header_timeout, body_timeout_s=body_timeout)
         if chosen is not None:
             from voxcli.server.ray_app import ReplicaSpec
-            from voxcli.server.ray_roles import run_placement
+            from voxcli.server.ray_front import run_placement
 
             spec = ReplicaSpec(model=model, executor=executor, gpu=gpu, recipe=recipe, sets=set_ or [],
                                policy=policy, device=device, api_key=api_key, limits=asdict(limits))
