@@ -72,8 +72,11 @@ def describe_model(source: str, device: str = "cpu", dtype: str = "float32") -> 
     """The spec (voices, languages, modes, rates) of a demo alias, local checkpoint or cached hub id,
     from its config files alone when its family can (no torch, no weights); otherwise by loading it."""
     demo = registry.find_demo(source)
+    claimed = None if demo is not None else _claimed(source)
     if demo is not None:
         family, path = demo[0], demo_checkpoint(source)
+    elif claimed is not None:  # no config.json (CosyVoice 3, ESPnet SpeechLM): its files name the family
+        family, path = claimed
     else:
         from .locate import read_json, resolve
 

@@ -72,3 +72,15 @@ def run_cases(ckpt: Path, cases: list[dict], work: Path, timeout: float = 1500) 
         sys.stderr.write(proc.stdout[-4000:])
         pytest.fail(f"CosyVoice oracle failed ({proc.returncode}):\n{proc.stderr[-6000:]}")
     return torch.load(out, weights_only=False)
+
+
+def require_audio_frontend() -> None:
+    """Skip (fail under VOX_REQUIRE_ORACLE=1) where the oracle venv cannot run upstream's real audio
+    frontend (a venv built before scripts/setup_oracle_cosyvoice.sh added its libraries)."""
+    probe = "import cosyvoice_stubs, sys; why = cosyvoice_stubs.frontend_missing(); print(why or '')"
+    proc = subprocess.run(
+        [oracle_python(), "-c", probe], capture_output=True, text=True, cwd=str(SCRIPT.parent), timeout=120
+    )
+    why = proc.stdout.strip() if proc.returncode == 0 else proc.stderr.strip()[-500:]
+    if why:
+        _missing(f"the CosyVoice oracle venv cannot run upstream's audio frontend: {why}")

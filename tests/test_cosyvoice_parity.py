@@ -47,6 +47,7 @@ NORM_TEXTS = [
     "  Spaces   and 1,000,001 things?  ",
     "Short. Tiny. Bits.",
     'Said "yes." Then left',
+    "007 agents: x\u00b2, 1\u00b2 and \u0661\u0662 in 1100 rooms; pi is 3.14",  # isdigit runs, as upstream
 ]
 
 

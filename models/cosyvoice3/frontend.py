@@ -120,7 +120,21 @@ def number_to_words(digits: str) -> str:
 
 
 def spell_out_numbers(text: str) -> str:
-    return re.sub(r"\d+", lambda m: number_to_words(m.group(0)), text)
+    """Each run of `str.isdigit` characters spelled out, as upstream's spell_out_number cuts them; inflect
+    drops what is not a decimal digit first (so "x²" reads "xzero", as upstream says it)."""
+    out: list[str] = []
+    start: int | None = None
+    for i, ch in enumerate(text):
+        if ch.isdigit():
+            start = i if start is None else start
+            continue
+        if start is not None:
+            out.append(number_to_words(re.sub(r"\D", "", text[start:i]) or "0"))
+            start = None
+        out.append(ch)
+    if start is not None:
+        out.append(number_to_words(re.sub(r"\D", "", text[start:]) or "0"))
+    return "".join(out)
 
 
 # --- sentence split --------------------------------------------------------------------------------

@@ -6,7 +6,9 @@ each step feeds the embedding of the last token; a token >= 6561 stops (no frame
 and 20x the text tokens. Runs of more than 5 consecutive "silent" tokens are dropped from what reaches
 the codec, as upstream's llm_job drops them (the LM still saw them).
 Voices: the LM needs `<|endofprompt|>` in the prompt text (upstream asserts it) and the flow a speaker
-embedding; both come from a zero-shot speaker in spk2info.pt (`--voice NAME`; the first one by default).
+embedding; both come from a zero-shot speaker in spk2info.pt (`--voice NAME`; the first one by default),
+or from a reference clip and its transcript through the checkpoint's ONNX models (clone.py); an
+instruction (`instructions`) takes the prompt text's place as in upstream's instruct2.
 Codec (codec.py): the flow + vocoder through per-request slots, upstream's streamed output by default
 (`options={"codec_mode": "offline"}` gives its stream=False output).
 """
@@ -34,8 +36,10 @@ from ..base import (
 )
 from ..qwen3_tts.layers import PagedBatch
 from .checkpoint import load_module, read_pt, resolve
+from .clone import ClipCache, check_clip, check_onnx, has_clone_models, instruct_text, zero_shot_text
 from .codec import MODES, CosyCodec, VoiceState
-from .config import QWEN_DIR, CosyVoice3Config, parse_config
+from .config import QWEN_DIR, YAML, CosyVoice3Config, parse_config
+from .features import MelParams
 from .flow import Flow, FlowWeights
 from .frontend import ENDOFPROMPT, endofprompt_ok, load_tokenizer, normalize
 from .hift import HiFT, HiFTWeights, fold_weight_norm
@@ -103,6 +107,8 @@ class CosyVoice3Program(ModelProgram):
                 "3's LM requires; the tokenizer files are not CosyVoice-BlankEN's"
             )
         self.speakers = speakers
+        self.mel_params = MelParams.from_yaml(cfg.raw, str(root / YAML))
+        self.clips = ClipCache()
         self.codec_stage = CosyCodec(flow, hift)
         self.spec = ModelSpec(
             name=name,
@@ -114,7 +120,7 @@ class CosyVoice3Program(ModelProgram):
             max_context=cfg.lm.qwen.max_position_embeddings,
             voices=tuple(speakers),
             languages=("english",),
-            modes=("zero_shot",),
+            modes=("zero_shot", *(("clone",) if has_clone_models(root) else ()), "instruct"),
             split_sentences=False,
         )
         self.k_pool: torch.Tensor | None = None
@@ -190,15 +196,7 @@ class CosyVoice3Program(ModelProgram):
                 f"model {self.spec.name} has no classifier-free guidance on its LM (the flow's "
                 f"CFG 0.7 is fixed): leave cfg_scale unset, got {request.cfg_scale}"
             )
-        if request.instructions:
-            raise InputError(
-                f"model {self.spec.name} takes no instructions in voxcli yet; drop --instructions"
-            )
-        if request.ref_audio is not None:
-            raise InputError(
-                f"voice cloning from --ref-audio is not available for {self.spec.name} in voxcli "
-                "yet; use a saved voice (vox voices)"
-            )
+        self._check_voice(request)
         lang = request.language
         if lang is not None and lang.lower() not in ("auto", "english"):
             raise InputError(f"model {self.spec.name} speaks english in voxcli; choose auto or english")
@@ -208,7 +206,54 @@ class CosyVoice3Program(ModelProgram):
                 f"model {self.spec.name} samples with upstream's ras_sampling (top-p 0.8, top-k 25) "
                 "only; drop the sampling settings (--greedy is allowed)"
             )
-        self._speaker(request)
+
+    def _check_voice(self, request: SynthesisRequest) -> None:
+        instr = request.instructions
+        if instr is not None and not instr.strip():
+            raise InputError("the instructions are empty; describe how to speak or drop --instructions")
+        if request.ref_audio is None and request.ref_text is None:
+            self._speaker(request)
+            return
+        if request.voice is not None:
+            raise InputError(
+                "give either a saved voice (--voice) or a reference clip (--ref-audio), not both"
+            )
+        if request.ref_audio is None:
+            raise InputError(
+                "--ref-text is the transcript of a reference clip: give the clip with --ref-audio"
+            )
+        check_clip(request.ref_audio, request.ref_sample_rate)
+        has_text = request.ref_text is not None and bool(request.ref_text.strip())
+        if instr is not None and request.ref_text is not None:
+            raise InputError(
+                "with --instructions CosyVoice 3 reads the instruction in place of the reference "
+                "transcript (upstream's instruct2); drop --ref-text or --instructions"
+            )
+        if instr is None and not has_text:
+            raise InputError(
+                "cloning a voice with CosyVoice 3 needs the words spoken in the clip (--ref-text), "
+                "or --instructions"
+            )
+        check_onnx(self.root)
+
+    def _prompt_voice(self, request: SynthesisRequest) -> tuple[list[int], list[int], VoiceState]:
+        """The LM's prompt text ids and prompt speech tokens, and the flow's voice, for the request."""
+        instr = request.instructions
+        if request.ref_audio is not None:
+            assert request.ref_sample_rate is not None  # check() refused a clip without its rate
+            clip = self.clips.get(self.root, request.ref_audio, request.ref_sample_rate, self.mel_params)
+            voice = VoiceState(
+                torch.tensor(clip.tokens, dtype=torch.long, device=self.device),
+                clip.feat.to(self.device, self.dtype),
+                clip.embedding.to(self.device, self.dtype),
+            )
+            if instr is not None:
+                return self.tokenizer.encode(instruct_text(instr)), [], voice
+            return self.tokenizer.encode(zero_shot_text(request.ref_text or "")), clip.tokens, voice
+        spk = self._speaker(request)
+        if instr is not None:
+            return self.tokenizer.encode(instruct_text(instr)), [], spk.voice
+        return spk.prompt_text, spk.llm_tokens, spk.voice
 
     def text_ids(self, text: str) -> list[int]:
         """The ids of the text upstream would speak for `text` (its frontend; several segments, which
@@ -218,19 +263,19 @@ class CosyVoice3Program(ModelProgram):
 
     def prepare(self, request: SynthesisRequest) -> Prompt:
         self.check(request)
-        spk = self._speaker(request)
+        prompt_text, llm_tokens, voice = self._prompt_voice(request)
         ids = self.text_ids(request.text)
         if not ids:
             raise InputError("the text has nothing to say after normalisation (punctuation only?)")
         lm = self.lm
         dev = self.device
         with torch.inference_mode():
-            text = lm.text(torch.tensor(spk.prompt_text + ids, device=dev))
-            if ENDOFPROMPT not in self.tokenizer.tok.decode(spk.prompt_text + ids, skip_special_tokens=False):
+            text = lm.text(torch.tensor(prompt_text + ids, device=dev))
+            if ENDOFPROMPT not in self.tokenizer.tok.decode(prompt_text + ids, skip_special_tokens=False):
                 raise InputError(f"the voice's prompt text lacks {ENDOFPROMPT}, which CosyVoice 3 needs")
             c = self.cfg.lm
             sos_task = lm.speech(torch.tensor([c.sos, c.task_id], device=dev))
-            speech = lm.speech(torch.tensor(spk.llm_tokens, device=dev, dtype=torch.long))
+            speech = lm.speech(torch.tensor(llm_tokens, device=dev, dtype=torch.long))
             embeds = torch.cat([sos_task[:1], text, sos_task[1:], speech]).to(self.dtype)
         min_len = int(len(ids) * c.min_token_text_ratio)
         max_len = int(len(ids) * c.max_token_text_ratio)
@@ -241,7 +286,7 @@ class CosyVoice3Program(ModelProgram):
         if request.fixed_frames is not None and request.fixed_frames < 1:
             raise InputError(f"fixed_frames must be >= 1, got {request.fixed_frames}")
         data = PreparedCosy(
-            embeds, min_len, max_len, spk.voice, self._mode(request), request.sampling.greedy, request.seed
+            embeds, min_len, max_len, voice, self._mode(request), request.sampling.greedy, request.seed
         )
         return Prompt(
             length=int(embeds.shape[0]), data=data, max_frames=max_len, fixed_frames=request.fixed_frames

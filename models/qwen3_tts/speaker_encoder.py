@@ -65,17 +65,27 @@ def slaney_mel_filters(
     return weights
 
 
-def log_mel(wav: torch.Tensor) -> torch.Tensor:
-    """wav [B, n] float at 24 kHz -> log-mel [B, frames, 128]."""
-    basis = torch.from_numpy(slaney_mel_filters()).to(wav.device)
-    pad = (N_FFT - HOP) // 2
+def log_mel(
+    wav: torch.Tensor,
+    sr: int = SAMPLE_RATE,
+    n_fft: int = N_FFT,
+    hop: int = HOP,
+    win: int = WIN,
+    n_mels: int = N_MELS,
+    fmin: float = FMIN,
+    fmax: float = FMAX,
+) -> torch.Tensor:
+    """wav [B, n] float at `sr` -> log-mel [B, frames, n_mels] (the defaults: this encoder's; the same
+    recipe is Matcha-TTS's `mel_spectrogram`, which CosyVoice 3 uses with its own parameters)."""
+    basis = torch.from_numpy(slaney_mel_filters(sr, n_fft, n_mels, fmin, fmax)).to(wav.device)
+    pad = (n_fft - hop) // 2
     y = F.pad(wav.float().unsqueeze(1), (pad, pad), mode="reflect").squeeze(1)
     spec = torch.stft(
         y,
-        N_FFT,
-        hop_length=HOP,
-        win_length=WIN,
-        window=torch.hann_window(WIN, device=wav.device),
+        n_fft,
+        hop_length=hop,
+        win_length=win,
+        window=torch.hann_window(win, device=wav.device),
         center=False,
         normalized=False,
         onesided=True,

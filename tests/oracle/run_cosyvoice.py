@@ -11,6 +11,10 @@ A case is one of
   {"name", "kind": "ras", "scores": [[...]], "history": [...], "seed": int}
       upstream's ras_sampling on the given log-probabilities after torch.manual_seed(seed)
   {"name", "kind": "normalize", "texts": [...]}   frontend text_normalize(split=True) + token ids
+  {"name", "kind": "frontend", "wav", "prompt_text"}   frontend_zero_shot on a clip (the real audio
+      frontend and the checkpoint's ONNX models): prompt text ids, speech tokens, mel, embedding
+A "tts" case with "wav" (a clip) instead of "speaker" clones it: inference_zero_shot(text, prompt_text,
+wav), or inference_instruct2(text, instruct, wav) when it has "instruct".
 Each model's token_hop_len is reset to 25 before a case (upstream mutates it and never resets it).
 """
 
@@ -22,7 +26,10 @@ from pathlib import Path
 import cosyvoice_stubs
 
 ckpt, cases_path, out_path = sys.argv[1:4]
-cosyvoice_stubs.install(real_onnx=(Path(ckpt) / "campplus.onnx").exists())
+cases = json.loads(Path(cases_path).read_text())
+cosyvoice_stubs.install(
+    real_onnx=(Path(ckpt) / "campplus.onnx").exists(), real_frontend=any("wav" in c for c in cases)
+)
 
 import torch  # noqa: E402
 
@@ -31,8 +38,7 @@ torch.set_num_threads(1 if "--threads" in sys.argv else 2)
 from cosyvoice.cli.cosyvoice import CosyVoice3  # noqa: E402
 from cosyvoice.utils.common import ras_sampling  # noqa: E402
 
-cases = json.loads(Path(cases_path).read_text())
-need_model = any(c["kind"] in ("tts", "token2wav", "normalize") for c in cases)
+need_model = any(c["kind"] in ("tts", "token2wav", "normalize", "frontend") for c in cases)
 base = CosyVoice3(ckpt) if need_model else None
 doubled = None
 
@@ -88,6 +94,17 @@ for case in cases:
         ids = [[base.frontend._extract_text_token(s)[0][0].tolist() for s in seg] for seg in segs]
         results[name] = {"segments": segs, "ids": ids}
         continue
+    if kind == "frontend":
+        mi = base.frontend.frontend_zero_shot("", case["prompt_text"], case["wav"], base.sample_rate, "")
+        results[name] = {
+            "prompt_text": mi["prompt_text"][0].tolist(),
+            "llm_tokens": mi["llm_prompt_speech_token"][0].tolist(),
+            "flow_tokens": mi["flow_prompt_speech_token"][0].tolist(),
+            "feat": mi["prompt_speech_feat"][0],
+            "embedding": mi["flow_embedding"][0],
+            "llm_embedding": mi["llm_embedding"][0],
+        }
+        continue
     cosy = base
     if case.get("float64"):
         doubled = doubled or as_float64()
@@ -129,12 +146,15 @@ for case in cases:
         return out
 
     model.token2wav = spy
-    chunks = [
-        o["tts_speech"][0].double()
-        for o in cosy.inference_zero_shot(
+    if "wav" not in case:
+        outputs = cosy.inference_zero_shot(
             text, "", None, zero_shot_spk_id=case["speaker"], stream=case["stream"]
         )
-    ]
+    elif "instruct" in case:
+        outputs = cosy.inference_instruct2(text, case["instruct"], case["wav"], stream=case["stream"])
+    else:
+        outputs = cosy.inference_zero_shot(text, case["prompt_text"], case["wav"], stream=case["stream"])
+    chunks = [o["tts_speech"][0].double() for o in outputs]
     model.token2wav = orig_token2wav
     if kind == "tts":
         del llm.inference_wrapper
