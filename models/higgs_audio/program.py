@@ -43,6 +43,7 @@ from ..checkpoint import (
     read_state_dict,
     resolve,
 )
+from ..device_memory import pool_zeros
 from ..dia.sampling import draw, top_k_filter, top_p_filter
 from ..qwen3_tts.layers import PagedBatch
 from .codec import HiggsCodec, HiggsCodecConfig, resolve_tokenizer
@@ -340,8 +341,9 @@ class HiggsProgram(ModelProgram):
     def init_kv(self, num_pages: int, page_size: int) -> None:
         c = self.cfg
         shape = (c.num_hidden_layers, num_pages, page_size, c.num_key_value_heads, c.head_dim)
-        self.k_pool = torch.zeros(shape, device=self.device, dtype=self.dtype)
-        self.v_pool = torch.zeros(shape, device=self.device, dtype=self.dtype)
+        # calloc'd on a CPU (device_memory.py): a page is resident only once written
+        self.k_pool = pool_zeros(shape, self.dtype, self.device)
+        self.v_pool = pool_zeros(shape, self.dtype, self.device)
         self.page_size = page_size
 
     def init_codec_slots(self, num_slots: int) -> None:
