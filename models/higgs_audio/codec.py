@@ -19,6 +19,7 @@ flushes the held-back tail against the same zero padding the offline decode uses
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -301,6 +302,11 @@ class HiggsCodec(DacCodec):
 
 def read_decoder_weights(net: HiggsDecoderNet, file: Path) -> dict[str, Any]:
     """The decoder's tensors from the tokenizer's model.safetensors (see `pick_decoder_weights`)."""
+    return read_tokenizer_weights(file, lambda shapes, get: pick_decoder_weights(net, shapes, get, file))
+
+
+def read_tokenizer_weights(file: Path, pick: Callable[[dict[str, tuple[int, ...]], Any], dict]) -> dict:
+    """`pick(shapes, get_tensor)` over the tokenizer's model.safetensors (decoder or encoder tensors)."""
     if not file.exists():
         raise CheckpointError(
             f"missing weights file {file} (the Higgs audio tokenizer needs model.safetensors)"
@@ -308,7 +314,7 @@ def read_decoder_weights(net: HiggsDecoderNet, file: Path) -> dict[str, Any]:
     try:
         with safe_open(str(file), framework="pt", device="cpu") as f:
             shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
-            return pick_decoder_weights(net, shapes, f.get_tensor, file)
+            return pick(shapes, f.get_tensor)
     except SafetensorError as e:
         raise CheckpointError(f"cannot read {file} (corrupt or truncated safetensors file?): {e}") from e
 

@@ -22,14 +22,13 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from safetensors import SafetensorError, safe_open
 from torch import nn
 
 from ..base import CheckpointError, InputError
 from ..checkpoint import read_json
 from ..dia.dac import _fold_weight_norm, _source_keys
 from ..dia.dac_layers import Conv, EncoderBlock, Snake1d
-from .codec import VectorQuantizer
+from .codec import VectorQuantizer, read_tokenizer_weights
 from .hubert import Hubert, HubertConfig, fold_kernel_weight_norm
 from .resample import resample
 
@@ -264,16 +263,7 @@ class HiggsEncoder:
         with torch.device("meta"):
             net = HiggsEncoderNet(cfg)
         file = root / "model.safetensors"
-        if not file.exists():
-            raise CheckpointError(
-                f"missing weights file {file} (the Higgs audio tokenizer needs model.safetensors)"
-            )
-        try:
-            with safe_open(str(file), framework="pt", device="cpu") as f:
-                shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
-                state = pick_encoder_weights(net, shapes, f.get_tensor, file)
-        except SafetensorError as e:
-            raise CheckpointError(f"cannot read {file} (corrupt or truncated safetensors file?): {e}") from e
+        state = read_tokenizer_weights(file, lambda shapes, get: pick_encoder_weights(net, shapes, get, file))
         net.load_state_dict(
             {k: v.to(device=device, dtype=torch.float32) for k, v in state.items()}, strict=True, assign=True
         )
