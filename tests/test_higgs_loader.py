@@ -72,3 +72,22 @@ def test_v3_renamed_keys_fill_the_same_backbone(tmp_path):
 
     with pytest.raises(CheckpointError, match=r"model[.]layers[.]2[.].* is missing"):
         HiggsProgram.load(str(root))
+
+
+def test_memory_needs_at_the_released_sizes():
+    """The engine's memory plan gets Higgs' per-unit costs: v3 4B's KV is 36 layers x K/V x 8 heads x 128
+    in bfloat16 per position; the released tokenizer's decoder state per slot and its weights (~22 M
+    parameters) are counted, the latter only while the codec is still to be read."""
+    from voxcli.models.higgs_audio.codec import HiggsCodecConfig
+    from voxcli.models.higgs_audio.layouts import V3_EMBED, parse_v3
+    from voxcli.models.higgs_audio.memory import memory_needs
+    from voxcli.models.higgs_audio.tiny import V3_SIZES
+
+    text = {**V3_SIZES["v3-4b"], "vocab_size": 151936, "rope_theta": 1e6}
+    cfg = parse_v3({"text_config": text}, {V3_EMBED: (8 * 1026, 2560)}, "config.json")
+    needs = memory_needs(cfg, HiggsCodecConfig(), torch.bfloat16, codec_loaded=False)
+    assert needs.kv_bytes_per_position == 36 * 2 * 8 * 128 * 2
+    assert needs.extra_positions_per_row == 9 and needs.rows_per_request == 1
+    assert 15e6 < needs.pending_weight_bytes / 2 < 40e6  # DAC decoder 1024 wide + RVQ + fc2: ~22 M
+    assert needs.codec_slot_bytes > 0 and needs.codec_bytes_per_frame > 0
+    assert memory_needs(cfg, HiggsCodecConfig(), torch.bfloat16, codec_loaded=True).pending_weight_bytes == 0

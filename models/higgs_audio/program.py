@@ -27,6 +27,7 @@ from ..base import (
     ChunkSchedule,
     CodecItem,
     InputError,
+    MemoryNeeds,
     ModelProgram,
     ModelSpec,
     Prompt,
@@ -345,6 +346,15 @@ class HiggsProgram(ModelProgram):
         self.k_pool = pool_zeros(shape, self.dtype, self.device)
         self.v_pool = pool_zeros(shape, self.dtype, self.device)
         self.page_size = page_size
+
+    def memory_needs(self) -> MemoryNeeds:
+        from .memory import memory_needs
+
+        if self._codec is not None:
+            codec_cfg = self._codec.hnet.cfg
+        else:
+            codec_cfg = HiggsCodecConfig.read(resolve_tokenizer(self.root) / "config.json")
+        return memory_needs(self.cfg, codec_cfg, self.dtype, codec_loaded=self._codec is not None)
 
     def init_codec_slots(self, num_slots: int) -> None:
         self.codec_model.init_slots(num_slots)
