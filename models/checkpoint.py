@@ -167,12 +167,17 @@ def read_tensor_into(f: Any, entry: TensorEntry, out: torch.Tensor) -> None:
 
 def read_state_dict(root: Path) -> dict[str, torch.Tensor]:
     """Every tensor of the checkpoint at `root`, read once in the file's dtype on the CPU. For layouts whose
-    keys must be renamed or split before they match a module (Higgs' boson and v3 layouts); a layout
-    that matches its module as stored should use `fill_module`, which needs no dict of its own."""
+    keys must be split or joined before they match a module (Higgs' boson layout); a layout that matches
+    its module as stored, or after renaming its keys, should use `fill_module`, which needs no dict."""
+    return read_entries(checkpoint_entries(root), root)
+
+
+def read_entries(entries: dict[str, TensorEntry], root: Path | str) -> dict[str, torch.Tensor]:
+    """The tensors of `entries` (a part of `checkpoint_entries`), read in the file's dtype on the CPU."""
     out: dict[str, torch.Tensor] = {}
     handles: dict[Path, Any] = {}
     try:
-        for name, e in checkpoint_entries(root).items():
+        for name, e in entries.items():
             if e.file not in handles:
                 handles[e.file] = open(e.file, "rb", buffering=0)  # noqa: SIM115 - closed below
             t = torch.empty(e.shape, dtype=e.dtype)

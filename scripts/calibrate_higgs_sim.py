@@ -22,6 +22,18 @@ credits each chunk's whole audio when it is decoded, so the codec's 9.85-frame l
 releases the first 15-frame chunk's last 206 ms of audio only) does not enter the sim: TTFA is modelled right
 (the first chunk's frames must exist either way), stalls after the first chunk are modelled optimistically.
 
+Why `vox profile` prefers 120/8 here while the paper serves 100/32 (the split is not fitted): on this profile
+the codec is roofline-cheap (2.07 us per frame on the whole H100; 8 SMs decode a batch of 32 x 50 frames in
+54 ms, ~29.5k frames/s, against ~5.9k frames/s of demand at 36 req/s), so every SM moved to the backbone buys
+capacity, and the paper's own rule (the split that gives the backbone the most throughput while the codec
+keeps up) picks the same. For 32 codec SMs to be needed, the codec work would have to be ~16x this profile's
+(24 SMs serve ~86k frames/s). The paper's protocol adds codec-side work this profile leaves out: every Higgs
+request is a voice clone with a 6.9 s 16 kHz reference (encoding it, HuBERT-base + the DAC encoder, is about
+65 + 118 GFLOP by the same arithmetic, against 90 GFLOP to decode a 163-frame reply) and it decodes 25-frame
+chunks with 12 frames of left context and 8 of look-ahead (45 frames per 25); with unfused eager kernels
+(Snake as five elementwise passes) its activation traffic is also several times the 2.58 MB per frame here.
+Modelling that would take a second fitted number (a codec efficiency), so it is stated, not fitted.
+
 Three profiles, side by side (`--gpu h100`, `h100-optimistic`, `h100-pessimistic` with `--model higgs-v3-4b`):
   * fitted: row_ms from the fit (the only fitted number);
   * optimistic: row_ms = the arithmetic per-row cost (KV reads at CTX + 2 FLOP per parameter);

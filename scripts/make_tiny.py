@@ -2,7 +2,7 @@
 
 usage: python scripts/make_tiny.py OUT [--variant custom_voice|base|voice_design] [--proj]
                                        [--size tiny|cpu-bench|0.6b|1.7b] [--seed N]
-       python scripts/make_tiny.py OUT --family higgs|higgs-v3 [--size tiny|v2-3b|v3-4b] [--seed N]
+       python scripts/make_tiny.py OUT --family higgs|higgs-v3 [--size tiny|v2-3b|v3-4b|real] [--seed N]
        python scripts/make_tiny.py OUT --family cosyvoice3 [--size tiny|bench|real] [--clone-models]
               (upstream's layout; --clone-models adds tiny random speech_tokenizer_v3.onnx and campplus.onnx,
               which needs `onnx`, so --ref-audio runs)

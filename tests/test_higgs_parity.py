@@ -12,6 +12,7 @@ our own tiny builder's checkpoint loading in transformers with no missing / unex
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -55,7 +56,19 @@ CASES = [
     {"name": "eos", "text": EOS_TEXT, "max_new": 80},
     {"name": "cut", "text": CUT_TEXT, "max_new": 30},
     {"name": "clone", "text": CUT_TEXT, "max_new": 30, "ref_text": REF_TEXT, "ref_codes": REF_CODES},
+    {"name": "clip", "text": CUT_TEXT, "max_new": 30, "ref_text": REF_TEXT, "ref_wav": "clip.npy"},
 ]
+# Clip lengths (24 kHz): 24000 and 4321 give the acoustic and semantic branches the same frame count, 31234
+# and 12000 do not (the reference then pads the acoustic input by hop / 2 each side).
+CLIP_LENGTHS = (24000, 31234, 12000, 4321)
+
+
+def _clip(n: int, seed: int) -> np.ndarray:
+    """A deterministic stand-in for speech: a few drifting tones plus noise, about -12 dBFS."""
+    rs = np.random.RandomState(seed)
+    t = np.arange(n) / 24000
+    tones = sum(0.1 * np.sin(2 * np.pi * f * t * (1 + 0.1 * t)) for f in rs.uniform(100, 3000, 4))
+    return (tones + 0.03 * rs.randn(n)).astype(np.float32)
 
 
 @pytest.fixture(scope="module")
@@ -64,12 +77,29 @@ def oracle(tmp_path_factory):
 
     d = tmp_path_factory.mktemp("higgs")
     ours = build_tiny(d / "ours")
-    (d / "sizes.json").write_text(json.dumps(SIZES))
-    (d / "cases.json").write_text(json.dumps(CASES))
+    wavs = []
+    for i, n in enumerate(CLIP_LENGTHS):
+        np.save(d / f"clip{i}.npy", _clip(n, i))
+        wavs.append(str(d / f"clip{i}.npy"))
+    np.save(d / "clip.npy", _clip(36000, 9))
+    np.save(d / "clip44.npy", _clip(44100, 7))
+    cases = [dict(c, ref_wav=str(d / c["ref_wav"])) if "ref_wav" in c else c for c in CASES]
+    sizes = dict(SIZES, encode={"wavs": wavs, "resample": [[str(d / "clip44.npy"), 44100, 24000]]})
+    (d / "sizes.json").write_text(json.dumps(sizes))
+    (d / "cases.json").write_text(json.dumps(cases))
     run_higgs_oracle(
         "all", str(d / "ckpt"), str(d / "sizes.json"), str(d / "out.pt"), str(d / "cases.json"), str(ours)
     )
-    return d / "ckpt", torch.load(d / "out.pt", weights_only=False)
+    return d / "ckpt", torch.load(d / "out.pt", weights_only=False), d
+
+
+def _needs_resampler(oracle) -> None:
+    """The clip tests need the oracle's real torchaudio (scripts/setup_oracle_higgs.sh installs it)."""
+    if oracle[1].get("resampler") != "torchaudio":
+        msg = "the Higgs oracle venv has no usable torchaudio; rerun scripts/setup_oracle_higgs.sh"
+        if os.environ.get("VOX_REQUIRE_ORACLE") == "1":
+            pytest.fail(msg)
+        pytest.skip(msg)
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +132,52 @@ def test_voice_clone_from_codes(oracle, program):
     )
     prompt = program.prepare(req, ref_codes=np.array(REF_CODES))
     assert prompt.data.ids == ref["input_ids"] and prompt.data.audio_rows.shape == (12 + 2 + 7, 8)
+    np.testing.assert_array_equal(run_alone(program, prompt), ref["codes"])
+
+
+def test_encoder_codes_match_transformers(oracle, program):
+    """`HiggsAudioV2TokenizerModel.encode` (HuBERT semantic branch at 16 kHz, DAC encoder, fc, RVQ) on
+    transformers' own random tokenizer and on our builder's: codes identical, both padding branches."""
+    from voxcli.models.higgs_audio.encoder import HiggsEncoder
+
+    _needs_resampler(oracle)
+    ref, d = oracle[1]["encode"], oracle[2]
+    for name, root in (("ckpt", oracle[0]), ("ours", d / "ours")):
+        enc = HiggsEncoder.load(root / "audio_tokenizer")
+        for i, n in enumerate(CLIP_LENGTHS):
+            codes = enc.encode(np.load(d / f"clip{i}.npy"), 24000)
+            assert codes.shape == (ref[name][i].shape[0], 8) and codes.shape[0] in (n // 960, n // 960 + 1)
+            np.testing.assert_array_equal(codes, ref[name][i])
+        assert len(np.unique(codes)) > 8  # a live encoder, not one code everywhere
+
+
+def test_resampler_matches_torchaudio(oracle):
+    from voxcli.models.higgs_audio.resample import resample
+
+    _needs_resampler(oracle)
+    x = torch.from_numpy(np.load(oracle[2] / "clip44.npy"))
+    got = resample(x, 44100, 24000).numpy()
+    ref = oracle[1]["encode"]["resample"][0]
+    assert got.shape == ref.shape == (24000,)
+    assert np.abs(got - ref).max() <= 1e-6
+
+
+def test_voice_clone_from_a_clip_as_the_processor(oracle, program):
+    """`processor(text, audio)` on the rendered clone conversation: our prompt ids, the clip's delayed rows
+    and the greedy codes generated after them are the reference's."""
+    _needs_resampler(oracle)
+    ref = oracle[1]["cases"]["clip"]
+    req = SynthesisRequest(
+        text=CUT_TEXT,
+        ref_text=REF_TEXT,
+        ref_audio=np.load(oracle[2] / "clip.npy"),
+        ref_sample_rate=24000,
+        sampling=SamplingParams(greedy=True),
+        max_frames=CASES[3]["max_new"] - 8,
+    )
+    prompt = program.prepare(req)
+    assert prompt.data.ids == ref["input_ids"]
+    np.testing.assert_array_equal(prompt.data.audio_rows, ref["audio_input_ids"])
     np.testing.assert_array_equal(run_alone(program, prompt), ref["codes"])
 
 
@@ -159,3 +235,8 @@ def test_our_builder_loads_in_transformers(oracle):
     keys = oracle[1]["keys"]
     assert keys["model"] == {"missing_keys": [], "unexpected_keys": [], "mismatched_keys": []}
     assert keys["codec"]["unexpected_keys"] == [] and keys["codec"]["mismatched_keys"] == []
+    # the encoder is written too: only training buffers and the semantic reconstruction branch are missing
+    unused = ("decoder_semantic.", "fc1.")
+    buffers = (".codebook.inited", ".codebook.cluster_size", ".codebook.embed_avg")
+    missing = keys["codec"]["missing_keys"]
+    assert [k for k in missing if not k.startswith(unused) and not k.endswith(buffers)] == []

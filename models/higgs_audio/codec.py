@@ -19,9 +19,10 @@ flushes the held-back tail against the same zero padding the offline decode uses
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -29,7 +30,7 @@ import torch.nn.functional as F
 from safetensors import SafetensorError, safe_open
 from torch import nn
 
-from ..base import CheckpointError, InputError
+from ..base import CheckpointError
 from ..checkpoint import cached_snapshot, offline_note, read_json
 from ..dia.dac import _DTYPES, DacCodec, _fold_weight_norm, _source_keys
 from ..dia.dac_layers import Conv, ConvTranspose, DecoderBlock, Pos, ResidualUnit, Snake1d, Stream
@@ -147,14 +148,22 @@ class AcousticDecoder(nn.Module):
         return delay + self.conv2.padding
 
 
+class QuantizerSizes(Protocol):
+    """What a codebook needs (HiggsCodecConfig here, the encoder's config in encoder.py)."""
+
+    codebook_size: int
+    codebook_dim: int
+    hidden_size: int
+
+
 class Codebook(nn.Module):
-    def __init__(self, cfg: HiggsCodecConfig) -> None:
+    def __init__(self, cfg: QuantizerSizes) -> None:
         super().__init__()
         self.embed = nn.Parameter(torch.empty(cfg.codebook_size, cfg.codebook_dim))
 
 
 class VectorQuantizer(nn.Module):
-    def __init__(self, cfg: HiggsCodecConfig) -> None:
+    def __init__(self, cfg: QuantizerSizes) -> None:
         super().__init__()
         self.codebook = Codebook(cfg)
         self.project_out = nn.Linear(cfg.codebook_dim, cfg.hidden_size)
@@ -287,14 +296,17 @@ class HiggsCodec(DacCodec):
         return HiggsCodec(net)
 
     def encode(self, pcm: np.ndarray, sample_rate: int) -> np.ndarray:
-        raise InputError(
-            "voice cloning with Higgs Audio needs the audio tokenizer's encoder (HuBERT semantic "
-            "branch), which voxcli does not implement yet; drop --ref-audio"
-        )
+        """Not DacCodec's encode (this net holds only the decode half): encoder.py encodes Higgs clips."""
+        raise NotImplementedError("HiggsCodec decodes only; HiggsEncoder (encoder.py) encodes clips")
 
 
 def read_decoder_weights(net: HiggsDecoderNet, file: Path) -> dict[str, Any]:
     """The decoder's tensors from the tokenizer's model.safetensors (see `pick_decoder_weights`)."""
+    return read_tokenizer_weights(file, lambda shapes, get: pick_decoder_weights(net, shapes, get, file))
+
+
+def read_tokenizer_weights(file: Path, pick: Callable[[dict[str, tuple[int, ...]], Any], dict]) -> dict:
+    """`pick(shapes, get_tensor)` over the tokenizer's model.safetensors (decoder or encoder tensors)."""
     if not file.exists():
         raise CheckpointError(
             f"missing weights file {file} (the Higgs audio tokenizer needs model.safetensors)"
@@ -302,7 +314,7 @@ def read_decoder_weights(net: HiggsDecoderNet, file: Path) -> dict[str, Any]:
     try:
         with safe_open(str(file), framework="pt", device="cpu") as f:
             shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
-            return pick_decoder_weights(net, shapes, f.get_tensor, file)
+            return pick(shapes, f.get_tensor)
     except SafetensorError as e:
         raise CheckpointError(f"cannot read {file} (corrupt or truncated safetensors file?): {e}") from e
 

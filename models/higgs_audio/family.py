@@ -61,7 +61,7 @@ FAMILY = Family(
         Demo(
             "demo-higgs",
             build_demo,
-            version="1",
+            version="2",
             recipe="demo-higgs",
             description="tiny random Higgs Audio v2 (delay pattern, DAC codec), offline; its audio is not "
             "speech",

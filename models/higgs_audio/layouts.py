@@ -23,12 +23,14 @@ per SGLang-Omni) has none, and neither has this decoder: unverified against a re
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
 from ..base import CheckpointError
 from .config import HiggsConfig, check, parse_rope
+
+T = TypeVar("T")  # a tensor, or its safetensors entry (models/checkpoint.TensorEntry)
 
 V3_CODEC_PREFIX = "tied.embedding.modality_embeddings.0.model."
 V3_EMBED = "tied.embedding.modality_embeddings.0.embedding.weight"
@@ -188,9 +190,10 @@ def parse_v3(d: dict[str, Any], sd_shapes: dict[str, tuple[int, ...]], where: st
     return cfg
 
 
-def v3_state(sd: dict[str, torch.Tensor], cfg: HiggsConfig) -> dict[str, torch.Tensor]:
-    """v3's backbone tensors under the module names of layers.py (the codec's are read separately)."""
-    out: dict[str, torch.Tensor] = {}
+def v3_state(sd: dict[str, T], cfg: HiggsConfig) -> dict[str, T]:
+    """v3's backbone tensors (or their file entries) under the module names of layers.py (the codec's are
+    read separately)."""
+    out: dict[str, T] = {}
     for k, v in sd.items():
         if k.startswith(V3_CODEC_PREFIX) or k.startswith("tied.head.text_head."):
             continue

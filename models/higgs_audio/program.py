@@ -27,6 +27,7 @@ from ..base import (
     ChunkSchedule,
     CodecItem,
     InputError,
+    MemoryNeeds,
     ModelProgram,
     ModelSpec,
     Prompt,
@@ -34,12 +35,22 @@ from ..base import (
     StepOutput,
     SynthesisRequest,
 )
-from ..checkpoint import check_state_dict, read_json, read_state_dict, resolve
+from ..checkpoint import (
+    check_state_dict,
+    checkpoint_entries,
+    fill_module,
+    read_entries,
+    read_json,
+    read_state_dict,
+    resolve,
+)
+from ..device_memory import pool_zeros
 from ..dia.sampling import draw, top_k_filter, top_p_filter
 from ..qwen3_tts.layers import PagedBatch
 from .codec import HiggsCodec, HiggsCodecConfig, resolve_tokenizer
 from .config import GenerationDefaults, HiggsConfig, parse_v2
 from .delay import DelayTracker
+from .encoder import HiggsEncoder
 from .layers import HiggsWeights
 from .layouts import V3_CODEC_PREFIX, boson_state, parse_boson, parse_v3, v3_state, with_delay_ids
 from .prompt import AUDIO_DELAY, SCENE, TextTokenizer, V3Tokenizer, clone_prompt, prompt_ids, token_id
@@ -116,6 +127,7 @@ class HiggsProgram(ModelProgram):
         self.v_pool: torch.Tensor | None = None
         self.page_size = 0
         self._codec = None
+        self._encoder: HiggsEncoder | None = None  # the tokenizer's encoder, loaded on the first clone
 
     # --- loading ---------------------------------------------------------------------------------
     @classmethod
@@ -128,24 +140,26 @@ class HiggsProgram(ModelProgram):
         d = read_json(root / "config.json")
         kind = d.get("model_type")
         codec = None
+        sd: dict | None = None  # tensors (the boson layout, whose embedding/head are split in the file)
         if kind == "higgs_audio_v2":
             cfg = parse_v2(d, where)
-            sd = read_state_dict(root)
+            entries = checkpoint_entries(root)
         elif kind == "higgs_audio":
             # the original config names no audio-delay token: the tokenizer's own id for it (as the processor)
             cfg = parse_boson(d, where, audio_delay_token_id=token_id(root, AUDIO_DELAY))
             sd = boson_state(read_state_dict(root))
         elif kind == "higgs_multimodal_qwen3":
-            raw = read_state_dict(root)
-            cfg = parse_v3(d, {k: tuple(v.shape) for k, v in raw.items()}, where)
+            entries = checkpoint_entries(root)
+            cfg = parse_v3(d, {k: e.shape for k, e in entries.items()}, where)
+            # the bundled decoder (~0.1 B parameters) is read on its own; the backbone is filled in place
             codec = HiggsCodec.from_state(
-                raw,
+                read_entries({k: e for k, e in entries.items() if k.startswith(V3_CODEC_PREFIX)}, root),
                 V3_CODEC_PREFIX,
                 root,
                 device=device,
                 dtype=next(k for k, v in DTYPES.items() if v == DTYPES[dtype]),
             )
-            sd = v3_state(raw, cfg)
+            entries = v3_state(entries, cfg)  # a renaming: TensorEntry values pass through
         else:
             raise CheckpointError(
                 f"{where}: model_type {kind!r} is not a Higgs Audio checkpoint (one of "
@@ -159,15 +173,20 @@ class HiggsProgram(ModelProgram):
         gen = GenerationDefaults.read(root / "generation_config.json")
         with torch.device("meta"):
             weights = HiggsWeights(cfg).to(DTYPES[dtype])  # materialised in the dtype, not fp32 first
-        check_state_dict(weights, sd, root, ignore_prefixes=("text_lm_head.", "audio_decoder_proj."))
-        own = weights.state_dict()
-        # assign: the file's tensors become the parameters (no second copy of a real-size model in memory)
-        weights.load_state_dict(
-            {k: v.to(device=device, dtype=DTYPES[dtype]) for k, v in sd.items() if k in own},
-            strict=True,
-            assign=True,
-        )
-        del sd
+        unused = ("text_lm_head.", "audio_decoder_proj.")
+        if sd is None:
+            # each tensor read straight from the file into its parameter: peak RSS ~ the weights once
+            fill_module(weights, entries, root, device, DTYPES[dtype], ignore_prefixes=unused)
+        else:
+            check_state_dict(weights, sd, root, ignore_prefixes=unused)
+            own = weights.state_dict()
+            # assign: the file's tensors become the parameters (no second copy in memory)
+            weights.load_state_dict(
+                {k: v.to(device=device, dtype=DTYPES[dtype]) for k, v in sd.items() if k in own},
+                strict=True,
+                assign=True,
+            )
+            del sd
         name = source if not Path(source).exists() else root.name
         program = cls(
             root,
@@ -225,14 +244,24 @@ class HiggsProgram(ModelProgram):
                 f"model {self.spec.name} has no named voices; drop the voice (describe the speaker "
                 "with --instructions, which becomes the scene description)"
             )
-        if request.ref_audio is not None:
+        clone = request.ref_audio is not None or has_codes
+        if clone and isinstance(self.tok, V3Tokenizer):
             raise InputError(
-                "voice cloning with Higgs Audio from a clip needs the audio tokenizer's encoder, which "
-                "voxcli "
-                "does not implement yet; drop --ref-audio / --ref-text"
+                "voice clone with Higgs Audio v3 is not implemented (its bundled audio tokenizer has no "
+                "encoder here); drop --ref-audio / --ref-text"
             )
-        if request.ref_text and not has_codes:
+        if request.ref_text and not clone:
             raise InputError("--ref-text needs the reference clip it transcribes (--ref-audio)")
+        if clone and not (request.ref_text and request.ref_text.strip()):
+            raise InputError("voice clone needs --ref-text: the transcript of the reference clip")
+        if request.ref_audio is not None:
+            wav = np.asarray(request.ref_audio)
+            if wav.ndim != 1:
+                raise InputError(f"the reference audio must be mono (one channel), got shape {wav.shape}")
+            if wav.size == 0:
+                raise InputError("the reference audio is empty; give a few seconds of speech")
+            if request.ref_sample_rate is None or request.ref_sample_rate <= 0:
+                raise InputError("the reference audio needs its sample rate (ref_sample_rate)")
         if request.cfg_scale is not None and request.cfg_scale != 1:
             raise InputError(
                 f"model {self.spec.name} has no classifier-free guidance: leave cfg_scale unset "
@@ -249,17 +278,23 @@ class HiggsProgram(ModelProgram):
             )
         self.resolve_sampling(request)
 
+    def reference_codes(self, wav: np.ndarray, sample_rate: int) -> np.ndarray:
+        """The clip's audio-tokenizer codes [T, C] (encoder.py; other sample rates are resampled first)."""
+        if self._encoder is None:
+            self._encoder = HiggsEncoder.load(resolve_tokenizer(self.root), device=str(self.device))
+        return self._encoder.encode(np.asarray(wav, dtype=np.float32), int(sample_rate))
+
     def prepare(self, request: SynthesisRequest, *, ref_codes: np.ndarray | None = None) -> Prompt:
-        """`ref_codes` [T, C]: a voice clone from the reference clip's audio-tokenizer codes (with
-        `request.ref_text`, its transcript); the clip itself needs the tokenizer's encoder (not
-        implemented)."""
+        """Voice clone: `request.ref_audio` (+ `ref_text`, its transcript) is encoded by the audio
+        tokenizer's encoder, as the reference processor does; `ref_codes` [T, C] injects such codes directly
+        (tests)."""
         self.check(request, has_codes=ref_codes is not None)
         rows = None
+        if ref_codes is None and request.ref_audio is not None:
+            ref_codes = self.reference_codes(request.ref_audio, request.ref_sample_rate or 0)
         if ref_codes is not None:
             codes = np.asarray(ref_codes)
             C, top = self.cfg.num_codebooks, self.cfg.codes_per_book
-            if isinstance(self.tok, V3Tokenizer):
-                raise InputError("voice clone with Higgs Audio v3 is not implemented; drop the reference")
             if (
                 codes.ndim != 2
                 or codes.shape[1] != C
@@ -307,9 +342,19 @@ class HiggsProgram(ModelProgram):
     def init_kv(self, num_pages: int, page_size: int) -> None:
         c = self.cfg
         shape = (c.num_hidden_layers, num_pages, page_size, c.num_key_value_heads, c.head_dim)
-        self.k_pool = torch.zeros(shape, device=self.device, dtype=self.dtype)
-        self.v_pool = torch.zeros(shape, device=self.device, dtype=self.dtype)
+        # calloc'd on a CPU (device_memory.py): a page is resident only once written
+        self.k_pool = pool_zeros(shape, self.dtype, self.device)
+        self.v_pool = pool_zeros(shape, self.dtype, self.device)
         self.page_size = page_size
+
+    def memory_needs(self) -> MemoryNeeds:
+        from .memory import memory_needs
+
+        if self._codec is not None:
+            codec_cfg = self._codec.hnet.cfg
+        else:
+            codec_cfg = HiggsCodecConfig.read(resolve_tokenizer(self.root) / "config.json")
+        return memory_needs(self.cfg, codec_cfg, self.dtype, codec_loaded=self._codec is not None)
 
     def init_codec_slots(self, num_slots: int) -> None:
         self.codec_model.init_slots(num_slots)

@@ -23,6 +23,7 @@ from safetensors.torch import save_file
 from ..qwen3_tts.text_tokenizer import bytes_to_unicode
 from .codec import HiggsCodecConfig, HiggsDecoderNet
 from .config import HiggsConfig, parse_v2
+from .encoder import POS_CONV, HiggsEncoderConfig, HiggsEncoderNet
 from .layers import HiggsWeights
 
 SPECIALS = (
@@ -287,9 +288,13 @@ def build_tiny(
     return out
 
 
-def write_codec(out: Path, size: str, gen: torch.Generator, output_std: float = 0.1) -> None:
-    """The audio tokenizer's decode half with random weights, its output conv scaled so that random codes
-    decode to PCM of standard deviation `output_std` (a plausible level, no clipping in a 16-bit WAV)."""
+def write_codec(
+    out: Path, size: str, gen: torch.Generator, output_std: float = 0.1, encoder: bool = True
+) -> None:
+    """The audio tokenizer with random weights: the decode half, its output conv scaled so that random codes
+    decode to PCM of standard deviation `output_std` (a plausible level, no clipping in a 16-bit WAV), and
+    (`encoder`) the encode half (DAC encoder, semantic encoder, HuBERT, fc, the quantizers' project_in)
+    sharing the decoder's codebooks, drawn after the decoder so the decode half does not depend on it."""
     out.mkdir(parents=True, exist_ok=True)
     d = codec_config(size)
     (out / "config.json").write_text(json.dumps(d, indent=2))
@@ -303,7 +308,23 @@ def write_codec(out: Path, size: str, gen: torch.Generator, output_std: float = 
         net.acoustic_decoder.conv2.weight.mul_(output_std / std)
         net.acoustic_decoder.conv2.bias.mul_(output_std / std)
     sd = {k: v.contiguous() for k, v in net.state_dict().items()}
+    if encoder:
+        sd.update(encoder_state(HiggsEncoderConfig.read(out / "config.json"), sd, gen))
     save_file(sd, str(out / "model.safetensors"), metadata={"format": "pt"})
+
+
+def encoder_state(cfg: HiggsEncoderConfig, decoder: dict[str, torch.Tensor], gen: torch.Generator) -> dict:
+    """Random encode-half tensors in the transformers layout; the codebooks and project_out are the
+    decoder's (one quantizer in the checkpoint), HuBERT's positional conv as its weight-norm pair."""
+    enc = HiggsEncoderNet(cfg)
+    _randomise(enc, gen)
+    sd = {k: v.contiguous() for k, v in enc.state_dict().items() if k not in decoder}
+    v = sd.pop(POS_CONV)
+    g = v.norm(dim=(0, 1), keepdim=True) * (1.0 + 0.1 * torch.rand(v.shape[2], generator=gen).to(v.dtype))
+    base = POS_CONV[: -len("weight")]
+    sd[base + "parametrizations.weight.original0"] = g.contiguous()
+    sd[base + "parametrizations.weight.original1"] = v
+    return sd
 
 
 def build_tiny_boson(out: Path, hf_dir: Path) -> Path:
@@ -458,7 +479,7 @@ def build_tiny_v3(out: Path, size: str = "tiny", seed: int = 0, max_new_tokens: 
             sd["body." + k[len("model.") :]] = v
     sd["tied.head.text_head.weight"] = torch.zeros(text["vocab_size"], text["hidden_size"])
     codec_dir = out / ".codec"
-    write_codec(codec_dir, "tiny" if size == "tiny" else "v2-3b", gen)
+    write_codec(codec_dir, "tiny" if size == "tiny" else "v2-3b", gen, encoder=False)
     from safetensors.torch import load_file
 
     for k, v in load_file(str(codec_dir / "model.safetensors")).items():
@@ -473,8 +494,11 @@ def build_tiny_v3(out: Path, size: str = "tiny", seed: int = 0, max_new_tokens: 
 
 def build_sized(out: Path, family: str, size: str, seed: int = 0) -> Path:
     """`scripts/make_tiny.py --family higgs|higgs-v3 --size ...`: the transformers-layout v2 (sizes tiny,
-    v2-3b) or v3 (tiny, v3-4b) builder. Real sizes are built in bfloat16 (half the memory of float32)."""
+    v2-3b) or v3 (tiny, v3-4b) builder; `real` is the released size (v2-3b, v3-4b). Real sizes are built in
+    bfloat16 (half the memory of float32)."""
     sizes = SIZES if family == "higgs" else V3_SIZES
+    if size == "real":  # the released size of the family (as --size real for CosyVoice 3)
+        size = "v2-3b" if family == "higgs" else "v3-4b"
     if size not in sizes:
         raise SystemExit(f"--size must be one of {', '.join(sizes)} for {family}, got {size!r}")
     old = torch.get_default_dtype()

@@ -8,6 +8,7 @@ usage:
       a natural EOS, run greedy `generate` per case and the processor's `batch_decode`, and (OURS given)
       load OUR builder's checkpoint in transformers, reporting missing / unexpected keys. One process, one
       import of transformers.
+  run_higgs.py encode TOKDIR WAVS.json OUT.pt   the audio tokenizer's encode on each clip (.npy paths)
   run_higgs.py qwen3 CKPT OUT.pt          transformers Qwen3Model on a v3 checkpoint's backbone weights (CKPT
                                           holds qwen3/ written by our v3 builder): last hidden states for the
                                           ids in CKPT/qwen3/ids.json
@@ -16,7 +17,8 @@ usage:
   run_higgs.py throughput CKPT N FRAMES THREADS
                                           N sequential greedy generates + batch_decode
                                           (scripts/bench_higgs.py)
-A case: {"name", "text", "max_new"}; the prompt is the documented single-speaker conversation (system
+A case: {"name", "text", "max_new"} (+ "ref_text" and "ref_codes" or "ref_wav", a .npy clip, for clone);
+the prompt is the documented single-speaker conversation (system
 "Generate audio following instruction.", scene "Audio is recorded from a quiet room.", the user text).
 """
 
@@ -26,9 +28,25 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "shims"))  # torchaudio stand-in (see shims/)
-
 import torch  # noqa: E402
+
+
+def _torchaudio() -> str:
+    """The real torchaudio when it imports (scripts/setup_oracle_higgs.sh installs it without its compiled
+    extensions: `functional.resample`, the tokenizer's 24 -> 16 kHz step, is plain torch); else the stand-in
+    in shims/, which refuses to resample (decoding never does)."""
+    try:
+        import torchaudio.functional  # noqa: F401
+
+        return "torchaudio"
+    except (ImportError, OSError):
+        for name in [m for m in sys.modules if m == "torchaudio" or m.startswith("torchaudio.")]:
+            del sys.modules[name]
+        sys.path.insert(0, str(Path(__file__).resolve().parent / "shims"))
+        return "shim"
+
+
+RESAMPLER = _torchaudio()
 
 torch.use_deterministic_algorithms(True)
 torch.set_num_threads(2)
@@ -225,8 +243,26 @@ def clone_inputs(proc, text: str, ref_text: str, codes: list) -> dict:
     }
 
 
+def clip_inputs(proc, text: str, ref_text: str, wav_path: str) -> dict:
+    """The processor's own voice-clone inputs from a reference clip: the template rendered with the clip's
+    turn, then `processor(text, audio)`, which encodes the clip with the audio tokenizer, frames and delays
+    the codes and expands `<|AUDIO_OUT|>`."""
+    import numpy as np
+
+    conv = conversation(text)
+    conv[2:2] = [
+        {"role": "user", "content": [{"type": "text", "text": ref_text}]},
+        {"role": "assistant", "content": [{"type": "audio", "url": "clip.wav"}]},
+    ]
+    rendered = proc.apply_chat_template(conv, add_generation_prompt=True, tokenize=False)
+    wav = np.load(wav_path).astype(np.float32)
+    return dict(proc(text=rendered, audio=wav, sampling_rate=24000, return_tensors="pt"))
+
+
 def greedy(model, proc, text: str, max_new: int, case: dict | None = None):
-    if case and case.get("ref_codes") is not None:
+    if case and case.get("ref_wav") is not None:
+        inputs = clip_inputs(proc, text, case["ref_text"], case["ref_wav"])
+    elif case and case.get("ref_codes") is not None:
         inputs = clone_inputs(proc, text, case["ref_text"], case["ref_codes"])
     else:
         inputs = inputs_for(proc, text)
@@ -303,7 +339,10 @@ def run_all(ckpt: str, sizes: str, out: str, cases_path: str, ours: str | None) 
         )
     cases = json.loads(Path(cases_path).read_text())
     result["cases"] = {}
+    result["resampler"] = RESAMPLER
     for case in cases:
+        if case.get("ref_wav") is not None and RESAMPLER != "torchaudio":
+            continue  # the clip's encode needs the real resampler (the test says so and skips)
         inputs, gen = greedy(model, proc, case["text"], int(case["max_new"]), case)
         seq = gen.audio_sequences[0]
         codes = aligned(proc, seq)
@@ -313,6 +352,7 @@ def run_all(ckpt: str, sizes: str, out: str, cases_path: str, ours: str | None) 
             proc.audio_tokenizer.float()
         result["cases"][case["name"]] = {
             "input_ids": inputs["input_ids"][0].tolist(),
+            "audio_input_ids": inputs["audio_input_ids"][0].numpy() if "audio_input_ids" in inputs else None,
             "delayed": seq.numpy(),
             "text_tail": gen.sequences[0, inputs["input_ids"].shape[1] :].tolist(),
             "codes": codes.numpy(),
@@ -322,6 +362,48 @@ def run_all(ckpt: str, sizes: str, out: str, cases_path: str, ours: str | None) 
     result["digest"] = digest(ckpt)
     if ours:
         result["keys"] = keys(ours)
+    if s.get("encode") and RESAMPLER == "torchaudio":
+        result["encode"] = encode_all(ckpt, ours, s["encode"])
+    torch.save(result, out)
+
+
+def encode_all(ckpt: str, ours: str | None, spec: dict) -> dict:
+    """`spec`: {"wavs": [.npy at 24 kHz], "resample": [[.npy, orig, new]]} -> the tokenizer's encode of each
+    clip with this checkpoint's tokenizer (and with OURS's, when given), and torchaudio's resample."""
+    import numpy as np
+    import torchaudio
+    from transformers import HiggsAudioV2TokenizerModel
+
+    res: dict = {"resample": []}
+    for name, root in (("ckpt", ckpt), ("ours", ours)):
+        if root is None:
+            continue
+        codec = HiggsAudioV2TokenizerModel.from_pretrained(Path(root) / "audio_tokenizer").eval()
+        res[name] = []
+        for path in spec["wavs"]:
+            wav = torch.from_numpy(np.load(path).astype(np.float32))[None, None]
+            with torch.no_grad():
+                res[name].append(codec.encode(wav).audio_codes[0].T.numpy())
+    for path, orig, new in spec.get("resample", []):
+        wav = torch.from_numpy(np.load(path).astype(np.float32))
+        res["resample"].append(torchaudio.functional.resample(wav, int(orig), int(new)).numpy())
+    return res
+
+
+def encode(tok_dir: str, wavs_json: str, out: str) -> None:
+    """`HiggsAudioV2TokenizerModel.encode` on each clip (.npy, float32 at 24 kHz): codes [T, C]."""
+    import numpy as np
+    from transformers import HiggsAudioV2TokenizerModel
+
+    if RESAMPLER != "torchaudio":
+        torch.save({"resampler": RESAMPLER}, out)
+        return
+    codec = HiggsAudioV2TokenizerModel.from_pretrained(tok_dir).eval()
+    result = {"resampler": RESAMPLER, "codes": []}
+    for path in json.loads(Path(wavs_json).read_text()):
+        wav = torch.from_numpy(np.load(path).astype(np.float32))[None, None]
+        with torch.no_grad():
+            result["codes"].append(codec.encode(wav).audio_codes[0].T.numpy())
     torch.save(result, out)
 
 
@@ -414,6 +496,8 @@ if __name__ == "__main__":
     cmd, *args = sys.argv[1:]
     if cmd == "all":
         run_all(args[0], args[1], args[2], args[3], args[4] if len(args) > 4 else None)
+    elif cmd == "encode":
+        encode(*args)
     elif cmd == "qwen3":
         qwen3(*args)
     elif cmd == "processor":
