@@ -138,8 +138,9 @@ class PagedKV:
     cross_len: torch.Tensor
     page_size: int
     # Optional per layer (K, V) [B, max cross_len, heads, hd] already gathered from the cross pages (the
-    # program reuses them while a decode batch keeps its members); None = gather in the layer.
-    cross_dense: list[tuple[torch.Tensor, torch.Tensor]] | None = None
+    # program reuses them while a decode batch keeps its members), or a shared_cross.CrossPlan (CFG pairs'
+    # unconditional sequences sharing one K/V per text length); None = gather in the layer.
+    cross_dense: list | None = None
 
     def self_mask(self) -> torch.Tensor:
         n = self.self_table.shape[1] * self.page_size
@@ -222,8 +223,12 @@ class DecoderLayer(nn.Module):
         c = self.cross_attention
         h = self.pre_ca_norm(x)
         q = c.split(c.q_proj, h)
+        if cross is not None and not isinstance(cross, tuple):  # a shared_cross.CrossPlan
+            return self._finish(x + c.o_proj(cross.attend(q)))
         ck, cv = cross if cross is not None else self.gather_cross_kv(k_pool, v_pool, pk)
-        x = x + c.o_proj(attend(q, ck.to(q.dtype), cv.to(q.dtype), cross_mask))
+        return self._finish(x + c.o_proj(attend(q, ck.to(q.dtype), cv.to(q.dtype), cross_mask)))
+
+    def _finish(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.mlp(self.pre_mlp_norm(x))
 
 

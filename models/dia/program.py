@@ -52,6 +52,7 @@ from .delay import DelayTracker
 from .layers import DiaWeights, PagedKV, pack_cross
 from .prompt import PreparedDia, clone_text, resolve_sampling, validate
 from .sampling import RowSampling, draw, process
+from .shared_cross import build_plans
 from .spec import DEFAULT_CHUNKS, HOP, SAMPLE_RATE, model_spec  # noqa: F401 (re-exported)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -91,6 +92,11 @@ def peek_uniforms(st: DiaState, channels: int) -> torch.Tensor:
 
 
 class DiaProgram(ModelProgram):
+    # The unconditional sequences of CFG pairs share their encoder pass and cross K/V by text length
+    # (shared_cross.py; exact up to float rounding). False runs every sequence on its own, as before:
+    # scripts/bench_dia.py measures both in one run.
+    share_uncond: bool = True
+
     def __init__(
         self,
         root: Path,
@@ -176,6 +182,7 @@ class DiaProgram(ModelProgram):
             max_frames=max_frames,
             fixed_frames=request.fixed_frames,
             width=2 if sampling.guidance != 1.0 else 1,
+            uncond_key=len(ids) if sampling.guidance != 1.0 else None,
         )
 
     def check(self, request: SynthesisRequest) -> None:
@@ -277,7 +284,9 @@ class DiaProgram(ModelProgram):
     def _encode(self, rows: list[Row]) -> None:
         """Run the text encoder for every sequence of `rows` and write each decoder layer's cross K/V
         into the sequence's cross pages. Sequences are batched by text length (no padding, so a
-        request's encoder output does not depend on its batch-mates)."""
+        request's encoder output does not depend on its batch-mates). The unconditional input is L
+        zeros whatever the request, so with `share_uncond` one encoder row per length serves every
+        unconditional sequence of the batch (shared_cross.py)."""
         groups: dict[int, list[tuple[Row, int]]] = {}
         for r in rows:
             for s in range(r.state.width):
@@ -285,15 +294,23 @@ class DiaProgram(ModelProgram):
         per_page = self.page_size * self.self_elems
         d = self.cfg.decoder
         for L, seqs in groups.items():
-            ids = torch.tensor(
-                [r.prompt.data.ids if s == 0 else [0] * L for r, s in seqs],
-                dtype=torch.long,
-                device=self.device,
-            )
+            # encoder input row of each sequence: its own, or the group's one shared unconditional row
+            inputs: list[list[int]] = []
+            source: list[int] = []
+            shared = -1
+            for r, s in seqs:
+                if s == 1 and self.share_uncond and shared >= 0:
+                    source.append(shared)
+                    continue
+                source.append(len(inputs))
+                if s == 1 and self.share_uncond:
+                    shared = len(inputs)
+                inputs.append(r.prompt.data.ids if s == 0 else [0] * L)
+            ids = torch.tensor(inputs, dtype=torch.long, device=self.device)
             enc = self.weights.model.encoder(ids, None)
             for li, layer in enumerate(self.weights.model.decoder.layers):
                 k, v = layer.cross_kv(enc)  # [n, L, heads, hd]
-                for b, (r, s) in enumerate(seqs):
+                for (r, s), b in zip(seqs, source, strict=True):
                     _, cross = self._seq_pages(r, s)
                     idx = torch.tensor(cross, dtype=torch.long, device=self.device)
                     shape = (len(cross), self.page_size, d.num_key_value_heads, d.head_dim)
@@ -314,13 +331,17 @@ class DiaProgram(ModelProgram):
                 x[i, : t.shape[0]] = torch.from_numpy(t)
                 i += 1
         pk = self._paged(seqs, st, counts)
-        key = tuple((r.state.uid, s) for r, s in seqs)
+        key = (self.share_uncond, tuple((r.state.uid, s) for r, s in seqs))
         if key != self._cross_key or self._cross_dense is None:
             self._cross_key, self._cross_dense = None, None  # never keep a stale one on failure
             layers = self.weights.model.decoder.layers
-            self._cross_dense = [
-                layer.gather_cross_kv(self.k_pool[i], self.v_pool[i], pk) for i, layer in enumerate(layers)
-            ]
+            if self.share_uncond and any(s == 1 for _, s in seqs):
+                self._cross_dense = build_plans(layers, self.k_pool, self.v_pool, pk.cross_table,
+                                                [s == 1 for _, s in seqs],
+                                                [r.state.cross_len for r, _ in seqs])
+            else:
+                self._cross_dense = [layer.gather_cross_kv(self.k_pool[i], self.v_pool[i], pk)
+                                     for i, layer in enumerate(layers)]
             self._cross_key = key
         pk.cross_dense = self._cross_dense
         w = self.weights
