@@ -1,7 +1,8 @@
-"""CFG pairs' unconditional sequences share their encoder pass and cross K/V by text length
-(models/dia/shared_cross.py): the same logits (to float rounding) and the same greedy codes with the
-sharing on and off, for one request alone and among others of equal and different lengths, with and
-without CFG; and the sharing really happens (one encoder row and one K/V per length)."""
+"""CFG pairs share work (models/dia/shared_cross.py): the unconditional sequences' encoder pass and
+cross K/V by text length, layer 0's self-attention within a pair. With the sharing on and off: the
+same final hidden states (to float rounding) and the same codes (greedy and seeded sampling) for one
+request alone and among others of equal and different lengths, with and without CFG; and the sharing
+really happens (one encoder row and one K/V per length, layer 0 on the conditional sequences only)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def _requests() -> list[SynthesisRequest]:
 
 
 def _batch(program, share: bool, steps: int = 60):
-    """Prefill + decode the batch of `_requests`; (logits per call, frames per request)."""
+    """Prefill + decode the batch of `_requests`; (final hidden states per call, frames per request)."""
     program.share_uncond = share
     prompts = [program.prepare(r) for r in _requests()]
     program.init_kv(1, 8)
@@ -44,11 +45,11 @@ def _batch(program, share: bool, steps: int = 60):
     for i, (p, k) in enumerate(zip(prompts, need, strict=True)):
         rows.append(Row(i, p, list(range(start, start + k))))
         start += k
-    logits, inner = [], program._step
+    hidden, inner = [], program._step
 
-    def step(rs, lg, kv):
-        logits.append(lg.clone())
-        return inner(rs, lg, kv)
+    def step(rs, hid, kv):
+        hidden.append(hid.clone())
+        return inner(rs, hid, kv)
 
     program._step = step
     try:
@@ -66,14 +67,14 @@ def _batch(program, share: bool, steps: int = 60):
     finally:
         del program._step
         program.share_uncond = True
-    return logits, [np.stack(f) if f else np.zeros((0, 9), dtype=np.int64) for f in frames]
+    return hidden, [np.stack(f) if f else np.zeros((0, 9), dtype=np.int64) for f in frames]
 
 
-def test_sharing_keeps_logits_and_codes(program):
-    off_logits, off_frames = _batch(program, share=False)
-    on_logits, on_frames = _batch(program, share=True)
-    assert len(on_logits) == len(off_logits) > 25
-    for a, b in zip(on_logits, off_logits, strict=True):
+def test_sharing_keeps_hidden_states_and_codes(program):
+    off_hidden, off_frames = _batch(program, share=False)
+    on_hidden, on_frames = _batch(program, share=True)
+    assert len(on_hidden) == len(off_hidden) > 25
+    for a, b in zip(on_hidden, off_hidden, strict=True):
         assert a.shape == b.shape
         assert float((a - b).abs().max()) <= 1e-5 * max(1.0, float(b.abs().max()))
     for a, b in zip(on_frames, off_frames, strict=True):
@@ -82,25 +83,33 @@ def test_sharing_keeps_logits_and_codes(program):
 
 def test_alone_equals_among_others_with_sharing(program):
     _, among = _batch(program, share=True)
-    for i, req in enumerate(_requests()):
-        alone = run_alone(program, program.prepare(req), page_size=8)
+    reqs = _requests()
+    for i in (0, 3, 4, 5):  # a pair of the shared length, one of its own length, no CFG, sampled
+        alone = run_alone(program, program.prepare(reqs[i]), page_size=8)
         assert np.array_equal(alone, among[i]), f"request {i}"
 
 
 def test_one_encoder_row_and_one_cross_kv_per_length(program):
     rows_seen: list[int] = []
+    q0: list[int] = []  # sequences layer 0's self-attention runs per call
     enc = program.weights.model.encoder
-    hook = enc.register_forward_pre_hook(lambda _m, args: rows_seen.append(int(args[0].shape[0])))
+    hooks = [enc.register_forward_pre_hook(lambda _m, args: rows_seen.append(int(args[0].shape[0]))),
+             program.weights.model.decoder.layers[0].self_attention.q_proj.register_forward_pre_hook(
+                 lambda _m, args: q0.append(int(args[0].shape[0])))]
     try:
         _batch(program, share=True, steps=2)
-        shared = sum(rows_seen)
+        shared, q0_shared = sum(rows_seen), list(q0)
         rows_seen.clear()
+        q0.clear()
         _batch(program, share=False, steps=2)
-        unshared = sum(rows_seen)
+        unshared, q0_unshared = sum(rows_seen), list(q0)
     finally:
-        hook.remove()
+        for h in hooks:
+            h.remove()
     # 6 requests, 5 with CFG over 3 lengths: 6 conditional rows + 3 shared unconditional ones
     assert (shared, unshared) == (6 + 3, 6 + 5)
+    # layer 0's self-attention: the 6 conditional sequences only, not all 11, at prefill and each step
+    assert q0_shared == [6] * 3 and q0_unshared == [11] * 3
     _batch(program, share=True, steps=2)
     plans = program._cross_dense  # the last decode batch's, every request still running
     assert all(hasattr(p, "groups") for p in plans)
@@ -113,3 +122,4 @@ def test_pairs_without_sharing_use_the_plain_dense_kv(program):
     _batch(program, share=False, steps=2)
     assert all(isinstance(p, tuple) for p in program._cross_dense)
     assert torch.is_tensor(program._cross_dense[0][0])
+

@@ -12,6 +12,10 @@ cross-attention K/V of every decoder layer computed from it, are the same tensor
   so the keys and values are read once per group and step instead of once per sequence, and the
   dense copy the program keeps per decode batch holds one [L, heads, hd] per group, not per request.
 
+* within a pair, layer 0's self-attention: both sequences feed the same tokens and layer 0 sees only
+  their embeddings, so the unconditional sequence reuses its partner's result (layers.py PagedKV
+  `first_layer_reuse`; its layer-0 self K/V is neither written nor read).
+
 Each unconditional sequence still owns its cross pages, written with the shared values: admission,
 page accounting and fault isolation's re-runnable prefill are unchanged, and any one sequence's pages
 hold its complete K/V (the decode group reads the first member's).
