@@ -156,6 +156,10 @@ class Prompt:
     # Decode steps expected before the first frame (a delay pattern's fill, a unified LM's text phase):
     # the admission gate adds them to its TTFA prediction.
     lead_steps: int = 0
+    # CFG pairs whose unconditional sequences are identical at prefill carry one equal key (Dia: the text
+    # length, as its unconditional text is that many zeros): the program shares that work between them
+    # and a cost model may charge it once per key and batch. None = nothing shared.
+    uncond_key: object = None
 
 
 @dataclass

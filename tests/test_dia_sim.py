@@ -63,3 +63,63 @@ def test_vox_bench_sim_dia_runs(tmp_path, monkeypatch):
                                      "--policy", "full", "--rates", "2,4", "--duration", "4"])
     assert r.exit_code == 0, r.output
     assert "capacity" in r.output
+
+
+def _decode_ms(profile: CostProfile, prompts) -> float:
+    from voxcli.models.base import Row
+
+    from voxcli.engine.executors.base import Work
+    from voxcli.engine.executors.sim import SimExecutor
+    from voxcli.engine.lanes import LaneLayout
+    from voxcli.engine.synthetic import SyntheticProgram
+
+    rows = [Row(i, p, [0]) for i, p in enumerate(prompts)]
+    layout = LaneLayout(policy="sync", lanes=("lm",), sms={"lm": None}, serialized=True)
+    sim = SimExecutor(SyntheticProgram.for_model("dia-1.6b"), profile, layout)
+    work = Work(lane="lm", stage="decode", rows=rows, bucket=sum(p.width for p in prompts))
+    return sim.duration(work) * 1e3
+
+
+def test_cfg_pairs_are_charged_their_shared_work_by_text_length():
+    from dataclasses import replace
+
+    from voxcli.models.base import Prompt
+
+    # a hand-made linear table: 1 ms floor + 0.5 ms per row
+    prof = CostProfile.from_dict({"gpu": {"sms": 132}, "stages": {"decode": {
+        "batch": [1, 64], "ms": [1.5, 1.0 + 0.5 * 64], "cfg_row": 0.6, "cfg_group": 0.4}}})
+
+    def pair(key):
+        return Prompt(length=1, data=None, max_frames=8, width=2, uncond_key=key)
+
+    single = Prompt(length=1, data=None, max_frames=8)
+    # 3 pairs of one text length + 1 of another + 1 without a key + 1 single row: 11 rows before sharing
+    batch = [pair(7), pair(7), pair(7), pair(9), pair(None), single]
+    rows = 11 - 4 * (1 - 0.6) + 2 * 0.4
+    assert abs(_decode_ms(prof, batch) - (1.0 + 0.5 * rows)) < 1e-9
+    plain = replace(prof, stages={"decode": replace(prof.stages["decode"], cfg_row=1.0, cfg_group=0.0)})
+    assert abs(_decode_ms(plain, batch) - (1.0 + 0.5 * 11)) < 1e-9  # a profile without sharing: 2 rows a pair
+    assert CostProfile.from_dict(prof.to_dict()).stages["decode"].cfg_row == 0.6  # round trip
+
+
+def test_shared_cross_read_is_the_rows_cross_share():
+    from voxcli.bench.calibrate_dia import cross_bytes, row_bytes
+
+    opt, pess = terms("h100", "optimistic"), terms("h100", "pessimistic")
+    # cross K/V is ~73% of a row's KV bytes; the optimistic row loses exactly its arithmetic cross time
+    assert 0.7 < cross_bytes() / row_bytes() < 0.76
+    assert abs(opt["cfg_group"] * opt["row_ms"] - pess["cfg_group"] * pess["row_ms"]) < 1e-12
+    assert 0.5 < opt["cfg_row"] < 0.6 and 0.9 < pess["cfg_row"] < 0.95
+    # and layer 0's self-attention, the same seconds in both settings
+    assert 0 < 1 - opt["cfg_row"] - opt["cfg_group"] < 0.02
+    assert (1 - opt["cfg_row"] - opt["cfg_group"]) * opt["row_ms"] == pytest.approx(
+        (1 - pess["cfg_row"] - pess["cfg_group"]) * pess["row_ms"])
+    # the stand-in's CFG prompts carry their text length as the sharing key
+    from voxcli.models.base import SynthesisRequest
+
+    from voxcli.engine.synthetic import SyntheticProgram
+
+    p = SyntheticProgram.for_model("dia-1.6b")
+    a, b = (p.prepare(SynthesisRequest(text=t)) for t in ("hello there", "hello where"))
+    assert a.uncond_key == b.uncond_key == 11
+    assert p.prepare(SynthesisRequest(text="hello", cfg_scale=1.0)).uncond_key is None

@@ -138,8 +138,20 @@ class PagedKV:
     cross_len: torch.Tensor
     page_size: int
     # Optional per layer (K, V) [B, max cross_len, heads, hd] already gathered from the cross pages (the
-    # program reuses them while a decode batch keeps its members); None = gather in the layer.
-    cross_dense: list[tuple[torch.Tensor, torch.Tensor]] | None = None
+    # program reuses them while a decode batch keeps its members), or a shared_cross.CrossPlan (CFG pairs'
+    # unconditional sequences sharing one K/V per text length); None = gather in the layer.
+    cross_dense: list | None = None
+    # Optional (own, source) for layer 0: only `own` sequences run its self-attention, sequence i reuses
+    # own[source[i]]'s. A CFG pair's two sequences read the same tokens, and layer 0's self-attention
+    # sees nothing else (its keys and values come from the token embeddings alone), so the unconditional
+    # sequence's layer-0 self-attention IS its conditional partner's; its layer-0 self K/V is never
+    # written or read (the program's `share_uncond`, fixed for a request's life).
+    first_layer_reuse: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def select(self, seqs: torch.Tensor) -> PagedKV:
+        """The self-attention view of sequences `seqs` (cross fields kept whole: not read there)."""
+        return PagedKV(self.q_pos[seqs], self.slots[seqs], self.self_table[seqs], self.kv_len[seqs],
+                       self.cross_table, self.cross_len, self.page_size)
 
     def self_mask(self) -> torch.Tensor:
         n = self.self_table.shape[1] * self.page_size
@@ -202,7 +214,27 @@ class DecoderLayer(nn.Module):
             gather_cross(v_pool, pk.cross_table, n, c.kv_heads, c.head_dim),
         )
 
-    def forward(self, x, cos, sin, k_pool, v_pool, pk: PagedKV, self_mask, cross_mask, cross=None):
+    def forward(self, x, cos, sin, k_pool, v_pool, pk: PagedKV, self_mask, cross_mask, cross=None,
+                reuse: tuple[torch.Tensor, torch.Tensor] | None = None):
+        """`reuse` (own, source): only the sequences `own` run the self-attention; sequence i takes the
+        result of own[source[i]] (a CFG pair's unconditional sequence at layer 0, see Decoder.forward)."""
+        if reuse is None:
+            x = x + self.self_attend(x, cos, sin, k_pool, v_pool, pk, self_mask)
+        else:
+            own, source = reuse
+            sub = pk.select(own)
+            x = x + self.self_attend(x[own], cos[own], sin[own], k_pool, v_pool, sub, self_mask[own])[source]
+
+        c = self.cross_attention
+        h = self.pre_ca_norm(x)
+        q = c.split(c.q_proj, h)
+        if cross is not None and not isinstance(cross, tuple):  # a shared_cross.CrossPlan
+            return self._finish(x + c.o_proj(cross.attend(q)))
+        ck, cv = cross if cross is not None else self.gather_cross_kv(k_pool, v_pool, pk)
+        return self._finish(x + c.o_proj(attend(q, ck.to(q.dtype), cv.to(q.dtype), cross_mask)))
+
+    def self_attend(self, x, cos, sin, k_pool, v_pool, pk: PagedKV, self_mask) -> torch.Tensor:
+        """Write the batch's new self K/V into the pool, return o_proj(self-attention) [B, T, hidden]."""
         a = self.self_attention
         h = self.pre_sa_norm(x)
         q = apply_rope(a.split(a.q_proj, h), cos, sin)
@@ -217,13 +249,9 @@ class DecoderLayer(nn.Module):
         B, P = pk.self_table.shape
         keys = k_pool[pk.self_table].view(B, P * pk.page_size, a.kv_heads, a.head_dim)
         vals = v_pool[pk.self_table].view(B, P * pk.page_size, a.kv_heads, a.head_dim)
-        x = x + a.o_proj(attend(q, keys, vals, self_mask))
+        return a.o_proj(attend(q, keys, vals, self_mask))
 
-        c = self.cross_attention
-        h = self.pre_ca_norm(x)
-        q = c.split(c.q_proj, h)
-        ck, cv = cross if cross is not None else self.gather_cross_kv(k_pool, v_pool, pk)
-        x = x + c.o_proj(attend(q, ck.to(q.dtype), cv.to(q.dtype), cross_mask))
+    def _finish(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.mlp(self.pre_mlp_norm(x))
 
 
@@ -254,7 +282,8 @@ class Decoder(nn.Module):
         dense = pk.cross_dense
         for i, layer in enumerate(self.layers):
             cross = dense[i] if dense is not None else None
-            x = layer(x, cos, sin, k_pools[i], v_pools[i], pk, self_mask, cross_mask, cross)
+            reuse = pk.first_layer_reuse if i == 0 else None
+            x = layer(x, cos, sin, k_pools[i], v_pools[i], pk, self_mask, cross_mask, cross, reuse)
         return self.norm(x)
 
 

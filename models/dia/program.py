@@ -52,6 +52,7 @@ from .delay import DelayTracker
 from .layers import DiaWeights, PagedKV, pack_cross
 from .prompt import PreparedDia, clone_text, resolve_sampling, validate
 from .sampling import RowSampling, draw, process
+from .shared_cross import build_plans
 from .spec import DEFAULT_CHUNKS, HOP, SAMPLE_RATE, model_spec  # noqa: F401 (re-exported)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -91,6 +92,13 @@ def peek_uniforms(st: DiaState, channels: int) -> torch.Tensor:
 
 
 class DiaProgram(ModelProgram):
+    # The unconditional sequences of CFG pairs share their encoder pass and cross K/V by text length and
+    # reuse their partner's layer-0 self-attention (shared_cross.py; exact up to float rounding). False
+    # runs every sequence on its own, as before (scripts/bench_cfg.py measures both in one run). Set it
+    # before a request's prefill and keep it for the request's life (layer 0's unconditional self K/V
+    # is only written when it is False).
+    share_uncond: bool = True
+
     def __init__(
         self,
         root: Path,
@@ -176,6 +184,7 @@ class DiaProgram(ModelProgram):
             max_frames=max_frames,
             fixed_frames=request.fixed_frames,
             width=2 if sampling.guidance != 1.0 else 1,
+            uncond_key=len(ids) if sampling.guidance != 1.0 else None,
         )
 
     def check(self, request: SynthesisRequest) -> None:
@@ -277,7 +286,9 @@ class DiaProgram(ModelProgram):
     def _encode(self, rows: list[Row]) -> None:
         """Run the text encoder for every sequence of `rows` and write each decoder layer's cross K/V
         into the sequence's cross pages. Sequences are batched by text length (no padding, so a
-        request's encoder output does not depend on its batch-mates)."""
+        request's encoder output does not depend on its batch-mates). The unconditional input is L
+        zeros whatever the request, so with `share_uncond` one encoder row per length serves every
+        unconditional sequence of the batch (shared_cross.py)."""
         groups: dict[int, list[tuple[Row, int]]] = {}
         for r in rows:
             for s in range(r.state.width):
@@ -285,15 +296,23 @@ class DiaProgram(ModelProgram):
         per_page = self.page_size * self.self_elems
         d = self.cfg.decoder
         for L, seqs in groups.items():
-            ids = torch.tensor(
-                [r.prompt.data.ids if s == 0 else [0] * L for r, s in seqs],
-                dtype=torch.long,
-                device=self.device,
-            )
+            # encoder input row of each sequence: its own, or the group's one shared unconditional row
+            inputs: list[list[int]] = []
+            source: list[int] = []
+            shared = -1
+            for r, s in seqs:
+                if s == 1 and self.share_uncond and shared >= 0:
+                    source.append(shared)
+                    continue
+                source.append(len(inputs))
+                if s == 1 and self.share_uncond:
+                    shared = len(inputs)
+                inputs.append(r.prompt.data.ids if s == 0 else [0] * L)
+            ids = torch.tensor(inputs, dtype=torch.long, device=self.device)
             enc = self.weights.model.encoder(ids, None)
             for li, layer in enumerate(self.weights.model.decoder.layers):
                 k, v = layer.cross_kv(enc)  # [n, L, heads, hd]
-                for b, (r, s) in enumerate(seqs):
+                for (r, s), b in zip(seqs, source, strict=True):
                     _, cross = self._seq_pages(r, s)
                     idx = torch.tensor(cross, dtype=torch.long, device=self.device)
                     shape = (len(cross), self.page_size, d.num_key_value_heads, d.head_dim)
@@ -302,7 +321,7 @@ class DiaProgram(ModelProgram):
 
     def _forward(self, rows: list[Row], tokens: list[np.ndarray], starts: list[int]) -> torch.Tensor:
         """Feed each row's tokens [n_i, C] (both sequences of a pair get the same ones) at positions
-        starts[i]...; return the logits of each sequence's last position [S, C, V]."""
+        starts[i]...; return the final hidden state of each sequence's last position [S, H]."""
         seqs = [(r, s) for r in rows for s in range(r.state.width)]
         counts = [t.shape[0] for r, t in zip(rows, tokens, strict=True) for _ in range(r.state.width)]
         st = [a for r, a in zip(rows, starts, strict=True) for _ in range(r.state.width)]
@@ -314,32 +333,42 @@ class DiaProgram(ModelProgram):
                 x[i, : t.shape[0]] = torch.from_numpy(t)
                 i += 1
         pk = self._paged(seqs, st, counts)
-        key = tuple((r.state.uid, s) for r, s in seqs)
+        key = (self.share_uncond, tuple((r.state.uid, s) for r, s in seqs))
         if key != self._cross_key or self._cross_dense is None:
             self._cross_key, self._cross_dense = None, None  # never keep a stale one on failure
             layers = self.weights.model.decoder.layers
-            self._cross_dense = [
-                layer.gather_cross_kv(self.k_pool[i], self.v_pool[i], pk) for i, layer in enumerate(layers)
-            ]
+            if self.share_uncond and any(s == 1 for _, s in seqs):
+                self._cross_dense = build_plans(layers, self.k_pool, self.v_pool, pk.cross_table,
+                                                [s == 1 for _, s in seqs],
+                                                [r.state.cross_len for r, _ in seqs])
+            else:
+                self._cross_dense = [layer.gather_cross_kv(self.k_pool[i], self.v_pool[i], pk)
+                                     for i, layer in enumerate(layers)]
             self._cross_key = key
         pk.cross_dense = self._cross_dense
+        if self.share_uncond and any(s == 1 for _, s in seqs):
+            own = [i for i, (_, s) in enumerate(seqs) if s == 0]
+            rank = {i: j for j, i in enumerate(own)}
+            source = [rank[i if s == 0 else i - 1] for i, (_, s) in enumerate(seqs)]  # a pair is adjacent
+            pk.first_layer_reuse = (torch.tensor(own, device=self.device),
+                                    torch.tensor(source, device=self.device))
         w = self.weights
         hid = w.model.decoder(x.to(self.device), self.k_pool, self.v_pool, pk)
-        last = hid[torch.arange(len(seqs), device=self.device), torch.tensor(counts, device=self.device) - 1]
-        return w.logits(last)
+        return hid[torch.arange(len(seqs), device=self.device), torch.tensor(counts, device=self.device) - 1]
 
-    def _step(self, rows: list[Row], logits: torch.Tensor, kv_len: list[int]) -> list[StepOutput]:
-        """Sample each row's tokens from `logits`, then commit every row's new state (`kv_len`: each
-        row's KV length after this step)."""
+    def _step(self, rows: list[Row], hidden: torch.Tensor, kv_len: list[int]) -> list[StepOutput]:
+        """Sample each row's tokens from the sequences' final `hidden` states [S, H], then commit every
+        row's new state (`kv_len`: each row's KV length after this step)."""
         states: list[DiaState] = [r.state for r in rows]
         first = []
         i = 0
         for st in states:
             first.append(i)
             i += st.width
-        cond = logits[first]
-        unc = logits[[f + 1 if st.width == 2 else f for f, st in zip(first, states, strict=True)]]
-        dev = logits.device
+        unc_of = [f + 1 if st.width == 2 else f for f, st in zip(first, states, strict=True)]
+        dev = hidden.device
+        logits = self.weights.logits(hidden)
+        cond, unc = logits[first], logits[unc_of]
         active = torch.tensor([st.active for st in states], device=dev)
         countdown = torch.tensor(np.stack([st.countdown for st in states]), device=dev)
         reached = torch.tensor([st.tracker.position == st.tracker.limit_pos for st in states], device=dev)
@@ -412,16 +441,16 @@ class DiaProgram(ModelProgram):
             r.frames_emitted = 0
         self._encode(rows)
         prefixes = [r.state.tracker.prefix_inputs() for r in rows]
-        logits = self._forward(rows, prefixes, [0] * len(rows))
-        return self._step(rows, logits, [pre.shape[0] for pre in prefixes])
+        hidden = self._forward(rows, prefixes, [0] * len(rows))
+        return self._step(rows, hidden, [pre.shape[0] for pre in prefixes])
 
     @torch.inference_mode()
     def decode(self, rows: list[Row]) -> list[StepOutput]:
         if not rows:
             return []
         toks = [r.state.tracker.last_input()[None] for r in rows]
-        logits = self._forward(rows, toks, [r.kv_len for r in rows])
-        return self._step(rows, logits, [r.kv_len + 1 for r in rows])
+        hidden = self._forward(rows, toks, [r.kv_len for r in rows])
+        return self._step(rows, hidden, [r.kv_len + 1 for r in rows])
 
     def codec(self, items: list[CodecItem]) -> list[np.ndarray]:
         return self.codec_model.decode(items)

@@ -22,6 +22,19 @@ Assumptions (stated, not fitted): a typical request is ~3 s of audio (258 frames
 bytes; its average decoder context is CTX = 16 + 129 positions; BW_EFF, FLOP_EFF, LAUNCH_US and the SM
 scaling (Amdahl fractions from the paper's 93-99% on 108/132 SMs) are the Qwen priors of calibrate.py.
 
+CFG work sharing (models/dia/shared_cross.py): the unconditional sequence's cross K/V depends on the
+text length alone, so the pairs of one length read ONE copy per step (the program folds their queries
+into one attention call). In rows of the setting's row_ms:
+    cfg_row   = what an unconditional sequence still costs: the row less its cross K/V read and less
+                layer 0's self-attention (reused from its partner: q/k/v/o FLOPs + that layer's KV read)
+    cfg_group = the shared read, once per distinct text length in the batch
+  * optimistic: those arithmetic seconds (cross bytes / BW + layer 0) go, every other term stays:
+    cfg_row = 1 - (cross + layer0) / arith_row (~0.55 for Dia-1.6B).
+  * pessimistic: only those same seconds go from the inflated row; the x 6.2 inefficiency (small GEMMs,
+    gathers, launches) is assumed to stay whole: cfg_row = 1 - (cross + layer0) / (6.2 x arith_row) (~0.93).
+  Both: the encoder pass shared at prefill is not credited (the prefill table is per batch, not per
+  sequence), and every query still pays its own attention FLOPs (in the 2 x params term).
+
 Prefill: the text encoder (12 layers over TEXT tokens) + the decoder's cross K/V projections + one decoder
 step; per prompt position (a voice-clone prefix) one decoder row's FLOPs.
 
@@ -104,6 +117,12 @@ def row_bytes() -> float:
     return self_b + cross_b
 
 
+def cross_bytes() -> float:
+    """Cross K/V bytes one row reads per decode step (over TEXT tokens): what CFG pairs share."""
+    d = sizes()["decoder"]
+    return d["layers"] * 2 * d["cross_kv_heads"] * d["cross_head_dim"] * BYTES_BF16 * TEXT_TOKENS
+
+
 def kernels_per_step() -> int:
     d = sizes()["decoder"]
     return d["layers"] * (KERNELS_PER_LAYER + CROSS_KERNELS) + KERNELS_PER_MODEL + SAMPLING_KERNELS
@@ -135,9 +154,17 @@ def terms(gpu_name: str, setting: str) -> dict[str, float]:
     floor = decoder_step_params() * BYTES_BF16 / bw * 1e3 + kernels_per_step() * LAUNCH_US / 1e3
     conv, act = dac_frame_flops()
     conv_eff = 0.5 if setting == "pessimistic" else 1.0
+    row_ms = arith_row * (QWEN_ROW_INEFFICIENCY if setting == "pessimistic" else 1.0)
+    shared = cross_bytes() / bw * 1e3 / row_ms  # the shared cross read, in rows of this setting
+    d = sizes()["decoder"]
+    h, hd = d["hidden"], d["head_dim"]
+    layer0 = (2 * (2 * h * d["heads"] * hd + 2 * h * d["kv_heads"] * hd) / fl
+              + 2 * d["kv_heads"] * hd * BYTES_BF16 * CTX_POSITIONS / bw) * 1e3 / row_ms
     return {
         "floor_ms": floor,
-        "row_ms": arith_row * (QWEN_ROW_INEFFICIENCY if setting == "pessimistic" else 1.0),
+        "row_ms": row_ms,
+        "cfg_row": 1.0 - shared - layer0,
+        "cfg_group": shared,
         "arith_row_ms": arith_row,
         "prefill_ms": floor
         + (enc + cross_kv) * BYTES_BF16 / bw * 1e3
@@ -172,6 +199,8 @@ def build_profile(gpu_name: str, setting: str = "pessimistic") -> dict:
             "decode": {
                 "batch": list(DECODE_BATCHES),
                 "ms": [round(m, 4) for m in whole],
+                "cfg_row": round(t["cfg_row"], 4),
+                "cfg_group": round(t["cfg_group"], 4),
                 "sm_ms": {
                     str(s): [
                         round(m / decode_speed(b, s, gpu.sms), 4)
@@ -214,6 +243,9 @@ def profile_toml(gpu_name: str, setting: str) -> str:
             if setting == "pessimistic"
             else ")"
         ),
+        f"CFG sharing: an unconditional sequence costs {t['cfg_row']:.3f} rows (no own cross K/V read, layer "
+        f"0's self-attention reused), plus {t['cfg_group']:.3f} rows per distinct text length (one shared "
+        f"cross K/V read of {cross_bytes() / 1e6:.1f} MB)",
         f"codec: {t['codec_c0_ms']:.3f} ms/call + {t['codec_frame_ms'] * 1e3:.2f} us/frame "
         f"({conv / 1e9:.2f} GFLOP + {act / 1e6:.2f} MB per frame)",
     ]

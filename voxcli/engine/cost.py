@@ -35,6 +35,8 @@ falls in proportion to the SMs.
     [stages.codec.sm_ms]
     24 = [5.0, 49.0]
 
+Optional for decode, CFG work sharing (see StageCost.cfg_row): `cfg_row`, `cfg_group`.
+
 Optional per stage, for the sim's bandwidth model: `bytes_mb`, megabytes moved from/to device memory per
 call at each `batch` point (interpolated like `ms`).
 
@@ -85,6 +87,15 @@ class StageCost:
     frames_ref: int = 0  # codec: batch is counted in chunks of this many frames (0 = per item)
     sm_ms: tuple[tuple[float, tuple[float, ...]], ...] = ()  # (SM count, ms per batch point), ascending
     bytes_mb: tuple[float, ...] = ()  # MB moved per call at each batch point (sim bandwidth model)
+    # CFG work sharing (decode; the sim executor applies it): the unconditional sequence of a pair with a
+    # `Prompt.uncond_key` costs `cfg_row` rows instead of 1, plus `cfg_group` rows once per distinct key in
+    # the batch (the shared work, e.g. reading one cross K/V per text length). 1 and 0: nothing shared.
+    cfg_row: float = 1.0
+    cfg_group: float = 0.0
+
+    def cfg_rows(self, pairs: int, keys: int) -> float:
+        """Rows to take off a batch's count for `pairs` sharing pairs over `keys` distinct keys."""
+        return pairs * (1.0 - self.cfg_row) - keys * self.cfg_group
 
     def seconds(self, batch: float, sms: int | None, total_sms: int, tokens: int = 0) -> float:
         b = max(batch, self.batch[0] if batch <= 0 else batch)
@@ -204,7 +215,8 @@ class CostProfile:
                 per_token_ms=float(s.get("per_token_ms", 0.0)), frames_ref=int(s.get("frames_ref", 0)),
                 sm_ms=tuple(sorted((float(k), tuple(float(m) for m in v))
                                    for k, v in s.get("sm_ms", {}).items())),
-                bytes_mb=tuple(float(x) for x in s.get("bytes_mb", ())))
+                bytes_mb=tuple(float(x) for x in s.get("bytes_mb", ())),
+                cfg_row=float(s.get("cfg_row", 1.0)), cfg_group=float(s.get("cfg_group", 0.0)))
         sim = dict(data.get("sim", {}))
         default = str(sim.pop("default", "optimistic"))
         bandwidth = float(sim.pop("bandwidth_gbs", 0.0))
@@ -233,6 +245,8 @@ class CostProfile:
                 d["sm_ms"] = {str(int(k)): list(v) for k, v in s.sm_ms}
             if s.bytes_mb:
                 d["bytes_mb"] = list(s.bytes_mb)
+            if s.cfg_row != 1.0 or s.cfg_group:
+                d["cfg_row"], d["cfg_group"] = s.cfg_row, s.cfg_group
             stages[name] = d
         out = {"gpu": {"name": self.name, "sms": self.sms, "interference": self.interference},
                "stages": stages}

@@ -8,6 +8,8 @@ frames)`. Lanes run concurrently:
     while they overlap; the urgent lane (whole device, highest stream priority) keeps its speed and
     slows whatever it overlaps by the same factor;
   - `sync` serializes: launching on a second lane while one is busy is a scheduler bug and raises.
+A decode batch of CFG pairs that share work (`Prompt.uncond_key`) costs the profile's `cfg_row` /
+`cfg_group` rows per pair / per distinct key instead of 2 rows per pair (cost.py StageCost.cfg_row).
 Progress is tracked as remaining solo-seconds per lane and re-rated whenever the set of running lanes
 changes, so a batch that overlaps another only for part of its life is slowed only for that part.
 
@@ -76,7 +78,13 @@ class SimExecutor(Executor):
         frames = work.frames
         if work.stage == "codec" and work.rows and work.bucket > len(work.rows):
             frames = round(frames * work.bucket / len(work.rows))  # padded rows cost like real ones
-        return self.profile.latency(work.stage, work.bucket, sms, work.tokens, frames)
+        bucket: float = work.bucket
+        cost = self.profile.stages.get(work.stage)
+        if work.stage == "decode" and cost is not None and (cost.cfg_row != 1.0 or cost.cfg_group):
+            keys = [r.prompt.uncond_key for r in work.rows
+                    if r.prompt.width == 2 and r.prompt.uncond_key is not None]
+            bucket -= cost.cfg_rows(len(keys), len(set(keys)))
+        return self.profile.latency(work.stage, bucket, sms, work.tokens, frames)
 
     def launch(self, work: Work) -> None:
         if work.lane in self._running:
