@@ -15,8 +15,9 @@ The prediction is `voxcli.placement.ranked_placements`: `vox profile --gpus N --
 model, given the same decode-row cap as the engines (`--set max_running=M` -> LoadShape.max_decode_batch=M),
 so predicted and measured describe the same engines. Cap the rows on a small host: the simulated GPUs are
 fast, the host's CPUs (Ray, the engines' host loops, the client) are what this machine lacks. Also printed
-per split placement: Ray messages and code bytes per chunk (the front door's count) and the LM -> codec hop
-(chunk handed off by the LM engine -> acknowledged by the codec replica), the latency the hop adds to TTFA.
+per split placement: Ray messages and code bytes per chunk (the LM replicas' count), the LM -> codec hop
+(chunk handed off by the LM engine -> acknowledged by the codec replica), the latency the hop adds to TTFA,
+and the host CPU each role's replica processes spend per chunk (engine host loop + Ray messaging).
 """
 
 from __future__ import annotations
@@ -46,6 +47,53 @@ def _placements(model: str, gpu: str, gpus: int, cap: int | None, top: int) -> l
     return (both + [x for x in out if x[0].both != gpus])[:top]
 
 
+def _cpu(front) -> dict[str, float]:  # noqa: ANN001
+    """Host CPU seconds each LM/codec replica process has used so far (its own report)."""
+    front._poll_once()
+    return {b.name: (b.stats or {}).get("cpu_s", 0.0)
+            for role in ("lm", "codec") for b in front.backends[role]}
+
+
+def inprocess_cost(model: str, gpu: str, sets: list[str], requests: int, frames: int) -> None:
+    """Host CPU per chunk of an LM-only engine feeding a codec-only engine in ONE process, no Ray (the
+    relay is a function call): the engines' own share of what a split costs the host, beside a both engine
+    on the same requests."""
+    import threading
+
+    from voxcli.models.base import SynthesisRequest
+
+    from voxcli.engine.roles import lm_items, relay
+    from voxcli.server.sessions import sim_session
+
+    sets = [*sets, "admission=deadline"]  # every request is served (a cost, not an SLO)
+    reqs = [SynthesisRequest(text=f"r{i}", fixed_frames=frames) for i in range(requests)]
+    both = sim_session(model, gpu, sets).engine
+    t0 = time.process_time()
+    for st in [both.submit(r) for r in reqs]:
+        st.wait(300)
+    both_cpu = time.process_time() - t0
+    chunks = sum(len(tl.chunks) for tl in both.timelines)
+    both.close()
+    lm = sim_session(model, gpu, sets, role="lm").engine
+    codec = sim_session(model, gpu, sets, role="codec").engine
+    t0 = time.process_time()
+    outs, threads = [], []
+    for i, r in enumerate(reqs):
+        outs.append(codec.attach(f"k{i}"))
+        lm_stream = lm.submit(r, key=f"k{i}")
+        t = threading.Thread(target=relay, args=(lm_items(lm_stream), codec, lm_stream.cancel))
+        t.start()
+        threads.append(t)
+    for out in outs:
+        out.wait(300)
+    split_cpu = time.process_time() - t0
+    lm.close()
+    codec.close()
+    print(f"in-process, {requests} requests x {frames} frames = {chunks} chunks: both engine "
+          f"{1e3 * both_cpu / chunks:.2f} ms host CPU per chunk, LM-only + codec-only engines with the local "
+          f"relay {1e3 * split_cpu / chunks:.2f} ms per chunk")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gpus", default="2", help="GPU counts (comma-separated)")
@@ -60,7 +108,12 @@ def main() -> None:
     ap.add_argument("--only", default="", help="run only these placements (e.g. 'lm=3,codec=1;both=4')")
     ap.add_argument("--workload", default="libritts")
     ap.add_argument("--out", type=Path, default=Path("out/bench/placements.json"))
+    ap.add_argument("--inprocess-cost", type=int, default=0, metavar="REQUESTS",
+                    help="only measure the engines' host CPU per chunk in one process (no Ray)")
     args = ap.parse_args()
+    if args.inprocess_cost:
+        inprocess_cost(args.model, args.gpu, args.sets, args.inprocess_cost, frames=100)
+        return
 
     import ray
     from ray import serve
@@ -99,8 +152,14 @@ def main() -> None:
                     print(f"  {r.rate:g} req/s -> {r.attainment * 100:5.1f}% SLO, TTFA p50 "
                           f"{(r.ttfa_p50 or 0) * 1e3:.0f} ms, {r.rejected} rejected", flush=True)
 
+                cpu0 = _cpu(front)
                 res = sweep_variant(target, Variant(placement.describe()), sweep, utts, progress)
+                cpu = {k: v - cpu0.get(k, 0.0) for k, v in _cpu(front).items()}
                 relay = front.relay().per_chunk()
+                if relay["chunks"]:  # host CPU per chunk of each split role: what a starved host runs out of
+                    for role in ("lm", "codec"):
+                        spent = sum(v for k, v in cpu.items() if f"-{role}-" in k)
+                        relay[f"{role}_cpu_ms_per_chunk"] = 1e3 * spent / relay["chunks"]
                 row = {"gpus": gpus, "placement": placement.describe(), "predicted_rps": round(predicted, 2),
                        "capacity90": res.capacity90,
                        "ratio": round(res.capacity90 / predicted, 3) if predicted else None,

@@ -103,7 +103,8 @@ class LMReplica:
     def stats(self) -> dict[str, float]:
         out = self.service.routing_stats()
         sched = self.engine.scheduler
-        out.update(kv_pages_used=float(sched.kv.used), queued=float(len(sched.waiting)), codec_slots_used=0.0)
+        out.update(kv_pages_used=float(sched.kv.used), queued=float(len(sched.waiting)), codec_slots_used=0.0,
+                   cpu_s=time.process_time())  # the replica's host CPU so far (the bench's per-chunk cost)
         return out
 
     def relay_stats(self) -> dict[str, Any]:
@@ -184,7 +185,7 @@ class CodecReplica:
     def stats(self) -> dict[str, float]:
         sched = self.engine.scheduler
         return {"room": float(self.engine.room()), "codec_slots_used": float(sched.slots.used),
-                "kv_pages_used": 0.0, "queued": float(len(sched.waiting))}
+                "kv_pages_used": 0.0, "queued": float(len(sched.waiting)), "cpu_s": time.process_time()}
 
 
 def _role_deployment(cls: type, name: str, spec: ReplicaSpec, pcm_scale: float, max_ongoing: int) -> Any:
