@@ -130,8 +130,11 @@ class Engine:
         # Device buffers first: a graph-capturing executor (cuda) records stages over them at startup.
         program.set_limits(resource_limits(config))
         try:
-            program.init_kv(config.kv_pages, config.kv_page_size)
-            program.init_codec_slots(config.codec_slots)
+            # a role engine allocates only its role's pool (the memory plan gave it the other's memory)
+            if config.role != "codec":
+                program.init_kv(config.kv_pages, config.kv_page_size)
+            if config.role != "lm":
+                program.init_codec_slots(config.codec_slots)
         except (MemoryError, RuntimeError) as e:  # torch reports a failed allocation as RuntimeError
             raise ConfigError(f"the KV pool (kv_pages={config.kv_pages} x kv_page_size="
                               f"{config.kv_page_size}) or the codec slots (codec_slots={config.codec_slots}) "

@@ -40,6 +40,15 @@ def ray_reason(e: BaseException) -> str:
     return f"{type(e).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
+def _log_plan(role: str, engine: Any) -> None:
+    """The replica's startup line (its Ray log): the role's memory plan, as `vox serve` prints its own."""
+    import sys
+
+    plan = getattr(engine, "memory_plan", None)
+    print(f"vox {role} replica: {plan.summary() if plan is not None else 'memory plan: none (sim)'}",
+          file=sys.stderr)
+
+
 # --------------------------------------------------------------------------------------------- replicas
 class LMReplica:
     """An LM-only engine behind Ray Serve: `generate` runs a request, feeding its chunks to a codec app."""
@@ -57,6 +66,7 @@ class LMReplica:
                                pcm_scale=pcm_scale)
         self.service = SpeechService(session)  # its routing_stats: the LM's slack
         self.engine = session.engine
+        _log_plan("lm", self.engine)
         self.relay = RelayStats()
         self._feeders: dict[str, _Feeder] = {}
 
@@ -131,6 +141,7 @@ class CodecReplica:
         s = ReplicaSpec(**spec_dict)
         self.engine = open_session(s.model, s.executor, s.gpu, s.recipe, s.sets, s.policy, s.device,
                                    role="codec", pcm_scale=pcm_scale).engine
+        _log_plan("codec", self.engine)
         self._opened: dict[str, Any] = {}  # key -> stream, until its `audio` call claims it
 
     def open(self, key: str) -> None:
