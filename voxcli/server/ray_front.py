@@ -1,7 +1,8 @@
 """The front door of a disaggregated placement (`--placement`, voxcli/placement.py) on Ray Serve.
 
 `PlacementEngine` is `Engine.submit` over the placement's replicas (ray_roles.py): inside the `vox` ingress
-app for `vox serve` (the same OpenAI API and /metrics, its gauges summed over the replicas' reports), in
+app for `vox serve` (the same OpenAI API and /metrics: its gauges summed over the replicas' reports, and
+every replica's own series labelled `replica=`, ray_metrics.py), in
 the driver for `vox batch`. It polls every replica's stats each STATS_PERIOD_S and routes a new request to
 the replica with the most slack (a both replica serves it whole; an LM replica generates it) and its chunks
 to the codec replica with the most room (free slots less requests waiting), counting what it sent since the
@@ -28,6 +29,7 @@ from voxcli.engine.roles import RoleEnd
 from voxcli.engine.stream import AudioChunk, AudioStream
 from voxcli.placement import Placement
 from voxcli.server.ray_app import ReplicaSpec, serve_until_interrupted
+from voxcli.server.ray_metrics import METRICS_PERIOD_S, ReplicaCollector, gather
 from voxcli.server.ray_roles import (
     CALL_TIMEOUT_S,
     STATS_PERIOD_S,
@@ -74,6 +76,7 @@ class PlacementEngine:
         self._jobs: dict[int, _Job] = {}
         self._lock = threading.Lock()
         self._closed = threading.Event()
+        self.replica_metrics: dict[str, dict[str, Any] | None] = {}  # the latest gather (ray_metrics.py)
         # the first reports come from the poller's thread: this may run inside a replica's constructor,
         # where a blocking handle call is refused (until then every replica ranks as unreported, alike)
         self._poller = threading.Thread(target=self._poll, name="vox-front-stats", daemon=True)
@@ -92,8 +95,25 @@ class PlacementEngine:
                 b.stats, b.routed = stats, 0
 
     def _poll(self) -> None:
-        while not self._closed.wait(STATS_PERIOD_S):
+        every = max(1, round(METRICS_PERIOD_S / STATS_PERIOD_S))
+        for n in itertools.count():
+            if self._closed.wait(STATS_PERIOD_S):
+                return
             self._poll_once()
+            if n % every == 0:
+                self.gather_metrics()
+
+    def gather_metrics(self) -> None:
+        """Every replica's own counters and gauges, into the cache /metrics renders (one call each)."""
+        got = gather([b for bs in self.backends.values() for b in bs], CALL_TIMEOUT_S)
+        with self._lock:
+            self.replica_metrics = got
+
+    def metric_rows(self) -> list[tuple[str, str, dict[str, Any] | None]]:
+        with self._lock:
+            cache = dict(self.replica_metrics)
+        return [(b.name, b.role, cache.get(b.name)) for bs in self.backends.values() for b in bs
+                if b.name in cache]
 
     def _pick(self, candidates: list[_Backend]) -> _Backend:
         with self._lock:
@@ -327,7 +347,10 @@ def _front_door(names: dict[str, list[str]], model_spec: Any, model: str, frame_
         def __serve_build_asgi_app__(self) -> Any:
             from voxcli.server.app import create_app
 
-            return create_app(self.service, api_key=api_key)
+            app = create_app(self.service, api_key=api_key)
+            # /metrics per replica: each replica's own series, labelled replica= and role=
+            app.state.metrics.registry.register(ReplicaCollector(self.service.engine.metric_rows))
+            return app
 
         def relay_stats(self) -> dict[str, float]:
             return self.service.engine.relay().per_chunk()

@@ -18,13 +18,14 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from voxcli.engine.roles import CodeChunk, RoleEnd
 from voxcli.placement import Placement
 from voxcli.server.ray_app import ReplicaSpec, build_deployment, replica_resources
+from voxcli.server.ray_metrics import replica_metrics
 
 STATS_PERIOD_S = 0.2
 RELAY_KEEP = 100_000
@@ -69,6 +70,7 @@ class LMReplica:
         _log_plan("lm", self.engine)
         self.relay = RelayStats()
         self._feeders: dict[str, _Feeder] = {}
+        self.outcomes: Counter[str] = Counter()  # how the engine ended requests (/metrics per replica)
 
     def _feeder(self, name: str) -> _Feeder:
         feeder = self._feeders.get(name)
@@ -86,6 +88,8 @@ class LMReplica:
         feeder = self._feeder(codec)
 
         def sink(item: CodeChunk | RoleEnd) -> None:  # the engine's host thread: never block it
+            if isinstance(item, RoleEnd):
+                self.outcomes[item.status] += 1
             try:
                 loop.call_soon_threadsafe(queue.put_nowait, item)
             except RuntimeError:
@@ -120,6 +124,15 @@ class LMReplica:
     def relay_stats(self) -> dict[str, Any]:
         return self.relay.raw()
 
+    def metrics(self) -> dict[str, Any]:
+        """This replica's counters and gauges (ray_metrics.py: the front door's /metrics per replica)."""
+        sched, r = self.engine.scheduler, self.relay
+        return replica_metrics(
+            {"queued_requests": len(sched.waiting),
+             "running_requests": len(sched.requests) - len(sched.waiting), "kv_pages_used": sched.kv.used},
+            {"relay_chunks": r.chunks, "relay_feeds": r.feeds, "relay_code_bytes": r.code_bytes},
+            self.outcomes)
+
     def describe(self) -> tuple[Any, str, Any]:
         s = self.service.session
         return s.spec, s.model, s.frame_cap
@@ -143,6 +156,9 @@ class CodecReplica:
                                    role="codec", pcm_scale=pcm_scale).engine
         _log_plan("codec", self.engine)
         self._opened: dict[str, Any] = {}  # key -> stream, until its `audio` call claims it
+        self.outcomes: Counter[str] = Counter()
+        self.audio_chunks = 0
+        self.engine.on_end = lambda key, status, reason: self.outcomes.update((status,))
 
     def open(self, key: str) -> None:
         self._opened[key] = self.engine.attach(key)
@@ -183,6 +199,7 @@ class CodecReplica:
             while True:
                 chunks, over = stream.take()
                 for ch in chunks:
+                    self.audio_chunks += 1
                     yield ch.pcm
                 if over:
                     stream._raise_for_status(cancelled_raises=False)
@@ -192,6 +209,14 @@ class CodecReplica:
         finally:
             if not stream.finished:
                 stream.cancel()
+
+    def metrics(self) -> dict[str, Any]:
+        sched = self.engine.scheduler
+        waiting = len(sched.waiting)
+        return replica_metrics(
+            {"queued_requests": waiting, "running_requests": len(sched.requests) - waiting,
+             "codec_slots_used": sched.slots.used},
+            {"audio_chunks": self.audio_chunks}, self.outcomes)
 
     def stats(self) -> dict[str, float]:
         sched = self.engine.scheduler
