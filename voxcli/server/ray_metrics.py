@@ -67,27 +67,20 @@ class ReplicaCollector(Collector):
         requests = CounterMetricFamily("vox_replica_requests", "Requests the replica's engine ended, by "
                                        "outcome (done, failed, cancelled, rejected).",
                                        labels=[*_LABELS, "outcome"])
-        gauges: dict[str, GaugeMetricFamily] = {}
-        counters: dict[str, CounterMetricFamily] = {}
+        families: dict[tuple[str, str], Any] = {}
         for name, role, m in rows:
             up.add_metric([name, role], 0.0 if m is None else 1.0)
             if m is None:
                 continue
             for outcome, n in sorted(m["outcomes"].items()):
                 requests.add_metric([name, role, outcome], float(n))
-            for key, value in m["gauges"].items():
-                fam = gauges.get(key)
-                if fam is None:
-                    fam = gauges[key] = GaugeMetricFamily(f"vox_replica_{key}", _HELP.get(key, key),
-                                                          labels=_LABELS)
-                fam.add_metric([name, role], float(value))
-            for key, value in m["counters"].items():
-                cfam = counters.get(key)
-                if cfam is None:
-                    cfam = counters[key] = CounterMetricFamily(f"vox_replica_{key}", _HELP.get(key, key),
-                                                               labels=_LABELS)
-                cfam.add_metric([name, role], float(value))
+            for kind, make in (("gauges", GaugeMetricFamily), ("counters", CounterMetricFamily)):
+                for key, value in m[kind].items():
+                    fam = families.get((kind, key))
+                    if fam is None:
+                        fam = families[(kind, key)] = make(f"vox_replica_{key}", _HELP.get(key, key),
+                                                           labels=_LABELS)
+                    fam.add_metric([name, role], float(value))
         yield up
         yield requests
-        yield from gauges.values()
-        yield from counters.values()
+        yield from families.values()
