@@ -201,3 +201,48 @@ def test_a_later_chunk_for_an_unknown_request_is_refused():
         assert not codec._by_key and not codec._streams  # nothing was opened for it
     finally:
         codec.close()
+
+
+def _chunk(key: str, index: int, start: int, frames: int, books: int) -> CodeChunk:
+    """Chunk `index` of `key` as the sim's LM makes it (frame k's codes are all k)."""
+    codes = np.repeat(np.arange(start, start + frames, dtype=np.int64)[:, None], books, axis=1)
+    return CodeChunk(key=key, index=index, start=start, codes=codes, last=False, deadline_epoch=0.0,
+                     arrival_epoch=time.time(), ttfa_target_s=0.2, schedule=ChunkSchedule(),
+                     sent_epoch=time.time())
+
+
+def test_codec_replica_reaps_requests_nobody_claims():
+    """The codec replica (without Ray: the class Serve wraps) ends a request that nobody feeds or reads
+    within its idle timeout, freeing its slot and counting it; an active one is left alone."""
+    import asyncio
+
+    from voxcli.server.ray_roles import CodecReplica
+
+    rep = CodecReplica({"model": "qwen3-tts-1.7b", "executor": "sim", "gpu": "h100"}, pcm_scale=1.0,
+                       idle_timeout_s=0.6)
+    try:
+        books = rep.engine.spec.codebooks
+        # opened, fed its first chunk, then its front door died before calling `audio`
+        rep.open("orphan")
+        assert asyncio.run(rep.feed([_chunk("orphan", 0, 0, 3, books)])) == [None]
+        rep.open("never-fed")  # opened, nothing ever came
+        rep.open("busy")
+        _wait_until(lambda: rep.engine.scheduler.slots.used == 1)
+        end = time.monotonic() + 1.2  # past the timeout, but "busy" keeps being fed
+        start = 0
+        while time.monotonic() < end:
+            assert asyncio.run(rep.feed([_chunk("busy", start // 3, start, 3, books)])) == [None]
+            start += 3
+            time.sleep(0.1)
+        _wait_until(lambda: rep.reaped == 2)
+        _wait_until(lambda: rep.engine.scheduler.slots.used == 1)  # the orphan's slot is free, busy's held
+        assert rep.engine.holds("busy")
+        assert not rep.engine.holds("orphan") and not rep.engine.holds("never-fed")
+        m = rep.metrics()
+        assert m["counters"]["reaped"] == 2 and m["outcomes"]["failed"] == 2
+        assert "orphan" not in rep._opened and "never-fed" not in rep._opened
+        rep.cancel("busy")
+        _wait_until(lambda: rep.engine.scheduler.slots.used == 0)
+        assert rep.reaped == 2  # a cancelled request is not reaped
+    finally:
+        rep.engine.close()

@@ -264,6 +264,11 @@ class CodecEngine(_RoleEngine):
         if stream is not None:
             self._post("abort", (stream.request_id, reason))
 
+    def holds(self, key: str) -> bool:
+        """Whether request `key` is here (attached or open, not ended)."""
+        with self._lock:
+            return key in self._by_key
+
     def room(self) -> int:
         """Codec slots free less requests waiting for one (the front door's 'most room')."""
         sched = self.scheduler

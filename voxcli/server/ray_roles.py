@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 from collections import Counter, deque
 from dataclasses import asdict, dataclass, field
@@ -30,6 +31,7 @@ from voxcli.server.ray_metrics import replica_metrics
 STATS_PERIOD_S = 0.2
 RELAY_KEEP = 100_000
 CALL_TIMEOUT_S = 30.0  # one chunk's feed, a stats report: far beyond any healthy reply
+CODEC_IDLE_TIMEOUT_S = 120.0  # a codec request not fed nor read this long is reaped (CodecReplica)
 
 
 def ray_reason(e: BaseException) -> str:
@@ -142,9 +144,17 @@ class LMReplica:
 
 
 class CodecReplica:
-    """A codec-only engine behind Ray Serve: `open` a request, `feed` its chunks, stream its `audio`."""
+    """A codec-only engine behind Ray Serve: `open` a request, `feed` its chunks, stream its `audio`.
 
-    def __init__(self, spec_dict: dict[str, Any], pcm_scale: float = 0.0) -> None:
+    The reaper: a request nobody claims would hold its slot (and its PCM) forever, e.g. when the front
+    door dies between `open` and `audio`, or the LM replica stops feeding without an abort. So each
+    request's last activity (open, a fed chunk, a chunk read by `audio`) is kept, and a thread ends any
+    request idle longer than `idle_timeout_s` as failed with the reason, which frees its slot; /metrics
+    counts them (`vox_replica_reaped_total`). The default is far beyond any healthy gap between chunks
+    (at most a chunk's audio, ~1 s) and beyond the front door's call timeout (CALL_TIMEOUT_S)."""
+
+    def __init__(self, spec_dict: dict[str, Any], pcm_scale: float = 0.0,
+                 idle_timeout_s: float = CODEC_IDLE_TIMEOUT_S) -> None:
         import sys
 
         from voxcli.server.cli import SWITCH_INTERVAL_S
@@ -158,10 +168,41 @@ class CodecReplica:
         self._opened: dict[str, Any] = {}  # key -> stream, until its `audio` call claims it
         self.outcomes: Counter[str] = Counter()
         self.audio_chunks = 0
-        self.engine.on_end = lambda key, status, reason: self.outcomes.update((status,))
+        self.engine.on_end = self._ended
+        self.idle_timeout_s = idle_timeout_s
+        self.reaped = 0
+        self._active: dict[str, float] = {}  # key -> its last activity (monotonic), until it ends here
+        self._reaper = threading.Thread(target=self._reap_loop, name="vox-codec-reaper", daemon=True)
+        self._reaper.start()
+
+    def _ended(self, key: str, status: str, reason: str | None) -> None:  # the engine's host thread
+        self.outcomes[status] += 1
+        self._active.pop(key, None)
+
+    def _touch(self, key: str) -> None:
+        self._active[key] = time.monotonic()
+
+    def _reap_loop(self) -> None:
+        period = min(1.0, self.idle_timeout_s / 4)
+        while not self.engine._closed:
+            time.sleep(period)
+            self.reap(time.monotonic())
+
+    def reap(self, now: float) -> list[str]:
+        """End every request idle longer than the timeout (their slots free); returns their keys."""
+        idle = [k for k, t in list(self._active.items()) if now - t > self.idle_timeout_s]
+        for key in idle:
+            if self._active.pop(key, None) is None or not self.engine.holds(key):
+                continue  # it ended meanwhile
+            self._opened.pop(key, None)
+            self.reaped += 1
+            self.engine.abort(key, f"codec request {key}: nobody fed or read it for "
+                                   f"{self.idle_timeout_s:g} s (its front door or LM replica went away)")
+        return idle
 
     def open(self, key: str) -> None:
         self._opened[key] = self.engine.attach(key)
+        self._touch(key)
 
     async def feed(self, chunks: list[CodeChunk]) -> list[str | None]:
         """Chunks of any requests, each in its request's order; per chunk None or why it was refused."""
@@ -169,6 +210,7 @@ class CodecReplica:
         for chunk in chunks:
             try:
                 self.engine.feed(chunk)
+                self._touch(chunk.key)
                 out.append(None)
             except LookupError as e:  # this chunk's request is not here: the others go on
                 out.append(str(e))
@@ -200,6 +242,7 @@ class CodecReplica:
                 chunks, over = stream.take()
                 for ch in chunks:
                     self.audio_chunks += 1
+                    self._touch(key)
                     yield ch.pcm
                 if over:
                     stream._raise_for_status(cancelled_raises=False)
@@ -216,7 +259,7 @@ class CodecReplica:
         return replica_metrics(
             {"queued_requests": waiting, "running_requests": len(sched.requests) - waiting,
              "codec_slots_used": sched.slots.used},
-            {"audio_chunks": self.audio_chunks}, self.outcomes)
+            {"audio_chunks": self.audio_chunks, "reaped": self.reaped}, self.outcomes)
 
     def stats(self) -> dict[str, float]:
         sched = self.engine.scheduler
