@@ -14,7 +14,7 @@ from voxcli.config import ChunkSchedule, ConfigError, EngineConfig
 from voxcli.engine.engine import Engine
 from voxcli.engine.lanes import lane_layout
 from voxcli.engine.roles import CodecEngine, CodeChunk, EpochClock, LMEngine, lm_items, relay
-from voxcli.engine.stream import RequestFailed
+from voxcli.engine.stream import RequestFailed, RequestRejected
 
 
 def _sim(role: str = "both", **sets):
@@ -246,3 +246,42 @@ def test_codec_replica_reaps_requests_nobody_claims():
         assert rep.reaped == 2  # a cancelled request is not reaped
     finally:
         rep.engine.close()
+
+
+def test_a_later_sentence_is_admitted_against_the_earlier_audio_across_the_hop():
+    """`playback_epoch` (what the front door sends for `continues=`): the LM admits the sentence as a
+    continuation (queued ahead, never refused for load) and its chunk 0's deadline, on both sides of the
+    hop, is the end of the earlier sentence's audio, as the single engine's `continues=` gives."""
+    lm, codec = _sim("lm", max_queue=1, max_running=1), _sim("codec")
+    try:
+        first = SynthesisRequest(text="the first sentence", fixed_frames=400)
+        out1, lm1, _ = _split_submit(lm, codec, first, "s1")
+        next(iter(out1))
+        blocker = lm.submit(SynthesisRequest(text="someone else", fixed_frames=10), key="other")
+        # the queue is full (max_queue=1, the LM row busy): a new request is refused, a continuation is not
+        with pytest.raises(RequestRejected):
+            lm.submit(SynthesisRequest(text="new", fixed_frames=10), key="new").wait(10)
+        due = time.time() + 3.0  # the earlier sentence's audio plays until then
+        out = codec.attach("s2")
+        lm2 = lm.submit(SynthesisRequest(text="the second sentence", fixed_frames=30), key="s2",
+                        playback_epoch=due)
+        t = threading.Thread(target=relay, args=(lm_items(lm2), codec, lm2.cancel), daemon=True)
+        t.start()
+        r2 = next(r for r in lm.scheduler.requests.values() if r.user is lm2)
+        assert r2.continuation and list(lm.scheduler.waiting)[0] is r2  # ahead of the blocker
+        assert abs(lm.clock.to_epoch(r2.deadline_of(0)) - due) < 0.01
+        out1.cancel()
+        lm1.cancel()
+        audio = out.wait(30)
+        assert audio.shape[0] == 30 * 1920
+        chunks = list(lm2._chunks)
+        assert chunks[0].continuation and abs(chunks[0].arrival_epoch + chunks[0].ttfa_target_s - due) < 0.01
+        tl = next(x for x in codec.timelines if x.name == "s2")
+        # the codec plays later chunks after the earlier audio's end (not after its own first audio)
+        rec = tl.chunks[1]
+        want = due + rec.start_frame * codec.spec.frame_seconds
+        assert abs(codec.clock.to_epoch(rec.deadline) - want) < 0.01
+        blocker.cancel()
+    finally:
+        lm.close()
+        codec.close()

@@ -139,6 +139,21 @@ def test_metrics_per_replica(placement):
     assert after[f'vox_replica_codec_slots_used{{replica="{codec}",role="codec"}}'] == 0
 
 
+def test_a_later_sentence_carries_its_playback_deadline(placement):
+    """`continues=` through the front door: the later sentence goes to an LM replica with the end of the
+    earlier sentence's audio (epoch seconds), which admits it as a continuation (test_roles checks the
+    deadlines on both sides of the hop); its audio streams as any request's."""
+    front, _ = placement
+    s1 = front.submit(SynthesisRequest(text="first", fixed_frames=40))
+    s1.wait(30)
+    s2 = front.submit(SynthesisRequest(text="second", fixed_frames=20), continues=s1)
+    frame_s = front.frame_seconds
+    assert s2.playback.from_epoch == pytest.approx(s1.playback.first_epoch + 40 * frame_s, abs=1e-6)
+    assert s2.wait(30).shape[0] == 20 * round(front.sample_rate * frame_s) and s2.status == "done"
+    assert s2.playback.audio_s == pytest.approx(20 * frame_s)
+    _until_freed(front)
+
+
 def test_front_door_serves_the_openai_api_and_metrics(placement):
     import httpx
     from ray import serve

@@ -678,8 +678,11 @@ class Scheduler:
         """Role codec: a request whose LM runs in another engine; it waits (FIFO) for a codec slot."""
         if r.id in self.requests:
             raise ValueError(f"request id {r.id} is already in the engine")
-        self.requests[r.id] = r
-        self.waiting.append(r)
+        if r.continuation:  # a later sentence: ahead of new requests for a slot, as in `add`
+            self._queue_continuation(r)
+        else:
+            self.requests[r.id] = r
+            self.waiting.append(r)
         self._admit_remote(now)
         return []
 

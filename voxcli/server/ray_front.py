@@ -59,6 +59,22 @@ class _Backend:
 _POOL = ThreadPoolExecutor(max_workers=4096, thread_name_prefix="vox-front")
 
 
+@dataclass
+class Playback:
+    """What a front-door stream has delivered, as a listener hears it (epoch seconds): a later sentence
+    (`continues=`) is due when this ends (engine.playback_end's rule, in the clock that crosses hops)."""
+
+    first_epoch: float | None = None  # its first audio reached the front door
+    from_epoch: float | None = None  # it is itself a later sentence: it plays after this
+    audio_s: float = 0.0  # delivered so far
+
+    def end_epoch(self, now: float) -> float:
+        start = self.first_epoch if self.first_epoch is not None else now
+        if self.from_epoch is not None:
+            start = max(start, self.from_epoch)
+        return start + self.audio_s
+
+
 class PlacementEngine:
     """`Engine.submit` over a placement's replicas (the front door): an AudioStream per request."""
 
@@ -138,11 +154,19 @@ class PlacementEngine:
 
     # --- requests
     def submit(self, request: Any, continues: Any = None) -> AudioStream:
-        """`continues` cannot travel (each sentence may land on another replica; its admission decides)."""
+        """`continues` (the previous sentence's stream from this front door): the sentence goes to an LM
+        replica, admitted there and on its codec replica against the end of the earlier audio (epoch
+        seconds cross the hop), as the single engine does. A both replica's `synthesize` takes no
+        continuation, so a later sentence is routed among LM replicas when there are any."""
         self._check(request)
         rid = next(self._ids)
         stream = AudioStream(rid, request.request_id, self.sample_rate, Timeline(rid), self._cancel)
-        target = self._pick(self.backends["both"] + self.backends["lm"])
+        stream.playback = Playback()  # type: ignore[attr-defined]
+        prev = getattr(continues, "playback", None)
+        if prev is not None:
+            stream.playback.from_epoch = prev.end_epoch(time.time())  # type: ignore[attr-defined]
+        lms = self.backends["lm"]
+        target = self._pick(lms if prev is not None and lms else self.backends["both"] + lms)
         job = _Job(self, stream, request, target)
         with self._lock:
             self._jobs[rid] = job
@@ -182,6 +206,10 @@ class _Job:
         self.abort_reason: tuple[str, bool] | None = None
 
     def _push(self, pcm: Any) -> None:
+        playback: Playback = self.stream.playback  # type: ignore[attr-defined]
+        if playback.first_epoch is None:
+            playback.first_epoch = time.time()
+        playback.audio_s += len(pcm) / self.front.sample_rate
         self.stream._push(AudioChunk(pcm, self.front.sample_rate, self.index, time.monotonic(), self.offset_s,
                                      False))
         self.index += 1
@@ -239,7 +267,8 @@ class _Job:
 
     def _forward(self, lm: _Backend, codec: _Backend) -> None:
         """The LM replica generates, feeding the codec replica itself; here: how it ended there."""
-        self.lm_resp = lm.handle.generate.remote(self.request, self.key, codec.name)
+        due = self.stream.playback.from_epoch  # type: ignore[attr-defined]
+        self.lm_resp = lm.handle.generate.remote(self.request, self.key, codec.name, due)
         try:
             end: RoleEnd = self.lm_resp.result()
         except Exception as e:  # noqa: BLE001 - the LM replica failed (or the call was cancelled)

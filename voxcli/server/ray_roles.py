@@ -83,8 +83,10 @@ class LMReplica:
             feeder = self._feeders[name] = _Feeder(handle, self.relay)
         return feeder
 
-    async def generate(self, request: Any, key: str, codec: str) -> RoleEnd:
-        """Generate `request`, feeding each chunk to codec replica app `codec`; returns how it ended."""
+    async def generate(self, request: Any, key: str, codec: str,
+                       playback_epoch: float | None = None) -> RoleEnd:
+        """Generate `request`, feeding each chunk to codec replica app `codec`; returns how it ended.
+        `playback_epoch`: a later sentence, admitted against the end of the earlier ones' audio."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[CodeChunk | RoleEnd] = asyncio.Queue()
         feeder = self._feeder(codec)
@@ -97,7 +99,8 @@ class LMReplica:
             except RuntimeError:
                 pass  # the replica's loop is gone: nobody is listening
 
-        stream = await asyncio.to_thread(self.engine.submit, request, key=key, sink=sink)
+        stream = await asyncio.to_thread(self.engine.submit, request, key=key, sink=sink,
+                                         playback_epoch=playback_epoch)
         stream.drop_audio()  # the sink carries every item; the stream need not keep them
         try:
             while True:
