@@ -14,7 +14,7 @@ from voxcli.config import ChunkSchedule, ConfigError, EngineConfig
 from voxcli.engine.engine import Engine
 from voxcli.engine.lanes import lane_layout
 from voxcli.engine.roles import CodecEngine, CodeChunk, EpochClock, LMEngine, lm_items, relay
-from voxcli.engine.stream import RequestFailed
+from voxcli.engine.stream import RequestFailed, RequestRejected
 
 
 def _sim(role: str = "both", **sets):
@@ -200,4 +200,88 @@ def test_a_later_chunk_for_an_unknown_request_is_refused():
             codec.feed(chunk)
         assert not codec._by_key and not codec._streams  # nothing was opened for it
     finally:
+        codec.close()
+
+
+def _chunk(key: str, index: int, start: int, frames: int, books: int) -> CodeChunk:
+    """Chunk `index` of `key` as the sim's LM makes it (frame k's codes are all k)."""
+    codes = np.repeat(np.arange(start, start + frames, dtype=np.int64)[:, None], books, axis=1)
+    return CodeChunk(key=key, index=index, start=start, codes=codes, last=False, deadline_epoch=0.0,
+                     arrival_epoch=time.time(), ttfa_target_s=0.2, schedule=ChunkSchedule(),
+                     sent_epoch=time.time())
+
+
+def test_codec_replica_reaps_requests_nobody_claims():
+    """The codec replica (without Ray: the class Serve wraps) ends a request that nobody feeds or reads
+    within its idle timeout, freeing its slot and counting it; an active one is left alone."""
+    import asyncio
+
+    from voxcli.server.ray_roles import CodecReplica
+
+    rep = CodecReplica({"model": "qwen3-tts-1.7b", "executor": "sim", "gpu": "h100"}, pcm_scale=1.0,
+                       idle_timeout_s=0.6)
+    try:
+        books = rep.engine.spec.codebooks
+        # opened, fed its first chunk, then its front door died before calling `audio`
+        rep.open("orphan")
+        assert asyncio.run(rep.feed([_chunk("orphan", 0, 0, 3, books)])) == [None]
+        rep.open("never-fed")  # opened, nothing ever came
+        rep.open("busy")
+        _wait_until(lambda: rep.engine.scheduler.slots.used == 1)
+        end = time.monotonic() + 1.2  # past the timeout, but "busy" keeps being fed
+        start = 0
+        while time.monotonic() < end:
+            assert asyncio.run(rep.feed([_chunk("busy", start // 3, start, 3, books)])) == [None]
+            start += 3
+            time.sleep(0.1)
+        _wait_until(lambda: rep.reaped == 2)
+        _wait_until(lambda: rep.engine.scheduler.slots.used == 1)  # the orphan's slot is free, busy's held
+        assert rep.engine.holds("busy")
+        assert not rep.engine.holds("orphan") and not rep.engine.holds("never-fed")
+        m = rep.metrics()
+        assert m["counters"]["reaped"] == 2 and m["outcomes"]["failed"] == 2
+        assert "orphan" not in rep._opened and "never-fed" not in rep._opened
+        rep.cancel("busy")
+        _wait_until(lambda: rep.engine.scheduler.slots.used == 0)
+        assert rep.reaped == 2  # a cancelled request is not reaped
+    finally:
+        rep.engine.close()
+
+
+def test_a_later_sentence_is_admitted_against_the_earlier_audio_across_the_hop():
+    """`playback_epoch` (what the front door sends for `continues=`): the LM admits the sentence as a
+    continuation (queued ahead, never refused for load) and its chunk 0's deadline, on both sides of the
+    hop, is the end of the earlier sentence's audio, as the single engine's `continues=` gives."""
+    lm, codec = _sim("lm", max_queue=1, max_running=1), _sim("codec")
+    try:
+        first = SynthesisRequest(text="the first sentence", fixed_frames=400)
+        out1, lm1, _ = _split_submit(lm, codec, first, "s1")
+        next(iter(out1))
+        blocker = lm.submit(SynthesisRequest(text="someone else", fixed_frames=10), key="other")
+        # the queue is full (max_queue=1, the LM row busy): a new request is refused, a continuation is not
+        with pytest.raises(RequestRejected):
+            lm.submit(SynthesisRequest(text="new", fixed_frames=10), key="new").wait(10)
+        due = time.time() + 3.0  # the earlier sentence's audio plays until then
+        out = codec.attach("s2")
+        lm2 = lm.submit(SynthesisRequest(text="the second sentence", fixed_frames=30), key="s2",
+                        playback_epoch=due)
+        t = threading.Thread(target=relay, args=(lm_items(lm2), codec, lm2.cancel), daemon=True)
+        t.start()
+        r2 = next(r for r in lm.scheduler.requests.values() if r.user is lm2)
+        assert r2.continuation and list(lm.scheduler.waiting)[0] is r2  # ahead of the blocker
+        assert abs(lm.clock.to_epoch(r2.deadline_of(0)) - due) < 0.01
+        out1.cancel()
+        lm1.cancel()
+        audio = out.wait(30)
+        assert audio.shape[0] == 30 * 1920
+        chunks = list(lm2._chunks)
+        assert chunks[0].continuation and abs(chunks[0].arrival_epoch + chunks[0].ttfa_target_s - due) < 0.01
+        tl = next(x for x in codec.timelines if x.name == "s2")
+        # the codec plays later chunks after the earlier audio's end (not after its own first audio)
+        rec = tl.chunks[1]
+        want = due + rec.start_frame * codec.spec.frame_seconds
+        assert abs(codec.clock.to_epoch(rec.deadline) - want) < 0.01
+        blocker.cancel()
+    finally:
+        lm.close()
         codec.close()

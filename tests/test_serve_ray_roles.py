@@ -96,6 +96,64 @@ def test_split_stream_equals_single_engine(placement):
     _until_freed(front)
 
 
+def _replica_series(front) -> dict[str, float]:
+    """The front door's per-replica /metrics series, as {'name{labels}': value} (fresh: one gather)."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from voxcli.server.ray_metrics import ReplicaCollector
+
+    front.gather_metrics()
+    registry = CollectorRegistry()
+    registry.register(ReplicaCollector(front.metric_rows))
+    lines = generate_latest(registry).decode().splitlines()
+    return {k: float(v) for k, v in (x.rsplit(" ", 1) for x in lines if x and not x.startswith("#"))}
+
+
+def test_metrics_per_replica(placement):
+    front, names = placement
+    before = _replica_series(front)
+    for name in names["lm"] + names["codec"]:
+        role = "lm" if "-lm-" in name else "codec"
+        assert before[f'vox_replica_up{{replica="{name}",role="{role}"}}'] == 1.0
+    streams = [front.submit(SynthesisRequest(text=f"m{i}", fixed_frames=25)) for i in range(4)]
+    for s in streams:
+        s.wait(30)
+    _until_freed(front)
+    after = _replica_series(front)
+
+    def delta(series: str) -> float:
+        return after.get(series, 0.0) - before.get(series, 0.0)
+
+    def summed(prefix: str, role: str) -> float:
+        done = 'outcome="done",' if "requests" in prefix else ""
+        return sum(delta(f'{prefix}{{{done}replica="{n}",role="{role}"}}') for n in names[role])
+
+    # each replica counts its own: the 4 requests were done once on an LM replica and once on the codec
+    assert summed("vox_replica_requests_total", "lm") == 4
+    assert summed("vox_replica_requests_total", "codec") == 4
+    chunks = summed("vox_replica_relay_chunks_total", "lm")
+    assert chunks >= 4 and summed("vox_replica_audio_chunks_total", "codec") == chunks
+    books = front.backends["lm"][0].handle.describe.remote().result(timeout_s=30)[0].codebooks
+    assert summed("vox_replica_relay_code_bytes_total", "lm") == 4 * 25 * books * 8  # int64 codes
+    codec = names["codec"][0]
+    assert after[f'vox_replica_codec_slots_used{{replica="{codec}",role="codec"}}'] == 0
+
+
+def test_a_later_sentence_carries_its_playback_deadline(placement):
+    """`continues=` through the front door: the later sentence goes to an LM replica with the end of the
+    earlier sentence's audio (epoch seconds), which admits it as a continuation (test_roles checks the
+    deadlines on both sides of the hop); its audio streams as any request's."""
+    front, _ = placement
+    s1 = front.submit(SynthesisRequest(text="first", fixed_frames=40))
+    s1.wait(30)
+    s2 = front.submit(SynthesisRequest(text="second", fixed_frames=20), continues=s1)
+    frame_s = front.frame_seconds
+    assert s2.playback.from_epoch == pytest.approx(s1.playback.first_epoch + 40 * frame_s, abs=1e-6)
+    assert s2.wait(30).shape[0] == 20 * round(front.sample_rate * frame_s) and s2.status == "done"
+    assert s2.playback.audio_s == pytest.approx(20 * frame_s)
+    _until_freed(front)
+
+
 def test_front_door_serves_the_openai_api_and_metrics(placement):
     import httpx
     from ray import serve
@@ -117,6 +175,8 @@ def test_front_door_serves_the_openai_api_and_metrics(placement):
     assert bad.status_code == 400 and "refused" in bad.text, bad.text  # the model check, on a replica
     metrics = httpx.get(f"{url}/metrics", timeout=30).text
     assert 'vox_requests_total{outcome="done"} 1.0' in metrics and "vox_kv_pages_used" in metrics
+    for name in names["lm"]:  # the replicas' own series too (the front door's poller gathered them)
+        assert f'vox_replica_up{{replica="{name}",role="lm"}} 1.0' in metrics
     serve.delete("t-front")
 
 

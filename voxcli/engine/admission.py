@@ -81,7 +81,7 @@ def resource_wait(sched: Scheduler, r: Request, now: float, step: float) -> tupl
             wait = last + math.ceil((k - len(by_finish)) / per_wave) * mean
         elif k > 0:
             wait = (_frames(by_finish[k - 1]) - by_finish[k - 1].n_frames) * step
-    slots_short = len(queued) + 1 - sched.slots.free
+    slots_short = 0 if sched.handoff else len(queued) + 1 - sched.slots.free  # role lm holds no slot
     if slots_short > 0:
         holders = [q for q in sched.requests.values() if q.slot >= 0]
         if not holders:

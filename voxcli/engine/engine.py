@@ -130,8 +130,11 @@ class Engine:
         # Device buffers first: a graph-capturing executor (cuda) records stages over them at startup.
         program.set_limits(resource_limits(config))
         try:
-            program.init_kv(config.kv_pages, config.kv_page_size)
-            program.init_codec_slots(config.codec_slots)
+            # a role engine allocates only its role's pool (the memory plan gave it the other's memory)
+            if config.role != "codec":
+                program.init_kv(config.kv_pages, config.kv_page_size)
+            if config.role != "lm":
+                program.init_codec_slots(config.codec_slots)
         except (MemoryError, RuntimeError) as e:  # torch reports a failed allocation as RuntimeError
             raise ConfigError(f"the KV pool (kv_pages={config.kv_pages} x kv_page_size="
                               f"{config.kv_page_size}) or the codec slots (codec_slots={config.codec_slots}) "
@@ -172,14 +175,16 @@ class Engine:
 
     # ------------------------------------------------------------------ public API
     def submit(self, request: SynthesisRequest, at: float | None = None,
-               continues: AudioStream | None = None) -> AudioStream:
+               continues: AudioStream | None = None, playback_from: float | None = None) -> AudioStream:
         """Queue a request; returns its stream at once. Raises InputError (from the model) for a bad
         request, EngineClosed after close(). `at` (virtual time only) schedules the arrival.
 
         `continues`: the stream of the previous sentence of the same user request (voxcli/speak.py).
         Admission decides once per user request: a continuation is never refused for load (queue
         full, predicted TTFA), it is queued ahead of new requests, and its first chunk's deadline is
-        the end of the audio already delivered for the user request (when playback would stall)."""
+        the end of the audio already delivered for the user request (when playback would stall).
+        `playback_from` (engine clock): that end given directly, for a previous sentence whose stream
+        lives elsewhere (a placement's front door: engine/roles.py)."""
         if self._closed:
             raise EngineClosed(self._dead or "the engine is closed")
         if at is not None and self.realtime:
@@ -193,8 +198,10 @@ class Engine:
         r = self.scheduler.new_request(rid, prompt, arrival, request, stream)
         stream.timeline = r.timeline
         if continues is not None:
-            stream.playback_from = playback_end(continues, arrival)
-            self.scheduler.continue_after(r, stream.playback_from)
+            playback_from = playback_end(continues, arrival)
+        if playback_from is not None:
+            stream.playback_from = playback_from
+            self.scheduler.continue_after(r, playback_from)
         with self._wake:
             if self._closed:
                 raise EngineClosed(self._dead or "the engine is closed")

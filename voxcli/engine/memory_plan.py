@@ -26,6 +26,12 @@ The rules, in order:
 5. At least one request's worth (one request at the context bound, every sequence of a CFG pair) must
    fit, else `MemoryPlanError` says so with the numbers, before anything is allocated.
 
+Per role (config.role, a disaggregated placement: engine/roles.py) the plan sizes only the role's pool:
+- lm: KV pages only. No codec slot, no codec workspace and no codec weights still to load (the LM never
+  decodes audio): everything the codec would have had goes to KV (up to the caps of rule 4).
+- codec: codec slots only. No KV pool, no prefill or decode workspace: the slots take all that is left
+  (no 10% guard), up to the config's `codec_slots`.
+
 Both pools get one extra unit (a scratch page and a scratch slot that graph padding writes into); the
 plan counts their bytes. On a CPU the programs allocate the pools with calloc (models/device_memory.py),
 so the plan is a ceiling: a page becomes resident when it is first written.
@@ -33,6 +39,7 @@ so the plan is a ceiling: a page becomes resident when it is first written.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,7 +104,9 @@ class MemoryPlan:
     slot_bytes: int  # the codec slot table, scratch slot included
     workspace_bytes: int  # stage workspaces and weights still to load, kept free
     budget: Budget
-    limited_by: str  # what set the page count: "memory", "max_running x context", "kv_pages"
+    limited_by: str  # what set the count of the role's pool: "memory", "max_running x context", "kv_pages"
+    # (pages; role both, lm) or "memory", "codec_slots" (slots; role codec)
+    role: str = "both"
 
     @property
     def positions(self) -> int:
@@ -109,6 +118,15 @@ class MemoryPlan:
 
     def summary(self) -> str:
         """One line: pages, positions, slots and bytes (the serve startup line, the verbose timing line)."""
+        tail = (f"workspaces {self.workspace_bytes / GB:.2f} GB; {self.total_bytes / GB:.2f} GB of "
+                f"{self.budget.usable_bytes / GB:.2f} GB usable ({self.budget.describe()})")
+        if self.role == "lm":
+            return (f"memory plan (role lm): {self.pages:,} KV pages x {self.page_size} = "
+                    f"{self.positions:,} positions ({self.kv_bytes / GB:.2f} GB, set by {self.limited_by}), "
+                    f"no codec slots; {tail}")
+        if self.role == "codec":
+            return (f"memory plan (role codec): no KV pool, {self.slots:,} codec slots "
+                    f"({self.slot_bytes / GB:.2f} GB, set by {self.limited_by}); {tail}")
         return (f"memory plan: {self.pages:,} KV pages x {self.page_size} = {self.positions:,} positions "
                 f"({self.kv_bytes / GB:.2f} GB, set by {self.limited_by}), {self.slots:,} codec slots "
                 f"({self.slot_bytes / GB:.2f} GB), workspaces {self.workspace_bytes / GB:.2f} GB; "
@@ -121,19 +139,27 @@ def position_bytes(needs: MemoryNeeds) -> int:
     return needs.kv_bytes_per_position + needs.gather_bytes_per_position
 
 
-def workspace_bytes(needs: MemoryNeeds, limits: PlanLimits) -> int:
+def workspace_bytes(needs: MemoryNeeds, limits: PlanLimits, role: str = "both") -> int:
+    """What the role's stages keep free: the LM's (prefill, decode) unless role codec, the codec's (its
+    batch, its weights still to load) unless role lm."""
     t = limits.prefill_tokens
-    return (needs.pending_weight_bytes
-            + t * needs.prefill_bytes_per_token + t * t * needs.prefill_bytes_per_token_pair
-            + limits.decode_rows * needs.decode_bytes_per_row
-            + limits.codec_frames * needs.codec_bytes_per_frame)
+    lm = t * needs.prefill_bytes_per_token + t * t * needs.prefill_bytes_per_token_pair \
+        + limits.decode_rows * needs.decode_bytes_per_row
+    codec = needs.pending_weight_bytes + limits.codec_frames * needs.codec_bytes_per_frame
+    return (0 if role == "codec" else lm) + (0 if role == "lm" else codec)
 
 
-def plan_memory(needs: MemoryNeeds, limits: PlanLimits, budget: Budget) -> MemoryPlan:
+def plan_memory(needs: MemoryNeeds, limits: PlanLimits, budget: Budget, role: str = "both") -> MemoryPlan:
     """The plan (see the module docstring); raises MemoryPlanError when one request does not fit."""
+    if role not in ("both", "lm", "codec"):
+        raise ValueError(f"role must be one of both, lm, codec, got {role!r}")
+    if role == "codec":
+        return _plan_codec(needs, limits, budget)
+    if role == "lm":  # no codec state: the slot costs nothing here, the codec's workspace is not kept
+        needs = dataclasses.replace(needs, codec_slot_bytes=0)
     per_pos = position_bytes(needs)
     page_bytes = limits.page_size * per_pos
-    work = workspace_bytes(needs, limits)
+    work = workspace_bytes(needs, limits, role)
     rest = budget.usable_bytes - work
     rows = max(1, needs.rows_per_request)
     one_request_pages = rows * math.ceil(limits.row_positions / limits.page_size)
@@ -147,10 +173,10 @@ def plan_memory(needs: MemoryNeeds, limits: PlanLimits, budget: Budget) -> Memor
             f"memory_fraction or use dtype=bfloat16")
     # a request keeps its slot while the codec drains its tail after its rows are gone, so slots are not
     # bounded by max_running: the config's count, as far as memory allows
-    want_slots = limits.codec_slots_cap
-    if needs.codec_slot_bytes:
+    want_slots = 0 if role == "lm" else limits.codec_slots_cap
+    if want_slots and needs.codec_slot_bytes:
         want_slots = min(want_slots, max(1, int(rest * SLOT_SHARE) // needs.codec_slot_bytes - 1))
-    slot_total = (want_slots + 1) * needs.codec_slot_bytes
+    slot_total = (want_slots + 1) * needs.codec_slot_bytes if want_slots else 0
     fit = (rest - slot_total) // page_bytes - 1  # the scratch page
     caps = {"memory": fit,
             "max_running x context": limits.max_running * math.ceil(limits.row_positions / limits.page_size)}
@@ -161,7 +187,27 @@ def plan_memory(needs: MemoryNeeds, limits: PlanLimits, budget: Budget) -> Memor
     return MemoryPlan(pages=pages, page_size=limits.page_size, slots=want_slots,
                       kv_bytes=(pages + 1) * limits.page_size * needs.kv_bytes_per_position,
                       slot_bytes=slot_total, workspace_bytes=work + (pages + 1) * limits.page_size
-                      * needs.gather_bytes_per_position, budget=budget, limited_by=limited_by)
+                      * needs.gather_bytes_per_position, budget=budget, limited_by=limited_by, role=role)
+
+
+def _plan_codec(needs: MemoryNeeds, limits: PlanLimits, budget: Budget) -> MemoryPlan:
+    """Role codec: no KV pool; the codec slots take what the codec's workspaces leave (rule 3's share
+    guard is for sharing with KV, and there is none here), up to the config's count."""
+    work = workspace_bytes(needs, limits, "codec")
+    rest = budget.usable_bytes - work
+    per_slot = needs.codec_slot_bytes
+    if rest < 2 * per_slot:
+        raise MemoryPlanError(
+            f"a codec-only engine needs {work / GB:.2f} GB of codec workspaces plus "
+            f"{2 * per_slot / GB:.2f} GB for one request's codec slot (and the scratch slot), but only "
+            f"{budget.usable_bytes / GB:.2f} GB is usable ({budget.describe()}); free memory or raise "
+            f"memory_fraction")
+    fit = rest // per_slot - 1 if per_slot else limits.codec_slots_cap  # less the scratch slot
+    limited_by = "memory" if fit < limits.codec_slots_cap else "codec_slots"
+    slots = int(min(fit, limits.codec_slots_cap))
+    return MemoryPlan(pages=0, page_size=limits.page_size, slots=slots, kv_bytes=0,
+                      slot_bytes=(slots + 1) * per_slot, workspace_bytes=work, budget=budget,
+                      limited_by=limited_by, role="codec")
 
 
 def plan_limits(config: EngineConfig, needs: MemoryNeeds, max_chunk_frames: int) -> PlanLimits:
@@ -205,5 +251,11 @@ def apply_memory_plan(program: ModelProgram, config: EngineConfig) -> tuple[Engi
         return config, None
     chunk = config.chunk or program.spec.chunk
     limits = plan_limits(config, needs, max(chunk.first, *chunk.ramp, chunk.steady))
-    plan = plan_memory(needs, limits, measure_budget(config.device, config.memory_fraction))
+    role = config.role
+    plan = plan_memory(needs, limits, measure_budget(config.device, config.memory_fraction), role)
+    # a role's absent pool keeps the config's count: nothing allocates it (Engine skips its init)
+    if role == "lm":
+        return config.replace(kv_pages=plan.pages), plan
+    if role == "codec":
+        return config.replace(codec_slots=plan.slots), plan
     return config.replace(kv_pages=plan.pages, codec_slots=plan.slots), plan

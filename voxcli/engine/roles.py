@@ -66,6 +66,9 @@ class CodeChunk:
     ttfa_target_s: float
     schedule: ChunkSchedule  # the request's chunk schedule (the codec cuts frames by it)
     sent_epoch: float  # when it left the LM engine
+    # a later sentence of a user request (`continues=`): its ttfa_target_s runs to the end of the earlier
+    # sentences' audio, and its later chunks play after that, not after its own first audio
+    continuation: bool = False
 
     @property
     def frames(self) -> int:
@@ -165,10 +168,14 @@ class LMEngine(_RoleEngine):
 
     def submit(self, request: SynthesisRequest, at: float | None = None,  # type: ignore[override]
                continues: AudioStream | None = None, key: str | None = None,
-               sink: Callable[[CodeChunk | RoleEnd], None] | None = None) -> AudioStream:
+               sink: Callable[[CodeChunk | RoleEnd], None] | None = None,
+               playback_epoch: float | None = None) -> AudioStream:
+        """`playback_epoch`: a later sentence whose earlier sentences' audio plays until then (epoch
+        seconds: the front door knows it, in another process); admitted as `continues=` would be."""
         self._opening.value = (key or f"lm-{id(self):x}-{next(self._keys)}", sink)
+        playback_from = None if playback_epoch is None else self.clock.from_epoch(playback_epoch)
         try:
-            return super().submit(request, at=at, continues=continues)
+            return super().submit(request, at=at, continues=continues, playback_from=playback_from)
         finally:
             self._opening.value = None
 
@@ -212,7 +219,8 @@ class LMEngine(_RoleEngine):
         to_epoch = self.clock.to_epoch
         item = CodeChunk(key=stream.key, index=ch.index, start=ch.start, codes=ev.codes, last=ch.last,
                          deadline_epoch=to_epoch(ch.deadline), arrival_epoch=to_epoch(r.arrival),
-                         ttfa_target_s=r.ttfa_target, schedule=r.schedule, sent_epoch=time.time())
+                         ttfa_target_s=r.ttfa_target, schedule=r.schedule, sent_epoch=time.time(),
+                         continuation=r.continuation)
         stream._push(item)  # type: ignore[arg-type]
         if stream.sink is not None:
             stream.sink(item)
@@ -264,6 +272,11 @@ class CodecEngine(_RoleEngine):
         if stream is not None:
             self._post("abort", (stream.request_id, reason))
 
+    def holds(self, key: str) -> bool:
+        """Whether request `key` is here (attached or open, not ended)."""
+        with self._lock:
+            return key in self._by_key
+
     def room(self) -> int:
         """Codec slots free less requests waiting for one (the front door's 'most room')."""
         sched = self.scheduler
@@ -308,6 +321,7 @@ class CodecEngine(_RoleEngine):
                 chunk.arrival_epoch), chunk.schedule, self.spec.frame_seconds, chunk.ttfa_target_s,
                 None, stream)
             r.frame_cap = _UNBOUNDED
+            r.continuation = chunk.continuation  # chunk 0's deadline (arrival + target) is the playback end
             r.refresh_event()
             stream.timeline = r.timeline
             r.timeline.name = chunk.key

@@ -302,7 +302,7 @@ class Scheduler:
         out: list[Request] = []
         for r in self.waiting:  # FIFO, no overtaking: a big request is not starved by small ones
             w = r.prompt.width
-            if rows + w > room or r.need_pages > pages or slots < 1:
+            if rows + w > room or r.need_pages > pages or (slots < 1 and not self.handoff):
                 break
             if out and tokens + r.prompt.length * w > cfg.max_prefill_tokens:
                 break
@@ -339,7 +339,8 @@ class Scheduler:
         for r in cands:
             self.waiting.popleft()  # candidates are the queue's head, in order
             r.pages = self.kv.allocate(r.need_pages, r.id)
-            slot = self.slots.acquire(r.id)
+            # role lm holds no codec slot: its chunks' codec state lives in the codec engine
+            slot = -1 if self.handoff else self.slots.acquire(r.id)
             assert slot is not None  # checked by _prefill_candidates
             r.slot = slot
             r.row = Row(request_id=r.id, prompt=r.prompt, pages=r.pages, slot=slot)
@@ -677,8 +678,11 @@ class Scheduler:
         """Role codec: a request whose LM runs in another engine; it waits (FIFO) for a codec slot."""
         if r.id in self.requests:
             raise ValueError(f"request id {r.id} is already in the engine")
-        self.requests[r.id] = r
-        self.waiting.append(r)
+        if r.continuation:  # a later sentence: ahead of new requests for a slot, as in `add`
+            self._queue_continuation(r)
+        else:
+            self.requests[r.id] = r
+            self.waiting.append(r)
         self._admit_remote(now)
         return []
 

@@ -172,7 +172,8 @@ class SyntheticProgram(ModelProgram):
         out = []
         for row in rows:
             row.state = _RowState()
-            self._slot_plan[row.slot] = row.prompt.data
+            if row.slot >= 0:  # a role-lm row holds no slot (its codec runs elsewhere)
+                self._slot_plan[row.slot] = row.prompt.data
             row.kv_len = row.prompt.length
             plan: _Plan = row.prompt.data
             # like Qwen3-TTS, the prefill samples a token but no complete frame exists yet

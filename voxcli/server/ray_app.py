@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -80,6 +81,8 @@ def build_deployment(spec: ReplicaSpec, replicas: int, max_ongoing: int, name: s
             session = open_session(s.model, s.executor, s.gpu, s.recipe, s.sets, s.policy, s.device)
             self.service = SpeechService(session, Limits(**s.limits))
             self.api_key = s.api_key
+            self.outcomes: Counter[str] = Counter()  # synthesize's requests by how they ended (metrics)
+            self.audio_chunks = 0
 
         def __serve_build_asgi_app__(self) -> Any:
             from voxcli.server.app import create_app
@@ -88,6 +91,16 @@ def build_deployment(spec: ReplicaSpec, replicas: int, max_ongoing: int, name: s
 
         def record_routing_stats(self) -> dict[str, float]:
             return self.service.routing_stats()
+
+        def metrics(self) -> dict[str, Any]:
+            """Counters and gauges for a placement's front door (ray_metrics.py)."""
+            from voxcli.server.ray_metrics import replica_metrics
+
+            svc = self.service
+            return replica_metrics({"queued_requests": svc.queued(), "running_requests": svc.active,
+                                    "kv_pages_used": svc.kv_pages_used(),
+                                    "codec_slots_used": svc.codec_slots_used()},
+                                   {"audio_chunks": self.audio_chunks}, self.outcomes)
 
         def check(self, request: Any) -> None:
             """The model's cheap request check, for a driver without the model (`vox batch`)."""
@@ -102,18 +115,25 @@ def build_deployment(spec: ReplicaSpec, replicas: int, max_ongoing: int, name: s
             """One SynthesisRequest in, its PCM chunks out (`vox batch --replicas`: through a handle)."""
             import asyncio
 
+            from voxcli.engine.stream import RequestRejected
+
             job = self.service.job(asyncio.get_running_loop())
             job.start([request])
+            outcome = "cancelled"
             try:
                 while True:
                     item = await job.next()
                     if item.kind == "audio":
+                        self.audio_chunks += 1
                         yield item.pcm
                     elif item.kind == "end":
+                        outcome = "done"
                         return
                     else:
+                        outcome = "rejected" if isinstance(item.error, RequestRejected) else "failed"
                         raise item.error or RuntimeError("synthesis failed")
             finally:
+                self.outcomes[outcome] += 1
                 job.cancel()
 
     return serve.deployment(VoxReplica, name=name, **options).bind(asdict(spec))

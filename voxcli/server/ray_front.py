@@ -1,7 +1,8 @@
 """The front door of a disaggregated placement (`--placement`, voxcli/placement.py) on Ray Serve.
 
 `PlacementEngine` is `Engine.submit` over the placement's replicas (ray_roles.py): inside the `vox` ingress
-app for `vox serve` (the same OpenAI API and /metrics, its gauges summed over the replicas' reports), in
+app for `vox serve` (the same OpenAI API and /metrics: its gauges summed over the replicas' reports, and
+every replica's own series labelled `replica=`, ray_metrics.py), in
 the driver for `vox batch`. It polls every replica's stats each STATS_PERIOD_S and routes a new request to
 the replica with the most slack (a both replica serves it whole; an LM replica generates it) and its chunks
 to the codec replica with the most room (free slots less requests waiting), counting what it sent since the
@@ -28,6 +29,7 @@ from voxcli.engine.roles import RoleEnd
 from voxcli.engine.stream import AudioChunk, AudioStream
 from voxcli.placement import Placement
 from voxcli.server.ray_app import ReplicaSpec, serve_until_interrupted
+from voxcli.server.ray_metrics import METRICS_PERIOD_S, ReplicaCollector, gather
 from voxcli.server.ray_roles import (
     CALL_TIMEOUT_S,
     STATS_PERIOD_S,
@@ -57,6 +59,22 @@ class _Backend:
 _POOL = ThreadPoolExecutor(max_workers=4096, thread_name_prefix="vox-front")
 
 
+@dataclass
+class Playback:
+    """What a front-door stream has delivered, as a listener hears it (epoch seconds): a later sentence
+    (`continues=`) is due when this ends (engine.playback_end's rule, in the clock that crosses hops)."""
+
+    first_epoch: float | None = None  # its first audio reached the front door
+    from_epoch: float | None = None  # it is itself a later sentence: it plays after this
+    audio_s: float = 0.0  # delivered so far
+
+    def end_epoch(self, now: float) -> float:
+        start = self.first_epoch if self.first_epoch is not None else now
+        if self.from_epoch is not None:
+            start = max(start, self.from_epoch)
+        return start + self.audio_s
+
+
 class PlacementEngine:
     """`Engine.submit` over a placement's replicas (the front door): an AudioStream per request."""
 
@@ -74,6 +92,7 @@ class PlacementEngine:
         self._jobs: dict[int, _Job] = {}
         self._lock = threading.Lock()
         self._closed = threading.Event()
+        self.replica_metrics: dict[str, dict[str, Any] | None] = {}  # the latest gather (ray_metrics.py)
         # the first reports come from the poller's thread: this may run inside a replica's constructor,
         # where a blocking handle call is refused (until then every replica ranks as unreported, alike)
         self._poller = threading.Thread(target=self._poll, name="vox-front-stats", daemon=True)
@@ -92,8 +111,25 @@ class PlacementEngine:
                 b.stats, b.routed = stats, 0
 
     def _poll(self) -> None:
-        while not self._closed.wait(STATS_PERIOD_S):
+        every = max(1, round(METRICS_PERIOD_S / STATS_PERIOD_S))
+        for n in itertools.count():
+            if self._closed.wait(STATS_PERIOD_S):
+                return
             self._poll_once()
+            if n % every == 0:
+                self.gather_metrics()
+
+    def gather_metrics(self) -> None:
+        """Every replica's own counters and gauges, into the cache /metrics renders (one call each)."""
+        got = gather([b for bs in self.backends.values() for b in bs], CALL_TIMEOUT_S)
+        with self._lock:
+            self.replica_metrics = got
+
+    def metric_rows(self) -> list[tuple[str, str, dict[str, Any] | None]]:
+        with self._lock:
+            cache = dict(self.replica_metrics)
+        return [(b.name, b.role, cache.get(b.name)) for bs in self.backends.values() for b in bs
+                if b.name in cache]
 
     def _pick(self, candidates: list[_Backend]) -> _Backend:
         with self._lock:
@@ -118,11 +154,19 @@ class PlacementEngine:
 
     # --- requests
     def submit(self, request: Any, continues: Any = None) -> AudioStream:
-        """`continues` cannot travel (each sentence may land on another replica; its admission decides)."""
+        """`continues` (the previous sentence's stream from this front door): the sentence goes to an LM
+        replica, admitted there and on its codec replica against the end of the earlier audio (epoch
+        seconds cross the hop), as the single engine does. A both replica's `synthesize` takes no
+        continuation, so a later sentence is routed among LM replicas when there are any."""
         self._check(request)
         rid = next(self._ids)
         stream = AudioStream(rid, request.request_id, self.sample_rate, Timeline(rid), self._cancel)
-        target = self._pick(self.backends["both"] + self.backends["lm"])
+        stream.playback = Playback()  # type: ignore[attr-defined]
+        prev = getattr(continues, "playback", None)
+        if prev is not None:
+            stream.playback.from_epoch = prev.end_epoch(time.time())  # type: ignore[attr-defined]
+        lms = self.backends["lm"]
+        target = self._pick(lms if prev is not None and lms else self.backends["both"] + lms)
         job = _Job(self, stream, request, target)
         with self._lock:
             self._jobs[rid] = job
@@ -162,6 +206,10 @@ class _Job:
         self.abort_reason: tuple[str, bool] | None = None
 
     def _push(self, pcm: Any) -> None:
+        playback: Playback = self.stream.playback  # type: ignore[attr-defined]
+        if playback.first_epoch is None:
+            playback.first_epoch = time.time()
+        playback.audio_s += len(pcm) / self.front.sample_rate
         self.stream._push(AudioChunk(pcm, self.front.sample_rate, self.index, time.monotonic(), self.offset_s,
                                      False))
         self.index += 1
@@ -219,7 +267,8 @@ class _Job:
 
     def _forward(self, lm: _Backend, codec: _Backend) -> None:
         """The LM replica generates, feeding the codec replica itself; here: how it ended there."""
-        self.lm_resp = lm.handle.generate.remote(self.request, self.key, codec.name)
+        due = self.stream.playback.from_epoch  # type: ignore[attr-defined]
+        self.lm_resp = lm.handle.generate.remote(self.request, self.key, codec.name, due)
         try:
             end: RoleEnd = self.lm_resp.result()
         except Exception as e:  # noqa: BLE001 - the LM replica failed (or the call was cancelled)
@@ -327,7 +376,10 @@ def _front_door(names: dict[str, list[str]], model_spec: Any, model: str, frame_
         def __serve_build_asgi_app__(self) -> Any:
             from voxcli.server.app import create_app
 
-            return create_app(self.service, api_key=api_key)
+            app = create_app(self.service, api_key=api_key)
+            # /metrics per replica: each replica's own series, labelled replica= and role=
+            app.state.metrics.registry.register(ReplicaCollector(self.service.engine.metric_rows))
+            return app
 
         def relay_stats(self) -> dict[str, float]:
             return self.service.engine.relay().per_chunk()

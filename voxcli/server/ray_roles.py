@@ -17,18 +17,21 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from voxcli.engine.roles import CodeChunk, RoleEnd
 from voxcli.placement import Placement
 from voxcli.server.ray_app import ReplicaSpec, build_deployment, replica_resources
+from voxcli.server.ray_metrics import replica_metrics
 
 STATS_PERIOD_S = 0.2
 RELAY_KEEP = 100_000
 CALL_TIMEOUT_S = 30.0  # one chunk's feed, a stats report: far beyond any healthy reply
+CODEC_IDLE_TIMEOUT_S = 120.0  # a codec request not fed nor read this long is reaped (CodecReplica)
 
 
 def ray_reason(e: BaseException) -> str:
@@ -38,6 +41,15 @@ def ray_reason(e: BaseException) -> str:
         e = cause
     text = str(e).strip().splitlines()
     return f"{type(e).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def _log_plan(role: str, engine: Any) -> None:
+    """The replica's startup line (its Ray log): the role's memory plan, as `vox serve` prints its own."""
+    import sys
+
+    plan = getattr(engine, "memory_plan", None)
+    print(f"vox {role} replica: {plan.summary() if plan is not None else 'memory plan: none (sim)'}",
+          file=sys.stderr)
 
 
 # --------------------------------------------------------------------------------------------- replicas
@@ -57,8 +69,10 @@ class LMReplica:
                                pcm_scale=pcm_scale)
         self.service = SpeechService(session)  # its routing_stats: the LM's slack
         self.engine = session.engine
+        _log_plan("lm", self.engine)
         self.relay = RelayStats()
         self._feeders: dict[str, _Feeder] = {}
+        self.outcomes: Counter[str] = Counter()  # how the engine ended requests (/metrics per replica)
 
     def _feeder(self, name: str) -> _Feeder:
         feeder = self._feeders.get(name)
@@ -69,19 +83,24 @@ class LMReplica:
             feeder = self._feeders[name] = _Feeder(handle, self.relay)
         return feeder
 
-    async def generate(self, request: Any, key: str, codec: str) -> RoleEnd:
-        """Generate `request`, feeding each chunk to codec replica app `codec`; returns how it ended."""
+    async def generate(self, request: Any, key: str, codec: str,
+                       playback_epoch: float | None = None) -> RoleEnd:
+        """Generate `request`, feeding each chunk to codec replica app `codec`; returns how it ended.
+        `playback_epoch`: a later sentence, admitted against the end of the earlier ones' audio."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[CodeChunk | RoleEnd] = asyncio.Queue()
         feeder = self._feeder(codec)
 
         def sink(item: CodeChunk | RoleEnd) -> None:  # the engine's host thread: never block it
+            if isinstance(item, RoleEnd):
+                self.outcomes[item.status] += 1
             try:
                 loop.call_soon_threadsafe(queue.put_nowait, item)
             except RuntimeError:
                 pass  # the replica's loop is gone: nobody is listening
 
-        stream = await asyncio.to_thread(self.engine.submit, request, key=key, sink=sink)
+        stream = await asyncio.to_thread(self.engine.submit, request, key=key, sink=sink,
+                                         playback_epoch=playback_epoch)
         stream.drop_audio()  # the sink carries every item; the stream need not keep them
         try:
             while True:
@@ -103,11 +122,21 @@ class LMReplica:
     def stats(self) -> dict[str, float]:
         out = self.service.routing_stats()
         sched = self.engine.scheduler
-        out.update(kv_pages_used=float(sched.kv.used), queued=float(len(sched.waiting)), codec_slots_used=0.0)
+        out.update(kv_pages_used=float(sched.kv.used), queued=float(len(sched.waiting)), codec_slots_used=0.0,
+                   cpu_s=time.process_time())  # the replica's host CPU so far (the bench's per-chunk cost)
         return out
 
     def relay_stats(self) -> dict[str, Any]:
         return self.relay.raw()
+
+    def metrics(self) -> dict[str, Any]:
+        """This replica's counters and gauges (ray_metrics.py: the front door's /metrics per replica)."""
+        sched, r = self.engine.scheduler, self.relay
+        return replica_metrics(
+            {"queued_requests": len(sched.waiting),
+             "running_requests": len(sched.requests) - len(sched.waiting), "kv_pages_used": sched.kv.used},
+            {"relay_chunks": r.chunks, "relay_feeds": r.feeds, "relay_code_bytes": r.code_bytes},
+            self.outcomes)
 
     def describe(self) -> tuple[Any, str, Any]:
         s = self.service.session
@@ -118,9 +147,17 @@ class LMReplica:
 
 
 class CodecReplica:
-    """A codec-only engine behind Ray Serve: `open` a request, `feed` its chunks, stream its `audio`."""
+    """A codec-only engine behind Ray Serve: `open` a request, `feed` its chunks, stream its `audio`.
 
-    def __init__(self, spec_dict: dict[str, Any], pcm_scale: float = 0.0) -> None:
+    The reaper: a request nobody claims would hold its slot (and its PCM) forever, e.g. when the front
+    door dies between `open` and `audio`, or the LM replica stops feeding without an abort. So each
+    request's last activity (open, a fed chunk, a chunk read by `audio`) is kept, and a thread ends any
+    request idle longer than `idle_timeout_s` as failed with the reason, which frees its slot; /metrics
+    counts them (`vox_replica_reaped_total`). The default is far beyond any healthy gap between chunks
+    (at most a chunk's audio, ~1 s) and beyond the front door's call timeout (CALL_TIMEOUT_S)."""
+
+    def __init__(self, spec_dict: dict[str, Any], pcm_scale: float = 0.0,
+                 idle_timeout_s: float = CODEC_IDLE_TIMEOUT_S) -> None:
         import sys
 
         from voxcli.server.cli import SWITCH_INTERVAL_S
@@ -130,10 +167,45 @@ class CodecReplica:
         s = ReplicaSpec(**spec_dict)
         self.engine = open_session(s.model, s.executor, s.gpu, s.recipe, s.sets, s.policy, s.device,
                                    role="codec", pcm_scale=pcm_scale).engine
+        _log_plan("codec", self.engine)
         self._opened: dict[str, Any] = {}  # key -> stream, until its `audio` call claims it
+        self.outcomes: Counter[str] = Counter()
+        self.audio_chunks = 0
+        self.engine.on_end = self._ended
+        self.idle_timeout_s = idle_timeout_s
+        self.reaped = 0
+        self._active: dict[str, float] = {}  # key -> its last activity (monotonic), until it ends here
+        self._reaper = threading.Thread(target=self._reap_loop, name="vox-codec-reaper", daemon=True)
+        self._reaper.start()
+
+    def _ended(self, key: str, status: str, reason: str | None) -> None:  # the engine's host thread
+        self.outcomes[status] += 1
+        self._active.pop(key, None)
+
+    def _touch(self, key: str) -> None:
+        self._active[key] = time.monotonic()
+
+    def _reap_loop(self) -> None:
+        period = min(1.0, self.idle_timeout_s / 4)
+        while not self.engine._closed:
+            time.sleep(period)
+            self.reap(time.monotonic())
+
+    def reap(self, now: float) -> list[str]:
+        """End every request idle longer than the timeout (their slots free); returns their keys."""
+        idle = [k for k, t in list(self._active.items()) if now - t > self.idle_timeout_s]
+        for key in idle:
+            if self._active.pop(key, None) is None or not self.engine.holds(key):
+                continue  # it ended meanwhile
+            self._opened.pop(key, None)
+            self.reaped += 1
+            self.engine.abort(key, f"codec request {key}: nobody fed or read it for "
+                                   f"{self.idle_timeout_s:g} s (its front door or LM replica went away)")
+        return idle
 
     def open(self, key: str) -> None:
         self._opened[key] = self.engine.attach(key)
+        self._touch(key)
 
     async def feed(self, chunks: list[CodeChunk]) -> list[str | None]:
         """Chunks of any requests, each in its request's order; per chunk None or why it was refused."""
@@ -141,6 +213,7 @@ class CodecReplica:
         for chunk in chunks:
             try:
                 self.engine.feed(chunk)
+                self._touch(chunk.key)
                 out.append(None)
             except LookupError as e:  # this chunk's request is not here: the others go on
                 out.append(str(e))
@@ -171,6 +244,8 @@ class CodecReplica:
             while True:
                 chunks, over = stream.take()
                 for ch in chunks:
+                    self.audio_chunks += 1
+                    self._touch(key)
                     yield ch.pcm
                 if over:
                     stream._raise_for_status(cancelled_raises=False)
@@ -181,10 +256,18 @@ class CodecReplica:
             if not stream.finished:
                 stream.cancel()
 
+    def metrics(self) -> dict[str, Any]:
+        sched = self.engine.scheduler
+        waiting = len(sched.waiting)
+        return replica_metrics(
+            {"queued_requests": waiting, "running_requests": len(sched.requests) - waiting,
+             "codec_slots_used": sched.slots.used},
+            {"audio_chunks": self.audio_chunks, "reaped": self.reaped}, self.outcomes)
+
     def stats(self) -> dict[str, float]:
         sched = self.engine.scheduler
         return {"room": float(self.engine.room()), "codec_slots_used": float(sched.slots.used),
-                "kv_pages_used": 0.0, "queued": float(len(sched.waiting))}
+                "kv_pages_used": 0.0, "queued": float(len(sched.waiting)), "cpu_s": time.process_time()}
 
 
 def _role_deployment(cls: type, name: str, spec: ReplicaSpec, pcm_scale: float, max_ongoing: int) -> Any:
