@@ -178,11 +178,16 @@ class Request:
     def add_frame(self, frame: Any) -> None:
         self.frames.append(frame)
         self.n_frames += 1
-        while self.n_frames >= self.gen_end:  # the LM moves on to the next chunk
+        if self.n_frames >= self.gen_end:
+            self.advance_gen()
+        self.refresh_event()
+
+    def advance_gen(self) -> None:
+        """The LM moves on past every chunk its frames now complete (call with n_frames >= gen_end)."""
+        while self.n_frames >= self.gen_end:
             self.gen_chunk += 1
             self.gen_start = self.gen_end
             self.gen_end += self.schedule.size(self.gen_chunk)
-        self.refresh_event()
 
     def refresh_event(self) -> None:
         """Recompute `next_event` after gen_end, next_end, frame_cap or n_frames changed: the LM moves

@@ -137,6 +137,9 @@ class Scheduler:
         self._key_codec1 = estimator.codec(self._key_lane, 1)
         self._ended_in_lm: set[int] = set()  # requests that ended while an LM batch held them
         self._decode_all = False  # a decode step of every running row is in flight
+        # (requests, rows) of a step of every running row, kept until `decoding` changes: most steps run
+        # the same rows as the one before, and the lists are read-only downstream
+        self._decode_batch: tuple[list[Request], list[Row]] | None = None
         # background batch threshold B; with adaptive_batching it follows the lane's measured load
         self._bg_min = config.background_min_batch
         self._bg_load = 0.0  # exponential average of the background lane's busy fraction
@@ -340,10 +343,13 @@ class Scheduler:
         if self.decoding_rows <= self.max_decode:
             # every running row: `_decode_all` stands for their lm_inflight flags (no per-row writes;
             # `_end` sets the flag of a row that ends while the step runs)
-            reqs = list(self.decoding.values())
+            batch = self._decode_batch
+            if batch is None:
+                reqs = list(self.decoding.values())
+                batch = self._decode_batch = (reqs, list(map(_row_of, reqs)))
             self._decode_all = True
-            return Work(lane="lm", stage="decode", rows=list(map(_row_of, reqs)),
-                        bucket=self.layout.bucket_for("lm", "decode", self.decoding_rows), tag=reqs)
+            return Work(lane="lm", stage="decode", rows=batch[1],
+                        bucket=self.layout.bucket_for("lm", "decode", self.decoding_rows), tag=batch[0])
         # Fill the largest bucket in priority order; a pair that no longer fits waits for the next
         # step whole (the first in order always fits: add() rejects widths above the bucket).
         order: Iterable[Request] = (sorted(self.decoding.values(), key=lambda r: (self._key(r), r.id))
@@ -529,34 +535,62 @@ class Scheduler:
         # (both follow the estimator's measured scale on real-clock executors)
         self._key_step = self.est.decode_step(self.decoding_rows + (_rows(reqs) if prefill else 0))
         self._key_codec1 = self.est.codec(self._key_lane, 1)
-        rows = zip(reqs, c.result, strict=True)
         if not prefill and not self._ended_in_lm:
             if not decode_all:  # a capped step flagged its rows one by one (_launch_decode); no row ended
                 for r in reqs:
                     r.lm_inflight = False
-            rows = self._fast_rows(reqs, c.result)
+            return self._decode_rows(reqs, c.result, now)
         self._ended_in_lm.clear()
-        for r, out in rows:
+        for r, out in zip(reqs, c.result, strict=True):
             events += self._lm_row(r, out, now, work.stage)
         return events
 
-    def _fast_rows(self, reqs: list[Request], results: list) -> list[tuple[Request, Any]]:
-        """The hot path of a decode step (every running row, once per LM step): a row whose new frame
-        completes nothing (no chunk ready, no new chunk under generation, not finished) only stores
-        its frame; the others are returned for `_lm_row`. Only valid when no row ended in flight."""
-        slow: list[tuple[Request, Any]] = []
+    def _decode_rows(self, reqs: list[Request], results: list, now: float) -> list[Event]:
+        """The hot path of a decode step (every running row, once per LM step; only valid when no row
+        ended in flight). A row whose new frame completes nothing (no chunk ready, no new chunk under
+        generation, not finished) only stores its frame. A plain frame that reaches `next_event` (about
+        one row in `chunk.steady` per step) is taken here too, `_lm_row`'s steps inlined; anything else
+        (a row's error, no frame, done) goes to `_lm_row`. Rows are taken in batch order, as `_lm_row`
+        alone would take them."""
+        events: list[Event] = []
         step_cls = StepOutput
+        pending, firsts, order = self.pending, self._firsts, self._order
         for r, out in zip(reqs, results, strict=True):
             if out.__class__ is step_cls and not out.done:
                 frame = out.frame
                 if frame is not None:
                     n = r.n_frames + 1
+                    r.frames.append(frame)
+                    r.n_frames = n
                     if 1 < n < r.next_event:
-                        r.frames.append(frame)
-                        r.n_frames = n
                         continue
-            slow.append((r, out))
-        return slow
+                    # `_lm_row` of a plain frame (already stored): what add_frame does after appending
+                    if n == 1:
+                        r.timeline.first_frame = now
+                    if n >= r.gen_end:
+                        r.advance_gen()
+                    cap, next_end = r.frame_cap, r.next_end
+                    ev = next_end if next_end > n else cap  # refresh_event
+                    gen_end = r.gen_end
+                    r.next_event = min(ev, gen_end) if gen_end < cap else min(ev, cap)
+                    if n >= cap:
+                        self._lm_finished(r)
+                        if not r.chunk_inflight and r.id not in pending:
+                            events += self._advance_chunks(r, now)
+                    elif n >= next_end and not r.chunk_inflight and r.id not in pending:
+                        # _advance_chunks + _pend of a running request: its next chunk is complete, and
+                        # never its last (next_end = next_start + the chunk's size, request.py)
+                        rid, index, start = r.id, r.next_chunk, r.next_start
+                        deadline = r.deadline_of(start)
+                        ch = Chunk(r, index, start, next_end, False, now, deadline)
+                        pending[rid] = ch
+                        if index == 0:
+                            firsts[rid] = ch
+                        else:
+                            insort(order, (deadline, rid))
+                    continue
+            events += self._lm_row(r, out, now, "decode")
+        return events
 
     def _lm_row(self, r: Request, out: Any, now: float, stage: str) -> list[Event]:
         """One row's result of an LM batch (prefill or decode)."""
@@ -569,6 +603,7 @@ class Scheduler:
             r.state = S.DECODE
             r.timeline.status = S.DECODE.value
             self.decoding[r.id] = r
+            self._decode_batch = None
             self.decoding_rows += r.prompt.width
         if out.frame is not None:
             if r.n_frames == 0:
@@ -591,6 +626,7 @@ class Scheduler:
         r.timeline.status = S.DRAINING.value
         r.timeline.frames = r.n_frames
         del self.decoding[r.id]
+        self._decode_batch = None
         self.decoding_rows -= r.prompt.width
         # the LM will never touch these pages again: hand them back now, before the codec drains
         if r.pages:
@@ -660,6 +696,7 @@ class Scheduler:
         if r.lm_inflight:
             self._ended_in_lm.add(r.id)
         if self.decoding.pop(r.id, None) is not None:
+            self._decode_batch = None
             self.decoding_rows -= r.prompt.width
         if r.id in self.pending:
             self._unpend(self.pending[r.id])
