@@ -52,8 +52,8 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from heapq import merge
-from itertools import islice
-from operator import attrgetter
+from itertools import compress, count, islice, repeat
+from operator import attrgetter, is_
 from typing import Any
 
 import numpy as np
@@ -63,6 +63,7 @@ from voxcli.engine import admission
 from voxcli.engine.codec_slots import CodecSlotTable
 from voxcli.engine.estimates import LatencyEstimator
 from voxcli.engine.executors.base import Completion, LaneName, Work
+from voxcli.engine.frame_log import SETTLE_AFTER, FrameLog
 from voxcli.engine.kv_cache import KVPagePool
 from voxcli.engine.lanes import LaneLayout, lane_layout
 from voxcli.engine.request import Chunk, ChunkRecord, Request, RequestState
@@ -140,6 +141,15 @@ class Scheduler:
         # (requests, rows) of a step of every running row, kept until `decoding` changes: most steps run
         # the same rows as the one before, and the lists are read-only downstream
         self._decode_batch: tuple[list[Request], list[Row]] | None = None
+        # The hot path (`_decode_logged`): a step of every running row goes into the frame log whole,
+        # and touches only the rows filed under that step (`_schedule_due`), not every row.
+        self._log = FrameLog()
+        self._log_all = True  # the next logged step attaches every row (none attached, or flushed)
+        self._joiners: list[Request] = []  # rows that started running since the last logged step
+        self._step_no = 0  # steps of every running row completed: the clock of `_due`
+        self._due: dict[int, list[Request]] = {}  # step number -> rows due then (stale entries skipped)
+        self._due_ok = True  # False after a capped step (not every row advanced): rebuilt at the next
+        self._join_seq = 0  # running rows in admission order (`Request.join_seq`): batch order
         # background batch threshold B; with adaptive_batching it follows the lane's measured load
         self._bg_min = config.background_min_batch
         self._bg_load = 0.0  # exponential average of the background lane's busy fraction
@@ -466,6 +476,8 @@ class Scheduler:
         flat: list[Any] = []  # every frame of the batch: one array build, then a view per chunk
         for ch in chunks:
             r = ch.request
+            if len(r.frames) < ch.end:  # never expected: a ready chunk's frames are settled (frame_log.py)
+                self._log.settle(r)
             self._unpend(ch)
             r.chunk_inflight = True
             ch.t_dispatched = now
@@ -535,65 +547,165 @@ class Scheduler:
         # (both follow the estimator's measured scale on real-clock executors)
         self._key_step = self.est.decode_step(self.decoding_rows + (_rows(reqs) if prefill else 0))
         self._key_codec1 = self.est.codec(self._key_lane, 1)
+        due: list[Request] = []
+        if not prefill:
+            if decode_all:  # every running row got one more frame: the clock of `_due` moves on
+                self._step_no += 1
+                due = self._due.pop(self._step_no, due)
+            else:
+                self._due_ok = False
+        if not prefill and decode_all and self._due_ok and not self._ended_in_lm:
+            logged = self._decode_logged(reqs, c.result, now, due)
+            if logged is not None:
+                return logged
+        if not prefill:
+            self._flush_log()  # the paths below store frames in r.frames directly
         if not prefill and not self._ended_in_lm:
             if not decode_all:  # a capped step flagged its rows one by one (_launch_decode); no row ended
                 for r in reqs:
                     r.lm_inflight = False
-            return self._decode_rows(reqs, c.result, now)
-        self._ended_in_lm.clear()
-        for r, out in zip(reqs, c.result, strict=True):
-            events += self._lm_row(r, out, now, work.stage)
+            events = self._decode_rows(reqs, c.result, now)
+        else:
+            self._ended_in_lm.clear()
+            for r, out in zip(reqs, c.result, strict=True):
+                events += self._lm_row(r, out, now, work.stage)
+        if decode_all and not self._due_ok:
+            self._rebuild_due()
         return events
 
+    def _decode_logged(self, reqs: list[Request], results: list, now: float,
+                       due: list[Request]) -> list[Event] | None:
+        """The hot path, a step of every running row, with no Python code per row: the result list goes
+        into the frame log (frame_log.py) as one list, and only the rows with more to do than store a frame
+        are taken, settled first: the rows due at this step (`_schedule_due`: the first frame, a chunk
+        boundary, the frame cap), rows done and rows without a frame (`_lm_row`), in batch order as a
+        row-by-row pass would take them. None (use `_decode_rows`) when a row's result is an error."""
+        try:
+            dones = list(compress(count(), map(_done_of, results)))
+            frames = list(map(_frame_of, results))
+        except AttributeError:  # an exception object in place of a row's StepOutput
+            return None
+        nones = list(compress(count(), map(is_, frames, repeat(None))))
+        log, decoding = self._log, self.decoding
+        if self._log_all:  # nothing attached yet, or flushed: every row's frames are logged from here
+            attach = reqs
+            self._log_all = False
+        else:
+            attach = [r for r in self._joiners if decoding.get(r.id) is r]
+        self._joiners = []
+        log.step(reqs, frames, attach)  # the frames only: the StepOutputs die now, never seen by the GC
+        special: dict[int, tuple[Request, Any]] = {}
+        for i in nones:
+            special[reqs[i].id] = (reqs[i], results[i])
+        for i in dones:
+            special[reqs[i].id] = (reqs[i], results[i])
+        step = self._step_no
+        for r in due:
+            if r.due_step == step and r.id not in special and decoding.get(r.id) is r:
+                special[r.id] = (r, None)
+        rows = sorted(special.values(), key=_join_order) if len(special) > 1 else special.values()
+        events: list[Event] = []
+        steps = log.steps
+        for r, out in rows:
+            if out is None:  # a plain frame: it stays in the log, settled when its chunk launches or
+                if steps - r.log_from >= SETTLE_AFTER:  # when enough piled up (a bounded launch cost)
+                    log.settle(r)
+                events += self._frame_stored(r, r.n_frames, now)
+            else:  # done or no frame: settle, take this step's entry back and let `_lm_row` decide
+                log.settle(r)
+                r.frames.pop()
+                events += self._lm_row(r, out, now, "decode")
+        return events
+
+    def _flush_log(self) -> None:
+        if self._log.current is not None:
+            self._log.flush()
+            self._log_all = True
+
+    def _pend_next(self, r: Request, now: float) -> None:
+        """`_advance_chunks` + `_pend` of a running request whose next chunk is complete: never its last
+        chunk (the LM has not finished), and it ends at next_end (= next_start + its size, request.py)."""
+        rid, index, start = r.id, r.next_chunk, r.next_start
+        deadline = r.deadline_of(start)
+        ch = Chunk(r, index, start, r.next_end, False, now, deadline)
+        self.pending[rid] = ch
+        if index == 0:
+            self._firsts[rid] = ch
+        else:
+            insort(self._order, (deadline, rid))
+
+    def _schedule_due(self, r: Request) -> None:
+        """File a running row under the decode step at which its next frame needs more than being
+        stored: the first frame, or `next_event` (a chunk boundary, the frame cap). Called whenever
+        its frame count or next_event changed other than by a step of every running row; entries of
+        rows that stopped running or were filed again are stale and skipped."""
+        if self.decoding.get(r.id) is not r:
+            return
+        n = r.n_frames
+        step = self._step_no + (1 if n == 0 else max(1, r.next_event - n))
+        if step != r.due_step:
+            r.due_step = step
+            self._due.setdefault(step, []).append(r)
+
+    def _rebuild_due(self) -> None:
+        """After capped steps (some rows did not advance) file every running row afresh."""
+        self._due.clear()
+        for r in self.decoding.values():
+            r.due_step = -1
+            self._schedule_due(r)
+        self._due_ok = True
+
     def _decode_rows(self, reqs: list[Request], results: list, now: float) -> list[Event]:
-        """The hot path of a decode step (every running row, once per LM step; only valid when no row
-        ended in flight). A row whose new frame completes nothing (no chunk ready, no new chunk under
-        generation, not finished) only stores its frame. A plain frame that reaches `next_event` (about
-        one row in `chunk.steady` per step) is taken here too, `_lm_row`'s steps inlined; anything else
-        (a row's error, no frame, done) goes to `_lm_row`. Rows are taken in batch order, as `_lm_row`
-        alone would take them."""
+        """A decode step row by row, where `_decode_logged` cannot take it (a capped step, a row's
+        error, after capped steps; only valid when no row ended in flight and the log is flushed). A row
+        whose new frame completes nothing (no chunk ready, not finished) only stores its frame; a plain
+        frame reaching `next_event` is `_frame_stored`; anything else (a row's error, no frame, done)
+        goes to `_lm_row`. Rows are taken in batch order, as `_lm_row` alone would take them."""
         events: list[Event] = []
         step_cls = StepOutput
-        pending, firsts, order = self.pending, self._firsts, self._order
         for r, out in zip(reqs, results, strict=True):
             if out.__class__ is step_cls and not out.done:
                 frame = out.frame
                 if frame is not None:
-                    n = r.n_frames + 1
-                    r.frames.append(frame)
-                    r.n_frames = n
+                    frames = r.frames
+                    frames.append(frame)
+                    n = len(frames)
                     if 1 < n < r.next_event:
                         continue
-                    # `_lm_row` of a plain frame (already stored): what add_frame does after appending
-                    if n == 1:
-                        r.timeline.first_frame = now
-                    if n >= r.gen_end:
-                        r.advance_gen()
-                    cap, next_end = r.frame_cap, r.next_end
-                    ev = next_end if next_end > n else cap  # refresh_event
-                    gen_end = r.gen_end
-                    r.next_event = min(ev, gen_end) if gen_end < cap else min(ev, cap)
-                    if n >= cap:
-                        self._lm_finished(r)
-                        if not r.chunk_inflight and r.id not in pending:
-                            events += self._advance_chunks(r, now)
-                    elif n >= next_end and not r.chunk_inflight and r.id not in pending:
-                        # _advance_chunks + _pend of a running request: its next chunk is complete, and
-                        # never its last (next_end = next_start + the chunk's size, request.py)
-                        rid, index, start = r.id, r.next_chunk, r.next_start
-                        deadline = r.deadline_of(start)
-                        ch = Chunk(r, index, start, next_end, False, now, deadline)
-                        pending[rid] = ch
-                        if index == 0:
-                            firsts[rid] = ch
-                        else:
-                            insort(order, (deadline, rid))
+                    events += self._frame_stored(r, n, now)
                     continue
             events += self._lm_row(r, out, now, "decode")
         return events
 
+    def _frame_stored(self, r: Request, n: int, now: float) -> list[Event]:
+        """`_lm_row` of a running row's plain frame (not done) already stored (in r.frames or the log;
+        n = r.n_frames), `add_frame`'s, `_advance_chunks`' and `_schedule_due`'s steps inlined: its first
+        frame, the frame cap, or the frame completing the next chunk for the codec."""
+        if n == 1:
+            r.timeline.first_frame = now
+        cap, next_end = r.frame_cap, r.next_end
+        ev = next_end if next_end > n else cap  # refresh_event
+        r.next_event = ev = ev if ev < cap else cap
+        if n >= cap:
+            self._lm_finished(r)
+            if not r.chunk_inflight and r.id not in self.pending:
+                return self._advance_chunks(r, now)
+            return []
+        if n >= next_end and not r.chunk_inflight and r.id not in self.pending:
+            self._pend_next(r, now)
+        step = self._step_no + (ev - n if ev - n > 1 else 1)  # _schedule_due (n >= 1: it has a frame)
+        if step != r.due_step:
+            r.due_step = step
+            self._due.setdefault(step, []).append(r)
+        return []
+
     def _lm_row(self, r: Request, out: Any, now: float, stage: str) -> list[Event]:
-        """One row's result of an LM batch (prefill or decode)."""
+        """One row's result of an LM batch (prefill or decode); the row's frames are all in r.frames."""
+        events = self._lm_row_result(r, out, now, stage)
+        self._schedule_due(r)
+        return events
+
+    def _lm_row_result(self, r: Request, out: Any, now: float, stage: str) -> list[Event]:
         r.lm_inflight = False
         if r.id not in self.requests:  # cancelled or failed while the batch ran
             return self._maybe_release(r)
@@ -604,6 +716,9 @@ class Scheduler:
             r.timeline.status = S.DECODE.value
             self.decoding[r.id] = r
             self._decode_batch = None
+            r.join_seq = self._join_seq
+            self._join_seq += 1
+            self._joiners.append(r)
             self.decoding_rows += r.prompt.width
         if out.frame is not None:
             if r.n_frames == 0:
@@ -619,7 +734,8 @@ class Scheduler:
     def _key(self, r: Request) -> float:
         """LM slack key (slack = key - now): the deadline of the chunk under generation, less the
         decode steps its remaining frames need and a one-chunk codec call."""
-        return r.deadline_of(r.gen_start) - (r.gen_end - r.n_frames) * self._key_step - self._key_codec1
+        gen_start, gen_end = r.gen_span()
+        return r.deadline_of(gen_start) - (gen_end - r.n_frames) * self._key_step - self._key_codec1
 
     def _lm_finished(self, r: Request) -> None:
         r.state = S.DRAINING
@@ -627,6 +743,7 @@ class Scheduler:
         r.timeline.frames = r.n_frames
         del self.decoding[r.id]
         self._decode_batch = None
+        self._log.detach(r)
         self.decoding_rows -= r.prompt.width
         # the LM will never touch these pages again: hand them back now, before the codec drains
         if r.pages:
@@ -651,6 +768,7 @@ class Scheduler:
         now = c.finished
         failed = c.error is not None or c.result is None or len(c.result) != len(chunks)
         reason = _stage_reason("codec", c) if failed else None
+        decode = S.DECODE
         for i, ch in enumerate(chunks):
             r = ch.request
             r.chunk_inflight = False
@@ -676,16 +794,29 @@ class Scheduler:
             events.append(Delivered(r, ch, pcm, now))
             r.next_chunk += 1
             r.next_start = ch.end
-            r.next_end = ch.end + r.schedule.size(r.next_chunk)
+            r.next_end = next_end = ch.end + r.schedule.size(r.next_chunk)
             if ch.last:
                 events += self._end(r, S.DONE, now, None)
                 continue
-            r.refresh_event()
-            events += self._advance_chunks(r, now)
+            if r.state is not decode:
+                r.refresh_event()
+                events += self._advance_chunks(r, now)
+                continue
+            # a running request: refresh_event, _schedule_due and _advance_chunks inlined
+            n, cap = r.n_frames, r.frame_cap
+            ev = next_end if next_end > n else cap
+            r.next_event = ev = ev if ev < cap else cap
+            step = self._step_no + (1 if n == 0 else (ev - n if ev - n > 1 else 1))
+            if step != r.due_step:
+                r.due_step = step
+                self._due.setdefault(step, []).append(r)
+            if n >= next_end:
+                self._pend_next(r, now)
         return events
 
     # ------------------------------------------------------------------ endings
     def _end(self, r: Request, state: RequestState, now: float, reason: str | None) -> list[Event]:
+        self._log.detach(r)
         if r.state is S.QUEUED:
             try:
                 self.waiting.remove(r)
@@ -727,6 +858,12 @@ class Scheduler:
 
 
 _row_of = attrgetter("row")
+_frame_of = attrgetter("frame")
+_done_of = attrgetter("done")
+
+
+def _join_order(row: tuple[Request, Any]) -> int:
+    return row[0].join_seq
 
 
 def _rows(reqs: Iterable[Request]) -> int:
