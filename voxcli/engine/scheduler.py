@@ -399,12 +399,12 @@ class Scheduler:
     def _urgent_prefix(self, now: float) -> int:
         """How many chunks at the front of `_order` are within the urgent margin of their deadline (none
         with late_urgent off: later chunks then stay in the background lane however late)."""
-        if not self.late_urgent:
+        order, margin = self._order, self.margin
+        if not self.late_urgent or not order or order[0][0] - now >= margin:
             return 0
-        order, margin, i = self._order, self.margin, 0
-        while i < len(order) and order[i][0] - now < margin:
-            i += 1
-        return i
+        # deadline - now is monotone in the deadline, so the urgent ones are a prefix: bisect it (a codec
+        # that lags leaves hundreds of chunks past their deadline, scanned on every decision otherwise)
+        return bisect_left(order, True, key=lambda e: e[0] - now >= margin)
 
     def _chunks(self, keys: list[tuple[float, int]]) -> list[Chunk]:
         pending = self.pending
@@ -474,15 +474,30 @@ class Scheduler:
     def _launch_codec(self, lane: LaneName, chunks: list[Chunk], now: float) -> Work:
         items: list[CodecItem] = []
         flat: list[Any] = []  # every frame of the batch: one array build, then a view per chunk
+        pending, firsts = self.pending, self._firsts
+        keys: list[tuple[float, int]] = []  # the continuation chunks' `_order` entries, in order
         for ch in chunks:
             r = ch.request
-            if len(r.frames) < ch.end:  # never expected: a ready chunk's frames are settled (frame_log.py)
+            if len(r.frames) < ch.end:  # its frames are still in the frame log (frame_log.py)
                 self._log.settle(r)
-            self._unpend(ch)
+            rid = r.id
+            del pending[rid]  # _unpend, the `_order` entries below at once
+            if ch.index == 0:
+                del firsts[rid]
+            else:
+                keys.append((ch.deadline, rid))
             r.chunk_inflight = True
             ch.t_dispatched = now
             ch.lane = lane
             flat += r.frames[ch.start:ch.end]
+        if keys:
+            order = self._order
+            i = bisect_left(order, keys[0])
+            if order[i:i + len(keys)] == keys:  # a run of `_order` (the usual batch): one deletion
+                del order[i:i + len(keys)]
+            else:
+                for key in keys:
+                    del order[bisect_left(order, key)]
         codes_all = np.array(flat) if flat else self.empty_codes
         frames = 0
         for ch in chunks:
