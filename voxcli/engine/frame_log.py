@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 # an epoch over an unchanged row list ends after this many steps, so the steps every row has settled
 # are dropped with it (rows settle at least once per chunk)
-EPOCH_STEPS = 64
+EPOCH_STEPS = 128
 # the scheduler settles a row it touches once this many of its frames are logged: settling is cheap per
 # frame but not free, and a launch should not settle hundreds of frames per chunk at once
 SETTLE_AFTER = 32
@@ -92,10 +92,11 @@ class FrameLog:
             return
         first = e
         i = r.log_from + 1 - e.first
-        frames = r.frames
+        frames, rid = r.frames, r.id
         while True:
-            if i < len(e.frames):
-                frames.extend(map(itemgetter(e.pos(r.id)), e.frames[i:]))
+            steps = e.frames
+            if i < len(steps):
+                frames.extend(map(itemgetter(e.pos(rid)), steps[i:] if i else steps))
             if e.next is None:
                 break
             e = e.next

@@ -411,8 +411,10 @@ class Scheduler:
         return [pending[rid] for _, rid in keys]
 
     def _all_in_order(self, limit: int) -> list[Chunk]:
-        firsts = sorted(self._firsts.values(), key=_chunk_order)
         rest = self._chunks(self._order[:limit])
+        if not self._firsts:
+            return rest
+        firsts = sorted(self._firsts.values(), key=_chunk_order)
         return list(islice(merge(firsts, rest, key=_chunk_order), limit))
 
     def _urgent_batch(self, now: float) -> Work | None:
@@ -421,11 +423,15 @@ class Scheduler:
         n_near = self._urgent_prefix(now)
         if not n_near and not self._firsts:
             return None
-        firsts = sorted(self._firsts.values(), key=_chunk_order)
         near = self._chunks(self._order[: min(n_near, self.max_urgent)])
-        batch = list(islice(merge(firsts, near, key=_chunk_order), self.max_urgent))
-        if near:
-            self.counts["promoted"] += sum(ch.index > 0 for ch in batch)
+        if self._firsts:
+            firsts = sorted(self._firsts.values(), key=_chunk_order)
+            batch = list(islice(merge(firsts, near, key=_chunk_order), self.max_urgent))
+            if near:
+                self.counts["promoted"] += sum(ch.index > 0 for ch in batch)
+        else:  # later chunks only (the steady state under load): already in order, all promoted
+            batch = near
+            self.counts["promoted"] += len(batch)
         return self._launch_codec("urgent", batch, now)
 
     def _background_batch(self, now: float, urgent_lane: bool) -> Work | None:
@@ -609,20 +615,27 @@ class Scheduler:
             attach = [r for r in self._joiners if decoding.get(r.id) is r]
         self._joiners = []
         log.step(reqs, frames, attach)  # the frames only: the StepOutputs die now, never seen by the GC
-        special: dict[int, tuple[Request, Any]] = {}
-        for i in nones:
-            special[reqs[i].id] = (reqs[i], results[i])
-        for i in dones:
-            special[reqs[i].id] = (reqs[i], results[i])
         step = self._step_no
-        for r in due:
-            if r.due_step == step and r.id not in special and decoding.get(r.id) is r:
-                special[r.id] = (r, None)
-        rows = sorted(special.values(), key=_join_order) if len(special) > 1 else special.values()
         events: list[Event] = []
+        if nones or dones:
+            special: dict[int, tuple[Request, Any]] = {}
+            for i in nones:
+                special[reqs[i].id] = (reqs[i], results[i])
+            for i in dones:
+                special[reqs[i].id] = (reqs[i], results[i])
+            for r in due:
+                if r.due_step == step and r.id not in special and decoding.get(r.id) is r:
+                    special[r.id] = (r, None)
+            rows = sorted(special.values(), key=_join_order)
+        else:  # the usual step: only rows due (a row filed twice for this step is taken once, below)
+            if len(due) > 1:
+                due.sort(key=_join_seq_of)
+            rows = zip(due, repeat(None))
         steps = log.steps
         for r, out in rows:
             if out is None:  # a plain frame: it stays in the log, settled when its chunk launches or
+                if r.due_step != step or decoding.get(r.id) is not r:
+                    continue  # filed for a later step since, or no longer running: a stale entry
                 if steps - r.log_from >= SETTLE_AFTER:  # when enough piled up (a bounded launch cost)
                     log.settle(r)
                 events += self._frame_stored(r, r.n_frames, now)
@@ -875,6 +888,7 @@ class Scheduler:
 _row_of = attrgetter("row")
 _frame_of = attrgetter("frame")
 _done_of = attrgetter("done")
+_join_seq_of = attrgetter("join_seq")
 
 
 def _join_order(row: tuple[Request, Any]) -> int:
