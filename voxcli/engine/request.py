@@ -205,6 +205,25 @@ class Request:
             self.gen_end += self.schedule.size(self.gen_chunk)
         return self.gen_start, self.gen_end
 
+    def slack_key(self, step_s: float, codec_s: float) -> float:
+        """LM slack key (slack = key - now): the deadline of the chunk under generation, less `step_s`
+        per frame it still needs and `codec_s` (a one-chunk codec call). Read for every running row when
+        admission weighs a prefill, so n_frames, gen_span and deadline_of are inlined here."""
+        e = self.log_epoch
+        n = len(self.frames) if e is None else len(self.frames) + e.log.steps - self.log_from
+        if n >= self.gen_end:
+            self.gen_span()
+        start = self.gen_start
+        if start == 0:
+            deadline = self.arrival + self.ttfa_target
+        else:
+            first = self.t_first_audio
+            base = first if first is not None else self.arrival + self.ttfa_target
+            if self.continuation:
+                base = max(base, self.arrival + self.ttfa_target)
+            deadline = base + start * self.frame_s
+        return deadline - (self.gen_end - n) * step_s - codec_s
+
     def refresh_event(self) -> None:
         """Recompute `next_event` after next_end, frame_cap or n_frames changed: the LM finishes, or
         first completes the next chunk to hand to the codec (past that frame the chunk is waiting or in

@@ -315,7 +315,8 @@ class Scheduler:
             admit = True
             if self.deadline_admission and self.decoding:
                 est = self.est.prefill(sum(r.prompt.length * r.prompt.width for r in cands), _rows(cands))
-                min_slack = min(map(self._key, self.decoding.values())) - now
+                ks, kc = self._key_step, self._key_codec1
+                min_slack = min([r.slack_key(ks, kc) for r in self.decoding.values()]) - now
                 if min_slack < est and (self.gate is None or self.gate.may_defer(self, cands[0], est, now)):
                     if self.defer_since is None:
                         self.defer_since = now
@@ -762,8 +763,7 @@ class Scheduler:
     def _key(self, r: Request) -> float:
         """LM slack key (slack = key - now): the deadline of the chunk under generation, less the
         decode steps its remaining frames need and a one-chunk codec call."""
-        gen_start, gen_end = r.gen_span()
-        return r.deadline_of(gen_start) - (gen_end - r.n_frames) * self._key_step - self._key_codec1
+        return r.slack_key(self._key_step, self._key_codec1)
 
     def _lm_finished(self, r: Request) -> None:
         r.state = S.DRAINING
