@@ -796,8 +796,9 @@ class Scheduler:
         now = c.finished
         failed = c.error is not None or c.result is None or len(c.result) != len(chunks)
         reason = _stage_reason("codec", c) if failed else None
-        decode = S.DECODE
-        for i, ch in enumerate(chunks):
+        decode, frame_s, append = S.DECODE, self.frame_s, events.append
+        results = c.result if not failed else [None] * len(chunks)
+        for ch, pcm in zip(chunks, results, strict=True):
             r = ch.request
             r.chunk_inflight = False
             if r.state.terminal:
@@ -806,20 +807,18 @@ class Scheduler:
             if failed:
                 events += self._end(r, S.FAILED, now, reason)
                 continue
-            pcm = c.result[i]
             if isinstance(pcm, BaseException):
                 events += self._end(r, S.FAILED, now, f"the codec stage failed: {_describe(pcm)}")
                 continue
-            audio_s = ch.frames * self.frame_s
-            deadline = None if ch.index == 0 else ch.deadline
-            r.timeline.chunks.append(ChunkRecord(ch.index, ch.start, ch.frames, ch.t_ready, ch.t_dispatched,
-                                                 now, audio_s, ch.lane, deadline))
-            if ch.index == 0:
+            index, frames = ch.index, ch.end - ch.start
+            r.timeline.chunks.append(ChunkRecord(index, ch.start, frames, ch.t_ready, ch.t_dispatched, now,
+                                                 frames * frame_s, ch.lane, ch.deadline if index else None))
+            if index == 0:
                 r.t_first_audio = now
                 r.timeline.first_audio = now
                 if self.gate is not None:
                     self.gate.first_audio(r, now)
-            events.append(Delivered(r, ch, pcm, now))
+            append(Delivered(r, ch, pcm, now))
             r.next_chunk += 1
             r.next_start = ch.end
             r.next_end = next_end = ch.end + r.schedule.size(r.next_chunk)
