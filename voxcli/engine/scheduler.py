@@ -138,9 +138,9 @@ class Scheduler:
         self._key_codec1 = estimator.codec(self._key_lane, 1)
         self._ended_in_lm: set[int] = set()  # requests that ended while an LM batch held them
         self._decode_all = False  # a decode step of every running row is in flight
-        # (requests, rows) of a step of every running row, kept until `decoding` changes: most steps run
-        # the same rows as the one before, and the lists are read-only downstream
-        self._decode_batch: tuple[list[Request], list[Row]] | None = None
+        # (requests, rows, bucket) of a step of every running row, kept until `decoding` changes: most
+        # steps run the same rows as the one before, and the lists are read-only downstream
+        self._decode_batch: tuple[list[Request], list[Row], int] | None = None
         # The hot path (`_decode_logged`): a step of every running row goes into the frame log whole,
         # and touches only the rows filed under that step (`_schedule_due`), not every row.
         self._log = FrameLog()
@@ -357,10 +357,10 @@ class Scheduler:
             batch = self._decode_batch
             if batch is None:
                 reqs = list(self.decoding.values())
-                batch = self._decode_batch = (reqs, list(map(_row_of, reqs)))
+                batch = self._decode_batch = (reqs, list(map(_row_of, reqs)),
+                                              self.layout.bucket_for("lm", "decode", self.decoding_rows))
             self._decode_all = True
-            return Work(lane="lm", stage="decode", rows=batch[1],
-                        bucket=self.layout.bucket_for("lm", "decode", self.decoding_rows), tag=batch[0])
+            return Work(lane="lm", stage="decode", rows=batch[1], bucket=batch[2], tag=batch[0])
         # Fill the largest bucket in priority order; a pair that no longer fits waits for the next
         # step whole (the first in order always fits: add() rejects widths above the bucket).
         order: Iterable[Request] = (sorted(self.decoding.values(), key=lambda r: (self._key(r), r.id))
