@@ -639,7 +639,8 @@ class Scheduler:
                     continue  # filed for a later step since, or no longer running: a stale entry
                 if steps - r.log_from >= SETTLE_AFTER:  # when enough piled up (a bounded launch cost)
                     log.settle(r)
-                events += self._frame_stored(r, r.n_frames, now)
+                # n_frames of a row attached to the log (every row of this step is)
+                events += self._frame_stored(r, len(r.frames) + steps - r.log_from, now)
             else:  # done or no frame: settle, take this step's entry back and let `_lm_row` decide
                 log.settle(r)
                 r.frames.pop()
