@@ -3,10 +3,12 @@ path: same batches, same timelines, same audio, on randomized sim workloads; and
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 
 import pytest
 from engine_workload import workload
+from voxcli.models import registry
 from voxcli.models.base import Prompt, SynthesisRequest
 
 from voxcli.config import ChunkSchedule, EngineConfig
@@ -17,7 +19,7 @@ from voxcli.engine.scheduler import Scheduler
 from voxcli.engine.synthetic import SyntheticProgram
 
 
-def _run(cfg: EngineConfig, reqs, logged: bool, monkeypatch) -> tuple[list, list, dict, int]:
+def _run(cfg: EngineConfig, reqs, logged: bool, monkeypatch, lead_steps: int = 0) -> tuple:
     """Every batch decided (time, lane, stage, rows / chunks), every timeline with its audio's hash."""
     hits = {"logged": 0}
     with monkeypatch.context() as m:
@@ -29,7 +31,8 @@ def _run(cfg: EngineConfig, reqs, logged: bool, monkeypatch) -> tuple[list, list
             return out
 
         m.setattr(Scheduler, "_decode_logged", decode_logged)
-        eng = Engine(SyntheticProgram(sample_rate=100, samples_per_frame=8, pcm_scale=1.0), cfg)
+        sim = dataclasses.replace(registry.default_family().sim, lead_steps=lead_steps)  # steps with no frame
+        eng = Engine(SyntheticProgram(sample_rate=100, samples_per_frame=8, pcm_scale=1.0, sim=sim), cfg)
         batches: list = []
         launch = eng.executor.launch
 
@@ -64,16 +67,17 @@ def _run(cfg: EngineConfig, reqs, logged: bool, monkeypatch) -> tuple[list, list
         return batches, timelines, dict(sched.counts), hits["logged"]
 
 
-@pytest.mark.parametrize("policy,admission,extra", [
-    ("full", "ttfa-gate", {}),
-    ("lanes", "deadline", {"chunk": ChunkSchedule(first=2, ramp=(4, 6), steady=8)}),
-    ("full", "deadline", {"max_running": 40, "decode_buckets": (1, 2, 4, 8, 16, 32)}),  # capped steps
+@pytest.mark.parametrize("policy,admission,extra,lead", [
+    ("full", "ttfa-gate", {}, 0),
+    ("lanes", "deadline", {"chunk": ChunkSchedule(first=2, ramp=(4, 6), steady=8)}, 0),
+    ("full", "deadline", {"max_running": 40, "decode_buckets": (1, 2, 4, 8, 16, 32)}, 0),  # capped steps
+    ("full", "ttfa-gate", {}, 3),  # a delay pattern: each request's first steps have no frame
 ])
-def test_logged_hot_path_decides_as_row_by_row(policy, admission, extra, monkeypatch):
+def test_logged_hot_path_decides_as_row_by_row(policy, admission, extra, lead, monkeypatch):
     cfg = EngineConfig(executor="sim", policy=policy, admission=admission, **extra)
     reqs = workload(160, rate=60.0, seed=11, max_frames=200)
-    fast = _run(cfg, reqs, True, monkeypatch)
-    slow = _run(cfg, reqs, False, monkeypatch)
+    fast = _run(cfg, reqs, True, monkeypatch, lead)
+    slow = _run(cfg, reqs, False, monkeypatch, lead)
     assert fast[3] > 50 and slow[3] == 0  # the logged path really ran (and really did not)
     assert fast[0] == slow[0]
     assert fast[1] == slow[1]
