@@ -7,16 +7,28 @@ CPU time (`time.thread_time`, so other processes on a shared machine do not coun
             `complete` included: what one LM step costs the host (the number the issue bounds)
   calls     how many scheduler calls one step makes
   decide_* / complete_<stage> / next_timer   each call on its own (decide: launching or not)
-Measured from the first decode completion with all N running. Compare two versions of the scheduler
-by running the script in each checkout (e.g. `git stash`), in one session, back to back.
+Measured from the first decode completion with all N running.
+
+`--compare REV` measures the scheduler of git revision REV (its voxcli/ and models/, exported to a temp
+dir) beside this checkout's, in one run on the same load: `--rounds` fresh processes of each, taken in
+turns (A B, B A, ...) so machine load drifting during the run falls on both alike; the step times of all
+rounds are pooled per version and printed side by side, median and p99, with the ratio this / REV.
 Usage: .venv/bin/python scripts/bench_scheduler.py [--running 64 256] [--seconds 6] [--policy full]
+       .venv/bin/python scripts/bench_scheduler.py --compare main [--rounds 4]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
 import time
+from pathlib import Path
 
 from voxcli.models.base import SynthesisRequest
 
@@ -79,12 +91,70 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
+REPO = Path(__file__).resolve().parent.parent
+
+
+def export_rev(rev: str, into: Path) -> None:
+    """voxcli/ and models/ of git revision `rev` under `into` (a PYTHONPATH entry shadowing the checkout)."""
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", rev, "voxcli", "models"],
+                             check=True, capture_output=True).stdout
+    tar_path = into / "rev.tar"
+    tar_path.write_bytes(archive)
+    with tarfile.open(tar_path) as tar:
+        tar.extractall(into, filter="data")
+
+
+def worker_steps(pythonpath: str | None, running: int, seconds: float, policy: str) -> list[float]:
+    env = dict(os.environ)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
+    out = subprocess.run([sys.executable, __file__, "--worker", "--running", str(running), "--seconds",
+                          str(seconds), "--policy", policy], check=True, capture_output=True, text=True,
+                         env=env).stdout
+    got = json.loads(out.splitlines()[-1])
+    want = Path(pythonpath or REPO).resolve() / "voxcli"
+    if Path(got["voxcli"]).resolve() != want:  # the revision must really be the one measured
+        raise RuntimeError(f"the worker imported voxcli from {got['voxcli']}, not {want}")
+    return got["step"]
+
+
+def compare(rev: str, args: argparse.Namespace) -> None:
+    print(f"policy={args.policy}; step = host thread-CPU microseconds of every scheduler call between two "
+          f"decode completions; {args.rounds} rounds per version, taken in turns, pooled")
+    with tempfile.TemporaryDirectory() as tmp:
+        export_rev(rev, Path(tmp))
+        versions = {rev: tmp, "this checkout": None}
+        for n in args.running:
+            steps: dict[str, list[float]] = {k: [] for k in versions}
+            for k in range(args.rounds):
+                order = list(versions) if k % 2 == 0 else list(versions)[::-1]
+                for name in order:
+                    steps[name] += worker_steps(versions[name], n, args.seconds, args.policy)
+            cells = {name: (statistics.median(v), pct(v, 0.99), len(v)) for name, v in steps.items()}
+            line = "   ".join(f"{name}: median {m * 1e6:6.1f} p99 {p * 1e6:7.1f} ({c} steps)"
+                               for name, (m, p, c) in cells.items())
+            (m0, p0, _), (m1, p1, _) = cells[rev], cells["this checkout"]
+            print(f"running={n:4d}  {line}   this/{rev}: median {m1 / m0:.2f}x p99 {p1 / p0:.2f}x")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--running", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--seconds", type=float, default=6.0)
     ap.add_argument("--policy", default="full")
+    ap.add_argument("--compare", metavar="REV", help="also measure git revision REV, side by side")
+    ap.add_argument("--rounds", type=int, default=4, help="--compare: processes per version")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)  # one measurement, as JSON
     args = ap.parse_args()
+    if args.worker:
+        import voxcli
+
+        steps = measure(args.running[0], args.seconds, args.policy)["step"]
+        print(json.dumps({"step": steps, "voxcli": os.path.dirname(voxcli.__file__)}))
+        return
+    if args.compare:
+        compare(args.compare, args)
+        return
     print(f"policy={args.policy}; host thread-CPU microseconds (median / p99 / count); "
           "step = every scheduler call between two decode completions")
     for n in args.running:

@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from voxcli.config import ChunkSchedule
 from voxcli.models.base import Prompt, Row, SynthesisRequest
+
+if TYPE_CHECKING:
+    from voxcli.engine.frame_log import Epoch
 
 
 class RequestState(enum.Enum):
@@ -111,10 +114,10 @@ class Request:
     thread. The LM slack key is computed on demand by the scheduler (`Scheduler._key`)."""
 
     __slots__ = ("id", "name", "synthesis", "prompt", "row", "state", "arrival", "timeline", "frames",
-                 "n_frames", "schedule", "frame_s", "ttfa_target", "next_chunk", "next_start",
+                 "schedule", "frame_s", "ttfa_target", "next_chunk", "next_start",
                  "gen_chunk", "gen_start", "gen_end", "chunk_inflight", "lm_inflight", "t_first_audio",
                  "pages", "slot", "reason", "user", "need_pages", "frame_cap", "next_end", "retry_after",
-                 "next_event", "continuation")
+                 "next_event", "continuation", "log_epoch", "log_from", "due_step", "join_seq")
 
     def __init__(self, request_id: int, prompt: Prompt, arrival: float, schedule: ChunkSchedule,
                  frame_s: float, ttfa_target: float, synthesis: SynthesisRequest | None = None,
@@ -127,8 +130,7 @@ class Request:
         self.state = RequestState.QUEUED
         self.arrival = arrival
         self.timeline = Timeline(request_id=request_id, name=self.name, arrival=arrival)
-        self.frames: list[Any] = []
-        self.n_frames = 0
+        self.frames: list[Any] = []  # frames settled so far; n_frames also counts those still logged
         self.schedule = schedule
         self.frame_s = frame_s
         self.ttfa_target = ttfa_target
@@ -136,7 +138,7 @@ class Request:
         self.next_chunk = 0
         self.next_start = 0
         self.next_end = schedule.size(0)  # the next chunk is complete once n_frames reaches this
-        # chunk the LM is currently generating frames for (slack is measured on it)
+        # chunk the LM is currently generating frames for (slack is measured on it; see gen_span)
         self.gen_chunk = 0
         self.gen_start = 0
         self.gen_end = schedule.size(0)
@@ -154,7 +156,21 @@ class Request:
         # A later sentence of a user request already admitted (Engine.submit(continues=...)): never
         # refused for load, queued ahead of new requests, its TTFA target the end of the audio delivered.
         self.continuation = False
+        # the scheduler's decode hot path (frame_log.py, Scheduler._schedule_due): the log epoch holding
+        # this row's frames after step log_from (None: every frame is in `frames`), the decode step at
+        # which it next has more to do than store a frame, and its place in admission order
+        self.log_epoch: Epoch | None = None
+        self.log_from = 0
+        self.due_step = -1
+        self.join_seq = -1
         self.refresh_event()
+
+    @property
+    def n_frames(self) -> int:
+        e = self.log_epoch
+        if e is None:
+            return len(self.frames)
+        return len(self.frames) + e.log.steps - self.log_from
 
     # --- deadlines ---------------------------------------------------------------------------
     def deadline_of(self, start_frame: int) -> float:
@@ -177,19 +193,43 @@ class Request:
     # --- frames ------------------------------------------------------------------------------
     def add_frame(self, frame: Any) -> None:
         self.frames.append(frame)
-        self.n_frames += 1
-        while self.n_frames >= self.gen_end:  # the LM moves on to the next chunk
+        self.refresh_event()
+
+    def gen_span(self) -> tuple[int, int]:
+        """[start, end) of the chunk the LM is generating frames for: the one holding frame n_frames.
+        Kept up to date lazily, here (no decode step has to touch a row to move it on)."""
+        n = self.n_frames
+        while n >= self.gen_end:
             self.gen_chunk += 1
             self.gen_start = self.gen_end
             self.gen_end += self.schedule.size(self.gen_chunk)
-        self.refresh_event()
+        return self.gen_start, self.gen_end
+
+    def slack_key(self, step_s: float, codec_s: float) -> float:
+        """LM slack key (slack = key - now): the deadline of the chunk under generation, less `step_s`
+        per frame it still needs and `codec_s` (a one-chunk codec call). Read for every running row when
+        admission weighs a prefill, so n_frames, gen_span and deadline_of are inlined here."""
+        e = self.log_epoch
+        n = len(self.frames) if e is None else len(self.frames) + e.log.steps - self.log_from
+        if n >= self.gen_end:
+            self.gen_span()
+        start = self.gen_start
+        if start == 0:
+            deadline = self.arrival + self.ttfa_target
+        else:
+            first = self.t_first_audio
+            base = first if first is not None else self.arrival + self.ttfa_target
+            if self.continuation:
+                base = max(base, self.arrival + self.ttfa_target)
+            deadline = base + start * self.frame_s
+        return deadline - (self.gen_end - n) * step_s - codec_s
 
     def refresh_event(self) -> None:
-        """Recompute `next_event` after gen_end, next_end, frame_cap or n_frames changed: the LM moves
-        on to a new chunk, finishes, or first completes the next chunk to hand to the codec (past that
-        frame the chunk is waiting or in flight, and the codec's completion advances it)."""
+        """Recompute `next_event` after next_end, frame_cap or n_frames changed: the LM finishes, or
+        first completes the next chunk to hand to the codec (past that frame the chunk is waiting or in
+        flight, and the codec's completion advances it)."""
         next_end = self.next_end if self.next_end > self.n_frames else self.frame_cap
-        self.next_event = min(self.gen_end, next_end, self.frame_cap)
+        self.next_event = min(next_end, self.frame_cap)
 
     def ready_chunk_bounds(self) -> tuple[int, int, bool] | None:
         """(start, end, last) of the next chunk if it is ready to decode, else None."""

@@ -52,8 +52,8 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from heapq import merge
-from itertools import islice
-from operator import attrgetter
+from itertools import compress, count, islice, repeat
+from operator import attrgetter, is_
 from typing import Any
 
 import numpy as np
@@ -63,6 +63,7 @@ from voxcli.engine import admission
 from voxcli.engine.codec_slots import CodecSlotTable
 from voxcli.engine.estimates import LatencyEstimator
 from voxcli.engine.executors.base import Completion, LaneName, Work
+from voxcli.engine.frame_log import SETTLE_AFTER, FrameLog
 from voxcli.engine.kv_cache import KVPagePool
 from voxcli.engine.lanes import LaneLayout, lane_layout
 from voxcli.engine.request import Chunk, ChunkRecord, Request, RequestState
@@ -152,6 +153,18 @@ class Scheduler:
         self._key_codec1 = estimator.codec(self._key_lane, 1)
         self._ended_in_lm: set[int] = set()  # requests that ended while an LM batch held them
         self._decode_all = False  # a decode step of every running row is in flight
+        # (requests, rows, bucket) of a step of every running row, kept until `decoding` changes: most
+        # steps run the same rows as the one before, and the lists are read-only downstream
+        self._decode_batch: tuple[list[Request], list[Row], int] | None = None
+        # The hot path (`_decode_logged`): a step of every running row goes into the frame log whole,
+        # and touches only the rows filed under that step (`_schedule_due`), not every row.
+        self._log = FrameLog()
+        self._log_all = True  # the next logged step attaches every row (none attached, or flushed)
+        self._joiners: list[Request] = []  # rows that started running since the last logged step
+        self._step_no = 0  # steps of every running row completed: the clock of `_due`
+        self._due: dict[int, list[Request]] = {}  # step number -> rows due then (stale entries skipped)
+        self._due_ok = True  # False after a capped step (not every row advanced): rebuilt at the next
+        self._join_seq = 0  # running rows in admission order (`Request.join_seq`): batch order
         # background batch threshold B; with adaptive_batching it follows the lane's measured load
         self._bg_min = config.background_min_batch
         self._bg_load = 0.0  # exponential average of the background lane's busy fraction
@@ -319,7 +332,8 @@ class Scheduler:
             admit = True
             if self.deadline_admission and self.decoding:
                 est = self.est.prefill(sum(r.prompt.length * r.prompt.width for r in cands), _rows(cands))
-                min_slack = min(map(self._key, self.decoding.values())) - now
+                ks, kc = self._key_step, self._key_codec1
+                min_slack = min([r.slack_key(ks, kc) for r in self.decoding.values()]) - now
                 if min_slack < est and (self.gate is None or self.gate.may_defer(self, cands[0], est, now)):
                     if self.defer_since is None:
                         self.defer_since = now
@@ -358,10 +372,13 @@ class Scheduler:
         if self.decoding_rows <= self.max_decode:
             # every running row: `_decode_all` stands for their lm_inflight flags (no per-row writes;
             # `_end` sets the flag of a row that ends while the step runs)
-            reqs = list(self.decoding.values())
+            batch = self._decode_batch
+            if batch is None:
+                reqs = list(self.decoding.values())
+                batch = self._decode_batch = (reqs, list(map(_row_of, reqs)),
+                                              self.layout.bucket_for("lm", "decode", self.decoding_rows))
             self._decode_all = True
-            return Work(lane="lm", stage="decode", rows=list(map(_row_of, reqs)),
-                        bucket=self.layout.bucket_for("lm", "decode", self.decoding_rows), tag=reqs)
+            return Work(lane="lm", stage="decode", rows=batch[1], bucket=batch[2], tag=batch[0])
         # Fill the largest bucket in priority order; a pair that no longer fits waits for the next
         # step whole (the first in order always fits: add() rejects widths above the bucket).
         order: Iterable[Request] = (sorted(self.decoding.values(), key=lambda r: (self._key(r), r.id))
@@ -401,20 +418,22 @@ class Scheduler:
     def _urgent_prefix(self, now: float) -> int:
         """How many chunks at the front of `_order` are within the urgent margin of their deadline (none
         with late_urgent off: later chunks then stay in the background lane however late)."""
-        if not self.late_urgent:
+        order, margin = self._order, self.margin
+        if not self.late_urgent or not order or order[0][0] - now >= margin:
             return 0
-        order, margin, i = self._order, self.margin, 0
-        while i < len(order) and order[i][0] - now < margin:
-            i += 1
-        return i
+        # deadline - now is monotone in the deadline, so the urgent ones are a prefix: bisect it (a codec
+        # that lags leaves hundreds of chunks past their deadline, scanned on every decision otherwise)
+        return bisect_left(order, True, key=lambda e: e[0] - now >= margin)
 
     def _chunks(self, keys: list[tuple[float, int]]) -> list[Chunk]:
         pending = self.pending
         return [pending[rid] for _, rid in keys]
 
     def _all_in_order(self, limit: int) -> list[Chunk]:
-        firsts = sorted(self._firsts.values(), key=_chunk_order)
         rest = self._chunks(self._order[:limit])
+        if not self._firsts:
+            return rest
+        firsts = sorted(self._firsts.values(), key=_chunk_order)
         return list(islice(merge(firsts, rest, key=_chunk_order), limit))
 
     def _urgent_batch(self, now: float) -> Work | None:
@@ -423,11 +442,15 @@ class Scheduler:
         n_near = self._urgent_prefix(now)
         if not n_near and not self._firsts:
             return None
-        firsts = sorted(self._firsts.values(), key=_chunk_order)
         near = self._chunks(self._order[: min(n_near, self.max_urgent)])
-        batch = list(islice(merge(firsts, near, key=_chunk_order), self.max_urgent))
-        if near:
-            self.counts["promoted"] += sum(ch.index > 0 for ch in batch)
+        if self._firsts:
+            firsts = sorted(self._firsts.values(), key=_chunk_order)
+            batch = list(islice(merge(firsts, near, key=_chunk_order), self.max_urgent))
+            if near:
+                self.counts["promoted"] += sum(ch.index > 0 for ch in batch)
+        else:  # later chunks only (the steady state under load): already in order, all promoted
+            batch = near
+            self.counts["promoted"] += len(batch)
         return self._launch_codec("urgent", batch, now)
 
     def _background_batch(self, now: float, urgent_lane: bool) -> Work | None:
@@ -476,13 +499,30 @@ class Scheduler:
     def _launch_codec(self, lane: LaneName, chunks: list[Chunk], now: float) -> Work:
         items: list[CodecItem] = []
         flat: list[Any] = []  # every frame of the batch: one array build, then a view per chunk
+        pending, firsts = self.pending, self._firsts
+        keys: list[tuple[float, int]] = []  # the continuation chunks' `_order` entries, in order
         for ch in chunks:
             r = ch.request
-            self._unpend(ch)
+            if len(r.frames) < ch.end:  # its frames are still in the frame log (frame_log.py)
+                self._log.settle(r)
+            rid = r.id
+            del pending[rid]  # _unpend, the `_order` entries below at once
+            if ch.index == 0:
+                del firsts[rid]
+            else:
+                keys.append((ch.deadline, rid))
             r.chunk_inflight = True
             ch.t_dispatched = now
             ch.lane = lane
             flat += r.frames[ch.start:ch.end]
+        if keys:
+            order = self._order
+            i = bisect_left(order, keys[0])
+            if order[i:i + len(keys)] == keys:  # a run of `_order` (the usual batch): one deletion
+                del order[i:i + len(keys)]
+            else:
+                for key in keys:
+                    del order[bisect_left(order, key)]
         codes_all = np.array(flat) if flat else self.empty_codes
         frames = 0
         for ch in chunks:
@@ -547,37 +587,177 @@ class Scheduler:
         # (both follow the estimator's measured scale on real-clock executors)
         self._key_step = self.est.decode_step(self.decoding_rows + (_rows(reqs) if prefill else 0))
         self._key_codec1 = self.est.codec(self._key_lane, 1)
-        rows = zip(reqs, c.result, strict=True)
+        due: list[Request] = []
+        if not prefill:
+            if decode_all:  # every running row got one more frame: the clock of `_due` moves on
+                self._step_no += 1
+                due = self._due.pop(self._step_no, due)
+            else:
+                self._due_ok = False
+        if not prefill and decode_all and self._due_ok and not self._ended_in_lm:
+            logged = self._decode_logged(reqs, c.result, now, due)
+            if logged is not None:
+                return logged
+        if not prefill:
+            self._flush_log()  # the paths below store frames in r.frames directly
         if not prefill and not self._ended_in_lm:
             if not decode_all:  # a capped step flagged its rows one by one (_launch_decode); no row ended
                 for r in reqs:
                     r.lm_inflight = False
-            rows = self._fast_rows(reqs, c.result)
-        self._ended_in_lm.clear()
-        for r, out in rows:
-            events += self._lm_row(r, out, now, work.stage)
+            events = self._decode_rows(reqs, c.result, now)
+        else:
+            self._ended_in_lm.clear()
+            for r, out in zip(reqs, c.result, strict=True):
+                events += self._lm_row(r, out, now, work.stage)
+        if decode_all and not self._due_ok:
+            self._rebuild_due()
         return events
 
-    def _fast_rows(self, reqs: list[Request], results: list) -> list[tuple[Request, Any]]:
-        """The hot path of a decode step (every running row, once per LM step): a row whose new frame
-        completes nothing (no chunk ready, no new chunk under generation, not finished) only stores
-        its frame; the others are returned for `_lm_row`. Only valid when no row ended in flight."""
-        slow: list[tuple[Request, Any]] = []
+    def _decode_logged(self, reqs: list[Request], results: list, now: float,
+                       due: list[Request]) -> list[Event] | None:
+        """The hot path, a step of every running row, with no Python code per row: the result list goes
+        into the frame log (frame_log.py) as one list, and only the rows with more to do than store a frame
+        are taken, settled first: the rows due at this step (`_schedule_due`: the first frame, a chunk
+        boundary, the frame cap), rows done and rows without a frame (`_lm_row`), in batch order as a
+        row-by-row pass would take them. None (use `_decode_rows`) when a row's result is an error."""
+        try:
+            dones = list(compress(count(), map(_done_of, results)))
+            frames = list(map(_frame_of, results))
+        except AttributeError:  # an exception object in place of a row's StepOutput
+            return None
+        nones = list(compress(count(), map(is_, frames, repeat(None))))
+        log, decoding = self._log, self.decoding
+        if self._log_all:  # nothing attached yet, or flushed: every row's frames are logged from here
+            attach = reqs
+            self._log_all = False
+        else:
+            attach = [r for r in self._joiners if decoding.get(r.id) is r]
+        self._joiners = []
+        log.step(reqs, frames, attach)  # the frames only: the StepOutputs die now, never seen by the GC
+        step = self._step_no
+        events: list[Event] = []
+        if nones or dones:
+            special: dict[int, tuple[Request, Any]] = {}
+            for i in nones:
+                special[reqs[i].id] = (reqs[i], results[i])
+            for i in dones:
+                special[reqs[i].id] = (reqs[i], results[i])
+            for r in due:
+                if r.due_step == step and r.id not in special and decoding.get(r.id) is r:
+                    special[r.id] = (r, None)
+            rows = sorted(special.values(), key=_join_order)
+        else:  # the usual step: only rows due (a row filed twice for this step is taken once, below)
+            if len(due) > 1:
+                due.sort(key=_join_seq_of)
+            rows = zip(due, repeat(None))
+        steps = log.steps
+        for r, out in rows:
+            if out is None:  # a plain frame: it stays in the log, settled when its chunk launches or
+                if r.due_step != step or decoding.get(r.id) is not r:
+                    continue  # filed for a later step since, or no longer running: a stale entry
+                if steps - r.log_from >= SETTLE_AFTER:  # when enough piled up (a bounded launch cost)
+                    log.settle(r)
+                # n_frames of a row attached to the log (every row of this step is)
+                events += self._frame_stored(r, len(r.frames) + steps - r.log_from, now)
+            else:  # done or no frame: settle, take this step's entry back and let `_lm_row` decide
+                log.settle(r)
+                r.frames.pop()
+                events += self._lm_row(r, out, now, "decode")
+        return events
+
+    def _flush_log(self) -> None:
+        if self._log.current is not None:
+            self._log.flush()
+            self._log_all = True
+
+    def _pend_next(self, r: Request, now: float) -> None:
+        """`_advance_chunks` + `_pend` of a running request whose next chunk is complete: never its last
+        chunk (the LM has not finished), and it ends at next_end (= next_start + its size, request.py)."""
+        rid, index, start = r.id, r.next_chunk, r.next_start
+        deadline = r.deadline_of(start)
+        ch = Chunk(r, index, start, r.next_end, False, now, deadline)
+        self.pending[rid] = ch
+        if index == 0:
+            self._firsts[rid] = ch
+        else:
+            insort(self._order, (deadline, rid))
+
+    def _schedule_due(self, r: Request) -> None:
+        """File a running row under the decode step at which its next frame needs more than being
+        stored: the first frame, or `next_event` (a chunk boundary, the frame cap). Called whenever
+        its frame count or next_event changed other than by a step of every running row; entries of
+        rows that stopped running or were filed again are stale and skipped."""
+        if self.decoding.get(r.id) is not r:
+            return
+        n = r.n_frames
+        step = self._step_no + (1 if n == 0 else max(1, r.next_event - n))
+        if step != r.due_step:
+            r.due_step = step
+            self._due.setdefault(step, []).append(r)
+
+    def _rebuild_due(self) -> None:
+        """After capped steps (some rows did not advance) file every running row afresh."""
+        self._due.clear()
+        for r in self.decoding.values():
+            r.due_step = -1
+            self._schedule_due(r)
+        self._due_ok = True
+
+    def _decode_rows(self, reqs: list[Request], results: list, now: float) -> list[Event]:
+        """A decode step row by row, where `_decode_logged` cannot take it (a capped step, a row's
+        error, after capped steps; only valid when no row ended in flight and the log is flushed). A row
+        whose new frame completes nothing (no chunk ready, not finished) only stores its frame; a plain
+        frame reaching `next_event` is `_frame_stored`; anything else (a row's error, no frame, done)
+        goes to `_lm_row`. Rows are taken in batch order, as `_lm_row` alone would take them."""
+        events: list[Event] = []
         step_cls = StepOutput
         for r, out in zip(reqs, results, strict=True):
             if out.__class__ is step_cls and not out.done:
                 frame = out.frame
                 if frame is not None:
-                    n = r.n_frames + 1
+                    frames = r.frames
+                    frames.append(frame)
+                    n = len(frames)
                     if 1 < n < r.next_event:
-                        r.frames.append(frame)
-                        r.n_frames = n
                         continue
-            slow.append((r, out))
-        return slow
+                    events += self._frame_stored(r, n, now)
+                    continue
+            events += self._lm_row(r, out, now, "decode")
+        return events
+
+    def _frame_stored(self, r: Request, n: int, now: float) -> list[Event]:
+        """`_lm_row` of a running row's plain frame (not done) already stored (in r.frames or the log;
+        n = r.n_frames), `add_frame`'s, `_advance_chunks`' and `_schedule_due`'s steps inlined: its first
+        frame, the frame cap, or the frame completing the next chunk for the codec."""
+        if n == 1:
+            r.timeline.first_frame = now
+        cap, next_end = r.frame_cap, r.next_end
+        ev = next_end if next_end > n else cap  # refresh_event
+        r.next_event = ev = ev if ev < cap else cap
+        if n >= cap:
+            self._lm_finished(r)
+            if not r.chunk_inflight and r.id not in self.pending:
+                return self._advance_chunks(r, now)
+            return []
+        if n >= next_end and not r.chunk_inflight and r.id not in self.pending:
+            if self.handoff:  # role lm: the chunk leaves the engine now (_advance_chunks hands it off)
+                events = self._advance_chunks(r, now)
+                self._schedule_due(r)
+                return events
+            self._pend_next(r, now)
+        step = self._step_no + (ev - n if ev - n > 1 else 1)  # _schedule_due (n >= 1: it has a frame)
+        if step != r.due_step:
+            r.due_step = step
+            self._due.setdefault(step, []).append(r)
+        return []
 
     def _lm_row(self, r: Request, out: Any, now: float, stage: str) -> list[Event]:
-        """One row's result of an LM batch (prefill or decode)."""
+        """One row's result of an LM batch (prefill or decode); the row's frames are all in r.frames."""
+        events = self._lm_row_result(r, out, now, stage)
+        self._schedule_due(r)
+        return events
+
+    def _lm_row_result(self, r: Request, out: Any, now: float, stage: str) -> list[Event]:
         r.lm_inflight = False
         if r.id not in self.requests:  # cancelled or failed while the batch ran
             return self._maybe_release(r)
@@ -587,6 +767,10 @@ class Scheduler:
             r.state = S.DECODE
             r.timeline.status = S.DECODE.value
             self.decoding[r.id] = r
+            self._decode_batch = None
+            r.join_seq = self._join_seq
+            self._join_seq += 1
+            self._joiners.append(r)
             self.decoding_rows += r.prompt.width
         if out.frame is not None:
             if r.n_frames == 0:
@@ -602,13 +786,15 @@ class Scheduler:
     def _key(self, r: Request) -> float:
         """LM slack key (slack = key - now): the deadline of the chunk under generation, less the
         decode steps its remaining frames need and a one-chunk codec call."""
-        return r.deadline_of(r.gen_start) - (r.gen_end - r.n_frames) * self._key_step - self._key_codec1
+        return r.slack_key(self._key_step, self._key_codec1)
 
     def _lm_finished(self, r: Request) -> None:
         r.state = S.DRAINING
         r.timeline.status = S.DRAINING.value
         r.timeline.frames = r.n_frames
         del self.decoding[r.id]
+        self._decode_batch = None
+        self._log.detach(r)
         self.decoding_rows -= r.prompt.width
         # the LM will never touch these pages again: hand them back now, before the codec drains
         if r.pages:
@@ -626,6 +812,8 @@ class Scheduler:
         chunk = Chunk(request=r, index=r.next_chunk, start=start, end=end, last=last, t_ready=now,
                       deadline=r.deadline_of(start))
         if self.handoff:
+            if len(r.frames) < end:  # its frames are still in the frame log (frame_log.py)
+                self._log.settle(r)
             codes = np.array(r.frames[start:end]) if end > start else self.empty_codes
             return [HandedOff(r, chunk, codes, now), *self._chunk_done(r, chunk, now)]
         self._pend(chunk)
@@ -637,7 +825,10 @@ class Scheduler:
         now = c.finished
         failed = c.error is not None or c.result is None or len(c.result) != len(chunks)
         reason = _stage_reason("codec", c) if failed else None
-        for i, ch in enumerate(chunks):
+        decode, frame_s, append = S.DECODE, self.frame_s, events.append
+        remote_lm = self.remote_lm
+        results = c.result if not failed else [None] * len(chunks)
+        for ch, pcm in zip(chunks, results, strict=True):
             r = ch.request
             r.chunk_inflight = False
             if r.state.terminal:
@@ -646,21 +837,38 @@ class Scheduler:
             if failed:
                 events += self._end(r, S.FAILED, now, reason)
                 continue
-            pcm = c.result[i]
             if isinstance(pcm, BaseException):
                 events += self._end(r, S.FAILED, now, f"the codec stage failed: {_describe(pcm)}")
                 continue
-            audio_s = ch.frames * self.frame_s
-            deadline = None if ch.index == 0 else ch.deadline
-            r.timeline.chunks.append(ChunkRecord(ch.index, ch.start, ch.frames, ch.t_ready, ch.t_dispatched,
-                                                 now, audio_s, ch.lane, deadline))
-            if ch.index == 0:
+            index, frames = ch.index, ch.end - ch.start
+            r.timeline.chunks.append(ChunkRecord(index, ch.start, frames, ch.t_ready, ch.t_dispatched, now,
+                                                 frames * frame_s, ch.lane, ch.deadline if index else None))
+            if index == 0:
                 r.t_first_audio = now
                 r.timeline.first_audio = now
                 if self.gate is not None:
                     self.gate.first_audio(r, now)
-            events.append(Delivered(r, ch, pcm, now))
-            events += self._chunk_done(r, ch, now)
+            append(Delivered(r, ch, pcm, now))
+            r.next_chunk += 1
+            r.next_start = ch.end
+            r.next_end = next_end = ch.end + r.schedule.size(r.next_chunk)
+            if ch.last:
+                events += self._end(r, S.DONE, now, None)
+                continue
+            if r.state is not decode or remote_lm:  # (role codec: no decode step files a row)
+                r.refresh_event()
+                events += self._advance_chunks(r, now)
+                continue
+            # a running request: refresh_event, _schedule_due and _advance_chunks inlined
+            n, cap = r.n_frames, r.frame_cap
+            ev = next_end if next_end > n else cap
+            r.next_event = ev = ev if ev < cap else cap
+            step = self._step_no + (1 if n == 0 else (ev - n if ev - n > 1 else 1))
+            if step != r.due_step:
+                r.due_step = step
+                self._due.setdefault(step, []).append(r)
+            if n >= next_end:
+                self._pend_next(r, now)
         return events
 
     def _chunk_done(self, r: Request, ch: Chunk, now: float) -> list[Event]:
@@ -702,8 +910,7 @@ class Scheduler:
         """Role codec: the next chunk's frames of `r` arrived (in order; `last`: the LM is done)."""
         if r.state.terminal:
             return []
-        r.frames.extend(codes)
-        r.n_frames += len(codes)
+        r.frames.extend(codes)  # (n_frames counts them: a remote request is never in the frame log)
         if last:
             r.frame_cap = r.n_frames  # the LM stopped here
         if r.state is S.QUEUED:
@@ -725,6 +932,7 @@ class Scheduler:
 
     # ------------------------------------------------------------------ endings
     def _end(self, r: Request, state: RequestState, now: float, reason: str | None) -> list[Event]:
+        self._log.detach(r)
         if r.state is S.QUEUED:
             try:
                 self.waiting.remove(r)
@@ -735,6 +943,7 @@ class Scheduler:
         if r.lm_inflight:
             self._ended_in_lm.add(r.id)
         if self.decoding.pop(r.id, None) is not None:
+            self._decode_batch = None
             self.decoding_rows -= r.prompt.width
         if r.id in self.pending:
             self._unpend(self.pending[r.id])
@@ -765,6 +974,13 @@ class Scheduler:
 
 
 _row_of = attrgetter("row")
+_frame_of = attrgetter("frame")
+_done_of = attrgetter("done")
+_join_seq_of = attrgetter("join_seq")
+
+
+def _join_order(row: tuple[Request, Any]) -> int:
+    return row[0].join_seq
 
 
 def _rows(reqs: Iterable[Request]) -> int:
