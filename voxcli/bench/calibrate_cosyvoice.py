@@ -10,7 +10,7 @@
     carried over as Dia's profile does) and HiFT's convolutions at a quarter of the prior (64-512 channels
     at up to 24 kHz: poor tensor-core use).
   * "optimistic" (`--gpu h100-optimistic`): the arithmetic at the priors as is; nothing fitted.
-The paper's sync2 capacity (28 req/s at 90%) is predicted, not fitted.
+The paper's other number for it (28 req/s at 99%) and every other policy and split are predicted.
 
 LM decode step (Qwen2-0.5B: 24 layers, 896 wide, 14/2 heads of 64, MLP 4864; head 896 x 6761):
     decode_ms(b) = weights / (BW * BW_EFF) + kernels x LAUNCH_US + b x row_ms
