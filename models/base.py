@@ -160,6 +160,11 @@ class Prompt:
     # length, as its unconditional text is that many zeros): the program shares that work between them
     # and a cost model may charge it once per key and batch. None = nothing shared.
     uncond_key: object = None
+    # Codec state this request's slot accumulates (CosyVoice 3's DiT keys/values): a fixed part (a voice
+    # prompt's frames) plus a part per frame it decodes; the engine reserves base + per_frame x its frame
+    # cap against the memory plan's codec state budget at admission (voxcli/engine/codec_slots.py).
+    codec_state_base_bytes: int = 0
+    codec_state_bytes_per_frame: int = 0
 
 
 @dataclass
@@ -247,6 +252,11 @@ class MemoryNeeds:
     pending_weight_bytes: int = 0  # weights still to be loaded (a codec read on first use)
     extra_positions_per_row: int = 0  # KV positions a row holds beyond prompt + frames (delay tail...)
     rows_per_request: int = 1  # sequences of one default request (a CFG pair: 2)
+    # per-request codec state that grows with the request (see Prompt.codec_state_bytes_per_frame): bytes
+    # per frame, and the frames a default request holds before its first (its voice prompt's), so the plan
+    # can size the budget for one request at the frame cap
+    codec_state_bytes_per_frame: int = 0
+    codec_state_prefix_frames: int = 0
 
 
 @dataclass

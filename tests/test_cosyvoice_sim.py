@@ -1,13 +1,21 @@
-"""Fun-CosyVoice3-0.5B in the simulator: the cost profile from published sizes (nothing fitted), the
-shipped TOMLs equal the script's output, the model gets its own profile, and a short sim bench runs."""
+"""Fun-CosyVoice3-0.5B in the simulator: the cost profile from published sizes with one fitted number
+(dit_eff, in the default profile; the optimistic one fits nothing), the shipped TOMLs equal the script's
+output, the model gets its own profile, and a short sim bench runs."""
 
 from __future__ import annotations
 
 import pytest
 from typer.testing import CliRunner
 
-from voxcli.bench.calibrate_cosyvoice import build_profile, dit_token_flops, lm_params, profile_toml, terms
-from voxcli.config import ConfigError, EngineConfig
+from voxcli.bench.calibrate_cosyvoice import (
+    build_profile,
+    dit_token_flops,
+    lm_params,
+    profile_toml,
+    shipped_dit_eff,
+    terms,
+)
+from voxcli.config import ConfigError, EngineConfig, recipe_path
 from voxcli.engine.cost import CostProfile
 from voxcli.engine.estimates import load_profile
 
@@ -17,22 +25,24 @@ def test_profile_arithmetic_and_settings():
     # 10 steps x 2 CFG rows = 14.8 GFLOP per token, + attention over the cached history
     assert abs(lm_params() / 1e6 - 363.9) < 0.1
     assert 14.7e9 < dit_token_flops() < 16.5e9
-    pess, opt = terms("h100", "pessimistic"), terms("h100", "optimistic")
+    fitted = shipped_dit_eff(recipe_path("gpus/h100-cosyvoice3-0.5b").read_text())
+    assert 0.1 < fitted < 0.5  # below the old unfitted guess (half the FLOP prior): the paper's 30 req/s
+    pess, opt = terms("h100", "pessimistic", fitted), terms("h100", "optimistic")
     assert pess["codec_token_ms"] > 2 * opt["codec_token_ms"] and pess["row_ms"] > 6 * opt["row_ms"]
-    prof = CostProfile.from_dict(build_profile("h100"))
+    prof = CostProfile.from_dict(build_profile("h100", "pessimistic", fitted))
     assert prof.latency("codec", 1, 16) > prof.latency("codec", 1)
     with pytest.raises(ValueError):
         terms("h100", "fitted")
+    with pytest.raises(ValueError, match="fitted dit_eff"):
+        terms("h100", "pessimistic")
 
 
 def test_shipped_profiles_are_the_script_output():
-    from voxcli.config import recipe_path
-
-    for setting, name in (
-        ("pessimistic", "h100-cosyvoice3-0.5b"),
-        ("optimistic", "h100-optimistic-cosyvoice3-0.5b"),
-    ):
-        assert recipe_path(f"gpus/{name}").read_text() == profile_toml("h100", setting)
+    shipped = recipe_path("gpus/h100-cosyvoice3-0.5b").read_text()
+    assert shipped == profile_toml("h100", "pessimistic", shipped_dit_eff(shipped))
+    assert "FITTED so that full 44/88 serves 30 req/s at 90%" in shipped
+    optimistic = recipe_path("gpus/h100-optimistic-cosyvoice3-0.5b").read_text()
+    assert optimistic == profile_toml("h100", "optimistic")
 
 
 def test_cosyvoice_gets_its_own_profile():

@@ -115,6 +115,10 @@ class EngineConfig:
     kv_page_size: int = 16
     kv_pages: int = 8192
     codec_slots: int = 256
+    # per-request codec state that grows with the request (CosyVoice 3's DiT caches), GB in all: a cap the
+    # memory plan sizes within (0 = no cap of its own; the plan writes what it gives); requests reserve their
+    # worst case against it when they take a slot (voxcli/engine/codec_slots.py)
+    codec_state_gb: float = 0.0
     # share of the free memory (GPU) / available RAM (CPU) the plan may use; 0 = the device's default
     # (0.90 of a GPU, 0.50 of the RAM: the OS and other programs keep the rest)
     memory_fraction: float = 0.0
@@ -150,6 +154,9 @@ class EngineConfig:
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
                 raise ConfigError(f"{name} must be a finite number of seconds >= 0, got {value}")
+        if not (math.isfinite(self.codec_state_gb) and self.codec_state_gb >= 0):
+            raise ConfigError(f"codec_state_gb must be a finite number of GB >= 0 (0 = no cap), got "
+                              f"{self.codec_state_gb}")
         if not 0 <= self.memory_fraction <= 1:
             raise ConfigError(f"memory_fraction must be a share from 0 to 1 (0 = the device default), got "
                               f"{self.memory_fraction}")

@@ -17,10 +17,12 @@ per-role throughputs (paper §3.3: backbones sharing a codec sustain min(codec, 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from voxcli.engine.cost import CostProfile
+from voxcli.models.base import ChunkSchedule
 
 GRANULARITY = 8  # SMs per green-context group on compute capability 9.0+ (gpu-notes.md)
 
@@ -42,6 +44,31 @@ class LoadShape:
     @property
     def background_chunks(self) -> float:
         return max(1e-9, self.chunks_per_request - 1)
+
+
+def load_shape(frames: Sequence[float], chunk: ChunkSchedule, **limits: float) -> LoadShape:
+    """The load shape of requests of `frames` backbone frames each, cut into codec chunks by `chunk` (the
+    model's schedule): chunks per request, the first chunk's frames, and the average frames of a
+    background chunk (ramp and short last chunks included), so the codec is charged for the frames it
+    decodes. A shape with the default 10 frames per chunk charges a 100-frame CosyVoice 3 chunk a tenth
+    of its cost and makes a codec-bound model look backbone-bound."""
+    if not frames:
+        raise ValueError("a load shape needs at least one request")
+    chunks = background_frames = 0.0
+    for n in frames:
+        left, i = float(n), 0
+        while left > 0:
+            size = min(left, chunk.size(i))
+            if i:
+                background_frames += size
+            left -= size
+            i += 1
+        chunks += max(1, i)
+    background = chunks - len(frames)
+    per_chunk = background_frames / background if background else chunk.steady
+    return LoadShape(frames_per_request=sum(frames) / len(frames), chunks_per_request=chunks / len(frames),
+                     frames_per_chunk=max(1, round(per_chunk)), first_chunk_frames=chunk.first,
+                     **limits)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -89,7 +116,7 @@ def codec_ms(profile: CostProfile, chunks: float, sms: int | None, frames_per_ch
 def step_budget_ms(profile: CostProfile, shape: LoadShape) -> float:
     """Longest backbone step that still gets a first chunk out within the TTFA target: the first chunk
     needs `first_chunk_frames` steps plus the step already running, then one urgent codec call."""
-    first_codec = codec_ms(profile, 1, None, shape.frames_per_chunk)
+    first_codec = codec_ms(profile, 1, None, shape.first_chunk_frames)
     return (shape.ttfa_target_s * 1e3 - first_codec) / (shape.first_chunk_frames + 1)
 
 

@@ -27,6 +27,7 @@ from ..base import (
     ChunkSchedule,
     CodecItem,
     InputError,
+    MemoryNeeds,
     ModelProgram,
     ModelSpec,
     Prompt,
@@ -288,9 +289,26 @@ class CosyVoice3Program(ModelProgram):
         data = PreparedCosy(
             embeds, min_len, max_len, voice, self._mode(request), request.sampling.greedy, request.seed
         )
-        return Prompt(
+        return self._with_codec_state(Prompt(
             length=int(embeds.shape[0]), data=data, max_frames=max_len, fixed_frames=request.fixed_frames
-        )
+        ))
+
+    def _with_codec_state(self, prompt: Prompt) -> Prompt:
+        """The prompt with the codec state its request will hold (memory.py): the voice prompt's mel
+        frames from the first chunk on, then the DiT caches of every token's frames."""
+        from .memory import state_bytes_per_mel_frame, state_bytes_per_token
+
+        voice: VoiceState = prompt.data.voice
+        prompt.codec_state_base_bytes = int(voice.prompt_feat.shape[0]) * state_bytes_per_mel_frame(
+            self.cfg, self.dtype)
+        prompt.codec_state_bytes_per_frame = state_bytes_per_token(self.cfg, self.dtype)
+        return prompt
+
+    def memory_needs(self) -> MemoryNeeds:
+        from .memory import memory_needs
+
+        longest = max((int(s.voice.prompt_feat.shape[0]) for s in self.speakers.values()), default=0)
+        return memory_needs(self.cfg, self.dtype, longest)
 
     # --- device resources ------------------------------------------------------------------------
     def init_kv(self, num_pages: int, page_size: int) -> None:

@@ -1,19 +1,23 @@
 """Cost profiles for Fun-CosyVoice3-0.5B on the simulated GPUs, from arithmetic on published sizes
-(models/cosyvoice3/family.py: its cosyvoice3.yaml). NOTHING is fitted here: the paper's 30 req/s is what
-the sim's capacity is compared with (`vox bench`), not an input. Two settings ship side by side:
-  * "pessimistic" (`--gpu h100`): the LM's per-row cost x 6.2 (Qwen3-TTS's fitted / arithmetic row cost
-    on H100, carried over as Dia's profile does), the DiT's GEMMs at half the FLOP efficiency prior
-    (batched over chunks of 50-100 frames x 2 CFG rows they are not skinny, but attention over the cached
-    history and the adaLN/gather/scatter passes are not free), HiFT's convolutions at a quarter (64-512
-    channels at up to 24 kHz: poor tensor-core use).
-  * "optimistic" (`--gpu h100-optimistic`): the arithmetic at the priors as is.
+(models/cosyvoice3/family.py: its cosyvoice3.yaml) with ONE fitted parameter. Two settings ship side by side:
+  * "pessimistic" (`--gpu h100`, the default): the DiT's achieved share of the FLOP prior, `dit_eff`, is
+    FITTED (scripts/calibrate_cosyvoice_sim.py) so that the full design on the paper's 44/88 split serves
+    the paper's 30 req/s at 90% (`vox bench --executor sim --gpu h100 --model cosyvoice3-0.5b --policy
+    full --duration 60 --seeds 2`, the cost table alone: the profile has no honest-sim section). It is the
+    only number fitted; it absorbs what the arithmetic leaves out (the last chunk's full-attention re-run,
+    the adaLN/gather/scatter passes, attention over the cached history at its real shapes). Beside it,
+    stated and not fitted: the LM's per-row cost x 6.2 (Qwen3-TTS's fitted / arithmetic row cost on H100,
+    carried over as Dia's profile does) and HiFT's convolutions at a quarter of the prior (64-512 channels
+    at up to 24 kHz: poor tensor-core use).
+  * "optimistic" (`--gpu h100-optimistic`): the arithmetic at the priors as is; nothing fitted.
+The paper's other number for it (28 req/s at 99%) and every other policy and split are predicted.
 
 LM decode step (Qwen2-0.5B: 24 layers, 896 wide, 14/2 heads of 64, MLP 4864; head 896 x 6761):
     decode_ms(b) = weights / (BW * BW_EFF) + kernels x LAUNCH_US + b x row_ms
     row: KV of CTX positions (24 x 2 x 2 x 64 x 2 B each) / BW + 2 x params FLOPs
 Prefill: PROMPT positions (prompt text + text + prompt speech tokens) x 2 x params FLOPs + one step.
 Codec, per 25 Hz token (two 50 Hz mel frames), as the engine's codec lane runs it (per-slot DiT caches:
-a chunk costs its new frames; the last chunk's full-attention re-run is not modelled):
+a chunk costs its new frames; the last chunk's full-attention re-run is not modelled, see dit_eff):
     DiT: 22 layers x (q, k, v, o 4 x 1024^2 + FFN 2 x 1024 x 2048) x 2 FLOPs x 2 frames x 10 Euler steps
          x 2 CFG rows = 14.8 GFLOP, plus attention over an average HISTORY of cached frames
     HiFT: the convolutions of its three upsampling stages and source branch (~0.9 GFLOP per mel frame)
@@ -45,6 +49,9 @@ HISTORY_FRAMES = 250  # average cached mel frames a chunk's queries attend to (h
 FRAMES_REF = 100  # tokens per chunk the codec rows are quoted for (upstream's steady hop)
 QWEN_ROW_INEFFICIENCY = 0.0835 / 0.0135
 SETTINGS = ("pessimistic", "optimistic")
+FIT_POLICY, FIT_SPLIT, FIT_CAPACITY = "full", (44, 88), 30.0  # the paper: VoxServe at 90% on one H100
+PUBLISHED = {"full": (30.0, 28.0)}  # the paper's capacities at 90 / 99% (req/s)
+HIFT_EFF_PESSIMISTIC = 0.25
 
 
 def sizes() -> dict:
@@ -100,16 +107,19 @@ def kernels_per_step() -> int:
     return sizes()["lm"]["layers"] * 7 + 3 + 6
 
 
-def terms(gpu_name: str, setting: str) -> dict[str, float]:
+def terms(gpu_name: str, setting: str, dit_eff: float | None = None) -> dict[str, float]:
+    """The profile's terms; `dit_eff` (the fitted parameter) is what the pessimistic setting needs."""
     if setting not in SETTINGS:
         raise ValueError(f"setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
+    if setting == "pessimistic" and not (dit_eff and 0 < dit_eff <= 1):
+        raise ValueError(f"the pessimistic setting needs its fitted dit_eff in (0, 1], got {dit_eff!r}")
     gpu = GPUS[gpu_name]
     bw, fl = gpu.bandwidth * BW_EFF, gpu.flops * FLOP_EFF
     pess = setting == "pessimistic"
     arith_row = (lm_row_bytes() / bw + 2 * lm_params() / fl) * 1e3
     floor = lm_params() * BYTES_BF16 / bw * 1e3 + kernels_per_step() * LAUNCH_US / 1e3
     d = sizes()["dit"]
-    dit_eff, hift_eff = (0.5, 0.25) if pess else (1.0, 1.0)
+    dit_eff, hift_eff = (float(dit_eff), HIFT_EFF_PESSIMISTIC) if pess else (1.0, 1.0)  # type: ignore[arg-type]
     token_ms = (dit_token_flops() / (fl * dit_eff) + 2 * hift_frame_flops() / (fl * hift_eff)) * 1e3
     return {
         "floor_ms": floor,
@@ -119,12 +129,13 @@ def terms(gpu_name: str, setting: str) -> dict[str, float]:
         "prefill_token_ms": 2 * lm_params() / fl * 1e3,
         "codec_c0_ms": (d["depth"] * d["steps"] * 8 + 200) * LAUNCH_US / 1e3,
         "codec_token_ms": token_ms,
+        "dit_eff": dit_eff,
     }
 
 
-def build_profile(gpu_name: str, setting: str = "pessimistic") -> dict:
+def build_profile(gpu_name: str, setting: str, dit_eff: float | None = None) -> dict:
     gpu = GPUS[gpu_name]
-    t = terms(gpu_name, setting)
+    t = terms(gpu_name, setting, dit_eff)
     k = codec_coefficients()
 
     def codec(b: float, s: float) -> float:
@@ -169,12 +180,16 @@ def build_profile(gpu_name: str, setting: str = "pessimistic") -> dict:
     }
 
 
-def profile_toml(gpu_name: str, setting: str) -> str:
-    t = terms(gpu_name, setting)
+def profile_toml(gpu_name: str, setting: str, dit_eff: float | None = None) -> str:
+    t = terms(gpu_name, setting, dit_eff)
     g = GPUS[gpu_name]
+    lm, cd = FIT_SPLIT
+    how = (f"dit_eff {t['dit_eff']!r}: FITTED so that {FIT_POLICY} {lm}/{cd} serves {FIT_CAPACITY:g} req/s "
+           "at 90% (the paper's number); the only fitted parameter" if setting == "pessimistic"
+           else f"dit_eff {t['dit_eff']!r}: the prior as is; nothing fitted")
     head = [
         f"Written by scripts/calibrate_cosyvoice_sim.py: Fun-CosyVoice3-0.5B on {gpu_name}, {setting!r};",
-        "NO fitted parameter (the paper's 30 req/s is compared with, not fitted to);",
+        how + ";",
         "derivation in voxcli/bench/calibrate_cosyvoice.py.",
         f"{g.name}: {g.sms} SMs, {g.bandwidth / 1e12:.2f} TB/s, {g.flops / 1e12:.0f} TFLOP/s bf16",
         f"LM step reads {lm_params() / 1e6:.1f} M params; decode(b) = {t['floor_ms']:.3f} ms + b x "
@@ -182,4 +197,14 @@ def profile_toml(gpu_name: str, setting: str) -> str:
         f"codec: {t['codec_c0_ms']:.3f} ms/call + {t['codec_token_ms'] * 1e3:.1f} us/token (DiT "
         f"{dit_token_flops() / 1e9:.1f} GFLOP + HiFT {2 * hift_frame_flops() / 1e9:.2f} GFLOP per token)",
     ]
-    return render_profile(head, build_profile(gpu_name, setting), f"cosyvoice3-{setting}")
+    return render_profile(head, build_profile(gpu_name, setting, dit_eff), f"cosyvoice3-{setting}")
+
+
+def shipped_dit_eff(text: str) -> float:
+    """The fitted dit_eff a shipped pessimistic profile was written with (its header line)."""
+    import re
+
+    found = re.search(r"^# dit_eff ([0-9.]+): FITTED", text, re.M)
+    if found is None:
+        raise ValueError("the profile names no fitted dit_eff in its header")
+    return float(found.group(1))

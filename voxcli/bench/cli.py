@@ -303,14 +303,14 @@ def profile(
 ) -> None:
     import json
 
-    from voxcli.bench.workloads import estimate_frames, mean_chunks
+    from voxcli.bench.workloads import estimate_frames
     from voxcli.cli import friendly_errors
     from voxcli.config import ConfigError, recipe_path
     from voxcli.engine.cost import CostProfile
     from voxcli.models.registry import sim_spec_for
     from voxcli.profile import (
-        LoadShape,
         choose_split,
+        load_shape,
         max_sustainable_rate,
         plot_splits,
         profile_tables,
@@ -372,13 +372,14 @@ def profile(
             source = f"measured on {data['gpu']['name']} -> {prof_path}"
         utts = _load_workload(workload)
         sim = sim_spec_for(model)  # the model family's frame rate and the chunks its profiles assume
-        frames = sum(estimate_frames(u.text, sim.frame_rate) for u in utts) / len(utts)
-        chunks = mean_chunks(utts, sim.chunk.first, sim.chunk.steady, sim.frame_rate)
-        shape = LoadShape(frames_per_request=frames, chunks_per_request=chunks)
+        # each request's frames cut by the model's own chunk schedule: the codec's cost per chunk
+        shape = load_shape([estimate_frames(u.text, sim.frame_rate) for u in utts], sim.chunk)
+        frames = shape.frames_per_request
         console.print(f"[bold]{model}[/bold] on [bold]{prof.name}[/bold] ({prof.sms} SMs) from {source}")
         console.print(
             f"load shape ({workload}): {frames:.1f} frames and {shape.chunks_per_request:.2f} chunks "
-            "per request"
+            f"per request (first {shape.first_chunk_frames} frames, then {shape.frames_per_chunk} per "
+            "background chunk on average)"
         )
         for t in profile_tables(prof, shape):
             console.print(t)

@@ -23,8 +23,18 @@ The rules, in order:
    eager attention's dense gather of one layer, which grows with the positions in use), capped by
    what `max_running` rows at the context bound need (`max_prefill_tokens + max_frames + 1` positions
    each, plus the model's own extra positions per row) and by the config's `kv_pages`.
-5. At least one request's worth (one request at the context bound, every sequence of a CFG pair) must
-   fit, else `MemoryPlanError` says so with the numbers, before anything is allocated.
+5. Codec state that grows with a request (`codec_state_bytes_per_frame`: CosyVoice 3's DiT keys/values of
+   every Euler step, ~3.6 MB per mel frame at real size in fp32) gets a byte budget: what is left after
+   the slot table is split between the KV pool and that state in proportion to what one request at the
+   context bound needs of each, the KV pool keeping at least one such request's pages, and a KV pool
+   capped below its share gives the rest to the state (capped by `codec_state_gb` when set). The
+   scheduler reserves each request's worst-case state (its own frame cap: a short text reserves little)
+   against the budget when it takes a slot, so a long utterance waits for room, or is refused with the
+   numbers when it could never fit, instead of exhausting memory mid-request.
+6. At least one request's worth of KV (one request at the context bound, every sequence of a CFG pair) and
+   two codec slots must fit, else `MemoryPlanError` says so with the numbers, before anything is
+   allocated. (A codec state budget below one request at the frame cap is not an error: shorter requests
+   still fit; the summary line names the budget.)
 
 Per role (config.role, a disaggregated placement: engine/roles.py) the plan sizes only the role's pool:
 - lm: KV pages only. No codec slot, no codec workspace and no codec weights still to load (the LM never
@@ -93,6 +103,8 @@ class PlanLimits:
     prefill_tokens: int  # positions in one prefill batch at most
     decode_rows: int  # rows of the largest decode batch
     codec_frames: int  # frames of the largest codec batch (items x the largest chunk)
+    frames: int = 0  # frames one request may reach (max_frames): its codec state at the cap
+    state_cap_bytes: int = 0  # the config's codec_state_gb in bytes (0 = no cap of its own)
 
 
 @dataclass(frozen=True)
@@ -107,6 +119,7 @@ class MemoryPlan:
     limited_by: str  # what set the count of the role's pool: "memory", "max_running x context", "kv_pages"
     # (pages; role both, lm) or "memory", "codec_slots" (slots; role codec)
     role: str = "both"
+    state_bytes: int = 0  # budget for per-request codec state that grows with the request (0: none)
 
     @property
     def positions(self) -> int:
@@ -114,7 +127,7 @@ class MemoryPlan:
 
     @property
     def total_bytes(self) -> int:
-        return self.kv_bytes + self.slot_bytes + self.workspace_bytes
+        return self.kv_bytes + self.slot_bytes + self.state_bytes + self.workspace_bytes
 
     def summary(self) -> str:
         """One line: pages, positions, slots and bytes (the serve startup line, the verbose timing line)."""
@@ -129,9 +142,18 @@ class MemoryPlan:
                     f"({self.slot_bytes / GB:.2f} GB, set by {self.limited_by}); {tail}")
         return (f"memory plan: {self.pages:,} KV pages x {self.page_size} = {self.positions:,} positions "
                 f"({self.kv_bytes / GB:.2f} GB, set by {self.limited_by}), {self.slots:,} codec slots "
-                f"({self.slot_bytes / GB:.2f} GB), workspaces {self.workspace_bytes / GB:.2f} GB; "
+                f"({self.slot_bytes / GB:.2f} GB){self._state()}, workspaces "
+                f"{self.workspace_bytes / GB:.2f} GB; "
                 f"{self.total_bytes / GB:.2f} GB of {self.budget.usable_bytes / GB:.2f} GB usable "
                 f"({self.budget.describe()})")
+
+    def _state(self) -> str:
+        return f", codec state {self.state_bytes / GB:.2f} GB" if self.state_bytes else ""
+
+
+def request_state_bytes(needs: MemoryNeeds, frames: int) -> int:
+    """Codec state one default request holds at `frames` frames (its voice prompt's frames included)."""
+    return needs.codec_state_bytes_per_frame * (frames + needs.codec_state_prefix_frames)
 
 
 def position_bytes(needs: MemoryNeeds) -> int:
@@ -163,6 +185,8 @@ def plan_memory(needs: MemoryNeeds, limits: PlanLimits, budget: Budget, role: st
     rest = budget.usable_bytes - work
     rows = max(1, needs.rows_per_request)
     one_request_pages = rows * math.ceil(limits.row_positions / limits.page_size)
+    # role lm keeps no codec state; role codec's growing state is not budgeted yet (its slots take all)
+    state_one = 0 if role == "lm" else request_state_bytes(needs, limits.frames)
     one_request = (one_request_pages + 1) * page_bytes + 2 * needs.codec_slot_bytes
     if rest < one_request:
         raise MemoryPlanError(
@@ -177,17 +201,28 @@ def plan_memory(needs: MemoryNeeds, limits: PlanLimits, budget: Budget, role: st
     if want_slots and needs.codec_slot_bytes:
         want_slots = min(want_slots, max(1, int(rest * SLOT_SHARE) // needs.codec_slot_bytes - 1))
     slot_total = (want_slots + 1) * needs.codec_slot_bytes if want_slots else 0
-    fit = (rest - slot_total) // page_bytes - 1  # the scratch page
+    left = rest - slot_total
+    state = 0
+    if state_one:  # rule 5: KV and growing codec state share what is left as one request needs them
+        kv_one = (one_request_pages + 1) * page_bytes
+        state = min(left * state_one // (state_one + kv_one), left - kv_one)
+        if limits.state_cap_bytes:
+            state = min(state, limits.state_cap_bytes)
+    fit = (left - state) // page_bytes - 1  # the scratch page
     caps = {"memory": fit,
             "max_running x context": limits.max_running * math.ceil(limits.row_positions / limits.page_size)}
     if limits.kv_pages_cap:
         caps["kv_pages"] = limits.kv_pages_cap
     limited_by = min(caps, key=lambda k: caps[k])
     pages = int(caps[limited_by])
+    if state_one and limited_by != "memory":  # a capped KV pool leaves its share to the codec state
+        spare = left - (pages + 1) * page_bytes
+        state = min(spare, limits.state_cap_bytes) if limits.state_cap_bytes else spare
     return MemoryPlan(pages=pages, page_size=limits.page_size, slots=want_slots,
                       kv_bytes=(pages + 1) * limits.page_size * needs.kv_bytes_per_position,
                       slot_bytes=slot_total, workspace_bytes=work + (pages + 1) * limits.page_size
-                      * needs.gather_bytes_per_position, budget=budget, limited_by=limited_by, role=role)
+                      * needs.gather_bytes_per_position, budget=budget, limited_by=limited_by, role=role,
+                      state_bytes=int(state))
 
 
 def _plan_codec(needs: MemoryNeeds, limits: PlanLimits, budget: Budget) -> MemoryPlan:
@@ -221,7 +256,8 @@ def plan_limits(config: EngineConfig, needs: MemoryNeeds, max_chunk_frames: int)
         max_running=rows,
         row_positions=config.max_prefill_tokens + config.max_frames + 1 + needs.extra_positions_per_row,
         prefill_tokens=config.max_prefill_tokens, decode_rows=decode_rows,
-        codec_frames=codec_items * max_chunk_frames)
+        codec_frames=codec_items * max_chunk_frames, frames=config.max_frames,
+        state_cap_bytes=int(config.codec_state_gb * GB))
 
 
 # --- measuring the device --------------------------------------------------------------------------------
@@ -258,4 +294,5 @@ def apply_memory_plan(program: ModelProgram, config: EngineConfig) -> tuple[Engi
         return config.replace(kv_pages=plan.pages), plan
     if role == "codec":
         return config.replace(codec_slots=plan.slots), plan
-    return config.replace(kv_pages=plan.pages, codec_slots=plan.slots), plan
+    return config.replace(kv_pages=plan.pages, codec_slots=plan.slots,
+                          codec_state_gb=plan.state_bytes / GB), plan

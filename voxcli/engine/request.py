@@ -117,7 +117,8 @@ class Request:
                  "schedule", "frame_s", "ttfa_target", "next_chunk", "next_start",
                  "gen_chunk", "gen_start", "gen_end", "chunk_inflight", "lm_inflight", "t_first_audio",
                  "pages", "slot", "reason", "user", "need_pages", "frame_cap", "next_end", "retry_after",
-                 "next_event", "continuation", "log_epoch", "log_from", "due_step", "join_seq")
+                 "next_event", "continuation", "log_epoch", "log_from", "due_step", "join_seq",
+                 "state_bytes")
 
     def __init__(self, request_id: int, prompt: Prompt, arrival: float, schedule: ChunkSchedule,
                  frame_s: float, ttfa_target: float, synthesis: SynthesisRequest | None = None,
@@ -150,6 +151,7 @@ class Request:
         self.reason: str | None = None
         self.user = user  # engine-side handle (the AudioStream); opaque here
         self.need_pages = 0  # KV pages reserved at admission
+        self.state_bytes = 0  # codec state (bytes) reserved with its slot (Prompt.codec_state_*)
         self.frame_cap = prompt.max_frames  # the LM is stopped here if the model has not stopped itself
         self.retry_after: float | None = None  # a refusal's estimate of when a retry could be served
         self.next_event = 0  # frame count at which a decode step has more to do than store the frame

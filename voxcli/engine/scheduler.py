@@ -119,7 +119,7 @@ class Scheduler:
         self.layout = layout or lane_layout(config)
         self.kv_tokens = kv_tokens
         self.kv = KVPagePool(config.kv_pages, config.kv_page_size)
-        self.slots = CodecSlotTable(config.codec_slots)
+        self.slots = CodecSlotTable(config.codec_slots, round(config.codec_state_gb * 1e9))
         self.frame_s = spec.frame_seconds
         self.policy = config.policy
         self.deadline_admission = config.admission in ("deadline", "ttfa-gate")
@@ -182,6 +182,7 @@ class Scheduler:
         r = Request(request_id, prompt, arrival, schedule, self.frame_s, self.config.ttfa_target_s,
                     synthesis, user)
         r.frame_cap = min(prompt.max_frames, self.config.max_frames)
+        r.state_bytes = prompt.codec_state_base_bytes + prompt.codec_state_bytes_per_frame * r.frame_cap
         r.refresh_event()
         return r
 
@@ -201,6 +202,12 @@ class Scheduler:
                              f"the request needs {r.need_pages} KV pages of {self.kv.page_size} positions "
                              f"but the pool has only {self.kv.num_pages}; shorten the text, lower max_frames "
                              f"or raise kv_pages")
+        if self.slots.never_fits(r.state_bytes):
+            return self._end(r, S.REJECTED, now,
+                             f"the request's codec state needs {r.state_bytes / 1e9:.2f} GB at its cap of "
+                             f"{r.frame_cap} frames but the memory plan holds "
+                             f"{self.slots.state_bytes / 1e9:.2f} GB for all requests; shorten the text, "
+                             "lower max_frames or free memory")
         if r.continuation:  # admitted with its user request's first sentence: never refused for load
             self._queue_continuation(r)
             return []
@@ -312,11 +319,16 @@ class Scheduler:
         cfg = self.config
         room = min(cfg.max_running - self.decoding_rows - self.prefilling, cfg.max_prefill_batch)
         pages, slots, tokens, rows = self.kv.free, self.slots.free, 0, 0
+        state = self.slots.state_free  # None: no growing codec state to budget
         out: list[Request] = []
         for r in self.waiting:  # FIFO, no overtaking: a big request is not starved by small ones
             w = r.prompt.width
             if rows + w > room or r.need_pages > pages or (slots < 1 and not self.handoff):
                 break
+            if state is not None:
+                if r.state_bytes > state:  # its codec state waits for others' to be released
+                    break
+                state -= r.state_bytes
             if out and tokens + r.prompt.length * w > cfg.max_prefill_tokens:
                 break
             out.append(r)
@@ -354,7 +366,7 @@ class Scheduler:
             self.waiting.popleft()  # candidates are the queue's head, in order
             r.pages = self.kv.allocate(r.need_pages, r.id)
             # role lm holds no codec slot: its chunks' codec state lives in the codec engine
-            slot = -1 if self.handoff else self.slots.acquire(r.id)
+            slot = -1 if self.handoff else self.slots.acquire(r.id, r.state_bytes)
             assert slot is not None  # checked by _prefill_candidates
             r.slot = slot
             r.row = Row(request_id=r.id, prompt=r.prompt, pages=r.pages, slot=slot)
