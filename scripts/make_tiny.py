@@ -4,6 +4,8 @@ usage: python scripts/make_tiny.py OUT [--variant custom_voice|base|voice_design
                                        [--size tiny|cpu-bench|0.6b|1.7b] [--seed N]
        python scripts/make_tiny.py OUT --family higgs|higgs-v3 [--size tiny|v2-3b|v3-4b] [--seed N]
        python scripts/make_tiny.py OUT --family cosyvoice3 [--size tiny|bench|real]   (upstream's layout)
+       python scripts/make_tiny.py OUT --family speechlm [--size tiny|real]   (OpusLM-like, ESPnet's layout;
+                                   real = OpusLM-Dialogue's SmolLM2-1.7B backbone, 9 streams, ESPnet DAC)
 
 0.6b / 1.7b: the real architectures (random weights, talker stored in bfloat16; the 0.6b is 2.4 GB);
 scripts/ci_realsize.sh caches a 0.6b build by this builder's source hash.
@@ -23,8 +25,14 @@ def main() -> None:
     ap.add_argument("--proj", action="store_true", help="1.7B-like: predictor narrower than the talker")
     ap.add_argument("--size", default="tiny")
     ap.add_argument("--seed", type=int, default=SEED)
-    ap.add_argument("--family", default="qwen3_tts", choices=["qwen3_tts", "higgs", "higgs-v3", "cosyvoice3"])
+    ap.add_argument("--family", default="qwen3_tts",
+                    choices=["qwen3_tts", "higgs", "higgs-v3", "cosyvoice3", "speechlm"])
     a = ap.parse_args()
+    if a.family == "speechlm":  # ESPnet's release layout, see models/speechlm/tiny_opuslm.py
+        from voxcli.models.speechlm.tiny_opuslm import build_opuslm
+
+        print(build_opuslm(a.out, size=a.size, seed=a.seed))
+        return
     if a.family == "cosyvoice3":  # upstream's layout, see models/cosyvoice3/tiny.py
         from voxcli.models.cosyvoice3.tiny import build_tiny as build_cosyvoice
 
