@@ -386,22 +386,12 @@ class SpeechLMProgram(ModelProgram):
 
     def _pad_prefix(self, T: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Keys and values [layers, T, kv heads, head dim] of an all-pad sequence of T positions."""
-        ps = 16
-        n = -(-T // ps)
-        L, H, D = self.kv_shape
-        k = torch.zeros((L, n, ps, H, D), device=self.device, dtype=self.dtype)
-        v = torch.zeros_like(k)
-        pos = torch.arange(T, device=self.device)[None]
-        pb = PagedBatch(pos, pos.clone(), torch.arange(n, device=self.device)[None],
-                        torch.tensor([T], device=self.device), ps)
-        pads = torch.zeros((1, T, self.cfg.layout.num_stream), dtype=torch.long, device=self.device)
-        self.lm.forward_paged(self.lm.embed(pads).to(self.dtype), pb, k, v)
-        return k.view(L, n * ps, H, D)[:, :T].clone(), v.view(L, n * ps, H, D)[:, :T].clone()
+        _, k, v = self._alone(np.zeros((T, self.cfg.layout.num_stream), dtype=np.int64))
+        return k, v
 
-    @torch.inference_mode()
-    def score(self, tokens: np.ndarray) -> torch.Tensor:
-        """Teacher forcing: the unmasked stream logits [T, S, V] of every position of one sequence of
-        tokens [T, S] (a scratch KV pool of its own; the engine's pool is not touched)."""
+    def _alone(self, tokens: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One sequence [T, S] from position 0 in a scratch KV pool of its own (the engine's pool is not
+        touched): its hidden states [T, hidden] and keys, values [layers, T, kv heads, head dim]."""
         T = tokens.shape[0]
         ps = 16
         n = -(-T // ps)
@@ -412,7 +402,14 @@ class SpeechLMProgram(ModelProgram):
         table = torch.arange(n, device=self.device)[None]
         pb = PagedBatch(pos, pos.clone(), table, torch.tensor([T], device=self.device), ps)
         x = self.lm.embed(torch.from_numpy(tokens).to(self.device)[None]).to(self.dtype)
-        return self.lm.stream_logits(self.lm.forward_paged(x, pb, k, v))[0]
+        h = self.lm.forward_paged(x, pb, k, v)[0]
+        return h, k.view(L, n * ps, H, D)[:, :T].clone(), v.view(L, n * ps, H, D)[:, :T].clone()
+
+    @torch.inference_mode()
+    def score(self, tokens: np.ndarray) -> torch.Tensor:
+        """Teacher forcing: the unmasked stream logits [T, S, V] of every position of one sequence of
+        tokens [T, S] (a scratch KV pool of its own; the engine's pool is not touched)."""
+        return self.lm.stream_logits(self._alone(tokens)[0][None])[0]
 
     def _act(self, rows: list[Row], hidden: dict[tuple[int, int], torch.Tensor]) -> list[StepOutput]:
         """Per row its pass's action: DETECT (argmax under the modality mask, full vocabulary) or SAMPLE
