@@ -15,12 +15,29 @@ scaling of the paper's facts):
 Assumptions, stated: the shared head computes only each stream's candidates (models/speechlm/head.py): in
 an audio step S x 1027 rows of W_H (each stream's 1025-wide interval, eos/eot), in a text step the text
 vocabulary (stream 0; the other streams only pad). A step reads both row sets (a decode batch mixes rows
-in both phases); a row's FLOPs are the text share (TEXT_SHARE of its steps) times the text head plus the
-rest times the audio head. A typical Bagpiper-TTS request has a 60-token prompt, a 64-token text plan and
-250 audio frames (5 s), so its average context is CTX = 60 + 64 + 125; the pessimistic row cost is the
-arithmetic one times the 6.2 by which Qwen3-TTS's fitted per-row cost exceeded its arithmetic
-(calibrate.py v2), as Dia's is. The sim's TTFA includes the text plan (SimSpec.lead_steps = 7 + 64): at
-the bench's 200 ms target no Bagpiper request can meet it (64 steps of >= 6.3 ms alone).
+in both phases); a row's FLOPs are the text share (text_share() of its steps) times the text head plus the
+rest times the audio head. A typical Bagpiper-TTS request has a 60-token prompt, a text plan of
+TEXT_PLAN[setting] tokens and 250 audio frames (5 s), so its average context is 60 + plan + 125; the
+pessimistic row cost is the arithmetic one times the 6.2 by which Qwen3-TTS's fitted per-row cost
+exceeded its arithmetic (calibrate.py v2), as Dia's is.
+
+The text plan (what comes before the first audio frame). Published: Bagpiper generates as
+[user request, CoT, rich caption, audio] (espnet2/bin/speechlm_inference.py, citing arXiv:2602.05220
+2.3.2; its TTS system prompt asks the model to "first think ... then provide a detailed description of
+the audio"); the text segment's decoding rules are temperature 0.6, top-k 20, min_step 1, max_step 2048
+(Table 10 of that paper, PAPER_DECODING there). Not published: how long the CoT + caption of a TTS
+request is (the seed paper gives no length either). Assumed: optimistic 64 tokens (a one- or two-
+sentence caption), pessimistic 256 (a CoT paragraph + a detailed caption); 2048 is the hard bound. The
+text phase runs without guidance (text cfg 1: one row; the companion starts with the audio). So TTFA at
+an EMPTY server is at least prefill + (plan + 1) decode steps of 1 row + (1 + 7 + 10) steps of a pair
+(modality pass, delay fill N - 1, first chunk) + one codec call, written into each profile's header
+(Bagpiper-8B, H100: 532 ms optimistic, 1841 ms pessimistic), i.e. the bench's 200 ms TTFA SLO cannot be
+met BY CONSTRUCTION by any Bagpiper-TTS request (64 steps of >= 6 ms alone). `vox bench --ttfa-slo`
+reports the capacity at a TTFA bound the text phase allows instead (label it so). The sim's stand-in runs the
+optimistic plan (SimSpec.lead_steps = 7 + 64 in models/speechlm/family.py) under either cost setting:
+the sim's stand-in has one plan length per family, so the pessimistic plan's TTFA is this header's floor,
+not a simulated figure. OpusLM-7B is given the same plan (an assumption: OpusLM's TTS task may go
+straight to audio).
 Codec: X-Codec's acoustic decoder (hf-audio/xcodec-hubert-general: DAC decoder, width 1024, upsampling
 8, 5, 4, 2, latent 256, 320 samples per frame) plus fc2; OpusLM's ESPnet DAC is assumed to cost the same
 (its published size is not in the wheel). Prefill: 2 x params FLOPs per prompt position (+ the weights).
@@ -53,7 +70,15 @@ from voxcli.bench.calibrate import (  # noqa: E402
     decode_speed,
 )
 
-CTX_POSITIONS = 60 + 64 + 125
+PROMPT_TOKENS = 60
+AUDIO_FRAMES = 250
+TEXT_PLAN = {"optimistic": 64, "pessimistic": 256}  # tokens before the audio (assumed; see the docstring)
+FIRST_CHUNK = 10  # frames (the recipes' chunk.first)
+DELAY_FILL = 7  # N - 1 for 8 codec streams
+
+
+def ctx_positions(setting: str) -> int:
+    return PROMPT_TOKENS + TEXT_PLAN[setting] + AUDIO_FRAMES // 2
 SAMPLING_KERNELS = 10  # masks, CFG merge, re-mask, top-k, softmax, multinomial, gather, phase bookkeeping
 CODEC_KERNELS = 140
 QWEN_ROW_INEFFICIENCY = 0.0835 / 0.0135
@@ -74,7 +99,9 @@ def backbone_params(s: dict) -> int:
     return b["layers"] * (attn + 3 * h * b["mlp"])
 
 
-TEXT_SHARE = 64 / (64 + 250)  # text-plan steps per request step (64-token plan, 250 audio frames)
+def text_share(setting: str) -> float:
+    """Text-plan steps per request step."""
+    return TEXT_PLAN[setting] / (TEXT_PLAN[setting] + AUDIO_FRAMES)
 
 
 def head_rows(s: dict) -> tuple[int, int]:
@@ -87,10 +114,11 @@ def head_params(s: dict) -> int:
     return s["backbone"]["hidden"] * sum(head_rows(s))
 
 
-def head_row_params(s: dict) -> float:
+def head_row_params(s: dict, setting: str) -> float:
     """W_H parameters one row multiplies per step, averaged over its text and audio steps."""
     text, audio = head_rows(s)
-    return s["backbone"]["hidden"] * (TEXT_SHARE * text + (1 - TEXT_SHARE) * audio)
+    share = text_share(setting)
+    return s["backbone"]["hidden"] * (share * text + (1 - share) * audio)
 
 
 def codec_frame(s: dict) -> tuple[float, float]:
@@ -113,8 +141,8 @@ def terms(model: str, gpu_name: str, setting: str) -> dict[str, float]:
     gpu = GPUS[gpu_name]
     bw, fl = gpu.bandwidth * BW_EFF, gpu.flops * FLOP_EFF
     b = s["backbone"]
-    kv = b["layers"] * 2 * b["kv_heads"] * b["head_dim"] * BYTES_BF16 * CTX_POSITIONS
-    row_flops = 2 * (backbone_params(s) + head_row_params(s))
+    kv = b["layers"] * 2 * b["kv_heads"] * b["head_dim"] * BYTES_BF16 * ctx_positions(setting)
+    row_flops = 2 * (backbone_params(s) + head_row_params(s, setting))
     arith_row = (kv / bw + row_flops / fl) * 1e3
     weights = (backbone_params(s) + head_params(s)) * BYTES_BF16
     kernels = b["layers"] * KERNELS_PER_LAYER + KERNELS_PER_MODEL + SAMPLING_KERNELS
@@ -127,6 +155,16 @@ def terms(model: str, gpu_name: str, setting: str) -> dict[str, float]:
             "codec_c0_ms": CODEC_KERNELS * LAUNCH_US / 1e3,
             "codec_frame_ms": (conv / (fl * conv_eff) + act / bw) * 1e3,
             "conv": conv, "act": act}
+
+
+def ttfa_floor_ms(t: dict[str, float], setting: str, codec_ms: float) -> float:
+    """Submit -> first audio on an empty server: prefill, the text plan (1 row: no guidance in the text
+    phase), the modality pass + delay fill + first chunk as a CFG pair (2 rows), one codec call."""
+    def step(rows: int) -> float:
+        return t["floor_ms"] + rows * t["row_ms"]
+
+    prefill = t["prefill_ms"] + PROMPT_TOKENS * t["prefill_token_ms"]
+    return prefill + TEXT_PLAN[setting] * step(1) + (1 + DELAY_FILL + FIRST_CHUNK) * step(2) + codec_ms
 
 
 def profile_toml(model: str, gpu_name: str, setting: str) -> str:
@@ -153,9 +191,14 @@ def profile_toml(model: str, gpu_name: str, setting: str) -> str:
         f"{head_params(s) / 1e6:.0f} M: text + {s['streams']} x 1027 audio rows); {t['kernels']} kernels x "
         f"{LAUNCH_US} us",
         f"# decode(b) = floor {t['floor_ms']:.3f} ms + b x row {t['row_ms']:.4f} ms (arithmetic "
-        f"{t['arith_row_ms']:.4f} ms: KV {t['kv_bytes'] / 1e6:.1f} MB/row/step at ctx {CTX_POSITIONS})",
+        f"{t['arith_row_ms']:.4f} ms: KV {t['kv_bytes'] / 1e6:.1f} MB/row/step at ctx "
+        f"{ctx_positions(setting)})",
         f"# codec: {t['codec_c0_ms']:.3f} ms/call + {t['codec_frame_ms'] * 1e3:.2f} us/frame "
         f"({t['conv'] / 1e9:.2f} GFLOP + {t['act'] / 1e6:.2f} MB per frame)",
+        f"# text plan assumed: {TEXT_PLAN[setting]} tokens (setting {setting!r}; optimistic "
+        f"{TEXT_PLAN['optimistic']}, pessimistic {TEXT_PLAN['pessimistic']}, bound 2048); TTFA at an empty "
+        f"server >= {ttfa_floor_ms(t, setting, codec(FIRST_CHUNK / FRAMES_REF, gpu.sms)):.0f} ms, so a "
+        "200 ms TTFA SLO cannot be met",
         "", "[gpu]", f'name = "{name}"', f"sms = {gpu.sms}", f"interference = {round(interference, 4)}",
         f'calibration = "speechlm-{setting}"', "", "[stages.decode]",
         f"batch = {_toml_value(list(DECODE_BATCHES))}", f"ms = {_toml_value([round(m, 4) for m in whole])}",

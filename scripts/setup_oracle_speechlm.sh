@@ -2,17 +2,20 @@
 # Create the ESPnet SpeechLM oracle venv: espnet==202611 (espnet2/speechlm ParallelLLM) on CPU torch 2.13
 # and transformers 5.14.1. Its wheel declares Python >= 3.12 but runs on 3.11, so it is downloaded for 3.12
 # and installed without its (training/recipe) requirements; its inference imports need only the packages
-# below. liger_kernel (training loss) and torchaudio (resampling) are stubbed by the oracle scripts.
+# below (einops, typeguard, humanfriendly, torch_complex: what espnet2/gan_codec's DAC imports, for the
+# DAC codec parity). liger_kernel (training loss), torchaudio (resampling) and librosa (the codec's mel
+# losses) are stubbed by the oracle scripts.
 # usage: bash scripts/setup_oracle_speechlm.sh [VENV_DIR]   (default .oracle-speechlm-venv); idempotent.
 set -euo pipefail
 venv="${1:-.oracle-speechlm-venv}"
-if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import importlib.util as u, sys; sys.exit(0 if u.find_spec('espnet2') and u.find_spec('transformers') else 1)" 2>/dev/null; then
+if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import importlib.util as u, sys; sys.exit(0 if all(u.find_spec(m) for m in ('espnet2', 'transformers', 'einops', 'typeguard', 'humanfriendly', 'torch_complex')) else 1)" 2>/dev/null; then
   exit 0  # already complete
 fi
 python3 -m venv "$venv"
 # torch first and pinned: a looser request would pull a CUDA build.
 "$venv/bin/pip" install -q torch==2.13.0
-"$venv/bin/pip" install -q transformers==5.14.1 numpy joblib pyyaml tokenizers safetensors
+"$venv/bin/pip" install -q transformers==5.14.1 numpy joblib pyyaml tokenizers safetensors \
+  einops typeguard humanfriendly torch_complex
 dl="$(mktemp -d)"
 trap 'rm -rf "$dl"' EXIT
 "$venv/bin/pip" download -q --no-deps --python-version 3.12 --only-binary=:all: espnet==202611 -d "$dl"

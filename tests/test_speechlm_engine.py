@@ -166,3 +166,32 @@ def test_requests_it_cannot_serve_are_refused_with_a_sentence(ckpt):
                      (SynthesisRequest(text="w1", options={"bogus": 1}), "does not know option 'bogus'")):
         with pytest.raises(InputError, match=msg):
             program.prepare(req)
+
+
+def test_shared_pad_prefix_is_exact(ckpt):
+    """The companion's all-pad prefix comes from one shared cache instead of its own forward pass: the
+    codes are the same as with the forward, and the companion's keys/values agree to float rounding."""
+    from dia_driver import run_alone
+    from voxcli.models import load_model
+    from voxcli.models.base import Row
+
+    program = load_model(str(ckpt))
+    got = {}
+    for share in (False, True):
+        program.share_pad_prefix, program._pad_kv = share, None
+        got[share] = run_alone(program, program.prepare(TARGET), page_size=8)
+        # the companion right after its restart (text plan done, the audio segment's first pass)
+        prompt = program.prepare(TARGET)
+        program.init_kv(num_pages=-(-program.kv_tokens(prompt) // 8), page_size=8)
+        row = Row(request_id=1, prompt=prompt, pages=list(range(program.k_pool.shape[1])))
+        program.prefill([row])
+        while row.state.phase.modality != "audio" or row.state.phase.uncond_len == 0:
+            program.decode([row])
+        per, n = row.state.per_seq, row.state.phase.uncond_len
+        k = program.k_pool[:, row.pages[per:2 * per]].reshape(program.k_pool.shape[0], -1,
+                                                               *program.k_pool.shape[3:])[:, :n]
+        got[(share, "k")] = k.clone()
+        program.release(row)
+    assert np.array_equal(got[False], got[True]) and got[True].shape == (24, 8)
+    assert program._pad_kv is not None and program._pad_kv[0].shape[1] >= 64  # one cache, grown once
+    assert torch.allclose(got[(False, "k")], got[(True, "k")], atol=1e-5, rtol=0)

@@ -12,6 +12,10 @@ the output directory and its free space: the items in flight are dropped with th
 manifest never holds a torn line (each record is one write of a whole line; a short write is cut back),
 and every audio file on disk is listed in it (an item whose record could not be written loses its
 file). Freeing space and running the same command again finishes the rest.
+
+`--show-text` (a unified text+audio model, voxcli/text_phase.py): each item's text phase, its segments
+one per line, goes to `<id>.txt` beside its audio (written whole, then renamed, before the item's record)
+and to the record's `model_text` (a list); a rerun with `--show-text` redoes finished items lacking it.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from voxcli.errors import VoxError
 from voxcli.models.base import InputError, ModelSpec, SynthesisRequest
 from voxcli.speak import RequestTemplate, SpeechFailed, Stopped, segment_requests, speak
 from voxcli.text import BatchItem
+from voxcli.text_phase import TextTap
 
 MANIFEST = "manifest.jsonl"
 
@@ -50,6 +55,7 @@ class BatchOptions:
     check: Callable[[SynthesisRequest], None] | None = None
     # Test hook: behave as if Ctrl-C came after this many items finished in this run.
     interrupt_after: int | None = None
+    text: TextTap | None = None  # --show-text: where the model's text phase is collected per request
 
 
 @dataclass
@@ -98,17 +104,25 @@ def read_manifest(path: Path) -> dict[str, dict[str, Any]]:
     return records
 
 
-def is_finished(rec: dict[str, Any] | None, item: BatchItem, out_dir: Path, file_name: str) -> bool:
-    return (rec is not None and rec.get("status") == "ok" and rec.get("file") == file_name
+def is_finished(rec: dict[str, Any] | None, item: BatchItem, out_dir: Path, file_name: str,
+                with_text: bool = False) -> bool:
+    done = (rec is not None and rec.get("status") == "ok" and rec.get("file") == file_name
             and rec.get("fingerprint") == item.fingerprint() and (out_dir / file_name).is_file())
+    if done and with_text:  # --show-text: the text phase must be there too
+        return "model_text" in rec and (out_dir / text_file(item.id)).is_file()  # type: ignore[operator]
+    return done
 
 
-def all_finished(items: list[BatchItem], out_dir: Path, fmt: str) -> bool:
+def text_file(item_id: str) -> str:
+    return f"{item_id}.txt"
+
+
+def all_finished(items: list[BatchItem], out_dir: Path, fmt: str, with_text: bool = False) -> bool:
     """Whether a rerun has nothing to do: every item is finished with unchanged inputs (the same test
     run_batch applies per item). The CLI then answers without loading a model."""
     ext = extension(fmt)
     records = read_manifest(out_dir / MANIFEST)
-    return all(is_finished(records.get(i.id), i, out_dir, f"{i.id}.{ext}") for i in items)
+    return all(is_finished(records.get(i.id), i, out_dir, f"{i.id}.{ext}", with_text) for i in items)
 
 
 class DiskFull(Exception):
@@ -229,12 +243,14 @@ def run_batch(engine: Any, spec: ModelSpec, model_name: str, items: list[BatchIt
     result = BatchResult(total=len(items))
     for item in items:  # a killed earlier run may have left partial files; they are never "done"
         (opts.out_dir / f"{item.id}.{ext}{PART_SUFFIX}").unlink(missing_ok=True)
+        (opts.out_dir / f"{text_file(item.id)}{PART_SUFFIX}").unlink(missing_ok=True)
 
     manifest = _Manifest(opts.out_dir)
     todo: list[BatchItem] = []
     for item in items:
         name = f"{item.id}.{ext}"
-        if not opts.force and is_finished(manifest.records.get(item.id), item, opts.out_dir, name):
+        if not opts.force and is_finished(manifest.records.get(item.id), item, opts.out_dir, name,
+                                          opts.text is not None):
             result.skipped += 1
         else:
             todo.append(item)
@@ -333,6 +349,7 @@ def _synthesize_item(engine: Any, spec: ModelSpec, model_name: str, template: Re
     if item.error:
         return {**rec, "file": None, "status": "error", "error": item.error}
     sink: FileSink | None = None
+    keys: list[str] = []
     try:
         item_template = template.with_fields(voice=item.voice, language=item.language,
                                              instructions=item.instructions, seed=item.seed,
@@ -341,11 +358,17 @@ def _synthesize_item(engine: Any, spec: ModelSpec, model_name: str, template: Re
                                     frame_cap=opts.frame_cap, split=spec.split_sentences)
         if opts.check is not None and requests:
             opts.check(requests[0])  # every segment shares the item's settings
+        if opts.text is not None:
+            keys = opts.text.follow(requests)
         sink = FileSink(opts.out_dir / name, spec.sample_rate, opts.fmt)
         stats = speak(engine, requests, sink.write, spec.sample_rate, stop=stop)
         if stats.samples == 0:
             raise SpeechFailed("the model produced no audio for this text.")
         sink.close()
+        if opts.text is not None:
+            texts = opts.text.text(keys)
+            _write_text(opts.out_dir, item.id, texts, audio=opts.out_dir / name)
+            rec["model_text"] = texts
         return {**rec, "status": "ok", "duration_s": round(stats.audio_s, 4),
                 "ttfa_s": _round(stats.ttfa_s), "wall_s": round(stats.wall_s, 4),
                 "segments": len(requests), "error": None}
@@ -361,6 +384,23 @@ def _synthesize_item(engine: Any, spec: ModelSpec, model_name: str, template: Re
         return {**rec, "file": None, "status": "error",
                 "error": f"{item.source}: {e}" if known else f"{type(e).__name__}: {e}",
                 "wall_s": round(time.monotonic() - t0, 4)}
+    finally:
+        if opts.text is not None:
+            opts.text.forget(keys)
+
+
+def _write_text(out_dir: Path, item_id: str, texts: list[str], audio: Path) -> None:
+    """`<id>.txt`, whole or not at all; when it cannot be written the item's audio goes too (the item
+    fails and is redone, never half done)."""
+    path = out_dir / text_file(item_id)
+    part = path.with_name(path.name + PART_SUFFIX)
+    try:
+        part.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+        os.replace(part, path)
+    except BaseException:
+        part.unlink(missing_ok=True)
+        audio.unlink(missing_ok=True)
+        raise
 
 
 def _discard(sink: FileSink | None) -> None:

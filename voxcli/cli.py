@@ -492,6 +492,15 @@ def _show_text(session: Session) -> None:
     program.on_text = lambda _key, text: _err(f"text: {text}")
 
 
+def _text_tap(session: Session) -> Any:
+    from voxcli.text_phase import NoTextPhase, TextTap
+
+    try:
+        return TextTap(session.engine.program, session.model)
+    except NoTextPhase as e:
+        raise VoxError(f"--show-text: {e}", 2) from None
+
+
 def _isatty(stream: Any) -> bool:
     try:
         return bool(stream.isatty())
@@ -524,6 +533,9 @@ def batch(
                                           "Serve (the ray extra; 1 = this process).")] = 1,
     placement: Annotated[str | None, typer.Option(
         help="Roles of the replicas on Ray Serve, e.g. both=1,lm=2,codec=1 (vox serve --help).")] = None,
+    show_text: Annotated[bool, typer.Option("--show-text", help="Keep what a unified text+audio model "
+                                            "writes before it speaks: <id>.txt and the manifest's "
+                                            "model_text.")] = False,
 ) -> None:
     with friendly_errors():
         import os
@@ -560,7 +572,10 @@ def batch(
                                "not take; give role counts (both=1,lm=2,codec=1) or use vox serve --gpu.", 2)
             if replicas > 1:
                 raise VoxError("--placement names every replica; drop --replicas.", 2)
-        if not force and all_finished(items, out_dir, audio_format):  # a rerun with nothing to do
+        if show_text and (replicas > 1 or chosen is not None):
+            raise VoxError("--show-text runs in this process only; drop --replicas / --placement (or "
+                           "--show-text).", 2)
+        if not force and all_finished(items, out_dir, audio_format, show_text):  # a rerun with nothing to do
             if not quiet:
                 _err(f"0 written, 0 failed, {len(items)} already done → {out_dir}")
             return
@@ -583,6 +598,8 @@ def batch(
             # command-wide flags fail the command (a placeholder text stands in for the items')
             session.check(template.request("(flags check)"))
             opts.frame_cap, opts.check = session.frame_cap, session.check
+            if show_text:
+                opts.text = _text_tap(session)
             backend = session.backend
             plan = _plan_line(session.engine) if verbose else ""
             with _sigterm_as_interrupt():

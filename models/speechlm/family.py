@@ -56,11 +56,14 @@ FAMILY = Family(
                             "offline; neither its text nor its audio is language"),),
     # X-Codec / OpusLM's DAC: 16 kHz, 320 samples (20 ms) per frame, 8 codec streams.
     sim=SimSpec(sample_rate=16000, frame_rate=50.0, samples_per_frame=320, codebooks=8,
-                chunk=ChunkSchedule(first=10, ramp=(25,), steady=50),
+                # a 10-frame second chunk: 25 frames after the first 10 must come within 10 frames of
+                # playback (200 ms), which an 8B step of >= 8 ms at a few pairs cannot (the sim stalled)
+                chunk=ChunkSchedule(first=10, ramp=(10, 25), steady=50),
                 models=(SimModel("bagpiper-8b", BAGPIPER_8B, gpu_profile="{gpu}-bagpiper-8b"),
                         SimModel("opuslm-7b", OPUSLM_7B, gpu_profile="{gpu}-opuslm-7b")),
                 cfg_scale=3.0,  # Bagpiper's inference config: every request is a pair in its audio phase
-                # frameless steps before the first frame: the delay fill (7) and an assumed 64-token text
-                # plan (Bagpiper-TTS writes one; nothing publishes its length)
+                # frameless steps before the first frame: the delay fill (7) and the optimistic assumed
+                # 64-token text plan (CoT + rich caption; nothing publishes its length; the pessimistic 256
+                # and the TTFA floors are in scripts/calibrate_speechlm_sim.py and the profiles' headers)
                 lead_steps=7 + 64),
 )

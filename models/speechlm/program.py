@@ -6,7 +6,10 @@ What the engine sees:
   mechanism): the conditional sequence and its companion hold one page list split in two halves, run in
   the same forward passes, and are admitted, cancelled and freed together. The companion is idle in
   segments without CFG (Bagpiper's text plan) and restarts as an all-pad prefix as long as the
-  conditional context when a CFG segment begins, exactly as `_prepare_cfg_cache` builds it.
+  conditional context when a CFG segment begins, exactly as `_prepare_cfg_cache` builds it. That pad
+  prefix is the same for every companion (every input is pad, so position p's keys/values depend on p
+  alone): one cached all-pad sequence is copied into the companion's pages and only its last position
+  (the segment's modality token) runs forward.
 * Steps. Every prefill/decode call is one forward pass per row (phases.py says which positions it feeds);
   all S streams of a step are sampled together from one hidden state: logits_s = W_H(h_t + e_s).
 * Frames. Only audio segments yield frames, aligned (the delay interleave is undone here); a text step
@@ -94,6 +97,11 @@ class SpeechLMProgram(ModelProgram):
         self._codec = None
         self.on_text: Callable[[str | None, str], None] | None = None  # `--show-text`: (request id, text)
         self._text_ratio: float | None = None  # observed text-phase steps per prompt text token (EMA)
+        # The companion's all-pad prefix: position p's keys/values depend only on p (every input is pad),
+        # so they are the same for every companion of every request; computed once (for the longest
+        # prefix asked so far) and copied into a restarting companion's pages instead of a forward pass.
+        self.share_pad_prefix = True
+        self._pad_kv: tuple[torch.Tensor, torch.Tensor] | None = None  # [L, T, H, D] each
 
     # --- loading ---------------------------------------------------------------------------------
     @classmethod
@@ -312,7 +320,11 @@ class SpeechLMProgram(ModelProgram):
             ph: Phase = r.state.phase
             p = ph.pending
             seqs.append((i, 0, p.cond, ph.cond_len))
-            if p.uncond is not None:
+            if p.uncond is not None and p.uncond_restart and self.share_pad_prefix and p.uncond.shape[0] > 1:
+                pads = p.uncond.shape[0] - 1  # the all-pad prefix, then the segment's modality token
+                self._copy_pad_prefix(r, pads)
+                seqs.append((i, 1, p.uncond[pads:], pads))
+            elif p.uncond is not None:
                 seqs.append((i, 1, p.uncond, 0 if p.uncond_restart else ph.uncond_len))
         hidden: dict[tuple[int, int], torch.Tensor] = {}
         # one batch for the single-position sequences, one for the rest: a long prompt or a companion's
@@ -357,10 +369,29 @@ class SpeechLMProgram(ModelProgram):
         h = self.lm.forward_paged(self.lm.embed(x.to(d)).to(self.dtype), pb, self.k_pool, self.v_pool)
         return h[torch.arange(B, device=d), torch.tensor(counts, device=d) - 1]
 
-    @torch.inference_mode()
-    def score(self, tokens: np.ndarray) -> torch.Tensor:
-        """Teacher forcing: the unmasked stream logits [T, S, V] of every position of one sequence of
-        tokens [T, S] (a scratch KV pool of its own; the engine's pool is not touched)."""
+    def _copy_pad_prefix(self, r: Row, n: int) -> None:
+        """Positions [0, n) of row r's companion := the shared all-pad prefix's keys and values."""
+        assert self.k_pool is not None and self.v_pool is not None
+        if self._pad_kv is None or self._pad_kv[0].shape[1] < n:
+            have = 0 if self._pad_kv is None else self._pad_kv[0].shape[1]
+            self._pad_kv = self._pad_prefix(min(max(n, 2 * have, 64), self.spec.max_context))
+        st: RowState = r.state
+        ps = self.page_size
+        pages = torch.tensor(r.pages[st.per_seq:2 * st.per_seq], dtype=torch.long)
+        pos = torch.arange(n)
+        slots = (pages[pos // ps] * ps + pos % ps).to(self.device)
+        L, P = self.k_pool.shape[:2]
+        for pool, cache in zip((self.k_pool, self.v_pool), self._pad_kv, strict=True):
+            pool.view(L, P * ps, *pool.shape[3:])[:, slots] = cache[:, :n]
+
+    def _pad_prefix(self, T: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values [layers, T, kv heads, head dim] of an all-pad sequence of T positions."""
+        _, k, v = self._alone(np.zeros((T, self.cfg.layout.num_stream), dtype=np.int64))
+        return k, v
+
+    def _alone(self, tokens: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One sequence [T, S] from position 0 in a scratch KV pool of its own (the engine's pool is not
+        touched): its hidden states [T, hidden] and keys, values [layers, T, kv heads, head dim]."""
         T = tokens.shape[0]
         ps = 16
         n = -(-T // ps)
@@ -371,7 +402,14 @@ class SpeechLMProgram(ModelProgram):
         table = torch.arange(n, device=self.device)[None]
         pb = PagedBatch(pos, pos.clone(), table, torch.tensor([T], device=self.device), ps)
         x = self.lm.embed(torch.from_numpy(tokens).to(self.device)[None]).to(self.dtype)
-        return self.lm.stream_logits(self.lm.forward_paged(x, pb, k, v))[0]
+        h = self.lm.forward_paged(x, pb, k, v)[0]
+        return h, k.view(L, n * ps, H, D)[:, :T].clone(), v.view(L, n * ps, H, D)[:, :T].clone()
+
+    @torch.inference_mode()
+    def score(self, tokens: np.ndarray) -> torch.Tensor:
+        """Teacher forcing: the unmasked stream logits [T, S, V] of every position of one sequence of
+        tokens [T, S] (a scratch KV pool of its own; the engine's pool is not touched)."""
+        return self.lm.stream_logits(self._alone(tokens)[0][None])[0]
 
     def _act(self, rows: list[Row], hidden: dict[tuple[int, int], torch.Tensor]) -> list[StepOutput]:
         """Per row its pass's action: DETECT (argmax under the modality mask, full vocabulary) or SAMPLE

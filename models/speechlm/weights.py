@@ -41,7 +41,7 @@ def load_lm(cfg: SpeechLMConfig, device: torch.device, dtype: torch.dtype) -> Pa
     if cfg.tie_word_embeddings and "lm_head.weight" not in sd and "model.embed_tokens.weight" in sd:
         sd = dict(sd, **{"lm_head.weight": sd["model.embed_tokens.weight"]})
     check_state_dict(lm, sd, path, ignore_prefixes=(IO_PREFIX,))
-    lm = lm.to_empty(device=device).to(dtype)
+    lm = lm.to(dtype).to_empty(device=device)  # never a float32 copy of a bf16 checkpoint (1.7 B: 6.8 GB)
     lm.vocab_weight = lm.vocab_weight.float()  # FP32 in the checkpoint, as ESPnet registers it
     with torch.no_grad():
         for k, p in lm.state_dict().items():

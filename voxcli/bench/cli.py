@@ -117,6 +117,8 @@ def bench(
     frames_scale: Annotated[float, typer.Option(help="Scale the estimated output lengths.")] = 1.0,
     max_frames: Annotated[int, typer.Option(help="Cap each request's frames (0 = no cap).")] = 0,
     no_stop: Annotated[bool, typer.Option("--no-stop", help="Run every rate (no stop rule).")] = False,
+    ttfa_slo: Annotated[float, typer.Option("--ttfa-slo", help="The SLO's TTFA bound in seconds (a model "
+                                            "that writes text before it speaks cannot meet 0.2).")] = 0.2,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Engine override key=value (repeatable).")
     ] = None,
@@ -153,6 +155,7 @@ def bench(
         except ValueError as e:
             _fail(str(e))
         _finite("--duration", duration, 0.0)
+        _finite("--ttfa-slo", ttfa_slo, 0.0)
         _finite("--timeout", timeout, 0.0)
         _finite("--frames-scale", frames_scale, 0.0)
         for name, value, lo in (("--seeds", seeds, 1), ("--warmup", warmup, 0),
@@ -211,6 +214,7 @@ def bench(
             max_frames=max_frames or None,
             stop_rule=not no_stop,
             frame_rate=frame_rate,
+            ttfa_target_s=ttfa_slo,
         )
 
         def make_target(v: Variant):

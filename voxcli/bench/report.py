@@ -77,7 +77,9 @@ def capacity_table(result: SweepResult):
         rows.append([sw.variant.label, capacity_cell(sw, 0.90), capacity_cell(sw, 0.99), f"{peak:.1f}",
                      "-" if sw.stopped_after is None else f"{sw.stopped_after:g}", f"{sw.wall_s:.1f}"])
     headers = ("policy", "capacity @90%", "capacity @99%", "peak goodput", "stopped after", "wall s")
-    return figure_table("SLO capacity (TTFA <= 200 ms, no stall >= 10 ms)", headers, rows, left=("policy",))
+    ttfa = result.spec.ttfa_target_s * 1000
+    return figure_table(f"SLO capacity (TTFA <= {ttfa:.0f} ms, no stall >= 10 ms)", headers, rows,
+                        left=("policy",))
 
 
 def bound_table(result: SweepResult):

@@ -102,7 +102,7 @@ class SweepResult:
         return {"meta": self.meta,
                 "spec": {"rates": s.rates, "duration_s": s.duration_s, "seed": s.seed, "seeds": s.seeds,
                          "warmup": s.warmup, "timeout_s": s.timeout_s, "frames_scale": s.frames_scale,
-                         "max_frames": s.max_frames},
+                         "max_frames": s.max_frames, "ttfa_target_s": s.ttfa_target_s},
                 "variants": [v.to_dict() for v in self.sweeps]}
 
 

@@ -70,6 +70,11 @@ def sse_delta(data: bytes) -> bytes:
     return sse_event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode("ascii")})
 
 
+def sse_text(text: str) -> bytes:
+    """`show_text`: one text segment of a unified model's text phase (our event; OpenAI has none)."""
+    return sse_event({"type": "speech.text.delta", "text": text})
+
+
 def sse_done(audio_s: float, input_chars: int) -> bytes:
     return sse_event({"type": "speech.audio.done",
                       "usage": {"input_characters": input_chars, "output_audio_seconds": round(audio_s, 4)}})

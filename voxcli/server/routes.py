@@ -12,6 +12,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, Literal
+from urllib.parse import quote
 
 import numpy as np
 from fastapi import APIRouter, Request
@@ -28,6 +29,7 @@ from voxcli.server.service import Item, SpeechJob, SpeechService
 from voxcli.server.voices import map_voice, table_for
 from voxcli.speak import RequestTemplate, SpeechFailed, Stopped
 from voxcli.text import TextInputError, check_real_text, check_speakable
+from voxcli.text_phase import Followed, NoTextPhase
 
 # OpenAI's model names, accepted for the one model this server runs (clients often hard-code them).
 OPENAI_MODEL_ALIASES = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
@@ -56,6 +58,7 @@ class SpeechBody(BaseModel):
     max_frames: int | None = Field(default=None, ge=1)
     options: dict[str, Any] | None = None  # the model family's own options (SynthesisRequest.options)
     fixed_frames: int | None = Field(default=None, ge=1)  # benchmarks on random weights / the sim
+    show_text: bool = False  # a unified text+audio model's text phase: header X-Vox-Text (+ sse events)
 
 
 def template_from(body: Any, service: SpeechService) -> RequestTemplate:
@@ -222,6 +225,24 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
                                 "response_format pcm (or wav).", "stream_format")
         template = template_from(body, service)
         requests = service.requests_for(text, template, body.fixed_frames)
+        shown: Followed | None = None
+        if body.show_text:
+            try:
+                shown = service.follow_text(requests)
+            except NoTextPhase as e:
+                raise APIError(400, f"show_text: {e}; omit show_text.", "show_text") from None
+        try:
+            response = await _speak(body, request, requests, fmt, text, shown, arrived)
+        except BaseException:
+            if shown is not None:
+                shown.close()
+            raise
+        if shown is not None and not isinstance(response, CountedStreamingResponse):
+            shown.close()  # a streamed body still reads it; its on_end closes it
+        return response
+
+    async def _speak(body: SpeechBody, request: Request, requests: list[Any], fmt: str, text: str,
+                     shown: Followed | None, arrived: float) -> Response:
         job = service.job(asyncio.get_running_loop())
         job.start(requests)
         # from now on a client that leaves cancels the job, even while it still waits for admission
@@ -242,11 +263,13 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
         if clock.ttfa is not None:
             metrics.ttfa.observe(clock.ttfa)
         if fmt not in encoding.STREAMED:
-            return await _whole_file(job, first, fmt, clock, metrics, watcher)
+            return await _whole_file(job, first, fmt, clock, metrics, watcher, shown)
         run = StreamRun(Delivery(request.scope, limits.write_stall_s, limits.max_unread_bytes))
-        body_iter = _stream(job, first, fmt, body.stream_format, clock, run, watcher, len(text))
-        media = "text/event-stream" if body.stream_format == "sse" else encoding.MEDIA_TYPES[fmt]
         headers = {"Cache-Control": "no-store", "X-Sample-Rate": str(sr)}
+        if shown is not None:  # the text written before the first audio (the body may carry more, sse)
+            headers[TEXT_HEADER] = text_header(shown.all())
+        body_iter = _stream(job, first, fmt, body.stream_format, clock, run, watcher, len(text), shown)
+        media = "text/event-stream" if body.stream_format == "sse" else encoding.MEDIA_TYPES[fmt]
         if clock.ttfa is not None:
             headers["X-TTFA-Ms"] = f"{clock.ttfa * 1000:.1f}"
 
@@ -259,15 +282,22 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
             metrics.audio.inc(clock.audio_s)
             if outcome == "done":
                 metrics.stall.observe(clock.stall_s)
+            if shown is not None:
+                shown.close()
 
         return CountedStreamingResponse(body_iter, count, media_type=media, headers=headers)
 
     async def _stream(job: SpeechJob, first: Item, fmt: str, stream_format: str, clock: PlaybackClock,
-                      run: StreamRun, watcher: asyncio.Task[None], chars: int) -> AsyncIterator[bytes]:
+                      run: StreamRun, watcher: asyncio.Task[None], chars: int,
+                      shown: Followed | None) -> AsyncIterator[bytes]:
         sse = stream_format == "sse"
+
+        def texts() -> bytes:  # sse: each text segment as an event, before the audio that follows it
+            return b"".join(encoding.sse_text(t) for t in shown.new()) if sse and shown is not None else b""
+
         try:
             data = encoding.stream_prefix(fmt, sr) + encoding.pcm_bytes(first.pcm)  # type: ignore[arg-type]
-            yield encoding.sse_delta(data) if sse else data
+            yield texts() + encoding.sse_delta(data) if sse else data
             while True:
                 item = await job.next()
                 if item.kind == "audio":
@@ -276,11 +306,11 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
                     if not await run.delivery.writable():
                         run.outcome = "stopped_reading"  # dropped: the job is cancelled below
                         return
-                    yield encoding.sse_delta(data) if sse else data
+                    yield texts() + encoding.sse_delta(data) if sse else data
                 elif item.kind == "end":
                     run.outcome = "generated"
                     if sse:
-                        yield encoding.sse_done(clock.audio_s, chars)
+                        yield texts() + encoding.sse_done(clock.audio_s, chars)
                     return
                 else:
                     if stopped(item.error):
@@ -297,7 +327,7 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
             job.cancel()  # no-op when finished; frees pages and slots when the client left early
 
     async def _whole_file(job: SpeechJob, first: Item, fmt: str, clock: PlaybackClock, metrics: ServerMetrics,
-                          watcher: asyncio.Task[None]) -> Response:
+                          watcher: asyncio.Task[None], shown: Followed | None) -> Response:
         pieces = [first.pcm]
         try:
             while True:
@@ -316,7 +346,10 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
         metrics.audio.inc(clock.audio_s)
         pcm = np.concatenate([np.asarray(p, dtype=np.float32).reshape(-1) for p in pieces])
         data = await asyncio.to_thread(encoding.encode_whole, pcm, sr, fmt)
-        return Response(data, media_type=encoding.MEDIA_TYPES[fmt], headers={"Cache-Control": "no-store"})
+        headers = {"Cache-Control": "no-store"}
+        if shown is not None:
+            headers[TEXT_HEADER] = text_header(shown.all())
+        return Response(data, media_type=encoding.MEDIA_TYPES[fmt], headers=headers)
 
     @router.get("/v1/audio/voices")
     async def voices() -> dict[str, Any]:
@@ -346,6 +379,14 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     return router
+
+
+TEXT_HEADER = "X-Vox-Text"
+
+
+def text_header(texts: list[str]) -> str:
+    """The text segments, one per line, as UTF-8 percent-encoded (a header value is ASCII)."""
+    return quote("\n".join(texts), safe=" ")
 
 
 async def _watch_disconnect(request: Request, job: SpeechJob) -> None:

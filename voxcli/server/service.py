@@ -22,6 +22,7 @@ import numpy as np
 
 from voxcli.models.base import SynthesisRequest
 from voxcli.speak import RequestTemplate, SpeechStats, Stopped, segment_requests, speak
+from voxcli.text_phase import Followed, TextTap
 
 
 @dataclass
@@ -183,6 +184,7 @@ class SpeechService:
         self.active = 0  # jobs between start and end (the metrics read it)
         self._lock = threading.Lock()
         self._seq = 0
+        self._text_tap: TextTap | None = None
 
     def check(self, request: SynthesisRequest) -> None:
         """The model's cheap check (voice, language, options...): raises InputError."""
@@ -197,6 +199,13 @@ class SpeechService:
             return [req]
         return segment_requests(text, template, frame_cap=self.session.frame_cap,
                                 split=getattr(self.spec, "split_sentences", True))
+
+    def follow_text(self, requests: list[SynthesisRequest]) -> Followed:
+        """`show_text`: keep these requests' text phase (raises NoTextPhase for a model without one)."""
+        with self._lock:
+            if self._text_tap is None:
+                self._text_tap = TextTap(getattr(self.engine, "program", None), self.model_id)
+            return Followed(self._text_tap, requests)
 
     def job(self, loop: asyncio.AbstractEventLoop) -> SpeechJob:
         with self._lock:
