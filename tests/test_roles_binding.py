@@ -107,8 +107,8 @@ def test_codec_state_that_cannot_travel_is_refused_at_submit():
 
 def test_a_slot_that_takes_no_state_fails_that_request_alone():
     """The codec program refuses the state sent (the sim's program binds none): that request fails with the
-    reason and frees its slot; a neighbour without state plays."""
-    codec = _sim("codec")
+    reason and frees its slot; the neighbour waiting for that slot plays."""
+    codec = _sim("codec", codec_slots=1)
     try:
         books = codec.spec.codebooks
 

@@ -267,8 +267,15 @@ class CodecEngine(_RoleEngine):
         engine call `program.release` when the request ends, which drops that state."""
         stream = r.user
         binding, stream.binding = getattr(stream, "binding", None), None
-        r.row = Row(request_id=r.id, prompt=r.prompt, pages=[], slot=r.slot)
-        self.program.bind_codec_slot(r.slot, binding)
+        row = Row(request_id=r.id, prompt=r.prompt, pages=[], slot=r.slot)
+        try:
+            self.program.bind_codec_slot(r.slot, binding)
+        except BaseException:
+            # drop what it half bound now: the scheduler ends the request and may hand its slot to the next
+            # one before the engine sees the end, whose release must not clear that request's state
+            self.program.release(row)
+            raise
+        r.row = row
 
     def _step(self, now: float) -> None:
         super()._step(now)
