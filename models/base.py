@@ -437,6 +437,22 @@ class ModelProgram(ABC):
     def release(self, row: Row) -> None:  # noqa: B027 - optional hook
         """Called once when a request ends (done, cancelled, failed)."""
 
+    # --- per-request codec slot state (a voice clone's reference, a voice, a codec mode) ------------
+    def codec_binding(self, prompt: Prompt) -> Any:
+        """What the codec slot of this request must hold besides its codes, as plain picklable data (numpy
+        arrays, numbers, strings; no device tensors), or None when the codec needs nothing. A split
+        placement sends it from the LM engine to the codec engine with the request's first chunk. Raise
+        InputError with a sentence for the user when this request's codec state cannot leave the process
+        (the split path then refuses the request rather than decode it without that state)."""
+        return None
+
+    def bind_codec_slot(self, slot: int, binding: Any) -> None:
+        """Give codec slot `slot` a request's `codec_binding` (None: nothing), replacing what it held. The
+        one code path: a program's `prefill` calls it for a row holding a slot (the both engine), a
+        codec-only engine calls it when the request gets its slot; `release` drops it."""
+        if binding is not None:
+            raise NotImplementedError(f"{type(self).__name__} binds no codec slot state but was given some")
+
     # --- optional: graph capture (cuda executor) --------------------------------------------------
     def graph_stage(self, stage: str, bucket: int, lane: str, device: Any = None) -> GraphStage | None:
         """A fixed-shape `GraphStage` for `stage` ("prefill" | "decode" | "codec") at batch size `bucket`

@@ -387,7 +387,7 @@ class CosyVoice3Program(ModelProgram):
             )
             r.frames_emitted = 0
             if r.slot >= 0:
-                self.codec_stage.bind(r.slot, p.voice, p.mode)
+                self.bind_codec_slot(r.slot, self.codec_binding(r.prompt))
         hid = self.lm.forward_paged(x, self._paged(rows, [0] * len(rows), lengths), self.k_pool, self.v_pool)
         last = hid[torch.arange(len(rows), device=self.device), torch.tensor(lengths, device=self.device) - 1]
         for r, n in zip(rows, lengths, strict=True):
@@ -409,8 +409,20 @@ class CosyVoice3Program(ModelProgram):
 
     def bind_slot(self, slot: int, prompt: Prompt) -> None:
         """Give a codec slot its request's voice and mode (prefill does this for rows holding a slot)."""
+        self.bind_codec_slot(slot, self.codec_binding(prompt))
+
+    def codec_binding(self, prompt: Prompt) -> dict[str, object]:
+        """The request's voice (flow prompt tokens, prompt mel, speaker embedding) as host numpy arrays with
+        their torch dtypes, and its codec mode: what the flow and HiFT of its codec slot start from."""
         p: PreparedCosy = prompt.data
-        self.codec_stage.bind(slot, p.voice, p.mode)
+        v = p.voice
+        return {"mode": p.mode, **{name: _host(getattr(v, name)) for name in _VOICE_FIELDS}}
+
+    def bind_codec_slot(self, slot: int, binding: dict[str, object] | None) -> None:
+        if binding is None:
+            raise ValueError(f"codec slot {slot}: a CosyVoice 3 request always binds a voice and a mode")
+        voice = VoiceState(**{name: _device(binding[name], self.device) for name in _VOICE_FIELDS})
+        self.codec_stage.bind(slot, voice, str(binding["mode"]))
 
     def codec(self, items: list[CodecItem]) -> list[np.ndarray]:
         return self.codec_stage.decode(items)
@@ -419,6 +431,21 @@ class CosyVoice3Program(ModelProgram):
         if row.slot >= 0:
             self.codec_stage.release_slot(row.slot)
         row.state = None
+
+
+_VOICE_FIELDS = ("prompt_tokens", "prompt_feat", "embedding")
+
+
+def _host(t: torch.Tensor) -> tuple[np.ndarray, str]:
+    """A tensor as (numpy array, torch dtype name): bfloat16 travels as float32 (exact) and comes back."""
+    dtype = str(t.dtype).removeprefix("torch.")
+    t = t.detach().cpu()
+    return (t.float() if t.dtype == torch.bfloat16 else t).numpy().copy(), dtype
+
+
+def _device(value: object, device: torch.device) -> torch.Tensor:
+    array, dtype = value  # type: ignore[misc]
+    return torch.from_numpy(np.asarray(array)).to(device=device, dtype=getattr(torch, dtype))
 
 
 def read_speakers(path: Path, device: torch.device, dtype: torch.dtype) -> dict[str, Speaker]:

@@ -417,8 +417,8 @@ class Qwen3TTSProgram(ModelProgram):
             s.h, s.c0, s.generated = last[b], c0[b], 1
             s.seen[c0[b]] = True
             r.state, r.kv_len, r.frames_emitted = s, lengths[b], 0
-            if preps[b].emb.ref_codes is not None and r.slot >= 0:
-                self._slot_ref[r.slot] = preps[b].emb.ref_codes
+            if r.slot >= 0:
+                self.bind_codec_slot(r.slot, self.codec_binding(r.prompt))
         return [StepOutput(frame=None, done=False) for _ in rows]
 
     @torch.inference_mode()
@@ -459,6 +459,22 @@ class Qwen3TTSProgram(ModelProgram):
             done = r.frames_emitted >= s.limit or (not s.fixed and nxt_list[b] == eos)
             out.append(StepOutput(frame=frames[b], done=done))
         return out
+
+    def codec_binding(self, prompt: Prompt) -> np.ndarray | None:
+        """A voice-clone (ICL) request's reference codes [frames, codebooks] int64: its first chunk decodes
+        after them (see `codec`); None for every other request."""
+        ref = prompt.data.emb.ref_codes
+        return None if ref is None else np.asarray(ref, dtype=np.int64)
+
+    def bind_codec_slot(self, slot: int, binding: np.ndarray | None) -> None:
+        if binding is None:
+            self._slot_ref.pop(slot, None)
+            return
+        ref = np.asarray(binding, dtype=np.int64)
+        if ref.ndim != 2 or ref.shape[1] != self.spec.codebooks:
+            raise ValueError(f"reference codes for codec slot {slot} must be [frames, "
+                             f"{self.spec.codebooks}], got shape {ref.shape}")
+        self._slot_ref[slot] = ref
 
     def codec(self, items: list[CodecItem]) -> list[np.ndarray]:
         """Chunk decode through the slot table. A voice-clone (ICL) request's first chunk is decoded

@@ -54,7 +54,7 @@ from voxcli.engine.stream import (
     RequestFailed,
     RequestRejected,
 )
-from voxcli.models.base import ModelProgram, ResourceLimits, SynthesisRequest
+from voxcli.models.base import ModelProgram, Prompt, ResourceLimits, SynthesisRequest
 
 __all__ = ["Engine", "AudioStream", "AudioChunk", "Timeline", "EngineError", "EngineClosed", "RequestFailed",
            "RequestRejected", "RequestCancelled", "make_executor"]
@@ -191,7 +191,7 @@ class Engine:
             raise ValueError("submit(at=...) schedules virtual time; it needs the sim executor")
         arrival = self.executor.now() if at is None else float(at)
         check_request(request)  # per request, before it can share (and fail) a batch
-        prompt = self.program.prepare(request)
+        prompt = self._prepare(request)
         with self._lock:
             rid = next(self._ids)
         stream = self._new_stream(rid, request)
@@ -276,6 +276,10 @@ class Engine:
         except Exception as e:  # noqa: BLE001 - closing must never raise; report what was kept
             warnings.warn(f"engine.close() could not release every request: {type(e).__name__}: {e}",
                           stacklevel=2)
+
+    def _prepare(self, request: SynthesisRequest) -> Prompt:
+        """The program's prompt for `request` (a role engine adds what crosses to the other role)."""
+        return self.program.prepare(request)
 
     def __enter__(self) -> Engine:
         return self

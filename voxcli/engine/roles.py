@@ -14,6 +14,12 @@ only, codec only. The roles are lane plans (`config.role`, lanes.py), run by the
 Something outside moves the chunks: `relay` in one process (tests), Ray Serve across processes and
 machines (voxcli/server/ray_roles.py). Only plain data crosses: `CodeChunk` pickles.
 
+Codec slot state. What a both engine's prefill binds to a request's codec slot (a Qwen3-TTS voice clone's
+reference codes, a CosyVoice 3 voice and codec mode) the LM engine makes as plain data at submit
+(`program.codec_binding`; a program refuses there, with InputError, state that cannot travel) and sends with
+chunk 0; the codec engine binds it when the request gets its slot, through `program.bind_codec_slot`, the
+call that prefill makes, and the program's `release` drops it when the request ends.
+
 Clocks across the hop. Each engine's clock is its own monotonic clock (engine/clock.py), which means nothing
 in another process. So every time that crosses the hop travels as wall-clock epoch seconds (`time.time()`),
 converted by the sender from its engine clock and by the receiver to its engine clock at receipt
@@ -46,7 +52,7 @@ from voxcli.engine.executors.base import Executor
 from voxcli.engine.request import Request, RequestState, Timeline
 from voxcli.engine.scheduler import Ended, Event, HandedOff
 from voxcli.engine.stream import AudioStream, EngineClosed
-from voxcli.models.base import ModelProgram, Prompt, SynthesisRequest
+from voxcli.models.base import ModelProgram, Prompt, Row, SynthesisRequest
 
 # A codec-side request has no prompt of its own; its frame cap is set when the LM's last chunk arrives.
 _UNBOUNDED = 1 << 30
@@ -69,6 +75,9 @@ class CodeChunk:
     # a later sentence of a user request (`continues=`): its ttfa_target_s runs to the end of the earlier
     # sentences' audio, and its later chunks play after that, not after its own first audio
     continuation: bool = False
+    # chunk 0 only: what the request's codec slot must hold besides codes (`ModelProgram.codec_binding`:
+    # a voice clone's reference codes, a voice and codec mode), plain picklable data; None on later chunks
+    binding: Any = None
 
     @property
     def frames(self) -> int:
@@ -164,7 +173,7 @@ class LMEngine(_RoleEngine):
         super().__init__(*args, **kw)
         self._keys = itertools.count(1)
         self._by_key: dict[str, int] = {}
-        self._opening = threading.local()  # submit's key and sink, for _new_stream on the same thread
+        self._opening = threading.local()  # submit's key, sink and binding, for _new_stream on this thread
 
     def submit(self, request: SynthesisRequest, at: float | None = None,  # type: ignore[override]
                continues: AudioStream | None = None, key: str | None = None,
@@ -174,15 +183,24 @@ class LMEngine(_RoleEngine):
         seconds: the front door knows it, in another process); admitted as `continues=` would be."""
         self._opening.value = (key or f"lm-{id(self):x}-{next(self._keys)}", sink)
         playback_from = None if playback_epoch is None else self.clock.from_epoch(playback_epoch)
+        self._opening.binding = None
         try:
             return super().submit(request, at=at, continues=continues, playback_from=playback_from)
         finally:
-            self._opening.value = None
+            self._opening.value = self._opening.binding = None
+
+    def _prepare(self, request: SynthesisRequest) -> Prompt:
+        prompt = super()._prepare(request)
+        # the codec slot's state as plain data, made now: a request whose state cannot leave this process
+        # is refused here (the program's InputError), before any LM work, never decoded without it
+        self._opening.binding = self.program.codec_binding(prompt)
+        return prompt
 
     def _new_stream(self, rid: int, request: SynthesisRequest) -> AudioStream:
         stream = super()._new_stream(rid, request)
         key, sink = self._opening.value
         stream.key, stream.sink = key, sink  # type: ignore[attr-defined]
+        stream.binding = self._opening.binding  # type: ignore[attr-defined]  # sent with chunk 0, then dropped
         with self._lock:
             self._by_key[key] = rid
         return stream
@@ -220,7 +238,9 @@ class LMEngine(_RoleEngine):
         item = CodeChunk(key=stream.key, index=ch.index, start=ch.start, codes=ev.codes, last=ch.last,
                          deadline_epoch=to_epoch(ch.deadline), arrival_epoch=to_epoch(r.arrival),
                          ttfa_target_s=r.ttfa_target, schedule=r.schedule, sent_epoch=time.time(),
-                         continuation=r.continuation)
+                         continuation=r.continuation, binding=stream.binding if ch.index == 0 else None)
+        if ch.index == 0:
+            stream.binding = None
         stream._push(item)  # type: ignore[arg-type]
         if stream.sink is not None:
             stream.sink(item)
@@ -239,6 +259,27 @@ class CodecEngine(_RoleEngine):
         self._key_of: dict[int, str] = {}
         self._rids = itertools.count(1)
         self.on_end: Callable[[str, str, str | None], None] | None = None  # (key, status, reason)
+        self.scheduler.bind_remote = self._bind_slot
+
+    def _bind_slot(self, r: Request) -> None:
+        """The request got codec slot `r.slot` (scheduler, host thread): give it the state its LM engine
+        sent with chunk 0, through the program call a both engine's prefill makes. Its row makes the
+        engine call `program.release` when the request ends, which drops that state."""
+        stream = r.user
+        binding, stream.binding = getattr(stream, "binding", None), None
+        row = Row(request_id=r.id, prompt=r.prompt, pages=[], slot=r.slot)
+        try:
+            self.program.bind_codec_slot(r.slot, binding)
+        except BaseException:
+            # drop what it half bound now: the scheduler ends the request and may hand its slot to the next
+            # one before the engine sees the end, whose release must not clear that request's state
+            self.program.release(row)
+            raise
+        r.row = row
+
+    def _step(self, now: float) -> None:
+        super()._step(now)
+        self._handle(self.scheduler.take_unreported())
 
     def attach(self, key: str) -> WatchedStream:
         with self._lock:
@@ -324,9 +365,10 @@ class CodecEngine(_RoleEngine):
             r.continuation = chunk.continuation  # chunk 0's deadline (arrival + target) is the playback end
             r.refresh_event()
             stream.timeline = r.timeline
+            stream.binding = chunk.binding  # type: ignore[attr-defined]  # bound when it gets a slot
             r.timeline.name = chunk.key
             self.timelines.append(r.timeline)
-            self._handle(sched.open_remote(r, now))
+            self._handle(sched.open_remote(r, now) + sched.take_unreported())
         if r.n_frames != chunk.start:
             self._handle(sched.fail(rid, now, f"internal error: chunk {chunk.index} of {chunk.key} starts at "
                                               f"frame {chunk.start}, expected {r.n_frames}"))

@@ -135,6 +135,11 @@ class Scheduler:
         # codes leave the engine at once); without an LM lane chunks arrive through `feed_remote`.
         self.handoff = "background" not in lanes
         self.remote_lm = "lm" not in lanes
+        # role codec: the engine gives a request's codec slot its state (program.bind_codec_slot) the moment
+        # the slot is acquired, before any chunk of it can launch; a request it fails on ends, its events
+        # wait in `unreported` for the engine (`take_unreported`)
+        self.bind_remote: Callable[[Request], None] | None = None
+        self.unreported: list[Event] = []
         self.empty_codes = np.zeros((0, spec.codebooks), dtype=np.int64)
 
         self.requests: dict[int, Request] = {}  # every non-terminal request, by id
@@ -910,6 +915,13 @@ class Scheduler:
         while self.waiting and self.slots.free:
             r = self.waiting.popleft()
             r.slot = self.slots.acquire(r.id)  # type: ignore[assignment]
+            if self.bind_remote is not None:
+                try:
+                    self.bind_remote(r)
+                except Exception as e:  # noqa: BLE001 - this request alone fails, never with wrong audio
+                    self.unreported += self._end(r, S.FAILED, now, "internal error: its codec slot could not "
+                                                 f"take the request's state: {_describe(e)}")
+                    continue
             r.state = S.DECODE  # "the LM is generating": its frames arrive in chunks
             r.timeline.admitted = now
             r.timeline.status = S.DECODE.value
@@ -917,6 +929,11 @@ class Scheduler:
             self.decoding_rows += r.prompt.width
             # a chunk 0 always holds a frame, so this only pends chunks (it never ends the request)
             self._remote_ready(r, now)
+
+    def take_unreported(self) -> list[Event]:
+        """Events of requests ended inside `decide` / `open_remote` (a codec slot that took no state)."""
+        events, self.unreported = self.unreported, []
+        return events
 
     def feed_remote(self, r: Request, codes: np.ndarray, last: bool, now: float) -> list[Event]:
         """Role codec: the next chunk's frames of `r` arrived (in order; `last`: the LM is done)."""
