@@ -9,8 +9,8 @@ read) on the honest sim (`--gpu`, default h100) with the candidate's overrides o
 Seed-TTS / libritts-long / chat, open-loop Poisson, `--seeds` arrival seeds x `--duration` s per rate,
 capacity at 90% / 99% = mean over the seeds of each seed's own capacity (the rates start low enough that
 every candidate passes the first one). One table per workload: capacity, its spread, and the ratio to the
-paper's design (`deadline`). `--overload` then offers each candidate multiples of its own 90% capacity
-and prints goodput / capacity (the issue's check: >= 0.9 past capacity).
+paper's design (`paper`, else `deadline`). `--overload` then offers each candidate multiples of its own
+90% capacity and prints goodput / capacity (the issue's check: >= 0.9 past capacity).
 """
 
 from __future__ import annotations
@@ -29,22 +29,29 @@ from voxcli.bench.workloads import load_workload
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# name -> overrides on top of the recipe. `deadline` is the paper's design (its admission); the rest
-# keep the recipe's admission unless they name one.
+# name -> overrides on top of the recipe. `paper` is the paper's design as the paper built it (deadline
+# admission, decode graphs at powers of two, the recipes' buckets before issue 17); `deadline` is its
+# admission on the shipped recipe. The rest keep the recipe's admission unless they name one.
+POW2 = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 CANDIDATES: dict[str, dict] = {
+    "paper": {"admission": "deadline", "decode_buckets": POW2},  # the paper's design as the paper built it
+    "gate-pow2": {"admission": "ttfa-gate", "decode_buckets": POW2},  # the shipped default before issue 17
     "deadline": {"admission": "deadline"},
     "gate": {"admission": "ttfa-gate"},
     "gate+uc": {"admission": "ttfa-gate", "urgency_chunking": True},
     "gate+ab": {"admission": "ttfa-gate", "adaptive_batching": True},
     "gate+uc+ab": {"admission": "ttfa-gate", "urgency_chunking": True, "adaptive_batching": True},
     "recipe": {},  # whatever the shipped recipe says now
+    "recipe+uc+ab": {"urgency_chunking": True, "adaptive_batching": True},
+    "recipe@80/48": {"lm_sms": 80, "codec_sms": 48},
+    "recipe@96/32": {"lm_sms": 96, "codec_sms": 32},
 }
 # rates per workload: low enough that every candidate passes the first, past every candidate's 90%
-RATES = {"libritts": "30:72:3", "seed-tts": "40:100:4", "libritts-long": "6:30:1.5", "chat": "60:180:8"}
+RATES = {"libritts": "30:81:3", "seed-tts": "24:120:4", "libritts-long": "4:32:1", "chat": "40:240:8"}
 
 
 def parse_candidate(text: str) -> tuple[str, dict]:
-    """`name` from CANDIDATES, or `name=key:value;key:value` for an ad-hoc one."""
+    """`name` from CANDIDATES, or `name=key:value;key:value` for an ad-hoc one (a list: `key:1|2|4`)."""
     if "=" not in text:
         if text not in CANDIDATES:
             raise SystemExit(f"--policies: unknown candidate {text!r}; known: {', '.join(CANDIDATES)} "
@@ -55,6 +62,9 @@ def parse_candidate(text: str) -> tuple[str, dict]:
     for part in filter(None, body.split(";")):
         key, _, raw = part.partition(":")
         low = raw.lower()
+        if "|" in raw:  # a list: decode_buckets:1|2|4
+            changes[key] = tuple(int(x) for x in raw.split("|"))
+            continue
         changes[key] = True if low == "true" else False if low == "false" else \
             float(raw) if raw.replace(".", "", 1).isdigit() and "." in raw else \
             int(raw) if raw.isdigit() else raw
@@ -105,8 +115,10 @@ def table(rows: list[dict]) -> list[str]:
     out = []
     for wl in dict.fromkeys(r["workload"] for r in rows):
         mine = [r for r in rows if r["workload"] == wl]
-        ref = next((r for r in mine if r["policy"] == "deadline"), None)
-        out.append(f"{wl}: capacity req/s, mean ± std over seeds (ratio to the paper's design, deadline)")
+        ref = next((r for r in mine if r["policy"] == "paper"), None) or \
+            next((r for r in mine if r["policy"] == "deadline"), None)
+        out.append(f"{wl}: capacity req/s, mean ± std over seeds (x: ratio to the paper's design, "
+                   f"{ref['policy'] if ref else '-'})")
         out.append(f"  {'policy':12s} {'@90%':>13s} {'x':>5s} {'@99%':>13s} {'x':>5s}  promoted  dl-launch  "
                    "stalled")
         for r in mine:
@@ -125,7 +137,7 @@ def main() -> int:
     ap.add_argument("--model", default="qwen3-tts-1.7b")
     ap.add_argument("--gpu", default="h100")
     ap.add_argument("--sim-model", default="honest")
-    ap.add_argument("--policies", default="deadline,gate,gate+uc,gate+ab,gate+uc+ab",
+    ap.add_argument("--policies", default="paper,deadline,gate-pow2,recipe,recipe+uc+ab,recipe@80/48",
                     help=f"comma-separated: {', '.join(CANDIDATES)} or name=key:value;key:value")
     ap.add_argument("--workloads", default="libritts,seed-tts,libritts-long,chat")
     ap.add_argument("--rate", action="append", default=[], metavar="WORKLOAD=RATES",
