@@ -169,6 +169,7 @@ CHECKS: list[tuple[str, str, dict, str, str, str]] = [
     ("full 116/16", "h100", {"lm_sms": 116, "codec_sms": 16}, "34", "-", ""),
     ("full prefill-first", "h100", {"admission": "prefill-first"}, "44", "-", ""),
     ("full 84/64 on B200", "b200", {}, "52", "52", "paper §4.6"),
+    ("full 84/64 on B200, pessimistic codec", "b200-pessimistic", {}, "52", "52", "codec per SM 0.565"),
 ]
 
 

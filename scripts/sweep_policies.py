@@ -30,12 +30,15 @@ from voxcli.bench.workloads import load_workload
 ROOT = Path(__file__).resolve().parent.parent
 
 # name -> overrides on top of the recipe. `paper` is the paper's design as the paper built it (deadline
-# admission, decode graphs at powers of two, the recipes' buckets before issue 17); `deadline` is its
-# admission on the shipped recipe. The rest keep the recipe's admission unless they name one.
+# admission, decode graphs at powers of two, 96/32: the recipe before issue 17 with deadline admission);
+# `deadline` is its admission on the shipped recipe. The rest keep the recipe's admission unless they
+# name one.
 POW2 = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 CANDIDATES: dict[str, dict] = {
-    "paper": {"admission": "deadline", "decode_buckets": POW2},  # the paper's design as the paper built it
-    "gate-pow2": {"admission": "ttfa-gate", "decode_buckets": POW2},  # the shipped default before issue 17
+    # the paper's design as the paper built it (its 100/32 is 96/32 on Hopper's groups of 8)
+    "paper": {"admission": "deadline", "decode_buckets": POW2, "lm_sms": 96, "codec_sms": 32},
+    # the shipped recipe before issue 17 (with today's gate)
+    "gate-pow2": {"admission": "ttfa-gate", "decode_buckets": POW2, "lm_sms": 96, "codec_sms": 32},
     "deadline": {"admission": "deadline"},
     "gate": {"admission": "ttfa-gate"},
     "gate+uc": {"admission": "ttfa-gate", "urgency_chunking": True},
