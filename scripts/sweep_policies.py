@@ -148,18 +148,25 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=60.0)
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--overload", default="", help="multiples of each candidate's 90%% capacity, e.g. 1.5,2")
+    ap.add_argument("--capacity", action="append", default=[], metavar="WORKLOAD=REQ_S",
+                    help="with --overload: the 90%% capacity measured before (skips that workload's sweep)")
     ap.add_argument("--set", action="append", default=[], help="engine override for every candidate")
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "policies.json")
     args = ap.parse_args()
     args.rates = dict(x.split("=", 1) for x in args.rate)
+    args.capacity = dict(x.split("=", 1) for x in args.capacity)
     cands = [parse_candidate(p) for p in args.policies.split(",") if p]
     rows, over = [], []
     for wl in args.workloads.split(","):
         for name, changes in cands:
-            rows.append(run_one(args, name, changes, wl))
+            if wl in args.capacity:  # a capacity measured before: only the overload plays
+                cap = float(args.capacity[wl])
+            else:
+                rows.append(run_one(args, name, changes, wl))
+                cap = rows[-1]["cap90"]["mean"]
             if args.overload:
                 for mult in (float(m) for m in args.overload.split(",")):
-                    over.append(overload(args, name, changes, wl, rows[-1]["cap90"]["mean"], mult))
+                    over.append(overload(args, name, changes, wl, cap, mult))
         print("\n".join(table([r for r in rows if r["workload"] == wl])), flush=True)
     print("\n" + "\n".join(table(rows)))
     args.out.parent.mkdir(parents=True, exist_ok=True)
