@@ -52,6 +52,15 @@ scaled like the arithmetic one (the fitted inefficiency carries over). Both take
 equal to H100's (no codec micro facts exist for them): stated assumptions, checked against the paper's
 B200 result where possible.
 
+116/16 (issue 17; paper 34 req/s): at 60 s per rate the honest sim serves 27 (optimistic: 28), 1.05x the
+16-SM codec's own bound (25.6 req/s from the §2.3 latencies above), where the paper's 34 is 1.33x it: the
+real device had the whole-GPU urgent lane decode a quarter of the chunks. The sim's urgent lane has the
+room (8 chunks in 5.7 ms on the whole device) but gets few of them: a background batch of 32 chunks takes
+143 ms on 16 SMs, longer than the urgent margin (100 ms), so the chunks it launches whose deadlines are
+100-143 ms away finish late (stalls) instead of turning urgent. Not a cost-table effect: the background
+lane's batch choice (scheduler.py `_background_batch`, leaving to the urgent lane what a batch would make
+late) is what would change it; not tuned here, since nothing published gives the paper's batch rule.
+
 B200's codec (issue 17), two settings side by side:
   b200              optimistic: the codec's per-SM speed is H100's (`codec_per_sm` 1.0; a Blackwell SM
                     is no slower than a Hopper SM at the same clocks). The codec on 64 SMs then sustains
