@@ -81,21 +81,25 @@ def main() -> int:
     ap.add_argument("--chat-rates", default="10:200:5", help="rates of the chat sweeps")
     ap.add_argument("--parts", default="paper,overload,beyond,workloads")
     ap.add_argument("--sim-models", default="optimistic,honest")
+    ap.add_argument("--only", default="", help="paper part: comma-separated substrings of check labels")
+    ap.add_argument("--no-gate", action="store_true", help="paper part: skip the ttfa-gate rows")
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "paper_points.json")
     args = ap.parse_args()
     parts = set(args.parts.split(","))
     res: dict = {"args": vars(args) | {"out": str(args.out)}}
     deadline = {"admission": "deadline"}
     gate = {"admission": "ttfa-gate"}
+    only = [x for x in args.only.split(",") if x]
+    checks = [c for c in CHECKS if not only or any(x in c[0] for x in only)]
     if "paper" in parts:
         print("paper points (the paper's design: deadline admission unless the check says otherwise)")
         rows = []
         for model in args.sim_models.split(","):
-            for label, gpu, changes, pub90, pub99, _ in CHECKS:
+            for label, gpu, changes, pub90, pub99, _ in checks:
                 row = sweep(f"{label} [{model}]", gpu, {**deadline, **changes, "sim_model": model}, args)
                 rows.append(row | {"pub90": pub90, "pub99": pub99, "sim_model": model})
         print("paper points under the new default admission (ttfa-gate), honest sim")
-        for label, gpu, changes, pub90, pub99, _ in CHECKS:
+        for label, gpu, changes, pub90, pub99, _ in ([] if args.no_gate else checks):
             if changes.get("admission"):
                 continue
             row = sweep(f"{label} [honest, ttfa-gate]", gpu, {**gate, **changes, "sim_model": "honest"}, args)

@@ -43,21 +43,43 @@ def test_an_idle_engine_admits_with_the_estimators_ttfa():
 
 
 def test_a_request_that_cannot_meet_ttfa_is_refused_with_a_retry_after():
-    # target between the first request's prediction and the second's: the one queued ahead pushes
-    # the second past it by one prefill and one decode step
-    cfg, prog, sched = make(ttfa_target_s=0.045)
+    # target between the first request's prediction and the second's: the one queued ahead shares its
+    # prefill batch, so it costs the second its tokens and one more decode row
+    cfg, prog, sched = make(ttfa_target_s=0.2)
     r1 = request(sched, prog, 1, 0.0)
     assert sched.add(r1, 0.0) == []
     r2 = request(sched, prog, 2, 0.0)
-    events = sched.add(r2, 0.0)
     est = sched.est
-    ahead = est.prefill(r1.prompt.length, 1) + est.decode_step(1)
-    predicted = ahead + est.prefill(r2.prompt.length, 1) + 4 * est.decode_step(2) + est.codec("urgent", 1, 4)
-    assert predicted > 0.045
+    alone = est.prefill(r1.prompt.length, 1) + 4 * est.decode_step(1) + est.codec("urgent", 1, 4)
+    predicted = est.prefill(r1.prompt.length + r2.prompt.length, 2) + 4 * est.decode_step(2) \
+        + est.codec("urgent", 1, 4)
+    target = r2.ttfa_target = (alone + predicted) / 2
+    events = sched.add(r2, 0.0)
     assert [type(e) for e in events][0] is Ended and r2.state is RequestState.REJECTED
     assert "predicted time to first audio" in r2.reason and "1 queued ahead" in r2.reason
-    assert r2.retry_after == pytest.approx(predicted - 0.045)
+    assert r2.retry_after == pytest.approx(predicted - target)
     assert list(sched.waiting) == [r1]  # the refused request never entered the queue
+
+
+def test_a_request_queued_behind_another_is_predicted_in_its_prefill_batch():
+    # Issue 17: the gate charged each request queued ahead a prefill batch and a decode step of its
+    # own, then this request's prefill apart, and so refused what the LM lane serves in time: it
+    # prefills the queue's head together. Target between the two predictions: now admitted.
+    cfg, prog, sched = make(ttfa_target_s=0.2)
+    r1, r2 = request(sched, prog, 1, 0.0), request(sched, prog, 2, 0.0)
+    est = sched.est
+    assert sched.add(r1, 0.0) == []
+    tail = 4 * est.decode_step(2) + est.codec("urgent", 1, 4)
+    joint = est.prefill(r1.prompt.length + r2.prompt.length, 2) + tail
+    apart = est.prefill(r1.prompt.length, 1) + est.decode_step(1) + est.prefill(r2.prompt.length, 1) + tail
+    target = (joint + apart) / 2
+    r2.ttfa_target = target
+    assert sched.add(r2, 0.0) == [] and list(sched.waiting) == [r1, r2]
+    assert sched.gate.predicted[r2.id] == pytest.approx(joint) and joint < target < apart
+    # the timeline the prediction stands on: the next LM launch prefills both
+    w = next(w for w in sched.decide(0.0) if w.lane == "lm")
+    assert w.stage == "prefill" and [row.request_id for row in w.rows] == [1, 2]
+    assert est.predict(w) == pytest.approx(joint - tail)
 
 
 def test_no_free_codec_slot_in_time_is_refused_until_a_holder_finishes_playing():
@@ -114,8 +136,13 @@ def test_the_gate_learns_its_error_and_grows_its_safety_factor():
 
 
 def test_the_engine_raises_the_refusal_with_its_retry_after():
-    cfg = EngineConfig(executor="sim", admission="ttfa-gate", ttfa_target_s=0.045, chunk=CHUNK)
-    eng = Engine(SyntheticProgram(chunk=CHUNK), cfg)
+    # a target between one request's predicted TTFA and that of a second prefilled beside it
+    cfg = EngineConfig(executor="sim", admission="ttfa-gate", chunk=CHUNK)
+    est, prog = LatencyEstimator(default_profile(), cfg), SyntheticProgram(chunk=CHUNK)
+    length = prog.prepare(SynthesisRequest(text="a", fixed_frames=20)).length
+    alone = est.prefill(length, 1) + 4 * est.decode_step(1) + est.codec("urgent", 1, 4)
+    beside = est.prefill(2 * length, 2) + 4 * est.decode_step(2) + est.codec("urgent", 1, 4)
+    eng = Engine(prog, cfg.replace(ttfa_target_s=(alone + beside) / 2))
     s1 = eng.submit(SynthesisRequest(text="a", fixed_frames=20), at=0.0)
     s2 = eng.submit(SynthesisRequest(text="b", fixed_frames=20), at=0.0)
     eng.run()

@@ -51,6 +51,29 @@ same step floor (same kernel count, similar clocks); v2 the same per-kernel over
 scaled like the arithmetic one (the fitted inefficiency carries over). Both take the codec's per-SM speed
 equal to H100's (no codec micro facts exist for them): stated assumptions, checked against the paper's
 B200 result where possible.
+
+116/16 (issue 17; paper 34 req/s): at 60 s per rate the honest sim serves 27 (optimistic: 28), 1.05x the
+16-SM codec's own bound (25.6 req/s from the §2.3 latencies above), where the paper's 34 is 1.33x it: the
+real device had the whole-GPU urgent lane decode a quarter of the chunks. The sim's urgent lane has the
+room (8 chunks in 5.7 ms on the whole device) but gets few of them: a background batch of 32 chunks takes
+143 ms on 16 SMs, longer than the urgent margin (100 ms), so the chunks it launches whose deadlines are
+100-143 ms away finish late (stalls) instead of turning urgent. Not a cost-table effect: the background
+lane's batch choice (scheduler.py `_background_batch`, leaving to the urgent lane what a batch would make
+late) is what would change it; not tuned here, since nothing published gives the paper's batch rule.
+
+B200's codec (issue 17), two settings side by side:
+  b200              optimistic: the codec's per-SM speed is H100's (`codec_per_sm` 1.0; a Blackwell SM
+                    is no slower than a Hopper SM at the same clocks). The codec on 64 SMs then sustains
+                    ~99 req/s, the split rule of the paper (§3.1: the split that gives the backbone the most
+                    throughput while the codec keeps up at the target load) would pick 48/96, not 84/64,
+                    and 84/64 simulates at ~2x the published 52 req/s.
+  b200-pessimistic  `codec_per_sm` 0.565: what the paper's own choice implies. 84/64 chosen at ~52 req/s
+                    means a 64-SM codec keeps up there and a 56-SM one does not: 64 x 1.54 x f >= 52 >
+                    56 x 1.54 x f (1.54 req/s per SM: H100's codec bound per SM), f in [0.53, 0.60), the
+                    middle taken. It is a second parameter read off the B200 result (no B200 codec latency
+                    is published); what would replace it: a measured B200 codec latency at 1 and 16 chunks
+                    (scripts/gpu_check.py writes recipes/gpus/<gpu>.measured.toml), e.g. kernels tuned for
+                    Hopper (PyTorch 2.8 / CUDA 12.8 on early Blackwell) running the codec at half speed.
 """
 
 from __future__ import annotations
@@ -112,12 +135,17 @@ class GpuSpec:
     bandwidth: float  # bytes/s (datasheet)
     flops: float  # dense bf16 FLOP/s (datasheet)
     paper_split: tuple[int, int]  # (lm, codec) SMs the paper uses (or the analogous one)
+    codec_per_sm: float = 1.0  # the codec's speed per SM relative to H100's (see the module docstring)
 
+
+# B200 codec per-SM speed implied by the paper's 84/64 choice at 52 req/s (module docstring)
+B200_PESSIMISTIC_CODEC = 0.565
 
 GPUS: dict[str, GpuSpec] = {
     "h100": GpuSpec("h100", 132, 3.35e12, 989e12, (100, 32)),
     "h200": GpuSpec("h200", 132, 4.8e12, 989e12, (100, 32)),
     "b200": GpuSpec("b200", 148, 8.0e12, 2250e12, (84, 64)),
+    "b200-pessimistic": GpuSpec("b200-pessimistic", 148, 8.0e12, 2250e12, (84, 64), B200_PESSIMISTIC_CODEC),
 }
 
 # Priors (not fitted): achievable fraction of datasheet bandwidth for streaming weight reads, and of
@@ -154,10 +182,11 @@ def codec_coefficients() -> dict[str, float]:
     return {"c0": c0, "c1": c1, "k": math.log(c1_24 / c1) / ratio, "m": math.log(c0_24 / c0) / ratio}
 
 
-def codec_ms(batch: float, sms: float) -> float:
+def codec_ms(batch: float, sms: float, per_sm: float = 1.0) -> float:
+    """One codec call of `batch` chunks on `sms` SMs; `per_sm` < 1 is a codec slower per SM than H100's."""
     c = codec_coefficients()
     x = REF_SMS / sms
-    return c["c0"] * x ** c["m"] + c["c1"] * batch * x ** c["k"]
+    return (c["c0"] * x ** c["m"] + c["c1"] * batch * x ** c["k"]) / per_sm
 
 
 def amdahl_p(batch: float) -> float:
@@ -321,10 +350,11 @@ def build_profile(gpu_name: str, fitted: float, model: str = "v1") -> dict:
     }
     codec = {
         "batch": list(CODEC_BATCHES),
-        "ms": [round(codec_ms(b, gpu.sms), 4) for b in CODEC_BATCHES],
+        "ms": [round(codec_ms(b, gpu.sms, gpu.codec_per_sm), 4) for b in CODEC_BATCHES],
         "frames_ref": CHUNK_FRAMES,
         "bytes_mb": [round(codec_bytes_mb(b), 1) for b in CODEC_BATCHES],
-        "sm_ms": {str(s): [round(codec_ms(b, s), 4) for b in CODEC_BATCHES] for s in sm_counts},
+        "sm_ms": {str(s): [round(codec_ms(b, s, gpu.codec_per_sm), 4) for b in CODEC_BATCHES]
+                   for s in sm_counts},
     }
     return {
         "gpu": {"name": gpu.name, "sms": gpu.sms, "interference": round(interference(gpu), 4)},
@@ -362,7 +392,8 @@ def derivation_lines(gpu_name: str, fitted: float, model: str = "v1") -> list[st
         f"SM scaling: Amdahl p {amdahl_p(1):.3f} (batch 1) .. {amdahl_p(256):.3f} (batch 256) from "
         "99%/93% on 108/132",
         f"codec: c0 {c['c0']:.3f} ms x (132/s)^{c['m']:.3f} + c1 {c['c1']:.3f} ms/chunk x "
-        f"(132/s)^{c['k']:.3f}",
+        f"(132/s)^{c['k']:.3f}" + ("" if gpu.codec_per_sm == 1.0 else
+                                   f", / codec_per_sm {gpu.codec_per_sm} (assumed: see calibrate.py)"),
         f"interference {interference(gpu):.3f} = 2 / (lm speed on {gpu.paper_split[0]} + "
         f"codec speed on {gpu.paper_split[1]} SMs)",
     ]

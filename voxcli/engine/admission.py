@@ -6,10 +6,12 @@ estimator and the scheduler's state at the moment a request arrives, the request
 
     TTFA = LM wait + prefill + first-chunk frames x decode step + codec wait + first-chunk codec
 
-  LM wait       the batch now on the LM lane (one decode step), the prefill batches of the requests
-                queued ahead (each followed by a decode step: deadline-aware admission interleaves
-                them), and, when no decode row (or KV pages) would be free for it, the time until
-                enough running requests finish (their frames left x the decode step);
+  LM wait +     the batch now on the LM lane (one decode step), then the requests queued ahead and this
+  prefill       one prefilled together, in batches of max_prefill_batch rows / max_prefill_tokens (the
+                LM lane takes the queue's head whole), a decode step between two batches (deadline-aware
+                admission interleaves them); or, when no decode row (or KV pages) would be free for
+                it, the time until enough running requests finish (their frames left x the decode
+                step) and then its own prefill;
   decode step   at the number of rows that will be running then (the ones running and queued + it);
   codec wait    the first chunks already waiting for the urgent lane, in batches of its largest bucket.
 
@@ -159,23 +161,28 @@ class TtfaGate:
         step = est.decode_step(_bucket(rows_then, buckets)) * k_dec
         step_now = est.decode_step(_bucket(sched.decoding_rows, buckets)) * k_dec
 
-        # LM wait: the batch in flight, the prefills ahead (each interleaved with a decode step), and a
-        # wait for decode rows, KV pages and codec slots when the queue ahead takes the free ones
-        ahead_tokens = sum(q.prompt.length * q.prompt.width for q in sched.waiting)
-        running_ahead = sum(q.prompt.width for q in sched.waiting)
-        batches = math.ceil(running_ahead / cfg.max_prefill_batch)
+        # LM: the batch in flight, then the queue ahead and this request prefilled together (the LM
+        # lane takes the queue's head up to max_prefill_batch rows / max_prefill_tokens per prefill), each
+        # prefill batch but the last followed by a decode step; or, when the queue ahead takes the free
+        # decode rows, KV pages or codec slots, the wait for them and this request's own prefill.
+        # (Charging every queued request a prefill batch and a decode step of its own, then this
+        # request's prefill apart, over-predicted by one step: the 99% loss of issue 17.)
+        own_tokens = r.prompt.length * r.prompt.width
+        rows_q = sum(q.prompt.width for q in sched.waiting) + r.prompt.width
+        tokens_q = sum(q.prompt.length * q.prompt.width for q in sched.waiting) + own_tokens
+        batches = max(math.ceil(rows_q / cfg.max_prefill_batch), math.ceil(tokens_q / cfg.max_prefill_tokens))
         lm_wait = step_now if sched.decoding or sched.prefilling else 0.0
-        if batches:
-            lm_wait += est.prefill(ahead_tokens, max(1, running_ahead)) * k_pre + batches * step_now
+        lm_wait += (batches - 1) * step_now
+        joint = batches * est.prefill(math.ceil(tokens_q / batches), math.ceil(rows_q / batches)) * k_pre
         res_wait, res_what = resource_wait(sched, r, now, step_now)
-        lm_wait = max(lm_wait, res_wait)
+        own_prefill = est.prefill(own_tokens, r.prompt.width) * k_pre
+        lm_wait = max(lm_wait + joint, res_wait + own_prefill)
 
         codec_lane = "urgent" if sched.policy == "full" else "background"
         max_first = sched.max_urgent if sched.policy == "full" else sched.max_background
         firsts = len(sched._firsts)
         codec_wait = math.ceil(firsts / max_first) * est.codec(codec_lane, max_first) if firsts else 0.0
-        base = lm_wait + est.prefill(r.prompt.length * r.prompt.width, r.prompt.width) * k_pre \
-            + codec_wait * k_codec
+        base = lm_wait + codec_wait * k_codec
         target = r.ttfa_target
         if self.errors and self.errors[0][0] < now - self.WINDOW_S:
             self._refresh(now)
@@ -198,7 +205,7 @@ class TtfaGate:
         ttfa = raw * self.safety
         if ttfa > target:
             why = f"{queued} queued ahead, {running} running"
-            if res_wait >= lm_wait and res_what:
+            if res_wait + own_prefill >= lm_wait and res_what:
                 why += f", waiting {res_wait * 1e3:.0f} ms for free {res_what}"
             retry = None if math.isinf(ttfa) else ttfa - target
             shown = "unbounded" if math.isinf(ttfa) else f"{ttfa * 1e3:.0f} ms"
