@@ -27,6 +27,8 @@ def placement():
     from voxcli.server.ray_front import PlacementEngine
     from voxcli.server.ray_roles import deploy_replicas, describe_first
 
+    if ray.is_initialized():  # a CLI test earlier in this process (vox batch --replicas) left its Ray up
+        ray.shutdown()
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     serve.start(http_options={"host": "127.0.0.1", "port": _free_port()})
     try:
