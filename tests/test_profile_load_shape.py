@@ -62,14 +62,17 @@ def test_cosyvoice3_gets_a_codec_heavy_split():
 
 
 def test_qwen3_split_is_unchanged():
-    # 10-frame chunks: the shape equals the old default, so the throughput model's choice stays 80/48
+    # 10-frame chunks: the shape equals the old default one (LoadShape's 10/10), so on the same profile the
+    # throughput model chooses what it chose before the load shape followed the chunk schedule
     prof = CostProfile.from_toml(recipe_path("gpus/h100"))
     shape = _shape("qwen3-tts-1.7b")
     assert (shape.frames_per_chunk, shape.first_chunk_frames) == (10, 10)
     from voxcli.profile import max_sustainable_rate
 
+    old = LoadShape(frames_per_request=shape.frames_per_request, chunks_per_request=shape.chunks_per_request)
     chosen = choose_split(split_points(prof, max_sustainable_rate(prof, shape), shape))
-    assert chosen.name == "80/48"
+    before = choose_split(split_points(prof, max_sustainable_rate(prof, old), old))
+    assert chosen.name == before.name
 
 
 def test_dia_no_longer_gets_a_codec_that_cannot_keep_up():
