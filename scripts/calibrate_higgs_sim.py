@@ -53,18 +53,13 @@ from voxcli.models.registry import find_sim_model
 from voxcli.bench.calibrate import (
     BW_EFF,
     BYTES_BF16,
-    CODEC_BATCHES,
-    DECODE_BATCHES,
     FLOP_EFF,
     GPUS,
     KERNELS_PER_LAYER,
     KERNELS_PER_MODEL,
     LAUNCH_US,
-    REF_SMS,
-    codec_coefficients,
-    decode_speed,
 )
-from voxcli.bench.calibrate_dia import render_profile
+from voxcli.bench.calibrate_dia import render_profile, stage_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "higgs-v3-4b"
@@ -154,47 +149,8 @@ def profile_name(gpu_name: str, setting: str) -> str:
 def build_profile(gpu_name: str, setting: str, row_ms: float | None = None) -> dict:
     g = GPUS[gpu_name]
     t = terms(gpu_name, setting, row_ms)
-    k = codec_coefficients()
-
-    def codec(b: float, s: float) -> float:
-        x = REF_SMS / s
-        return t["codec_c0_ms"] * x ** k["m"] + b * FRAMES_REF * t["codec_frame_ms"] * x ** k["k"]
-
-    whole = [t["floor_ms"] + b * t["row_ms"] for b in DECODE_BATCHES]
-    sm_counts = list(range(8, g.sms, 8))
-    lm, cd = g.paper_split
-    interference = 2 / (decode_speed(64, lm, g.sms) + codec(16, g.sms) / codec(16, cd))
-    return {
-        "gpu": {
-            "name": profile_name(gpu_name, setting),
-            "sms": g.sms,
-            "interference": round(interference, 4),
-        },
-        "stages": {
-            "decode": {
-                "batch": list(DECODE_BATCHES),
-                "ms": [round(m, 4) for m in whole],
-                "sm_ms": {
-                    str(s): [
-                        round(m / decode_speed(b, s, g.sms), 4)
-                        for b, m in zip(DECODE_BATCHES, whole, strict=True)
-                    ]
-                    for s in sm_counts
-                },
-            },
-            "prefill": {
-                "batch": [1, 4],
-                "ms": [round(t["prefill_ms"], 4)] * 2,
-                "per_token_ms": round(t["prefill_token_ms"], 6),
-            },
-            "codec": {
-                "batch": list(CODEC_BATCHES),
-                "ms": [round(codec(b, g.sms), 4) for b in CODEC_BATCHES],
-                "frames_ref": FRAMES_REF,
-                "sm_ms": {str(s): [round(codec(b, s), 4) for b in CODEC_BATCHES] for s in sm_counts},
-            },
-        },
-    }
+    return stage_profile(profile_name(gpu_name, setting), g, g.paper_split, t, t["codec_frame_ms"],
+                         FRAMES_REF)
 
 
 def profile_toml(gpu_name: str, setting: str, row_ms: float | None = None) -> str:

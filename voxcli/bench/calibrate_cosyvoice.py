@@ -30,16 +30,11 @@ from __future__ import annotations
 from voxcli.bench.calibrate import (
     BW_EFF,
     BYTES_BF16,
-    CODEC_BATCHES,
-    DECODE_BATCHES,
     FLOP_EFF,
     GPUS,
     LAUNCH_US,
-    REF_SMS,
-    codec_coefficients,
-    decode_speed,
 )
-from voxcli.bench.calibrate_dia import render_profile
+from voxcli.bench.calibrate_dia import render_profile, stage_profile
 from voxcli.models.registry import find_sim_model
 
 MODEL = "cosyvoice3-0.5b"
@@ -136,48 +131,9 @@ def terms(gpu_name: str, setting: str, dit_eff: float | None = None) -> dict[str
 def build_profile(gpu_name: str, setting: str, dit_eff: float | None = None) -> dict:
     gpu = GPUS[gpu_name]
     t = terms(gpu_name, setting, dit_eff)
-    k = codec_coefficients()
-
-    def codec(b: float, s: float) -> float:
-        x = REF_SMS / s
-        return t["codec_c0_ms"] * x ** k["m"] + b * FRAMES_REF * t["codec_token_ms"] * x ** k["k"]
-
-    whole = [t["floor_ms"] + b * t["row_ms"] for b in DECODE_BATCHES]
-    sm_counts = list(range(8, gpu.sms, 8))
-    lm, cd = 44, 88  # the paper's CosyVoice 3 split, for the interference prior
-    interference = 2 / (decode_speed(64, lm, gpu.sms) + codec(16, gpu.sms) / codec(16, cd))
     suffix = "-optimistic" if setting == "optimistic" else ""
-    return {
-        "gpu": {
-            "name": f"{gpu.name}{suffix}-{MODEL}",
-            "sms": gpu.sms,
-            "interference": round(interference, 4),
-        },
-        "stages": {
-            "decode": {
-                "batch": list(DECODE_BATCHES),
-                "ms": [round(m, 4) for m in whole],
-                "sm_ms": {
-                    str(s): [
-                        round(m / decode_speed(b, s, gpu.sms), 4)
-                        for b, m in zip(DECODE_BATCHES, whole, strict=True)
-                    ]
-                    for s in sm_counts
-                },
-            },
-            "prefill": {
-                "batch": [1, 4],
-                "ms": [round(t["prefill_ms"], 4)] * 2,
-                "per_token_ms": round(t["prefill_token_ms"], 6),
-            },
-            "codec": {
-                "batch": list(CODEC_BATCHES),
-                "ms": [round(codec(b, gpu.sms), 4) for b in CODEC_BATCHES],
-                "frames_ref": FRAMES_REF,
-                "sm_ms": {str(s): [round(codec(b, s), 4) for b in CODEC_BATCHES] for s in sm_counts},
-            },
-        },
-    }
+    # (44, 88): the paper's CosyVoice 3 split, for the interference prior
+    return stage_profile(f"{gpu.name}{suffix}-{MODEL}", gpu, (44, 88), t, t["codec_token_ms"], FRAMES_REF)
 
 
 def profile_toml(gpu_name: str, setting: str, dit_eff: float | None = None) -> str:

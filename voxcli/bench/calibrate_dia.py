@@ -178,37 +178,39 @@ def terms(gpu_name: str, setting: str) -> dict[str, float]:
 def build_profile(gpu_name: str, setting: str = "pessimistic") -> dict:
     gpu = GPUS[gpu_name]
     t = terms(gpu_name, setting)
+    return stage_profile(f"{gpu.name}{'-optimistic' if setting == 'optimistic' else ''}-{MODEL}", gpu,
+                         gpu.paper_split, t, t["codec_frame_ms"], frames_ref=48,
+                         decode_extra={"cfg_row": round(t["cfg_row"], 4),
+                                       "cfg_group": round(t["cfg_group"], 4)})
+
+
+def stage_profile(name: str, gpu: Any, split: tuple[int, int], t: dict[str, float], codec_frame_ms: float,
+                  frames_ref: int, decode_extra: dict | None = None) -> dict:
+    """A profile dict ({"gpu", "stages"}) from a model's derived terms (floor_ms, row_ms, prefill_ms,
+    prefill_token_ms, codec_c0_ms and the codec's cost per frame): decode per batch and SM count, prefill,
+    the codec's launch floor + per-frame cost scaled per SM count (`codec_coefficients`), and the
+    interference prior at `split`. Shared by the Dia, Higgs and CosyVoice 3 calibrations."""
     k = codec_coefficients()
-    frames_ref = 48
 
     def codec(b: float, s: float) -> float:
         x = REF_SMS / s
-        return t["codec_c0_ms"] * x ** k["m"] + b * frames_ref * t["codec_frame_ms"] * x ** k["k"]
+        return t["codec_c0_ms"] * x ** k["m"] + b * frames_ref * codec_frame_ms * x ** k["k"]
 
     whole = [t["floor_ms"] + b * t["row_ms"] for b in DECODE_BATCHES]
     sm_counts = list(range(8, gpu.sms, 8))
-    lm, cd = gpu.paper_split
+    lm, cd = split
     interference = 2 / (decode_speed(64, lm, gpu.sms) + codec(16, gpu.sms) / codec(16, cd))
+    decode: dict[str, Any] = {"batch": list(DECODE_BATCHES), "ms": [round(m, 4) for m in whole]}
+    decode.update(decode_extra or {})
+    decode["sm_ms"] = {
+        str(s): [round(m / decode_speed(b, s, gpu.sms), 4)
+                 for b, m in zip(DECODE_BATCHES, whole, strict=True)]
+        for s in sm_counts
+    }
     return {
-        "gpu": {
-            "name": f"{gpu.name}{'-optimistic' if setting == 'optimistic' else ''}-{MODEL}",
-            "sms": gpu.sms,
-            "interference": round(interference, 4),
-        },
+        "gpu": {"name": name, "sms": gpu.sms, "interference": round(interference, 4)},
         "stages": {
-            "decode": {
-                "batch": list(DECODE_BATCHES),
-                "ms": [round(m, 4) for m in whole],
-                "cfg_row": round(t["cfg_row"], 4),
-                "cfg_group": round(t["cfg_group"], 4),
-                "sm_ms": {
-                    str(s): [
-                        round(m / decode_speed(b, s, gpu.sms), 4)
-                        for b, m in zip(DECODE_BATCHES, whole, strict=True)
-                    ]
-                    for s in sm_counts
-                },
-            },
+            "decode": decode,
             "prefill": {
                 "batch": [1, 4],
                 "ms": [round(t["prefill_ms"], 4)] * 2,
