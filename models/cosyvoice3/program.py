@@ -387,7 +387,7 @@ class CosyVoice3Program(ModelProgram):
             )
             r.frames_emitted = 0
             if r.slot >= 0:
-                self.bind_codec_slot(r.slot, self.codec_binding(r.prompt))
+                self.bind_slot(r.slot, r.prompt)
         hid = self.lm.forward_paged(x, self._paged(rows, [0] * len(rows), lengths), self.k_pool, self.v_pool)
         last = hid[torch.arange(len(rows), device=self.device), torch.tensor(lengths, device=self.device) - 1]
         for r, n in zip(rows, lengths, strict=True):
@@ -408,8 +408,10 @@ class CosyVoice3Program(ModelProgram):
         return self._step(rows, hid[:, 0])
 
     def bind_slot(self, slot: int, prompt: Prompt) -> None:
-        """Give a codec slot its request's voice and mode (prefill does this for rows holding a slot)."""
-        self.bind_codec_slot(slot, self.codec_binding(prompt))
+        """Give a codec slot its request's voice and mode (prefill does this for rows holding a slot): the
+        prepared tensors as they are; only a codec engine elsewhere gets them through `codec_binding`."""
+        p: PreparedCosy = prompt.data
+        self.codec_stage.bind(slot, p.voice, p.mode)
 
     def codec_binding(self, prompt: Prompt) -> dict[str, object]:
         """The request's voice (flow prompt tokens, prompt mel, speaker embedding) as host numpy arrays with
