@@ -514,14 +514,14 @@ class Scheduler:
         return self._launch_codec("background", self._all_in_order(self.max_background), now)
 
     def _launch_codec(self, lane: LaneName, chunks: list[Chunk], now: float) -> Work:
-        items: list[CodecItem] = []
         flat: list[Any] = []  # every frame of the batch: one array build, then a view per chunk
-        pending, firsts = self.pending, self._firsts
+        pending, firsts, settle = self.pending, self._firsts, self._log.settle
         keys: list[tuple[float, int]] = []  # the continuation chunks' `_order` entries, in order
         for ch in chunks:
             r = ch.request
-            if len(r.frames) < ch.end:  # its frames are still in the frame log (frame_log.py)
-                self._log.settle(r)
+            frames, end = r.frames, ch.end
+            if len(frames) < end:  # its frames are still in the frame log (frame_log.py)
+                settle(r)
             rid = r.id
             del pending[rid]  # _unpend, the `_order` entries below at once
             if ch.index == 0:
@@ -531,7 +531,7 @@ class Scheduler:
             r.chunk_inflight = True
             ch.t_dispatched = now
             ch.lane = lane
-            flat += r.frames[ch.start:ch.end]
+            flat += frames[ch.start:end]
         if keys:
             order = self._order
             i = bisect_left(order, keys[0])
@@ -540,13 +540,14 @@ class Scheduler:
             else:
                 for key in keys:
                     del order[bisect_left(order, key)]
-        codes_all = np.array(flat) if flat else self.empty_codes
-        frames = 0
+        empty = self.empty_codes
+        codes_all = _stack_frames(flat) if flat else empty
+        items: list[CodecItem] = []
+        append, frames = items.append, 0
         for ch in chunks:
-            n = ch.end - ch.start
-            codes = codes_all[frames:frames + n] if n > 0 else self.empty_codes
-            items.append(CodecItem(slot=ch.request.slot, codes=codes, first=ch.index == 0, last=ch.last))
-            frames += n
+            a, b = frames, frames + ch.end - ch.start
+            append(CodecItem(ch.request.slot, codes_all[a:b] if b > a else empty, ch.index == 0, ch.last))
+            frames = b
         bucket = self.layout.bucket_for(lane, "codec", len(items))
         return Work(lane=lane, stage="codec", rows=items, bucket=bucket, tag=chunks, frames=frames)
 
@@ -638,11 +639,11 @@ class Scheduler:
         boundary, the frame cap), rows done and rows without a frame (`_lm_row`), in batch order as a
         row-by-row pass would take them. None (use `_decode_rows`) when a row's result is an error."""
         try:
-            dones = list(compress(count(), map(_done_of, results)))
             frames = list(map(_frame_of, results))
+            done = any(map(_done_of, results))  # one C-level pass; the indices only when some row is
         except AttributeError:  # an exception object in place of a row's StepOutput
             return None
-        nones = list(compress(count(), map(is_, frames, repeat(None))))
+        frameless = any(map(is_, frames, repeat(None)))
         log, decoding = self._log, self.decoding
         if self._log_all:  # nothing attached yet, or flushed: every row's frames are logged from here
             attach = reqs
@@ -652,34 +653,77 @@ class Scheduler:
         self._joiners = []
         log.step(reqs, frames, attach)  # the frames only: the StepOutputs die now, never seen by the GC
         step = self._step_no
-        events: list[Event] = []
-        if nones or dones:
-            special: dict[int, tuple[Request, Any]] = {}
-            for i in nones:
-                special[reqs[i].id] = (reqs[i], results[i])
-            for i in dones:
-                special[reqs[i].id] = (reqs[i], results[i])
-            for r in due:
-                if r.due_step == step and r.id not in special and decoding.get(r.id) is r:
-                    special[r.id] = (r, None)
-            rows = sorted(special.values(), key=_join_order)
-        else:  # the usual step: only rows due (a row filed twice for this step is taken once, below)
+        if not (frameless or done):  # the usual step: only the rows due (none, most steps)
+            if not due:
+                return []
             if len(due) > 1:
                 due.sort(key=_join_seq_of)
-            rows = zip(due, repeat(None))
+            return self._due_frames(due, step, now)
+        special: dict[int, tuple[Request, Any]] = {}
+        if frameless:
+            for i in compress(count(), map(is_, frames, repeat(None))):
+                special[reqs[i].id] = (reqs[i], results[i])
+        if done:
+            for i in compress(count(), map(_done_of, results)):
+                special[reqs[i].id] = (reqs[i], results[i])
+        for r in due:
+            if r.due_step == step and r.id not in special and decoding.get(r.id) is r:
+                special[r.id] = (r, None)
+        events: list[Event] = []
         steps = log.steps
-        for r, out in rows:
-            if out is None:  # a plain frame: it stays in the log, settled when its chunk launches or
+        for r, out in sorted(special.values(), key=_join_order):
+            if out is None:  # a plain frame (see _due_frames)
                 if r.due_step != step or decoding.get(r.id) is not r:
                     continue  # filed for a later step since, or no longer running: a stale entry
-                if steps - r.log_from >= SETTLE_AFTER:  # when enough piled up (a bounded launch cost)
+                if steps - r.log_from >= SETTLE_AFTER:
                     log.settle(r)
-                # n_frames of a row attached to the log (every row of this step is)
                 events += self._frame_stored(r, len(r.frames) + steps - r.log_from, now)
             else:  # done or no frame: settle, take this step's entry back and let `_lm_row` decide
                 log.settle(r)
                 r.frames.pop()
                 events += self._lm_row(r, out, now, "decode")
+        return events
+
+    def _due_frames(self, due: list[Request], step: int, now: float) -> list[Event]:
+        """The rows due at a step where every row got a plain frame (in batch order; a row filed twice for
+        this step is taken once: the first visit files it for a later step). The frame stays in the log,
+        settled when its chunk launches or when SETTLE_AFTER frames piled up (a bounded launch cost). The
+        usual due row's frame completes the chunk under generation: `_frame_stored` + `_pend_next` are
+        inlined for it (up to a few dozen such rows at once when rows run in step); any other goes to
+        `_frame_stored`."""
+        events: list[Event] = []
+        log, decoding, pending, order = self._log, self.decoding, self.pending, self._order
+        steps, handoff, due_at = log.steps, self.handoff, self._due
+        for r in due:
+            rid = r.id
+            if r.due_step != step or decoding.get(rid) is not r:
+                continue  # filed for a later step since, or no longer running: a stale entry
+            logged = steps - r.log_from
+            if logged >= SETTLE_AFTER:
+                log.settle(r)
+                logged = 0
+            n = len(r.frames) + logged  # n_frames of a row attached to the log (every row of this step is)
+            cap, next_end = r.frame_cap, r.next_end
+            if n < next_end or n >= cap or n == 1 or handoff or r.chunk_inflight or rid in pending:
+                events += self._frame_stored(r, n, now)
+                continue
+            # _frame_stored: next_event is the cap (the chunk is complete); _pend_next; _schedule_due
+            r.next_event = cap
+            index, start = r.next_chunk, r.next_start
+            deadline = r.deadline_of(start)
+            ch = Chunk(r, index, start, next_end, False, now, deadline)
+            pending[rid] = ch
+            if index == 0:
+                self._firsts[rid] = ch
+            else:
+                insort(order, (deadline, rid))
+            at = step + (cap - n if cap - n > 1 else 1)
+            r.due_step = at
+            got = due_at.get(at)
+            if got is None:
+                due_at[at] = [r]
+            else:
+                got.append(r)
         return events
 
     def _flush_log(self) -> None:
@@ -842,19 +886,20 @@ class Scheduler:
         now = c.finished
         failed = c.error is not None or c.result is None or len(c.result) != len(chunks)
         reason = _stage_reason("codec", c) if failed else None
-        decode, frame_s, append = S.DECODE, self.frame_s, events.append
-        remote_lm = self.remote_lm
+        decode, draining, frame_s, append = S.DECODE, S.DRAINING, self.frame_s, events.append
+        remote_lm, ndarray, steps = self.remote_lm, np.ndarray, self._log.steps
         results = c.result if not failed else [None] * len(chunks)
         for ch, pcm in zip(chunks, results, strict=True):
             r = ch.request
             r.chunk_inflight = False
-            if r.state.terminal:
+            state = r.state
+            if state is not decode and state is not draining and state.terminal:  # (a Python-level hash)
                 events += self._maybe_release(r)
                 continue
             if failed:
                 events += self._end(r, S.FAILED, now, reason)
                 continue
-            if isinstance(pcm, BaseException):
+            if pcm.__class__ is not ndarray and isinstance(pcm, BaseException):
                 events += self._end(r, S.FAILED, now, f"the codec stage failed: {_describe(pcm)}")
                 continue
             index, frames = ch.index, ch.end - ch.start
@@ -876,8 +921,10 @@ class Scheduler:
                 r.refresh_event()
                 events += self._advance_chunks(r, now)
                 continue
-            # a running request: refresh_event, _schedule_due and _advance_chunks inlined
-            n, cap = r.n_frames, r.frame_cap
+            # a running request: refresh_event, _schedule_due and _advance_chunks inlined (n_frames too)
+            n, cap = len(r.frames), r.frame_cap
+            if r.log_epoch is not None:
+                n += steps - r.log_from
             ev = next_end if next_end > n else cap
             r.next_event = ev = ev if ev < cap else cap
             step = self._step_no + (1 if n == 0 else (ev - n if ev - n > 1 else 1))
@@ -1006,6 +1053,28 @@ _row_of = attrgetter("row")
 _frame_of = attrgetter("frame")
 _done_of = attrgetter("done")
 _join_seq_of = attrgetter("join_seq")
+
+
+def _stack_frames(flat: list[Any]) -> np.ndarray:
+    """np.array(flat) of a codec batch's frames ([n, *frame shape]), built by joining their bytes: numpy
+    builds an array from a list of arrays at ~0.1 us per element (a fifth of a 32-chunk launch's host
+    time), a join of their buffers is one C loop at a third of that. The frames of one engine come from
+    one program's decode (or from an LM engine's, role codec), so they share a dtype and shape; the join is
+    taken when the first and last frames are C-contiguous ndarrays of one dtype (numpy's builtin dtypes
+    are singletons) and the bytes add up to n frames of the first one's size, and np.array decides
+    otherwise (lists, tensors, strided views, a frame of another size or shape: it raises as before).
+    Checking every frame's dtype would cost as much as the join saves; a batch mixing dtypes of one
+    itemsize is a program's bug either way (np.array would promote its codes to float). Writeable, as
+    np.array's result."""
+    f0, f1 = flat[0], flat[-1]
+    if f0.__class__ is np.ndarray and f1.__class__ is np.ndarray and f0.dtype is f1.dtype:
+        try:
+            raw = bytearray().join(flat)
+        except (BufferError, TypeError, ValueError):  # not C-contiguous, not a buffer
+            raw = None
+        if raw is not None and len(raw) == len(flat) * f0.nbytes:
+            return np.frombuffer(raw, f0.dtype).reshape(len(flat), *f0.shape)
+    return np.array(flat)
 
 
 def _join_order(row: tuple[Request, Any]) -> int:
