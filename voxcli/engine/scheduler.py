@@ -645,12 +645,14 @@ class Scheduler:
             return None
         frameless = any(map(is_, frames, repeat(None)))
         log, decoding = self._log, self.decoding
+        attach: list[Request] = _NO_ROWS
         if self._log_all:  # nothing attached yet, or flushed: every row's frames are logged from here
             attach = reqs
             self._log_all = False
-        else:
+        elif self._joiners:
             attach = [r for r in self._joiners if decoding.get(r.id) is r]
-        self._joiners = []
+        if self._joiners:
+            self._joiners = []
         log.step(reqs, frames, attach)  # the frames only: the StepOutputs die now, never seen by the GC
         step = self._step_no
         if not (frameless or done):  # the usual step: only the rows due (none, most steps)
@@ -709,14 +711,18 @@ class Scheduler:
                 continue
             # _frame_stored: next_event is the cap (the chunk is complete); _pend_next; _schedule_due
             r.next_event = cap
-            index, start = r.next_chunk, r.next_start
-            deadline = r.deadline_of(start)
-            ch = Chunk(r, index, start, next_end, False, now, deadline)
+            ch = r.next_ready
+            start = r.next_start
+            if ch is not None and ch.start == start and ch.end == next_end:  # made at its delivery
+                r.next_ready = None
+                ch.t_ready = now
+            else:
+                ch = Chunk(r, r.next_chunk, start, next_end, False, now, r.deadline_of(start))
             pending[rid] = ch
-            if index == 0:
+            if ch.index == 0:
                 self._firsts[rid] = ch
             else:
-                insort(order, (deadline, rid))
+                insort(order, (ch.deadline, rid))
             at = step + (cap - n if cap - n > 1 else 1)
             r.due_step = at
             got = due_at.get(at)
@@ -933,6 +939,9 @@ class Scheduler:
                 self._due.setdefault(step, []).append(r)
             if n >= next_end:
                 self._pend_next(r, now)
+            else:  # made now, while its bounds are at hand; pended when its last frame comes (_due_frames)
+                start = ch.end
+                r.next_ready = Chunk(r, r.next_chunk, start, next_end, False, now, r.deadline_of(start))
         return events
 
     def _chunk_done(self, r: Request, ch: Chunk, now: float) -> list[Event]:
@@ -1009,6 +1018,7 @@ class Scheduler:
     # ------------------------------------------------------------------ endings
     def _end(self, r: Request, state: RequestState, now: float, reason: str | None) -> list[Event]:
         self._log.detach(r)
+        r.next_ready = None  # (it refers back to r: no cycle left for the GC)
         if r.state is S.QUEUED:
             try:
                 self.waiting.remove(r)
@@ -1050,6 +1060,7 @@ class Scheduler:
 
 
 _row_of = attrgetter("row")
+_NO_ROWS: list[Request] = []  # read-only
 _frame_of = attrgetter("frame")
 _done_of = attrgetter("done")
 _join_seq_of = attrgetter("join_seq")
