@@ -156,6 +156,7 @@ class Scheduler:
         self._key_step = estimator.decode_step(1)
         self._key_lane = "urgent" if self.policy == "full" else "background"  # where a lone chunk decodes
         self._key_codec1 = estimator.codec(self._key_lane, 1)
+        self._key_at: tuple[int, int] | None = None  # (rows, estimator version) of the two keys above
         self._ended_in_lm: set[int] = set()  # requests that ended while an LM batch held them
         self._decode_all = False  # a decode step of every running row is in flight
         # (requests, rows, bucket) of a step of every running row, kept until `decoding` changes: most
@@ -602,9 +603,14 @@ class Scheduler:
                     events += self._end(r, S.FAILED, now, reason)
             return events
         # slack keys are computed on demand (`_key`) from the step estimate of the latest LM step
-        # (both follow the estimator's measured scale on real-clock executors)
-        self._key_step = self.est.decode_step(self.decoding_rows + (_rows(reqs) if prefill else 0))
-        self._key_codec1 = self.est.codec(self._key_lane, 1)
+        # (both follow the estimator's measured scale on real-clock executors; asked again only when
+        # the rows or the estimator changed)
+        est = self.est
+        at = (self.decoding_rows + (_rows(reqs) if prefill else 0), est.version)
+        if at != self._key_at:
+            self._key_at = at
+            self._key_step = est.decode_step(at[0])
+            self._key_codec1 = est.codec(self._key_lane, 1)
         due: list[Request] = []
         if not prefill:
             if decode_all:  # every running row got one more frame: the clock of `_due` moves on
