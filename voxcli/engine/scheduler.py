@@ -277,9 +277,11 @@ class Scheduler:
 
     # ------------------------------------------------------------------ decisions
     def decide(self, now: float, free_lanes: Iterable[str] | None = None) -> list[Work]:
-        free = {lane for lane in self.layout.lanes if not self.busy[lane]}
-        if free_lanes is not None:
-            free &= set(free_lanes)
+        busy = self.busy  # (keys: the layout's lanes; a lane not among them is never free)
+        if free_lanes is None:
+            free = {lane for lane in self.layout.lanes if not busy[lane]}
+        else:  # the layout's idle lanes among those given, in one pass
+            free = {lane for lane in free_lanes if not busy.get(lane, True)}
         works: list[Work] = []
         policy = self.policy
         if self.remote_lm and self.waiting:
