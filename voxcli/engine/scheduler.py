@@ -36,7 +36,9 @@ Decisions by policy (see `lanes.py` for how lanes share the device):
     ready chunks, in deadline order up to the largest background bucket, launched when at least B are
     ready, or when the earliest deadline minus the batch's estimated latency comes within the urgent
     margin (the last moment the batch can finish before its first chunk would turn urgent), or when the
-    LM lane has no request left to generate for.
+    LM lane has no request left to generate for. With `slack_cap` a launched batch is cut to the head of
+    the deadline order that ends before its first chunk turns urgent, and a chunk no background batch can
+    end in time is left to the urgent lane (`_slack_fit`, `_background_start`).
   lanes: one asynchronous codec lane ("background", no partition, no urgent lane) with the same slack
     batching, except that an urgent chunk (first, or near its deadline) launches the batch at once.
   sync2: one host loop; each iteration launches an LM step and a codec batch of every ready chunk
@@ -179,7 +181,9 @@ class Scheduler:
         # lane ("promoted") and background batches launched below B by their deadline trigger alone
         self.late_urgent = config.late_urgent
         self.deadline_launch = config.deadline_launch
-        self.counts = {"promoted": 0, "deadline_launches": 0}
+        # config slack_cap (policy full): background batches cut by their chunks' slack ("slack_cuts")
+        self.slack_cap = config.slack_cap and config.policy == "full"  # (lanes: no urgent lane to leave)
+        self.counts = {"promoted": 0, "deadline_launches": 0, "slack_cuts": 0}
 
     # ------------------------------------------------------------------ requests in and out
     def new_request(self, request_id: int, prompt: Prompt, arrival: float,
@@ -477,7 +481,7 @@ class Scheduler:
         if not self.pending:
             return None
         if urgent_lane:
-            i0 = self._urgent_prefix(now)
+            i0 = self._background_start(now)
             batch = self._chunks(self._order[i0: i0 + self.max_background])
             if not batch:
                 return None
@@ -489,7 +493,62 @@ class Scheduler:
             if not (self.deadline_launch and now >= self._background_trigger(batch)):
                 return None
             self.counts["deadline_launches"] += 1  # below B, launched only so it is not late
+        if urgent_lane and self.slack_cap:
+            n = self._slack_fit(batch, now)
+            if n < len(batch):
+                self.counts["slack_cuts"] += 1
+                batch = batch[:n]
         return self._launch_codec("background", batch, now)
+
+    # The slack cap (config slack_cap, policy full). All chunks of a background batch end together, so the
+    # batch is only as good as its earliest deadline: a 32-chunk batch on a small partition (143 ms on 16
+    # H100 SMs) that starts 120 ms before its first chunk's deadline ends late, while that chunk, left
+    # alone, would have turned urgent 20 ms later and decoded on the whole device. So a background batch
+    # must deliver each of its chunks no later than the urgent lane would: by the moment the chunk turns
+    # urgent (deadline - urgent margin, the point the deadline trigger aims at; the margin is what absorbs
+    # the estimates' error) plus one urgent decode of it (`_end_by`). The largest head of the deadline
+    # order that does is launched. A chunk that cannot make it even alone is left to the urgent lane
+    # (`_background_start`); with late_urgent off no lane would take it, so it stays at the head and
+    # launches with the batch, and only the chunks that can still be in time bind the cut. Durations are
+    # estimated at the bucket the batch runs in (padded rows cost like real ones, as executors run them).
+    def _background_start(self, now: float) -> int:
+        """Index in `_order` of the background lane's first candidate: past the urgent prefix and, with
+        the slack cap, past the chunks the urgent lane will deliver sooner than even a batch of one."""
+        i = self._urgent_prefix(now)
+        if not (self.slack_cap and self.late_urgent):
+            return i
+        order, pending = self._order, self.pending
+        while i < len(order):
+            ch = pending[order[i][1]]
+            if now + self._background_seconds(1, ch.frames) <= self._end_by(ch):
+                break
+            i += 1
+        return i
+
+    def _end_by(self, ch: Chunk) -> float:
+        """The latest end of a background batch holding `ch` (see above)."""
+        urgent = self.est.codec("urgent", 1, ch.frames) if self.late_urgent else 0.0
+        return ch.deadline - self.margin + urgent
+
+    def _slack_fit(self, batch: list[Chunk], now: float) -> int:
+        """How many chunks from the head of `batch` (deadline order) one background batch can take and
+        still end by `_end_by` of every one of them that could be in time alone (at least one: a chunk that
+        cannot binds nothing, and the head always goes, so nothing is starved)."""
+        limit, frames, fit = float("inf"), 0, 0
+        for n, ch in enumerate(batch, 1):
+            frames += ch.frames
+            end_by = self._end_by(ch)
+            if end_by < limit and now + self._background_seconds(1, ch.frames) <= end_by:
+                limit = end_by
+            if now + self._background_seconds(n, frames) > limit + 1e-9:
+                break
+            fit = n
+        return max(fit, 1)
+
+    def _background_seconds(self, n: int, frames: int) -> float:
+        """Estimated duration of a background batch of `n` chunks (`frames` in all) at its bucket."""
+        bucket = self.layout.bucket_for("background", "codec", n)
+        return self.est.codec("background", bucket, round(frames * bucket / n))
 
     def _adapt_background(self, c: Completion) -> None:
         """Adaptive batching: B follows the background lane's load. Busy most of the time, it waits
@@ -506,7 +565,9 @@ class Scheduler:
     def _background_trigger(self, batch: list[Chunk]) -> float:
         """Latest launch time at which the batch still ends before its earliest chunk turns urgent."""
         frames = sum(ch.frames for ch in batch)
-        return batch[0].deadline - self.margin - self.est.codec("background", len(batch), frames)
+        seconds = (self._background_seconds(len(batch), frames) if self.slack_cap
+                   else self.est.codec("background", len(batch), frames))
+        return batch[0].deadline - self.margin - seconds
 
     def _lm_has_nothing_left(self) -> bool:
         return not self.decoding and not self.prefilling
@@ -566,8 +627,10 @@ class Scheduler:
                 if self.late_urgent:
                     times.append(self._order[i0][0] - self.margin)  # promotion to urgent
                 if self.deadline_launch and not self.busy["background"]:
-                    batch = self._chunks(self._order[i0: i0 + self.max_background])
-                    times.append(self._background_trigger(batch))
+                    i = self._background_start(now) if self.slack_cap else i0
+                    batch = self._chunks(self._order[i: i + self.max_background])
+                    if batch:
+                        times.append(self._background_trigger(batch))
         future = [t for t in times if t > now]
         return min(future) if future else None
 
