@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +20,13 @@ from voxcli.engine.frame_log import FrameLog
 from voxcli.engine.request import Request
 from voxcli.engine.scheduler import Scheduler, _stack_frames
 from voxcli.engine.synthetic import SyntheticProgram
+
+_SCRIPTS = str(Path(__file__).resolve().parent.parent / "scripts")
+sys.path.insert(0, _SCRIPTS)  # scripts/ is not a package: on the path for this one import
+try:
+    from compare_decisions import record_batches
+finally:
+    sys.path.remove(_SCRIPTS)
 
 
 def _run(cfg: EngineConfig, reqs, logged: bool, monkeypatch, lead_steps: int = 0) -> tuple:
@@ -41,17 +50,7 @@ def _run(cfg: EngineConfig, reqs, logged: bool, monkeypatch, lead_steps: int = 0
         sim = dataclasses.replace(registry.default_family().sim, lead_steps=lead_steps)  # steps with no frame
         eng = Engine(SyntheticProgram(sample_rate=100, samples_per_frame=8, pcm_scale=1.0, sim=sim), cfg)
         batches: list = []
-        launch = eng.executor.launch
-
-        def record(work):
-            if work.stage == "codec":
-                rows = [(ch.request.id, ch.index, ch.start, ch.end, ch.last) for ch in work.tag]
-            else:
-                rows = [(row.request_id, tuple(row.pages), row.slot) for row in work.rows]
-            batches.append((work.decided_at, work.lane, work.stage, work.bucket, rows))
-            return launch(work)
-
-        eng.executor.launch = record
+        record_batches(eng, batches.append)
         streams = []
         for i, (t, req, cancel) in enumerate(reqs):
             if i % 7 == 3:  # some CFG pairs (width 2)
