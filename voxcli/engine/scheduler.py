@@ -970,7 +970,7 @@ class Scheduler:
             r = ch.request
             r.chunk_inflight = False
             state = r.state
-            if state is not decode and state is not draining and state.terminal:  # (a Python-level hash)
+            if state is not decode and state is not draining and state.terminal:  # (terminal hashes the enum)
                 events += self._maybe_release(r)
                 continue
             if failed:
@@ -1144,10 +1144,10 @@ def _stack_frames(flat: list[Any]) -> np.ndarray:
     one program's decode (or from an LM engine's, role codec), so they share a dtype and shape; the join is
     taken when the first and last frames are C-contiguous ndarrays of one dtype (numpy's builtin dtypes
     are singletons) and the bytes add up to n frames of the first one's size, and np.array decides
-    otherwise (lists, tensors, strided views, a frame of another size or shape: it raises as before).
-    Checking every frame's dtype would cost as much as the join saves; a batch mixing dtypes of one
-    itemsize is a program's bug either way (np.array would promote its codes to float). Writeable, as
-    np.array's result."""
+    otherwise (lists, tensors, strided views, frames of other sizes: it raises as before). Checking every
+    frame's dtype and shape would cost as much as the join saves, so a batch whose middle frames mix
+    dtypes of one itemsize, or sizes that happen to add up, is joined: both are a program's bug either
+    way (np.array would promote the codes to float, or refuse them). Writeable, as np.array's result."""
     f0, f1 = flat[0], flat[-1]
     if f0.__class__ is np.ndarray and f1.__class__ is np.ndarray and f0.dtype is f1.dtype:
         try:
