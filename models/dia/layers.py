@@ -139,13 +139,13 @@ class PagedKV:
     page_size: int
     # Optional per layer (K, V) [B, max cross_len, heads, hd] already gathered from the cross pages (the
     # program reuses them while a decode batch keeps its members), or a shared_cross.CrossPlan (CFG pairs'
-    # unconditional sequences sharing one K/V per text length); None = gather in the layer.
+    # shared unconditional sequences add one constant per layer); None = gather in the layer.
     cross_dense: list | None = None
     # Optional (own, source) for layer 0: only `own` sequences run its self-attention, sequence i reuses
     # own[source[i]]'s. A CFG pair's two sequences read the same tokens, and layer 0's self-attention
     # sees nothing else (its keys and values come from the token embeddings alone), so the unconditional
     # sequence's layer-0 self-attention IS its conditional partner's; its layer-0 self K/V is never
-    # written or read (the program's `share_uncond`, fixed for a request's life).
+    # written or read (DiaState.shared, fixed at the request's prefill).
     first_layer_reuse: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def select(self, seqs: torch.Tensor) -> PagedKV:
@@ -225,13 +225,17 @@ class DecoderLayer(nn.Module):
             sub = pk.select(own)
             x = x + self.self_attend(x[own], cos[own], sin[own], k_pool, v_pool, sub, self_mask[own])[source]
 
+        return self._finish(self.cross_attend(x, k_pool, v_pool, pk, cross_mask, cross))
+
+    def cross_attend(self, x, k_pool, v_pool, pk: PagedKV, cross_mask, cross=None) -> torch.Tensor:
+        """x + o_proj(cross attention over the encoder K/V)."""
+        if cross is not None and not isinstance(cross, tuple):  # a shared_cross.CrossPlan
+            return cross.apply(self, x)
         c = self.cross_attention
         h = self.pre_ca_norm(x)
         q = c.split(c.q_proj, h)
-        if cross is not None and not isinstance(cross, tuple):  # a shared_cross.CrossPlan
-            return self._finish(x + c.o_proj(cross.attend(q)))
         ck, cv = cross if cross is not None else self.gather_cross_kv(k_pool, v_pool, pk)
-        return self._finish(x + c.o_proj(attend(q, ck.to(q.dtype), cv.to(q.dtype), cross_mask)))
+        return x + c.o_proj(attend(q, ck.to(q.dtype), cv.to(q.dtype), cross_mask))
 
     def self_attend(self, x, cos, sin, k_pool, v_pool, pk: PagedKV, self_mask) -> torch.Tensor:
         """Write the batch's new self K/V into the pool, return o_proj(self-attention) [B, T, hidden]."""

@@ -52,10 +52,11 @@ from .delay import DelayTracker
 from .layers import DiaWeights, PagedKV, pack_cross
 from .prompt import PreparedDia, clone_text, resolve_sampling, validate
 from .sampling import RowSampling, draw, process
-from .shared_cross import build_plans
+from .shared_cross import build_plans, uncond_constants
 from .spec import DEFAULT_CHUNKS, HOP, SAMPLE_RATE, model_spec  # noqa: F401 (re-exported)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+UNCOND_KEY = "dia-uncond"  # Prompt.uncond_key of every CFG pair
 
 
 @dataclass
@@ -73,6 +74,7 @@ class DiaState:
     countdown: np.ndarray  # [C] steps until each channel is forced to EOS (once active)
     fixed: bool  # bench: ignore EOS, emit exactly max_frames frames
     uid: int  # unique per prefill within this program (keys the dense cross K/V reuse)
+    shared: bool  # a pair whose unconditional sequence shares work (shared_cross.py; share_uncond at prefill)
     ublock: torch.Tensor | None = None  # uniforms drawn ahead from `gen` (see peek_uniforms)
     uidx: int = 0
 
@@ -92,11 +94,11 @@ def peek_uniforms(st: DiaState, channels: int) -> torch.Tensor:
 
 
 class DiaProgram(ModelProgram):
-    # The unconditional sequences of CFG pairs share their encoder pass and cross K/V by text length and
-    # reuse their partner's layer-0 self-attention (shared_cross.py; exact up to float rounding). False
-    # runs every sequence on its own, as before (scripts/bench_cfg.py measures both in one run). Set it
-    # before a request's prefill and keep it for the request's life (layer 0's unconditional self K/V
-    # is only written when it is False).
+    # The unconditional sequences of CFG pairs take one constant per layer for their cross-attention (no
+    # encoder pass, no cross pages) and reuse their partner's layer-0 self-attention (shared_cross.py;
+    # exact up to float rounding). False runs every sequence on its own (scripts/bench_cfg.py measures
+    # both in one run). A request keeps the setting of its prefill (DiaState.shared); its pages must have
+    # been sized (`kv_tokens`) under the same setting.
     share_uncond: bool = True
 
     def __init__(
@@ -124,6 +126,7 @@ class DiaProgram(ModelProgram):
         self._cross_key: tuple | None = None
         self._cross_dense: list[tuple[torch.Tensor, torch.Tensor]] | None = None
         self._uid = 0
+        self._uncond_c: list[torch.Tensor] | None = None  # shared_cross.uncond_constants, on first use
 
     # --- loading ---------------------------------------------------------------------------------
     @classmethod
@@ -184,7 +187,8 @@ class DiaProgram(ModelProgram):
             max_frames=max_frames,
             fixed_frames=request.fixed_frames,
             width=2 if sampling.guidance != 1.0 else 1,
-            uncond_key=len(ids) if sampling.guidance != 1.0 else None,
+            # every pair's unconditional cross-attention is the same constant (shared_cross.py): one key
+            uncond_key=UNCOND_KEY if sampling.guidance != 1.0 else None,
         )
 
     def check(self, request: SynthesisRequest) -> None:
@@ -212,7 +216,8 @@ class DiaProgram(ModelProgram):
 
     # --- device resources ------------------------------------------------------------------------
     def _layout(self, prompt: Prompt) -> tuple[int, int]:
-        """Pages per sequence: (self-attention positions, packed cross K/V)."""
+        """Pages per sequence: (self-attention positions, packed cross K/V; a shared unconditional
+        sequence holds no cross pages)."""
         if self.page_size == 0:
             raise RuntimeError("the KV pool is not allocated: call init_kv(num_pages, page_size) first")
         frames = prompt.max_frames if prompt.fixed_frames is None else prompt.fixed_frames
@@ -224,7 +229,8 @@ class DiaProgram(ModelProgram):
 
     def kv_tokens(self, prompt: Prompt) -> int:
         n_self, n_cross = self._layout(prompt)
-        return prompt.width * (n_self + n_cross) * self.page_size
+        uncond = 0 if prompt.width == 1 else n_self + (0 if self.share_uncond else n_cross)
+        return (n_self + n_cross + uncond) * self.page_size
 
     def init_kv(self, num_pages: int, page_size: int) -> None:
         d = self.cfg.decoder
@@ -248,13 +254,15 @@ class DiaProgram(ModelProgram):
 
     # --- stages ----------------------------------------------------------------------------------
     def _seq_pages(self, row: Row, s: int) -> tuple[list[int], list[int]]:
+        """Sequence s's (self pages, cross pages): the conditional one's first, then the unconditional
+        one's (its self pages only when it is shared)."""
         st: DiaState = row.state
         per = st.n_self + st.n_cross
-        pages = row.pages[s * per : (s + 1) * per]
-        if len(pages) < per:
-            raise RuntimeError(
-                f"request {row.request_id} holds {len(row.pages)} KV pages, needs {per * st.width}"
-            )
+        uncond = st.n_self + (0 if st.shared else st.n_cross)
+        need = per + (uncond if st.width == 2 else 0)
+        if len(row.pages) < need:
+            raise RuntimeError(f"request {row.request_id} holds {len(row.pages)} KV pages, needs {need}")
+        pages = row.pages[:per] if s == 0 else row.pages[per : per + uncond]
         return pages[: st.n_self], pages[st.n_self :]
 
     def _paged(self, seqs: list[tuple[Row, int]], starts: list[int], counts: list[int]) -> PagedKV:
@@ -273,7 +281,7 @@ class DiaProgram(ModelProgram):
             q_pos[b, :n] = pos
             slots[b, :n] = pg[pos // ps] * ps + pos % ps
             tables.append(own)
-            ctables.append(cross)
+            ctables.append(cross or own[:1])  # a shared unconditional sequence's row is never read
         P = max(len(t) for t in tables)
         Pc = max(len(t) for t in ctables)
         table = torch.tensor([t + [t[0]] * (P - len(t)) for t in tables], dtype=torch.long)
@@ -286,33 +294,21 @@ class DiaProgram(ModelProgram):
     def _encode(self, rows: list[Row]) -> None:
         """Run the text encoder for every sequence of `rows` and write each decoder layer's cross K/V
         into the sequence's cross pages. Sequences are batched by text length (no padding, so a
-        request's encoder output does not depend on its batch-mates). The unconditional input is L
-        zeros whatever the request, so with `share_uncond` one encoder row per length serves every
-        unconditional sequence of the batch (shared_cross.py)."""
+        request's encoder output does not depend on its batch-mates). A shared unconditional sequence
+        needs none: its cross-attention is a constant (shared_cross.py)."""
         groups: dict[int, list[tuple[Row, int]]] = {}
         for r in rows:
-            for s in range(r.state.width):
+            for s in range(1 if r.state.shared else r.state.width):
                 groups.setdefault(r.state.cross_len, []).append((r, s))
         per_page = self.page_size * self.self_elems
         d = self.cfg.decoder
         for L, seqs in groups.items():
-            # encoder input row of each sequence: its own, or the group's one shared unconditional row
-            inputs: list[list[int]] = []
-            source: list[int] = []
-            shared = -1
-            for r, s in seqs:
-                if s == 1 and self.share_uncond and shared >= 0:
-                    source.append(shared)
-                    continue
-                source.append(len(inputs))
-                if s == 1 and self.share_uncond:
-                    shared = len(inputs)
-                inputs.append(r.prompt.data.ids if s == 0 else [0] * L)
-            ids = torch.tensor(inputs, dtype=torch.long, device=self.device)
+            ids = torch.tensor([r.prompt.data.ids if s == 0 else [0] * L for r, s in seqs],
+                               dtype=torch.long, device=self.device)
             enc = self.weights.model.encoder(ids, None)
             for li, layer in enumerate(self.weights.model.decoder.layers):
                 k, v = layer.cross_kv(enc)  # [n, L, heads, hd]
-                for (r, s), b in zip(seqs, source, strict=True):
+                for b, (r, s) in enumerate(seqs):
                     _, cross = self._seq_pages(r, s)
                     idx = torch.tensor(cross, dtype=torch.long, device=self.device)
                     shape = (len(cross), self.page_size, d.num_key_value_heads, d.head_dim)
@@ -333,23 +329,25 @@ class DiaProgram(ModelProgram):
                 x[i, : t.shape[0]] = torch.from_numpy(t)
                 i += 1
         pk = self._paged(seqs, st, counts)
-        key = (self.share_uncond, tuple((r.state.uid, s) for r, s in seqs))
+        shared = [s == 1 and r.state.shared for r, s in seqs]
+        key = tuple((r.state.uid, s) for r, s in seqs)
         if key != self._cross_key or self._cross_dense is None:
             self._cross_key, self._cross_dense = None, None  # never keep a stale one on failure
             layers = self.weights.model.decoder.layers
-            if self.share_uncond and any(s == 1 for _, s in seqs):
-                self._cross_dense = build_plans(layers, self.k_pool, self.v_pool, pk.cross_table,
-                                                [s == 1 for _, s in seqs],
-                                                [r.state.cross_len for r, _ in seqs])
+            if any(shared):
+                if self._uncond_c is None:
+                    self._uncond_c = uncond_constants(self.weights)
+                self._cross_dense = build_plans(layers, self.k_pool, self.v_pool, pk.cross_table, shared,
+                                                [r.state.cross_len for r, _ in seqs], self._uncond_c)
             else:
                 self._cross_dense = [layer.gather_cross_kv(self.k_pool[i], self.v_pool[i], pk)
                                      for i, layer in enumerate(layers)]
             self._cross_key = key
         pk.cross_dense = self._cross_dense
-        if self.share_uncond and any(s == 1 for _, s in seqs):
-            own = [i for i, (_, s) in enumerate(seqs) if s == 0]
+        if any(shared):
+            own = [i for i, sh in enumerate(shared) if not sh]
             rank = {i: j for j, i in enumerate(own)}
-            source = [rank[i if s == 0 else i - 1] for i, (_, s) in enumerate(seqs)]  # a pair is adjacent
+            source = [rank[i - 1 if sh else i] for i, sh in enumerate(shared)]  # a pair is adjacent
             pk.first_layer_reuse = (torch.tensor(own, device=self.device),
                                     torch.tensor(source, device=self.device))
         w = self.weights
@@ -437,6 +435,7 @@ class DiaProgram(ModelProgram):
                 countdown=np.asarray(self.cfg.delay_pattern, dtype=np.int64).reshape(C),
                 fixed=fixed,
                 uid=self._next_uid(),
+                shared=self.share_uncond and r.prompt.width == 2,
             )
             r.frames_emitted = 0
         self._encode(rows)
