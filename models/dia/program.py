@@ -268,28 +268,27 @@ class DiaProgram(ModelProgram):
     def _paged(self, seqs: list[tuple[Row, int]], starts: list[int], counts: list[int]) -> PagedKV:
         ps = self.page_size
         T = max(counts)
-        S = len(seqs)
-        q_pos = torch.zeros(S, T, dtype=torch.long)
-        slots = torch.full((S, T), -1, dtype=torch.long)
         tables, ctables = [], []
-        for b, ((r, s), st0, n) in enumerate(zip(seqs, starts, counts, strict=True)):
+        for (r, s), st0, n in zip(seqs, starts, counts, strict=True):
             own, cross = self._seq_pages(r, s)
             if st0 + n > len(own) * ps:
                 raise RuntimeError(f"request {r.request_id} needs {st0 + n} positions, holds {len(own) * ps}")
-            pos = torch.arange(st0, st0 + n)
-            pg = torch.tensor(own, dtype=torch.long)
-            q_pos[b, :n] = pos
-            slots[b, :n] = pg[pos // ps] * ps + pos % ps
             tables.append(own)
             ctables.append(cross or own[:1])  # a shared unconditional sequence's row is never read
         P = max(len(t) for t in tables)
         Pc = max(len(t) for t in ctables)
         table = torch.tensor([t + [t[0]] * (P - len(t)) for t in tables], dtype=torch.long)
         ctable = torch.tensor([t + [t[0]] * (Pc - len(t)) for t in ctables], dtype=torch.long)
-        kv_len = torch.tensor([a + n for a, n in zip(starts, counts, strict=True)])
+        # query i of sequence b sits at position starts[b] + i (padding past counts[b]: position 0, slot -1)
+        first, n = torch.tensor(starts), torch.tensor(counts)
+        j = torch.arange(T)
+        valid = j[None, :] < n[:, None]
+        pos = torch.where(valid, first[:, None] + j[None, :], 0)
+        slots = torch.where(valid, table.gather(1, pos // ps) * ps + pos % ps, -1)
+        kv_len = first + n
         cross_len = torch.tensor([r.state.cross_len for r, _ in seqs])
         d = self.device
-        return PagedKV(q_pos.to(d), slots.to(d), table.to(d), kv_len.to(d), ctable.to(d), cross_len.to(d), ps)
+        return PagedKV(pos.to(d), slots.to(d), table.to(d), kv_len.to(d), ctable.to(d), cross_len.to(d), ps)
 
     def _encode(self, rows: list[Row]) -> None:
         """Run the text encoder for every sequence of `rows` and write each decoder layer's cross K/V
@@ -318,41 +317,50 @@ class DiaProgram(ModelProgram):
     def _forward(self, rows: list[Row], tokens: list[np.ndarray], starts: list[int]) -> torch.Tensor:
         """Feed each row's tokens [n_i, C] (both sequences of a pair get the same ones) at positions
         starts[i]...; return the final hidden state of each sequence's last position [S, H]."""
-        seqs = [(r, s) for r in rows for s in range(r.state.width)]
-        counts = [t.shape[0] for r, t in zip(rows, tokens, strict=True) for _ in range(r.state.width)]
-        st = [a for r, a in zip(rows, starts, strict=True) for _ in range(r.state.width)]
+        every = [(r, s, t, a) for r, t, a in zip(rows, tokens, starts, strict=True)
+                 for s in range(r.state.width)]
+        shared_at = [s == 1 and r.state.shared for r, s, _, _ in every]
+        # the sequences that run their own cross-attention first, then the shared unconditional ones: the
+        # layers take the two parts as slices (shared_cross.py), not gathers
+        order = [i for i, sh in enumerate(shared_at) if not sh] + [i for i, sh in enumerate(shared_at) if sh]
+        n_own = len(order) - sum(shared_at)
+        seqs = [every[i][:2] for i in order]
+        counts = [every[i][2].shape[0] for i in order]
+        st = [every[i][3] for i in order]
         T, C = max(counts), self.cfg.decoder.num_channels
         x = torch.zeros(len(seqs), T, C, dtype=torch.long)
-        i = 0
-        for r, t in zip(rows, tokens, strict=True):
-            for _ in range(r.state.width):
-                x[i, : t.shape[0]] = torch.from_numpy(t)
-                i += 1
+        for j, i in enumerate(order):
+            x[j, : counts[j]] = torch.from_numpy(every[i][2])
         pk = self._paged(seqs, st, counts)
-        shared = [s == 1 and r.state.shared for r, s in seqs]
+        shared = n_own < len(seqs)
         key = tuple((r.state.uid, s) for r, s in seqs)
         if key != self._cross_key or self._cross_dense is None:
             self._cross_key, self._cross_dense = None, None  # never keep a stale one on failure
             layers = self.weights.model.decoder.layers
-            if any(shared):
+            if shared:
                 if self._uncond_c is None:
                     self._uncond_c = uncond_constants(self.weights)
-                self._cross_dense = build_plans(layers, self.k_pool, self.v_pool, pk.cross_table, shared,
-                                                [r.state.cross_len for r, _ in seqs], self._uncond_c)
+                self._cross_dense = build_plans(layers, self.k_pool, self.v_pool, pk.cross_table, n_own,
+                                                [r.state.cross_len for r, _ in seqs[:n_own]], self._uncond_c)
             else:
                 self._cross_dense = [layer.gather_cross_kv(self.k_pool[i], self.v_pool[i], pk)
                                      for i, layer in enumerate(layers)]
             self._cross_key = key
         pk.cross_dense = self._cross_dense
-        if any(shared):
-            own = [i for i, sh in enumerate(shared) if not sh]
-            rank = {i: j for j, i in enumerate(own)}
-            source = [rank[i - 1 if sh else i] for i, sh in enumerate(shared)]  # a pair is adjacent
-            pk.first_layer_reuse = (torch.tensor(own, device=self.device),
-                                    torch.tensor(source, device=self.device))
+        if shared:
+            rank = {i: j for j, i in enumerate(order[:n_own])}
+            # layer 0: own sequence j keeps its result, a shared one takes its partner's (i - 1 in `every`)
+            source = list(range(n_own)) + [rank[i - 1] for i in order[n_own:]]
+            pk.first_layer_reuse = (n_own, torch.tensor(source, device=self.device))
         w = self.weights
         hid = w.model.decoder(x.to(self.device), self.k_pool, self.v_pool, pk)
-        return hid[torch.arange(len(seqs), device=self.device), torch.tensor(counts, device=self.device) - 1]
+        last = hid[torch.arange(len(seqs), device=self.device), torch.tensor(counts, device=self.device) - 1]
+        if not shared:
+            return last
+        back = [0] * len(order)  # each row's sequences adjacent again, as _step reads them
+        for j, i in enumerate(order):
+            back[i] = j
+        return last[torch.tensor(back, device=self.device)]
 
     def _step(self, rows: list[Row], hidden: torch.Tensor, kv_len: list[int]) -> list[StepOutput]:
         """Sample each row's tokens from the sequences' final `hidden` states [S, H], then commit every

@@ -39,11 +39,11 @@ from .layers import attend, gather_cross
 class CrossPlan:
     """One decoder layer's cross attention for a batch holding shared unconditional sequences.
 
-    `own` indexes the sequences that attend to their own encoder K/V (conditional ones, width-1 rows,
+    The first `n_own` sequences attend to their own encoder K/V (conditional ones, width-1 rows,
     unshared unconditional ones), `own_k/own_v` [n_own, max len, kv_heads, hd] with `own_len` valid
-    tokens each; every other sequence adds `constant` [hidden], the layer's c_l."""
+    tokens each; every later one (program.py orders them so) adds `constant` [hidden], the layer's c_l."""
 
-    own: torch.Tensor
+    n_own: int
     own_k: torch.Tensor | None
     own_v: torch.Tensor | None
     own_len: torch.Tensor
@@ -52,14 +52,17 @@ class CrossPlan:
 
     def apply(self, layer, x: torch.Tensor) -> torch.Tensor:
         """x [S, T, hidden] -> x + the cross-attention block's output, for every sequence."""
-        out = x + self.constant  # the shared value; the own sequences' rows are replaced below
-        if self.own_k is not None:
-            xo = x[self.own]
-            c = layer.cross_attention
-            q = c.split(c.q_proj, layer.pre_ca_norm(xo))
-            mask = _length_mask(self.own_len, x.shape[1]) if self.ragged else None
-            att = attend(q, self.own_k.to(q.dtype), self.own_v.to(q.dtype), mask)
-            out[self.own] = xo + c.o_proj(att)
+        n = self.n_own
+        if n == 0:
+            return x + self.constant
+        out = torch.empty_like(x)
+        torch.add(x[n:], self.constant, out=out[n:])
+        xo = x[:n]
+        c = layer.cross_attention
+        q = c.split(c.q_proj, layer.pre_ca_norm(xo))
+        mask = _length_mask(self.own_len, x.shape[1]) if self.ragged else None
+        att = attend(q, self.own_k.to(q.dtype), self.own_v.to(q.dtype), mask)
+        torch.add(xo, c.o_proj(att), out=out[:n])
         return out
 
 
@@ -86,24 +89,21 @@ def uncond_constants(weights) -> list[torch.Tensor]:
 
 
 def build_plans(layers, k_pool: torch.Tensor, v_pool: torch.Tensor, cross_table: torch.Tensor,
-                shared: list[bool], lengths: list[int], constants: list[torch.Tensor]) -> list[CrossPlan]:
-    """Per decoder layer, the plan of a batch (`cross_table` [S, Pc] as in PagedKV; `shared[i]`: sequence
-    i is a shared unconditional one, its table row is never read): the own sequences' dense K/V
-    gathered from their pages, the shared ones' constant."""
+                n_own: int, lengths: list[int], constants: list[torch.Tensor]) -> list[CrossPlan]:
+    """Per decoder layer, the plan of a batch whose first `n_own` sequences attend to their own encoder
+    K/V (`lengths`: their text lengths; `cross_table` [S, Pc] as in PagedKV, the later rows never read):
+    those sequences' dense K/V gathered from their pages, the shared ones' constant."""
     dev = cross_table.device
-    own = [i for i, s in enumerate(shared) if not s]
-    own_idx = torch.tensor(own, dtype=torch.long, device=dev)
-    own_len = torch.tensor([lengths[i] for i in own], dtype=torch.long, device=dev)
-    n_own = max((lengths[i] for i in own), default=0)
-    table = cross_table[own_idx]
+    own_len = torch.tensor(lengths, dtype=torch.long, device=dev)
+    longest = max(lengths, default=0)
+    table = cross_table[:n_own]
     plans = []
     for li, layer in enumerate(layers):
         c = layer.cross_attention
         heads, hd = c.kv_heads, c.head_dim
         own_k = own_v = None
-        if own:
-            own_k = gather_cross(k_pool[li], table, n_own, heads, hd)
-            own_v = gather_cross(v_pool[li], table, n_own, heads, hd)
-        ragged = len({lengths[i] for i in own}) > 1
-        plans.append(CrossPlan(own_idx, own_k, own_v, own_len, ragged, constants[li]))
+        if n_own:
+            own_k = gather_cross(k_pool[li], table, longest, heads, hd)
+            own_v = gather_cross(v_pool[li], table, longest, heads, hd)
+        plans.append(CrossPlan(n_own, own_k, own_v, own_len, len(set(lengths)) > 1, constants[li]))
     return plans
