@@ -13,7 +13,8 @@ position of 9 delayed codebook channels per step. What the engine sees:
   (the encoder K/V of every decoder layer, computed once at prefill and read by every step). A cross
   token needs cross_kv_heads * cross_head_dim values where a self position holds kv_heads * head_dim
   (4x for Dia-1.6B), so the cross region is packed densely across whole pages and `kv_tokens` reserves
-  ceil(text_tokens * ratio / page) pages for it. Pages rather than per-row side slots: one pool, one
+  ceil(text_tokens * ratio / page) pages for it (a shared unconditional sequence has no cross region:
+  its cross-attention is a constant, shared_cross.py). Pages rather than per-row side slots: one pool, one
   admission rule (a request runs only if all its memory is reserved), no second allocator to size, and
   the memory comes back with the row's pages the moment the LM finishes.
 * Frames. The engine receives ALIGNED frames only (delay.py undoes the delay pattern; the first frame
