@@ -36,10 +36,11 @@ def _requests() -> list[SynthesisRequest]:
     return out
 
 
-def _batch(program, share: bool, steps: int = 60):
-    """Prefill + decode the batch of `_requests`; (final hidden states per call, frames per request)."""
+def _batch(program, share: bool, steps: int = 60, make=None):
+    """Prefill + decode the batch of `_requests` (or of `make(program)`'s prompts); (final hidden states
+    per call, frames per request)."""
     program.share_uncond = share
-    prompts = [program.prepare(r) for r in _requests()]
+    prompts = make(program) if make else [program.prepare(r) for r in _requests()]
     program.init_kv(1, 8)
     need = [-(-program.kv_tokens(p) // 8) for p in prompts]
     program.init_kv(sum(need), 8)
@@ -78,6 +79,26 @@ def test_sharing_keeps_hidden_states_and_codes(program):
     assert len(on_hidden) == len(off_hidden) > 25
     for a, b in zip(on_hidden, off_hidden, strict=True):
         assert a.shape == b.shape
+        assert float((a - b).abs().max()) <= 1e-5 * max(1.0, float(b.abs().max()))
+    for a, b in zip(on_frames, off_frames, strict=True):
+        assert a.shape[0] > 0 and np.array_equal(a, b)
+
+
+def test_sharing_with_a_voice_clone_prefix(program):
+    """A clone's prefix makes prefill's query length > 1, then decode's is 1, over the same cached cross
+    plan (own sequences of different text lengths: a mask per query length)."""
+    codes = np.random.default_rng(4).integers(0, 1024, size=(5, 9))
+
+    def make(p):
+        clone = SynthesisRequest(text=TEXTS[2], ref_text="[S1] Ref.", cfg_scale=3.0, sampling=GREEDY,
+                                 max_frames=8)
+        return [p.prepare(clone, ref_codes=codes),
+                p.prepare(SynthesisRequest(text=TEXTS[3], cfg_scale=3.0, sampling=GREEDY, max_frames=7))]
+
+    off_hidden, off_frames = _batch(program, share=False, make=make)
+    on_hidden, on_frames = _batch(program, share=True, make=make)
+    assert on_hidden[0].shape == off_hidden[0].shape
+    for a, b in zip(on_hidden, off_hidden, strict=True):
         assert float((a - b).abs().max()) <= 1e-5 * max(1.0, float(b.abs().max()))
     for a, b in zip(on_frames, off_frames, strict=True):
         assert a.shape[0] > 0 and np.array_equal(a, b)

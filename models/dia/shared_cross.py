@@ -28,7 +28,7 @@ the sharing on and off, alone and among others, greedy and sampled."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -49,6 +49,7 @@ class CrossPlan:
     own_len: torch.Tensor
     ragged: bool  # the own lengths differ (a mask is needed)
     constant: torch.Tensor
+    masks: dict[int, torch.Tensor] = field(default_factory=dict)  # by query length (the plan outlives a step)
 
     def apply(self, layer, x: torch.Tensor) -> torch.Tensor:
         """x [S, T, hidden] -> x + the cross-attention block's output, for every sequence."""
@@ -60,7 +61,11 @@ class CrossPlan:
         xo = x[:n]
         c = layer.cross_attention
         q = c.split(c.q_proj, layer.pre_ca_norm(xo))
-        mask = _length_mask(self.own_len, x.shape[1]) if self.ragged else None
+        mask = None
+        if self.ragged:
+            mask = self.masks.get(x.shape[1])
+            if mask is None:
+                mask = self.masks[x.shape[1]] = _length_mask(self.own_len, x.shape[1])
         att = attend(q, self.own_k.to(q.dtype), self.own_v.to(q.dtype), mask)
         torch.add(xo, c.o_proj(att), out=out[:n])
         return out
@@ -97,6 +102,7 @@ def build_plans(layers, k_pool: torch.Tensor, v_pool: torch.Tensor, cross_table:
     own_len = torch.tensor(lengths, dtype=torch.long, device=dev)
     longest = max(lengths, default=0)
     table = cross_table[:n_own]
+    masks: dict[int, torch.Tensor] = {}  # one per query length, shared by every layer's plan
     plans = []
     for li, layer in enumerate(layers):
         c = layer.cross_attention
@@ -105,5 +111,5 @@ def build_plans(layers, k_pool: torch.Tensor, v_pool: torch.Tensor, cross_table:
         if n_own:
             own_k = gather_cross(k_pool[li], table, longest, heads, hd)
             own_v = gather_cross(v_pool[li], table, longest, heads, hd)
-        plans.append(CrossPlan(n_own, own_k, own_v, own_len, len(set(lengths)) > 1, constants[li]))
+        plans.append(CrossPlan(n_own, own_k, own_v, own_len, len(set(lengths)) > 1, constants[li], masks))
     return plans
