@@ -156,9 +156,9 @@ class Prompt:
     # Decode steps expected before the first frame (a delay pattern's fill, a unified LM's text phase):
     # the admission gate adds them to its TTFA prediction.
     lead_steps: int = 0
-    # CFG pairs whose unconditional sequences are identical at prefill carry one equal key (Dia: the text
-    # length, as its unconditional text is that many zeros): the program shares that work between them
-    # and a cost model may charge it once per key and batch. None = nothing shared.
+    # CFG pairs whose unconditional sequences share work carry one equal key (Dia: one key for every pair,
+    # as its unconditional cross-attention is one constant whatever the text): the program shares that
+    # work between them and a cost model may charge it once per key and batch. None = nothing shared.
     uncond_key: object = None
     # Codec state this request's slot accumulates (CosyVoice 3's DiT keys/values): a fixed part (a voice
     # prompt's frames) plus a part per frame it decodes; the engine reserves base + per_frame x its frame

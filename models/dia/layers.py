@@ -139,18 +139,19 @@ class PagedKV:
     page_size: int
     # Optional per layer (K, V) [B, max cross_len, heads, hd] already gathered from the cross pages (the
     # program reuses them while a decode batch keeps its members), or a shared_cross.CrossPlan (CFG pairs'
-    # unconditional sequences sharing one K/V per text length); None = gather in the layer.
+    # shared unconditional sequences add one constant per layer); None = gather in the layer.
     cross_dense: list | None = None
-    # Optional (own, source) for layer 0: only `own` sequences run its self-attention, sequence i reuses
-    # own[source[i]]'s. A CFG pair's two sequences read the same tokens, and layer 0's self-attention
+    # Optional (n, source) for layer 0: only the first n sequences run its self-attention, sequence i
+    # takes the result of sequence source[i] < n. A CFG pair's two sequences read the same tokens, and
+    # layer 0's self-attention
     # sees nothing else (its keys and values come from the token embeddings alone), so the unconditional
     # sequence's layer-0 self-attention IS its conditional partner's; its layer-0 self K/V is never
-    # written or read (the program's `share_uncond`, fixed for a request's life).
-    first_layer_reuse: tuple[torch.Tensor, torch.Tensor] | None = None
+    # written or read (DiaState.shared, fixed at the request's prefill).
+    first_layer_reuse: tuple[int, torch.Tensor] | None = None
 
-    def select(self, seqs: torch.Tensor) -> PagedKV:
-        """The self-attention view of sequences `seqs` (cross fields kept whole: not read there)."""
-        return PagedKV(self.q_pos[seqs], self.slots[seqs], self.self_table[seqs], self.kv_len[seqs],
+    def head(self, n: int) -> PagedKV:
+        """The self-attention view of the first n sequences (cross fields kept whole: not read there)."""
+        return PagedKV(self.q_pos[:n], self.slots[:n], self.self_table[:n], self.kv_len[:n],
                        self.cross_table, self.cross_len, self.page_size)
 
     def self_mask(self) -> torch.Tensor:
@@ -215,23 +216,27 @@ class DecoderLayer(nn.Module):
         )
 
     def forward(self, x, cos, sin, k_pool, v_pool, pk: PagedKV, self_mask, cross_mask, cross=None,
-                reuse: tuple[torch.Tensor, torch.Tensor] | None = None):
-        """`reuse` (own, source): only the sequences `own` run the self-attention; sequence i takes the
-        result of own[source[i]] (a CFG pair's unconditional sequence at layer 0, see Decoder.forward)."""
+                reuse: tuple[int, torch.Tensor] | None = None):
+        """`reuse` (n, source): only the first n sequences run the self-attention; sequence i takes the
+        result of sequence source[i] (a CFG pair's unconditional sequence at layer 0, see PagedKV)."""
         if reuse is None:
             x = x + self.self_attend(x, cos, sin, k_pool, v_pool, pk, self_mask)
         else:
-            own, source = reuse
-            sub = pk.select(own)
-            x = x + self.self_attend(x[own], cos[own], sin[own], k_pool, v_pool, sub, self_mask[own])[source]
+            n, source = reuse
+            own = self.self_attend(x[:n], cos[:n], sin[:n], k_pool, v_pool, pk.head(n), self_mask[:n])
+            x = x + own[source]
 
+        return self._finish(self.cross_attend(x, k_pool, v_pool, pk, cross_mask, cross))
+
+    def cross_attend(self, x, k_pool, v_pool, pk: PagedKV, cross_mask, cross=None) -> torch.Tensor:
+        """x + o_proj(cross attention over the encoder K/V)."""
+        if cross is not None and not isinstance(cross, tuple):  # a shared_cross.CrossPlan
+            return cross.apply(self, x)
         c = self.cross_attention
         h = self.pre_ca_norm(x)
         q = c.split(c.q_proj, h)
-        if cross is not None and not isinstance(cross, tuple):  # a shared_cross.CrossPlan
-            return self._finish(x + c.o_proj(cross.attend(q)))
         ck, cv = cross if cross is not None else self.gather_cross_kv(k_pool, v_pool, pk)
-        return self._finish(x + c.o_proj(attend(q, ck.to(q.dtype), cv.to(q.dtype), cross_mask)))
+        return x + c.o_proj(attend(q, ck.to(q.dtype), cv.to(q.dtype), cross_mask))
 
     def self_attend(self, x, cos, sin, k_pool, v_pool, pk: PagedKV, self_mask) -> torch.Tensor:
         """Write the batch's new self K/V into the pool, return o_proj(self-attention) [B, T, hidden]."""

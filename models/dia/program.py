@@ -13,7 +13,8 @@ position of 9 delayed codebook channels per step. What the engine sees:
   (the encoder K/V of every decoder layer, computed once at prefill and read by every step). A cross
   token needs cross_kv_heads * cross_head_dim values where a self position holds kv_heads * head_dim
   (4x for Dia-1.6B), so the cross region is packed densely across whole pages and `kv_tokens` reserves
-  ceil(text_tokens * ratio / page) pages for it. Pages rather than per-row side slots: one pool, one
+  ceil(text_tokens * ratio / page) pages for it (a shared unconditional sequence has no cross region:
+  its cross-attention is a constant, shared_cross.py). Pages rather than per-row side slots: one pool, one
   admission rule (a request runs only if all its memory is reserved), no second allocator to size, and
   the memory comes back with the row's pages the moment the LM finishes.
 * Frames. The engine receives ALIGNED frames only (delay.py undoes the delay pattern; the first frame
@@ -52,10 +53,11 @@ from .delay import DelayTracker
 from .layers import DiaWeights, PagedKV, pack_cross
 from .prompt import PreparedDia, clone_text, resolve_sampling, validate
 from .sampling import RowSampling, draw, process
-from .shared_cross import build_plans
+from .shared_cross import build_plans, uncond_constants
 from .spec import DEFAULT_CHUNKS, HOP, SAMPLE_RATE, model_spec  # noqa: F401 (re-exported)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+UNCOND_KEY = "dia-uncond"  # Prompt.uncond_key of every CFG pair
 
 
 @dataclass
@@ -73,6 +75,7 @@ class DiaState:
     countdown: np.ndarray  # [C] steps until each channel is forced to EOS (once active)
     fixed: bool  # bench: ignore EOS, emit exactly max_frames frames
     uid: int  # unique per prefill within this program (keys the dense cross K/V reuse)
+    shared: bool  # a pair whose unconditional sequence shares work (shared_cross.py; share_uncond at prefill)
     ublock: torch.Tensor | None = None  # uniforms drawn ahead from `gen` (see peek_uniforms)
     uidx: int = 0
 
@@ -92,11 +95,11 @@ def peek_uniforms(st: DiaState, channels: int) -> torch.Tensor:
 
 
 class DiaProgram(ModelProgram):
-    # The unconditional sequences of CFG pairs share their encoder pass and cross K/V by text length and
-    # reuse their partner's layer-0 self-attention (shared_cross.py; exact up to float rounding). False
-    # runs every sequence on its own, as before (scripts/bench_cfg.py measures both in one run). Set it
-    # before a request's prefill and keep it for the request's life (layer 0's unconditional self K/V
-    # is only written when it is False).
+    # The unconditional sequences of CFG pairs take one constant per layer for their cross-attention (no
+    # encoder pass, no cross pages) and reuse their partner's layer-0 self-attention (shared_cross.py;
+    # exact up to float rounding). False runs every sequence on its own (scripts/bench_cfg.py measures
+    # both in one run). A request keeps the setting of its prefill (DiaState.shared); its pages must have
+    # been sized (`kv_tokens`) under the same setting.
     share_uncond: bool = True
 
     def __init__(
@@ -124,6 +127,7 @@ class DiaProgram(ModelProgram):
         self._cross_key: tuple | None = None
         self._cross_dense: list[tuple[torch.Tensor, torch.Tensor]] | None = None
         self._uid = 0
+        self._uncond_c: list[torch.Tensor] | None = None  # shared_cross.uncond_constants, on first use
 
     # --- loading ---------------------------------------------------------------------------------
     @classmethod
@@ -184,7 +188,8 @@ class DiaProgram(ModelProgram):
             max_frames=max_frames,
             fixed_frames=request.fixed_frames,
             width=2 if sampling.guidance != 1.0 else 1,
-            uncond_key=len(ids) if sampling.guidance != 1.0 else None,
+            # every pair's unconditional cross-attention is the same constant (shared_cross.py): one key
+            uncond_key=UNCOND_KEY if sampling.guidance != 1.0 else None,
         )
 
     def check(self, request: SynthesisRequest) -> None:
@@ -212,7 +217,8 @@ class DiaProgram(ModelProgram):
 
     # --- device resources ------------------------------------------------------------------------
     def _layout(self, prompt: Prompt) -> tuple[int, int]:
-        """Pages per sequence: (self-attention positions, packed cross K/V)."""
+        """Pages per sequence: (self-attention positions, packed cross K/V; a shared unconditional
+        sequence holds no cross pages)."""
         if self.page_size == 0:
             raise RuntimeError("the KV pool is not allocated: call init_kv(num_pages, page_size) first")
         frames = prompt.max_frames if prompt.fixed_frames is None else prompt.fixed_frames
@@ -224,7 +230,8 @@ class DiaProgram(ModelProgram):
 
     def kv_tokens(self, prompt: Prompt) -> int:
         n_self, n_cross = self._layout(prompt)
-        return prompt.width * (n_self + n_cross) * self.page_size
+        uncond = 0 if prompt.width == 1 else n_self + (0 if self.share_uncond else n_cross)
+        return (n_self + n_cross + uncond) * self.page_size
 
     def init_kv(self, num_pages: int, page_size: int) -> None:
         d = self.cfg.decoder
@@ -248,71 +255,60 @@ class DiaProgram(ModelProgram):
 
     # --- stages ----------------------------------------------------------------------------------
     def _seq_pages(self, row: Row, s: int) -> tuple[list[int], list[int]]:
+        """Sequence s's (self pages, cross pages): the conditional one's first, then the unconditional
+        one's (its self pages only when it is shared)."""
         st: DiaState = row.state
         per = st.n_self + st.n_cross
-        pages = row.pages[s * per : (s + 1) * per]
-        if len(pages) < per:
-            raise RuntimeError(
-                f"request {row.request_id} holds {len(row.pages)} KV pages, needs {per * st.width}"
-            )
+        uncond = st.n_self + (0 if st.shared else st.n_cross)
+        need = per + (uncond if st.width == 2 else 0)
+        if len(row.pages) < need:
+            raise RuntimeError(f"request {row.request_id} holds {len(row.pages)} KV pages, needs {need}")
+        pages = row.pages[:per] if s == 0 else row.pages[per : per + uncond]
         return pages[: st.n_self], pages[st.n_self :]
 
     def _paged(self, seqs: list[tuple[Row, int]], starts: list[int], counts: list[int]) -> PagedKV:
         ps = self.page_size
         T = max(counts)
-        S = len(seqs)
-        q_pos = torch.zeros(S, T, dtype=torch.long)
-        slots = torch.full((S, T), -1, dtype=torch.long)
         tables, ctables = [], []
-        for b, ((r, s), st0, n) in enumerate(zip(seqs, starts, counts, strict=True)):
+        for (r, s), st0, n in zip(seqs, starts, counts, strict=True):
             own, cross = self._seq_pages(r, s)
             if st0 + n > len(own) * ps:
                 raise RuntimeError(f"request {r.request_id} needs {st0 + n} positions, holds {len(own) * ps}")
-            pos = torch.arange(st0, st0 + n)
-            pg = torch.tensor(own, dtype=torch.long)
-            q_pos[b, :n] = pos
-            slots[b, :n] = pg[pos // ps] * ps + pos % ps
             tables.append(own)
-            ctables.append(cross)
+            ctables.append(cross or own[:1])  # a shared unconditional sequence's row is never read
         P = max(len(t) for t in tables)
         Pc = max(len(t) for t in ctables)
         table = torch.tensor([t + [t[0]] * (P - len(t)) for t in tables], dtype=torch.long)
         ctable = torch.tensor([t + [t[0]] * (Pc - len(t)) for t in ctables], dtype=torch.long)
-        kv_len = torch.tensor([a + n for a, n in zip(starts, counts, strict=True)])
+        # query i of sequence b sits at position starts[b] + i (padding past counts[b]: position 0, slot -1)
+        first, n = torch.tensor(starts), torch.tensor(counts)
+        j = torch.arange(T)
+        valid = j[None, :] < n[:, None]
+        pos = torch.where(valid, first[:, None] + j[None, :], 0)
+        slots = torch.where(valid, table.gather(1, pos // ps) * ps + pos % ps, -1)
+        kv_len = first + n
         cross_len = torch.tensor([r.state.cross_len for r, _ in seqs])
         d = self.device
-        return PagedKV(q_pos.to(d), slots.to(d), table.to(d), kv_len.to(d), ctable.to(d), cross_len.to(d), ps)
+        return PagedKV(pos.to(d), slots.to(d), table.to(d), kv_len.to(d), ctable.to(d), cross_len.to(d), ps)
 
     def _encode(self, rows: list[Row]) -> None:
         """Run the text encoder for every sequence of `rows` and write each decoder layer's cross K/V
         into the sequence's cross pages. Sequences are batched by text length (no padding, so a
-        request's encoder output does not depend on its batch-mates). The unconditional input is L
-        zeros whatever the request, so with `share_uncond` one encoder row per length serves every
-        unconditional sequence of the batch (shared_cross.py)."""
+        request's encoder output does not depend on its batch-mates). A shared unconditional sequence
+        needs none: its cross-attention is a constant (shared_cross.py)."""
         groups: dict[int, list[tuple[Row, int]]] = {}
         for r in rows:
-            for s in range(r.state.width):
+            for s in range(1 if r.state.shared else r.state.width):
                 groups.setdefault(r.state.cross_len, []).append((r, s))
         per_page = self.page_size * self.self_elems
         d = self.cfg.decoder
         for L, seqs in groups.items():
-            # encoder input row of each sequence: its own, or the group's one shared unconditional row
-            inputs: list[list[int]] = []
-            source: list[int] = []
-            shared = -1
-            for r, s in seqs:
-                if s == 1 and self.share_uncond and shared >= 0:
-                    source.append(shared)
-                    continue
-                source.append(len(inputs))
-                if s == 1 and self.share_uncond:
-                    shared = len(inputs)
-                inputs.append(r.prompt.data.ids if s == 0 else [0] * L)
-            ids = torch.tensor(inputs, dtype=torch.long, device=self.device)
+            ids = torch.tensor([r.prompt.data.ids if s == 0 else [0] * L for r, s in seqs],
+                               dtype=torch.long, device=self.device)
             enc = self.weights.model.encoder(ids, None)
             for li, layer in enumerate(self.weights.model.decoder.layers):
                 k, v = layer.cross_kv(enc)  # [n, L, heads, hd]
-                for (r, s), b in zip(seqs, source, strict=True):
+                for b, (r, s) in enumerate(seqs):
                     _, cross = self._seq_pages(r, s)
                     idx = torch.tensor(cross, dtype=torch.long, device=self.device)
                     shape = (len(cross), self.page_size, d.num_key_value_heads, d.head_dim)
@@ -322,39 +318,50 @@ class DiaProgram(ModelProgram):
     def _forward(self, rows: list[Row], tokens: list[np.ndarray], starts: list[int]) -> torch.Tensor:
         """Feed each row's tokens [n_i, C] (both sequences of a pair get the same ones) at positions
         starts[i]...; return the final hidden state of each sequence's last position [S, H]."""
-        seqs = [(r, s) for r in rows for s in range(r.state.width)]
-        counts = [t.shape[0] for r, t in zip(rows, tokens, strict=True) for _ in range(r.state.width)]
-        st = [a for r, a in zip(rows, starts, strict=True) for _ in range(r.state.width)]
+        every = [(r, s, t, a) for r, t, a in zip(rows, tokens, starts, strict=True)
+                 for s in range(r.state.width)]
+        shared_at = [s == 1 and r.state.shared for r, s, _, _ in every]
+        # the sequences that run their own cross-attention first, then the shared unconditional ones: the
+        # layers take the two parts as slices (shared_cross.py), not gathers
+        order = [i for i, sh in enumerate(shared_at) if not sh] + [i for i, sh in enumerate(shared_at) if sh]
+        n_own = len(order) - sum(shared_at)
+        seqs = [every[i][:2] for i in order]
+        counts = [every[i][2].shape[0] for i in order]
+        st = [every[i][3] for i in order]
         T, C = max(counts), self.cfg.decoder.num_channels
         x = torch.zeros(len(seqs), T, C, dtype=torch.long)
-        i = 0
-        for r, t in zip(rows, tokens, strict=True):
-            for _ in range(r.state.width):
-                x[i, : t.shape[0]] = torch.from_numpy(t)
-                i += 1
+        for j, i in enumerate(order):
+            x[j, : counts[j]] = torch.from_numpy(every[i][2])
         pk = self._paged(seqs, st, counts)
-        key = (self.share_uncond, tuple((r.state.uid, s) for r, s in seqs))
+        shared = n_own < len(seqs)
+        key = tuple((r.state.uid, s) for r, s in seqs)
         if key != self._cross_key or self._cross_dense is None:
             self._cross_key, self._cross_dense = None, None  # never keep a stale one on failure
             layers = self.weights.model.decoder.layers
-            if self.share_uncond and any(s == 1 for _, s in seqs):
-                self._cross_dense = build_plans(layers, self.k_pool, self.v_pool, pk.cross_table,
-                                                [s == 1 for _, s in seqs],
-                                                [r.state.cross_len for r, _ in seqs])
+            if shared:
+                if self._uncond_c is None:
+                    self._uncond_c = uncond_constants(self.weights)
+                self._cross_dense = build_plans(layers, self.k_pool, self.v_pool, pk.cross_table, n_own,
+                                                [r.state.cross_len for r, _ in seqs[:n_own]], self._uncond_c)
             else:
                 self._cross_dense = [layer.gather_cross_kv(self.k_pool[i], self.v_pool[i], pk)
                                      for i, layer in enumerate(layers)]
             self._cross_key = key
         pk.cross_dense = self._cross_dense
-        if self.share_uncond and any(s == 1 for _, s in seqs):
-            own = [i for i, (_, s) in enumerate(seqs) if s == 0]
-            rank = {i: j for j, i in enumerate(own)}
-            source = [rank[i if s == 0 else i - 1] for i, (_, s) in enumerate(seqs)]  # a pair is adjacent
-            pk.first_layer_reuse = (torch.tensor(own, device=self.device),
-                                    torch.tensor(source, device=self.device))
+        if shared:
+            rank = {i: j for j, i in enumerate(order[:n_own])}
+            # layer 0: own sequence j keeps its result, a shared one takes its partner's (i - 1 in `every`)
+            source = list(range(n_own)) + [rank[i - 1] for i in order[n_own:]]
+            pk.first_layer_reuse = (n_own, torch.tensor(source, device=self.device))
         w = self.weights
         hid = w.model.decoder(x.to(self.device), self.k_pool, self.v_pool, pk)
-        return hid[torch.arange(len(seqs), device=self.device), torch.tensor(counts, device=self.device) - 1]
+        last = hid[torch.arange(len(seqs), device=self.device), torch.tensor(counts, device=self.device) - 1]
+        if not shared:
+            return last
+        back = [0] * len(order)  # each row's sequences adjacent again, as _step reads them
+        for j, i in enumerate(order):
+            back[i] = j
+        return last[torch.tensor(back, device=self.device)]
 
     def _step(self, rows: list[Row], hidden: torch.Tensor, kv_len: list[int]) -> list[StepOutput]:
         """Sample each row's tokens from the sequences' final `hidden` states [S, H], then commit every
@@ -437,6 +444,7 @@ class DiaProgram(ModelProgram):
                 countdown=np.asarray(self.cfg.delay_pattern, dtype=np.int64).reshape(C),
                 fixed=fixed,
                 uid=self._next_uid(),
+                shared=self.share_uncond and r.prompt.width == 2,
             )
             r.frames_emitted = 0
         self._encode(rows)

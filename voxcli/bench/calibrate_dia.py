@@ -22,18 +22,24 @@ Assumptions (stated, not fitted): a typical request is ~3 s of audio (258 frames
 bytes; its average decoder context is CTX = 16 + 129 positions; BW_EFF, FLOP_EFF, LAUNCH_US and the SM
 scaling (Amdahl fractions from the paper's 93-99% on 108/132 SMs) are the Qwen priors of calibrate.py.
 
-CFG work sharing (models/dia/shared_cross.py): the unconditional sequence's cross K/V depends on the
-text length alone, so the pairs of one length read ONE copy per step (the program folds their queries
-into one attention call). In rows of the setting's row_ms:
-    cfg_row   = what an unconditional sequence still costs: the row less its cross K/V read and less
-                layer 0's self-attention (reused from its partner: q/k/v/o FLOPs + that layer's KV read)
-    cfg_group = the shared read, once per distinct text length in the batch
-  * optimistic: those arithmetic seconds (cross bytes / BW + layer 0) go, every other term stays:
-    cfg_row = 1 - (cross + layer0) / arith_row (~0.55 for Dia-1.6B).
+CFG work sharing (models/dia/shared_cross.py): the unconditional sequence's cross-attention block adds
+one constant per layer, the same for every request (its text is zeros: the encoder output is one vector
+at every position, so the attention over it is V for any query). In rows of the setting's row_ms:
+    cfg_row   = what an unconditional sequence still costs: the row less its whole cross-attention (the
+                cross K/V read over TEXT tokens and the q/o projections' FLOPs) and less layer 0's
+                self-attention (reused from its partner: q/k/v/o FLOPs + that layer's KV read). It keeps
+                its own self-attention in layers 1.., the MLP and its logits row (the CFG combine needs
+                both full logits rows: its top-k runs over the combined scores)
+    cfg_group = once per batch (every pair carries the same `uncond_key`): the kernels the sharing adds
+  * optimistic: those arithmetic seconds go, every other term stays: cfg_row = 1 - saved / arith_row;
+    no kernel is added (the unconditional rows of the o_proj output buffer hold the constant for the
+    batch's life, the existing residual add reads them; layer 0's residual add reads the partner's row).
   * pessimistic: only those same seconds go from the inflated row; the x 6.2 inefficiency (small GEMMs,
-    gathers, launches) is assumed to stay whole: cfg_row = 1 - (cross + layer0) / (6.2 x arith_row) (~0.93).
-  Both: the encoder pass shared at prefill is not credited (the prefill table is per batch, not per
-  sequence), and every query still pays its own attention FLOPs (in the 2 x params term).
+    gathers, launches) is assumed to stay whole: cfg_row = 1 - saved / (6.2 x arith_row); and the sharing
+    adds one kernel per layer (the constant's add) and one per step (layer 0's result copied to the
+    partners), cfg_group = (layers + 1) x LAUNCH_US / row_ms.
+  Both: the encoder pass skipped at prefill is not credited (the prefill table is per batch, not per
+  sequence), nor the cross pages an unconditional sequence no longer holds (memory, not time).
 
 Prefill: the text encoder (12 layers over TEXT tokens) + the decoder's cross K/V projections + one decoder
 step; per prompt position (a voice-clone prefix) one decoder row's FLOPs.
@@ -118,7 +124,8 @@ def row_bytes() -> float:
 
 
 def cross_bytes() -> float:
-    """Cross K/V bytes one row reads per decode step (over TEXT tokens): what CFG pairs share."""
+    """Cross K/V bytes one row reads per decode step (over TEXT tokens): none for a shared unconditional
+    sequence."""
     d = sizes()["decoder"]
     return d["layers"] * 2 * d["cross_kv_heads"] * d["cross_head_dim"] * BYTES_BF16 * TEXT_TOKENS
 
@@ -144,6 +151,18 @@ def dac_frame_flops() -> tuple[float, float]:
     return flops, act
 
 
+def cfg_terms(bw: float, fl: float, row_ms: float, added_kernels: bool) -> dict[str, float]:
+    """cfg_row / cfg_group in rows of `row_ms` (module doc), and the saved milliseconds per pair."""
+    d = sizes()["decoder"]
+    h, hd = d["hidden"], d["head_dim"]
+    cross = (cross_bytes() / bw + 2 * d["layers"] * 2 * h * d["cross_heads"] * d["cross_head_dim"] / fl) * 1e3
+    layer0 = (2 * (2 * h * d["heads"] * hd + 2 * h * d["kv_heads"] * hd) / fl
+              + 2 * d["kv_heads"] * hd * BYTES_BF16 * CTX_POSITIONS / bw) * 1e3
+    kernels = d["layers"] + 1 if added_kernels else 0
+    return {"cfg_row": 1.0 - (cross + layer0) / row_ms, "cfg_group": kernels * LAUNCH_US / 1e3 / row_ms,
+            "cfg_cross_ms": cross, "cfg_layer0_ms": layer0}
+
+
 def terms(gpu_name: str, setting: str) -> dict[str, float]:
     if setting not in SETTINGS:
         raise ValueError(f"setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
@@ -155,16 +174,10 @@ def terms(gpu_name: str, setting: str) -> dict[str, float]:
     conv, act = dac_frame_flops()
     conv_eff = 0.5 if setting == "pessimistic" else 1.0
     row_ms = arith_row * (QWEN_ROW_INEFFICIENCY if setting == "pessimistic" else 1.0)
-    shared = cross_bytes() / bw * 1e3 / row_ms  # the shared cross read, in rows of this setting
-    d = sizes()["decoder"]
-    h, hd = d["hidden"], d["head_dim"]
-    layer0 = (2 * (2 * h * d["heads"] * hd + 2 * h * d["kv_heads"] * hd) / fl
-              + 2 * d["kv_heads"] * hd * BYTES_BF16 * CTX_POSITIONS / bw) * 1e3 / row_ms
     return {
         "floor_ms": floor,
         "row_ms": row_ms,
-        "cfg_row": 1.0 - shared - layer0,
-        "cfg_group": shared,
+        **cfg_terms(bw, fl, row_ms, added_kernels=setting == "pessimistic"),
         "arith_row_ms": arith_row,
         "prefill_ms": floor
         + (enc + cross_kv) * BYTES_BF16 / bw * 1e3
@@ -245,9 +258,9 @@ def profile_toml(gpu_name: str, setting: str) -> str:
             if setting == "pessimistic"
             else ")"
         ),
-        f"CFG sharing: an unconditional sequence costs {t['cfg_row']:.3f} rows (no own cross K/V read, layer "
-        f"0's self-attention reused), plus {t['cfg_group']:.3f} rows per distinct text length (one shared "
-        f"cross K/V read of {cross_bytes() / 1e6:.1f} MB)",
+        f"CFG sharing: an unconditional sequence costs {t['cfg_row']:.3f} rows (its cross-attention is one "
+        f"constant: no {cross_bytes() / 1e6:.1f} MB cross K/V read, no q/o GEMMs; layer 0's self-attention "
+        f"reused), plus {t['cfg_group']:.3f} rows per batch (the kernels it adds)",
         f"codec: {t['codec_c0_ms']:.3f} ms/call + {t['codec_frame_ms'] * 1e3:.2f} us/frame "
         f"({conv / 1e9:.2f} GFLOP + {act / 1e6:.2f} MB per frame)",
     ]

@@ -131,7 +131,7 @@ class SyntheticProgram(ModelProgram):
             raise InputError(f"cfg_scale must be >= 1 (1 = no guidance), got {scale}")
         width = 2 if scale is not None and scale > 1 else 1
         return Prompt(length=8 + len(clean) // 4, data=plan, max_frames=max_frames, fixed_frames=plan.frames,
-                      width=width, uncond_key=len(clean) if width == 2 else None)  # as Dia's: text length
+                      width=width, uncond_key="uncond" if width == 2 else None)  # as Dia's: one for all
 
     def check(self, request: SynthesisRequest) -> None:
         self.prepare(request)  # prepare is cheap here: the one place its checks live
