@@ -5,11 +5,31 @@ hardware can do (not only as a ratio against another policy).
 One pure function, `capacity_bound`; its inputs are a cost profile (voxcli/engine/cost.py) and numbers
 that describe the split and one average request. Assumptions, each an upper bound's choice:
 
-1. The backbone (LM lane, on its `lm_sms` partition) always decodes at its best batch bucket: the bucket
-   b <= `max_decode_batch` with the most rows per second b / decode(b). Every row of that batch is one
-   frame of some request (frames/s = rows/s), so the queue is never short of work and no step is wasted.
+1. The backbone (LM lane, on its `lm_sms` partition) always decodes at its best batch: the row count
+   R <= `max_decode_batch` with the most request-frames per second, R / width / decode(R). Every row of
+   that batch belongs to some request, so the queue is never short of work and no step is wasted. Without
+   an SLO (`ttfa_s` None) R ranges over the profile's batch points; with one, also over every whole
+   number of requests up to the table's largest batch (the cost table interpolated, never extrapolated,
+   and not padded to the config's decode buckets: a coarse bucket ladder is the config's loss and shows
+   as a lower fraction).
 2. A request costs the backbone `frames + lead_steps` steps per row and `width` rows (a classifier-free
-   guidance pair is 2 rows, a delay pattern adds `lead_steps` steps before the first frame).
+   guidance pair is 2 rows, a delay pattern adds `lead_steps` steps before the first frame). A pair's
+   unconditional row costs the profile's `cfg_row` rows (decode's CFG work sharing, as the sim charges
+   it, when `cfg_shared`); the shared `cfg_group` rows per distinct text are not charged (they are at
+   most one per request and fewer when texts share a length: leaving them out keeps this an upper bound).
+2b. The SLO caps the step (only with `ttfa_s`): the engine decodes every running row each step, so near
+   capacity a request still making its first chunk shares every step with the whole batch. That request
+   meets its time to first audio only if its own prefill (alone, batch 1) + (`lead_steps` +
+   `first_frames`) steps + its first chunk's codec call (`first_frames` frames, on the whole device when
+   the urgent lane decodes it, else on the codec partition) <= `ttfa_s`: that caps decode(R). And no
+   request can play its last frame before the backbone makes it: the frames after the first chunk,
+   (frames - first_frames) steps, must take at most the whole utterance's playback, frames x `frame_s`
+   (a generous real-time cap: any chunk schedule stalls sooner). R is then the best batch whose step
+   meets both caps; when even one request's step misses them, the bound is 0. Waits for a step in
+   flight, queued prefills and other requests' prefills in the first chunk's window are not charged
+   (each would tighten the cap: leaving them out keeps this an upper bound). A chunk schedule that
+   grows faster than playback caps the step further (`schedule_step_cap`), but that is the config's
+   choice, not the model's: it is reported beside the bound, not in it.
 3. The LM lane is serial: while a prefill runs nothing decodes. Prefills are batched `prefill_batch` at a
    time (the engine's max_prefill_batch), costing the profile's prefill latency for that batch with all
    its prompt tokens, on the LM partition; each request pays its share of one such call ("the prefill's
@@ -31,6 +51,7 @@ that describe the split and one average request. Assumptions, each an upper boun
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from voxcli.engine.cost import CostProfile
@@ -42,11 +63,14 @@ class CapacityBound:
     codec_rps: float  # requests/s the codec partition sustains at its best bucket
     rps: float  # the binding bound
     binding: str  # "backbone", "codec" or "time-shared"
-    best_decode_batch: int  # the bucket of assumption 1
+    best_decode_batch: int  # the rows of assumption 1
     lm_frames_s: float  # backbone frames (rows) per second at that bucket
     codec_frames_s: float  # codec frames per second at its best bucket
     best_codec_batch: int  # chunks
     prefill_s: float  # the backbone seconds each request's prefill costs (assumption 3)
+    step_cap_s: float = math.inf  # the longest decode step the SLO allows (assumption 2b; inf: no SLO)
+    step_s: float = 0.0  # the decode step at best_decode_batch
+    schedule_cap_s: float = math.inf  # the step the config's chunk schedule allows (reported, not bound)
 
     def fraction(self, capacity: float) -> float:
         return capacity / self.rps if self.rps > 0 else 0.0
@@ -56,37 +80,85 @@ def capacity_bound(profile: CostProfile, *, lm_sms: int | None, codec_sms: int |
                    frames_per_request: float, prompt_tokens: float, width: int = 1, lead_steps: int = 0,
                    urgent_frames: float = 0.0,
                    prefill_batch: int = 4, max_decode_batch: int = 256, max_codec_batch: int = 32,
-                   partitioned: bool = True) -> CapacityBound:
+                   partitioned: bool = True, ttfa_s: float | None = None, first_frames: int = 0,
+                   frame_s: float = 0.0, cfg_shared: bool = False) -> CapacityBound:
     """The capacity bound (req/s) of `profile` on the split `lm_sms` / `codec_sms` (None = the whole
     device) for requests of `frames_per_request` frames and `prompt_tokens` prompt tokens per sequence;
-    see the module docstring for every assumption."""
+    with `ttfa_s`, the step is capped by the SLO (first chunk of `first_frames` frames, `frame_s` seconds
+    of audio per frame). See the module docstring for every assumption."""
     if frames_per_request <= 0:
         raise ValueError(f"frames_per_request must be > 0, got {frames_per_request}")
     lm_sms = None if lm_sms is not None and lm_sms >= profile.sms else lm_sms
     codec_sms = None if codec_sms is not None and codec_sms >= profile.sms else codec_sms
     decode = profile.stages["decode"]
-    buckets = [int(b) for b in decode.batch if b <= max_decode_batch] or [int(decode.batch[0])]
-    rows_s = {b: b / profile.latency("decode", b, lm_sms) for b in buckets}
-    best_b = max(buckets, key=lambda b: (rows_s[b], -b))
-    lm_rows_s = rows_s[best_b]
+    # cost rows per request (assumption 2): a sharing CFG pair's second row costs cfg_row rows
+    cost_width = 1 + decode.cfg_row if width == 2 and cfg_shared else float(width)
+    step_cap = math.inf if ttfa_s is None else step_time_cap(
+        profile, lm_sms=lm_sms, ttfa_s=ttfa_s, lead_steps=lead_steps, first_frames=first_frames,
+        prompt_tokens=prompt_tokens, width=width, urgent=urgent_frames > 0,
+        codec_sms=codec_sms, frames_per_request=frames_per_request, frame_s=frame_s)
+    requests = [b / width for b in decode.batch if b <= max_decode_batch] or [decode.batch[0] / width]
+    if ttfa_s is not None:  # every whole number of requests as well, within the table (assumption 1)
+        top = min(max_decode_batch / width, max(decode.batch) / cost_width)
+        requests += [float(n) for n in range(1, int(top) + 1)]
+    steps = {n: profile.latency("decode", n * cost_width, lm_sms) for n in requests}
+    feasible = [n for n in requests if steps[n] <= step_cap]
     prefill_s = 0.0
     if "prefill" in profile.stages:
         pb = max(1, prefill_batch)
         prefill_s = profile.latency("prefill", pb, lm_sms, tokens=round(pb * prompt_tokens * width)) / pb
-    lm_s = (frames_per_request + lead_steps) * width / lm_rows_s + prefill_s
+    if feasible:
+        best_n = max(feasible, key=lambda n: (n / steps[n], -n))
+        lm_frames_s = best_n / steps[best_n]
+        lm_rps = 1 / ((frames_per_request + lead_steps) / lm_frames_s + prefill_s)
+    else:  # even one request's step misses the SLO
+        best_n, lm_frames_s, lm_rps = min(requests), 0.0, 0.0
 
     codec = profile.stages["codec"]
     ref = codec.frames_ref or 1
     cbuckets = [int(b) for b in codec.batch if b <= max_codec_batch] or [int(codec.batch[0])]
     frames_s = {b: b * ref / profile.latency("codec", b, codec_sms, frames=b * ref) for b in cbuckets}
     best_c = max(cbuckets, key=lambda b: (frames_s[b], -b))
-    codec_s = max(frames_per_request - urgent_frames, 1e-9) / frames_s[best_c]
+    codec_rps = frames_s[best_c] / max(frames_per_request - urgent_frames, 1e-9)
 
-    lm_rps, codec_rps = 1 / lm_s, 1 / codec_s
     if partitioned:
         rps = min(lm_rps, codec_rps)
         binding = "backbone" if lm_rps <= codec_rps else "codec"
     else:
-        rps, binding = 1 / (lm_s + codec_s), "time-shared"
-    return CapacityBound(lm_rps, codec_rps, rps, binding, best_b, lm_rows_s / width, frames_s[best_c],
-                         best_c, prefill_s)
+        rps = 0.0 if lm_rps <= 0 else 1 / (1 / lm_rps + 1 / codec_rps)
+        binding = "time-shared"
+    return CapacityBound(lm_rps, codec_rps, rps, binding, round(best_n * width), lm_frames_s,
+                         frames_s[best_c], best_c, prefill_s, step_cap, steps[best_n])
+
+
+def step_time_cap(profile: CostProfile, *, lm_sms: int | None, ttfa_s: float, lead_steps: int,
+                  first_frames: int, prompt_tokens: float, width: int, urgent: bool, codec_sms: int | None,
+                  frames_per_request: float, frame_s: float) -> float:
+    """The longest decode step (s) the SLO allows (assumption 2b): the tighter of the first chunk's TTFA
+    budget over its (lead + first) steps and the generous real-time cap; 0 when the prefill and the first
+    codec call alone miss the TTFA."""
+    first = max(1, first_frames)
+    fixed = 0.0
+    if "prefill" in profile.stages:
+        fixed += profile.latency("prefill", 1, lm_sms, tokens=round(prompt_tokens * width))
+    fixed += profile.latency("codec", 1, None if urgent else codec_sms, frames=first)
+    cap = max(0.0, ttfa_s - fixed) / (lead_steps + first)
+    rest = frames_per_request - first
+    if frame_s > 0 and rest > 0:
+        cap = min(cap, frames_per_request * frame_s / rest)
+    return cap
+
+
+def schedule_step_cap(schedule_sizes: list[int], frame_s: float) -> float:
+    """The longest decode step (s) at which a chunk schedule never stalls on the backbone alone (no
+    codec time): chunk k (frames up to C_k) is made (C_k - C_1) steps after the first chunk and must be
+    there when the audio before it, C_(k-1) x frame_s, has played, so step <= C_(k-1) x frame_s /
+    (C_k - C_1) for every k >= 2. `schedule_sizes`: the chunk sizes in frames, in order (the first
+    chunks of a request, far enough that the steady size repeats)."""
+    cap, total = math.inf, 0
+    first = schedule_sizes[0] if schedule_sizes else 0
+    for size in schedule_sizes:
+        if total >= first > 0:
+            cap = min(cap, total * frame_s / (total + size - first))
+        total += size
+    return cap

@@ -1,0 +1,85 @@
+"""The SLO's cap on the decode step in the capacity bound (voxcli/bound.py assumption 2b), CFG work
+sharing in it, and the chunk schedule's own step cap: every number worked out by hand on the hand-made
+profile of tests/test_capacity_bound.py."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tests.test_capacity_bound import _profile
+from voxcli.bound import capacity_bound, schedule_step_cap
+from voxcli.engine.cost import CostProfile
+
+
+def _cfg_profile(cfg_row: float) -> CostProfile:
+    half = {"sm": [5], "speed": [0.5]}
+    return CostProfile.from_dict({
+        "gpu": {"name": "hand", "sms": 10},
+        "stages": {
+            "decode": {"batch": [1, 4], "ms": [10.0, 20.0], "cfg_row": cfg_row, **half},
+            "prefill": {"batch": [1, 4], "ms": [2.0, 2.0], "per_token_ms": 0.1, **half},
+            "codec": {"batch": [1, 2], "ms": [5.0, 8.0], "frames_ref": 10, **half},
+        }})
+
+
+SLO = dict(ttfa_s=0.2, lead_steps=2, first_frames=3, urgent_frames=3.0)
+
+
+def test_the_ttfa_caps_the_step_and_the_bound_takes_the_best_batch_under_it():
+    b = capacity_bound(_profile(), lm_sms=5, codec_sms=5, frames_per_request=100, prompt_tokens=10, **SLO)
+    # own prefill on 5 SMs: (2 + 10 x 0.1) x 2 = 6 ms; first chunk (3 frames) on the whole device: 5 ms
+    # (the codec's smallest call); (200 - 6 - 5) ms over 2 lead + 3 frame steps = 37.8 ms per step
+    assert b.step_cap_s == pytest.approx(0.0378)
+    # decode on 5 SMs: 20 ms + (n - 1) x 20/3 ms: 3 rows 33.3 ms fit, 4 rows 40 ms do not
+    assert b.best_decode_batch == 3 and b.step_s == pytest.approx(0.1 / 3)
+    assert b.lm_frames_s == pytest.approx(90.0)
+    # (100 + 2) steps at 90 frames/s + the prefill share (2 + 40 x 0.1) x 2 / 4 = 3 ms
+    assert b.lm_rps == pytest.approx(1 / (102 / 90 + 0.003))
+    # without the SLO: the table's best batch 4 (100 rows/s), as before
+    old = capacity_bound(_profile(), lm_sms=5, codec_sms=5, frames_per_request=100, prompt_tokens=10,
+                         lead_steps=2, urgent_frames=3.0)
+    assert old.best_decode_batch == 4 and old.lm_rps == pytest.approx(1 / (102 / 100 + 0.003))
+    assert math.isinf(old.step_cap_s)
+
+
+def test_a_step_no_batch_can_meet_bounds_capacity_at_zero():
+    b = capacity_bound(_profile(), lm_sms=5, codec_sms=5, frames_per_request=100, prompt_tokens=10,
+                       **{**SLO, "ttfa_s": 0.05})
+    # (50 - 11) ms / 5 steps = 7.8 ms < one row's 20 ms
+    assert b.step_cap_s == pytest.approx(0.0078) and b.lm_rps == 0.0 and b.rps == 0.0
+    assert b.binding == "backbone"
+
+
+def test_the_real_time_cap_binds_when_frames_play_faster_than_the_step():
+    b = capacity_bound(_profile(), lm_sms=5, codec_sms=5, frames_per_request=100, prompt_tokens=10,
+                       frame_s=0.03, **SLO)
+    # the 97 frames after the first chunk within 100 x 30 ms of playback: 30.93 ms per step < 37.8
+    assert b.step_cap_s == pytest.approx(3.0 / 97)
+    # 2 rows (26.7 ms) fit, 3 rows (33.3 ms) no longer do
+    assert b.best_decode_batch == 2 and b.lm_frames_s == pytest.approx(2 / 0.08 * 3)
+
+
+def test_shared_cfg_rows_fit_more_pairs_under_the_cap():
+    kw = dict(lm_sms=5, codec_sms=5, frames_per_request=100, prompt_tokens=10, width=2, **SLO)
+    # prefill of one pair: (2 + 20 x 0.1) x 2 = 8 ms; (200 - 8 - 5) / 5 = 37.4 ms per step
+    shared = capacity_bound(_cfg_profile(0.5), cfg_shared=True, **kw)
+    assert shared.step_cap_s == pytest.approx(0.0374)
+    # a pair costs 1.5 rows: 2 pairs = 3 rows, 33.3 ms: 60 request-frames/s (4 rows)
+    assert shared.best_decode_batch == 4 and shared.lm_frames_s == pytest.approx(60.0)
+    # unshared: 2 pairs = 4 rows = 40 ms > 37.4; 1 pair = 2 rows, 26.7 ms: 37.5 request-frames/s
+    plain = capacity_bound(_cfg_profile(0.5), cfg_shared=False, **kw)
+    assert plain.best_decode_batch == 2 and plain.lm_frames_s == pytest.approx(37.5)
+
+
+def test_the_chunk_schedule_caps_the_step_where_it_grows_faster_than_playback():
+    d = 0.0116
+    # 12, 24, 48, 48: chunk 2 is made 24 steps after the first and due 12 frames of audio later (d / 2);
+    # chunk 3: 72 steps for 36 frames (d / 2); chunk 4: 120 for 84 (0.7 d)
+    assert schedule_step_cap([12, 24, 48, 48], d) == pytest.approx(d / 2)
+    # 12, 12, 24, 24: 12 for 12 (d), 36 for 24 (2/3 d), 60 for 48 (0.8 d)
+    assert schedule_step_cap([12, 12, 24, 24], d) == pytest.approx(d * 2 / 3)
+    # equal chunks never stall a step at or below the frame's playback time
+    assert schedule_step_cap([10, 10, 10], d) == pytest.approx(d)
+    assert math.isinf(schedule_step_cap([10], d))
