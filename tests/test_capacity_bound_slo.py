@@ -83,3 +83,22 @@ def test_the_chunk_schedule_caps_the_step_where_it_grows_faster_than_playback():
     # equal chunks never stall a step at or below the frame's playback time
     assert schedule_step_cap([10, 10, 10], d) == pytest.approx(d)
     assert math.isinf(schedule_step_cap([10], d))
+
+
+def test_poisson_occupancy_ceils_capacity_over_a_capped_bound():
+    from voxcli.bound import occupancy_ceiling
+
+    # one request in the batch: P(N >= 1) = 1 - e^-x <= 0.1 -> x = -ln 0.9
+    assert occupancy_ceiling(1, 0.90) == pytest.approx(-math.log(0.9))
+    # three: P(N >= 3) = 1 - e^-m (1 + m + m^2 / 2) = 1 - q at m = 3x
+    for q in (0.90, 0.99):
+        m = 3 * occupancy_ceiling(3, q)
+        assert 1 - math.exp(-m) * (1 + m + m * m / 2) == pytest.approx(1 - q, abs=1e-9)
+    assert occupancy_ceiling(math.inf, 0.99) == 1.0
+    # the SLO-capped bound of the first test holds 3 requests; its codec (12.5 req/s) does not bind
+    b = capacity_bound(_profile(), lm_sms=5, codec_sms=5, frames_per_request=100, prompt_tokens=10, **SLO)
+    assert b.capped and b.best_requests == 3
+    assert b.ceiling(0.90) == pytest.approx(occupancy_ceiling(3, 0.90))
+    # no SLO: the table's best batch, no ceiling
+    free = capacity_bound(_profile(), lm_sms=5, codec_sms=5, frames_per_request=100, prompt_tokens=10)
+    assert not free.capped and free.ceiling(0.99) == 1.0

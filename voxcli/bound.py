@@ -47,6 +47,17 @@ that describe the split and one average request. Assumptions, each an upper boun
    1 / (backbone time + codec time per request).
 6. No interference, bandwidth sharing, host time or noise (the honest sim's effects) is charged: the
    bound is the cost table's own, so every effect the sim or a device adds shows as a lower fraction.
+
+Why a capacity at an attainment q sits below the bound even with a perfect policy when the SLO caps the
+step (`occupancy_ceiling`): the bound runs the batch at its best size n* requests all the time, but with
+Poisson arrivals and every running request decoded each step (no queue: an M/G/inf system) the number of
+requests in the system is Poisson-distributed around its mean, and an arrival that finds n* or more
+already running shares its first chunk's steps with a batch past the SLO's cap (or is refused). At rate
+x bound the mean is x n*, so attainment q needs P(Poisson(x n*) >= n*) <= 1 - q: the largest such x
+is the ceiling of capacity / bound at q (`CapacityBound.ceiling`). E.g. n* = 34 requests (Dia-1.6B on
+96/32): 0.79 at 90%, 0.65 at 99%; n* = 127 (Higgs v3 on 100/32): 0.89 / 0.80. It applies to the
+backbone's bound only when the SLO's cap, not the cost table's largest batch, fixed n*; the codec lane
+queues, so its bound has no such ceiling.
 """
 
 from __future__ import annotations
@@ -71,9 +82,18 @@ class CapacityBound:
     step_cap_s: float = math.inf  # the longest decode step the SLO allows (assumption 2b; inf: no SLO)
     step_s: float = 0.0  # the decode step at best_decode_batch
     schedule_cap_s: float = math.inf  # the step the config's chunk schedule allows (reported, not bound)
+    best_requests: float = 0.0  # requests in the batch of assumption 1 (n*)
+    capped: bool = False  # the SLO's step cap, not the table, fixed n*
 
     def fraction(self, capacity: float) -> float:
         return capacity / self.rps if self.rps > 0 else 0.0
+
+    def ceiling(self, attainment: float) -> float:
+        """The ceiling of capacity / bound at `attainment` from Poisson occupancy (module docstring)."""
+        if not self.capped or self.rps <= 0:
+            return 1.0
+        lm = self.lm_rps * occupancy_ceiling(self.best_requests, attainment)
+        return min(lm, self.codec_rps) / self.rps
 
 
 def capacity_bound(profile: CostProfile, *, lm_sms: int | None, codec_sms: int | None,
@@ -127,8 +147,12 @@ def capacity_bound(profile: CostProfile, *, lm_sms: int | None, codec_sms: int |
     else:
         rps = 0.0 if lm_rps <= 0 else 1 / (1 / lm_rps + 1 / codec_rps)
         binding = "time-shared"
+    # capped: one request more than n* would step past the SLO's cap (n* is not the table's own best)
+    capped = bool(feasible) and math.isfinite(step_cap) and \
+        profile.latency("decode", (best_n + 1) * cost_width, lm_sms) > step_cap
     return CapacityBound(lm_rps, codec_rps, rps, binding, round(best_n * width), lm_frames_s,
-                         frames_s[best_c], best_c, prefill_s, step_cap, steps[best_n])
+                         frames_s[best_c], best_c, prefill_s, step_cap, steps[best_n], best_requests=best_n,
+                         capped=capped)
 
 
 def step_time_cap(profile: CostProfile, *, lm_sms: int | None, ttfa_s: float, lead_steps: int,
@@ -162,3 +186,26 @@ def schedule_step_cap(schedule_sizes: list[int], frame_s: float) -> float:
             cap = min(cap, total * frame_s / (total + size - first))
         total += size
     return cap
+
+
+def occupancy_ceiling(requests: float, attainment: float) -> float:
+    """The largest x in (0, 1] such that P(Poisson(x * requests) >= requests) <= 1 - attainment: the
+    ceiling of capacity / bound at `attainment` when the bound's batch holds `requests` requests (see the
+    module docstring); 1.0 for no cap (inf)."""
+    if not math.isfinite(requests):
+        return 1.0
+    n = max(1, math.ceil(requests - 1e-9))
+
+    def tail(mean: float) -> float:  # P(N >= n), N ~ Poisson(mean), the pmf in logs (no underflow)
+        if mean <= 0:
+            return 0.0
+        log_m = math.log(mean)
+        return max(0.0, 1.0 - sum(math.exp(k * log_m - mean - math.lgamma(k + 1)) for k in range(n)))
+
+    lo, hi = 0.0, 1.0
+    if tail(hi * n) <= 1 - attainment:
+        return 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if tail(mid * n) <= 1 - attainment else (lo, mid)
+    return lo
