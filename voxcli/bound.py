@@ -19,22 +19,29 @@ that describe the split and one average request. Assumptions, each an upper boun
    most one per request and fewer when texts share a length: leaving them out keeps this an upper bound).
 2b. The SLO caps the step (only with `ttfa_s`): the engine decodes every running row each step, so near
    capacity a request still making its first chunk shares every step with the whole batch. That request
-   meets its time to first audio only if its own prefill (alone, batch 1) + (`lead_steps` +
-   `first_frames`) steps + its first chunk's codec call (`first_frames` frames, on the whole device when
-   the urgent lane decodes it, else on the codec partition) <= `ttfa_s`: that caps decode(R). And no
+   meets its time to first audio only if its own prefill call (of k requests, assumption 3) + its
+   first chunk's codec call (`first_frames` frames, on the whole device when the urgent lane decodes it,
+   else on the codec partition) + (`lead_steps` + `first_frames`) steps <= `ttfa_s`, where the steps are
+   stretched by the others' prefill calls that the serial LM lane runs between them: by 1 / (1 - the
+   lane's share of time in prefill calls, rate x the prefill's share). That caps decode(R). And no
    request can play its last frame before the backbone makes it: the frames after the first chunk,
    (frames - first_frames) steps, must take at most the whole utterance's playback, frames x `frame_s`
    (a generous real-time cap: any chunk schedule stalls sooner). R is then the best batch whose step
    meets both caps; when even one request's step misses them, the bound is 0. Waits for a step in
-   flight, queued prefills and other requests' prefills in the first chunk's window are not charged
-   (each would tighten the cap: leaving them out keeps this an upper bound). A chunk schedule that
-   grows faster than playback caps the step further (`schedule_step_cap`), but that is the config's
-   choice, not the model's: it is reported beside the bound, not in it.
-3. The LM lane is serial: while a prefill runs nothing decodes. Prefills are batched `prefill_batch` at a
-   time (the engine's max_prefill_batch), costing the profile's prefill latency for that batch with all
-   its prompt tokens, on the LM partition; each request pays its share of one such call ("the prefill's
-   share"). So the backbone's time per request is steps x width / (rows/s at the best bucket) + that
-   share, and the LM bound is its inverse.
+   flight and for the prefills queued ahead are not charged (each would tighten the cap: leaving them
+   out keeps this an upper bound). A chunk schedule that grows faster than playback caps the step
+   further (`schedule_step_cap`), but that is the config's choice, not the model's: it is reported
+   beside the bound, not in it.
+3. The LM lane is serial: while a prefill runs nothing decodes. A prefill call holds at most
+   `prefill_batch` rows (the engine's max_prefill_batch: a CFG pair is 2) and costs the profile's prefill
+   latency for its rows and all their prompt tokens, on the LM partition; each request pays its share of
+   one call ("the prefill's share"). Without an SLO every call is full. Under one, no request can wait
+   to fill a call (a wait is TTFA spent), so the engine prefills at each step's end whoever arrived
+   during the step: at rate r and step s that is x = r s arrivals, k = x / (1 - e^-x) requests per call
+   given one (the Poisson mean given at least one; at most the full call). r depends on k and k on r:
+   the bound is their fixed point, found by iterating from full calls (an upper bound at each step, so
+   it converges downwards). So the backbone's time per request is steps x width / (rows/s at the best
+   batch) + that share, and the LM bound is its inverse.
 4. The codec lane (background, on its `codec_sms` partition) decodes every frame of every request
    except `urgent_frames` (the first chunk, which the urgent lane decodes on the whole device when the
    policy has one), at its best bucket (most frames/s over the profile's codec batch points up to
@@ -113,26 +120,54 @@ def capacity_bound(profile: CostProfile, *, lm_sms: int | None, codec_sms: int |
     decode = profile.stages["decode"]
     # cost rows per request (assumption 2): a sharing CFG pair's second row costs cfg_row rows
     cost_width = 1 + decode.cfg_row if width == 2 and cfg_shared else float(width)
-    step_cap = math.inf if ttfa_s is None else step_time_cap(
-        profile, lm_sms=lm_sms, ttfa_s=ttfa_s, lead_steps=lead_steps, first_frames=first_frames,
-        prompt_tokens=prompt_tokens, width=width, urgent=urgent_frames > 0,
-        codec_sms=codec_sms, frames_per_request=frames_per_request, frame_s=frame_s)
     requests = [b / width for b in decode.batch if b <= max_decode_batch] or [decode.batch[0] / width]
     if ttfa_s is not None:  # every whole number of requests as well, within the table (assumption 1)
         top = min(max_decode_batch / width, max(decode.batch) / cost_width)
         requests += [float(n) for n in range(1, int(top) + 1)]
     steps = {n: profile.latency("decode", n * cost_width, lm_sms) for n in requests}
-    feasible = [n for n in requests if steps[n] <= step_cap]
-    prefill_s = 0.0
-    if "prefill" in profile.stages:
-        pb = max(1, prefill_batch)
-        prefill_s = profile.latency("prefill", pb, lm_sms, tokens=round(pb * prompt_tokens * width)) / pb
-    if feasible:
-        best_n = max(feasible, key=lambda n: (n / steps[n], -n))
-        lm_frames_s = best_n / steps[best_n]
-        lm_rps = 1 / ((frames_per_request + lead_steps) / lm_frames_s + prefill_s)
-    else:  # even one request's step misses the SLO
-        best_n, lm_frames_s, lm_rps = min(requests), 0.0, 0.0
+    by_step = sorted(requests, key=lambda n: steps[n])
+    k_max = max(1, prefill_batch // width)  # requests per prefill call (max_prefill_batch counts rows)
+
+    def prefill_call(k: float) -> float:  # one prefill call of k requests (assumption 3)
+        if "prefill" not in profile.stages:
+            return 0.0
+        return profile.latency("prefill", k * width, lm_sms, tokens=round(k * prompt_tokens * width))
+
+    def backbone(k: float, rate: float | None) -> tuple[float, float | None, float, float]:
+        """(step cap, best n or None, request-frames/s, requests/s) with prefill calls of k requests and,
+        under an SLO at `rate` req/s, the first chunk's window stretched by the others' prefills."""
+        share = prefill_call(k) / k
+        cap = math.inf
+        if ttfa_s is not None:
+            busy = min(0.99, (rate or 0.0) * share)  # the LM lane's share of time in prefill calls
+            cap = step_time_cap(profile, lm_sms=lm_sms, ttfa_s=ttfa_s, lead_steps=lead_steps,
+                                first_frames=first_frames, own_prefill_s=prefill_call(k),
+                                urgent=urgent_frames > 0, codec_sms=codec_sms,
+                                frames_per_request=frames_per_request, frame_s=frame_s) * (1 - busy)
+        fits = [n for n in by_step if steps[n] <= cap]
+        if not fits:
+            return cap, None, 0.0, 0.0
+        n = max(fits, key=lambda n: (n / steps[n], -n))
+        frames_s = n / steps[n]
+        return cap, n, frames_s, 1 / ((frames_per_request + lead_steps) / frames_s + share)
+
+    k = float(k_max)
+    step_cap, best, lm_frames_s, lm_rps = backbone(k, None)
+    if ttfa_s is not None:
+        # A fixed point: at rate r the engine prefills, at each step's end, whoever arrived during the
+        # step: r x step arrivals, k = r s / (1 - e^-(r s)) per call given one (capped at k_max).
+        for _ in range(40):
+            if best is None:
+                break
+            x = lm_rps * steps[best]
+            k = min(float(k_max), x / -math.expm1(-x)) if x > 1e-9 else 1.0
+            step_cap, new_best, lm_frames_s, new_rps = backbone(k, lm_rps)
+            done = abs(new_rps - lm_rps) <= 1e-9 * max(1.0, lm_rps)
+            best, lm_rps = new_best, new_rps
+            if done:
+                break
+    best_n = best if best is not None else min(requests)
+    prefill_s = prefill_call(k) / k
 
     codec = profile.stages["codec"]
     ref = codec.frames_ref or 1
@@ -148,7 +183,7 @@ def capacity_bound(profile: CostProfile, *, lm_sms: int | None, codec_sms: int |
         rps = 0.0 if lm_rps <= 0 else 1 / (1 / lm_rps + 1 / codec_rps)
         binding = "time-shared"
     # capped: one request more than n* would step past the SLO's cap (n* is not the table's own best)
-    capped = bool(feasible) and math.isfinite(step_cap) and \
+    capped = best is not None and math.isfinite(step_cap) and \
         profile.latency("decode", (best_n + 1) * cost_width, lm_sms) > step_cap
     return CapacityBound(lm_rps, codec_rps, rps, binding, round(best_n * width), lm_frames_s,
                          frames_s[best_c], best_c, prefill_s, step_cap, steps[best_n], best_requests=best_n,
@@ -156,16 +191,14 @@ def capacity_bound(profile: CostProfile, *, lm_sms: int | None, codec_sms: int |
 
 
 def step_time_cap(profile: CostProfile, *, lm_sms: int | None, ttfa_s: float, lead_steps: int,
-                  first_frames: int, prompt_tokens: float, width: int, urgent: bool, codec_sms: int | None,
+                  first_frames: int, own_prefill_s: float, urgent: bool, codec_sms: int | None,
                   frames_per_request: float, frame_s: float) -> float:
-    """The longest decode step (s) the SLO allows (assumption 2b): the tighter of the first chunk's TTFA
-    budget over its (lead + first) steps and the generous real-time cap; 0 when the prefill and the first
-    codec call alone miss the TTFA."""
+    """The longest decode step (s) the SLO allows (assumption 2b) before the others' prefills stretch
+    it: the tighter of the first chunk's TTFA budget (after its own prefill call, `own_prefill_s`, and
+    its first codec call) over its (lead + first) steps and the generous real-time cap; 0 when those
+    two calls alone miss the TTFA."""
     first = max(1, first_frames)
-    fixed = 0.0
-    if "prefill" in profile.stages:
-        fixed += profile.latency("prefill", 1, lm_sms, tokens=round(prompt_tokens * width))
-    fixed += profile.latency("codec", 1, None if urgent else codec_sms, frames=first)
+    fixed = own_prefill_s + profile.latency("codec", 1, None if urgent else codec_sms, frames=first)
     cap = max(0.0, ttfa_s - fixed) / (lead_steps + first)
     rest = frames_per_request - first
     if frame_s > 0 and rest > 0:
