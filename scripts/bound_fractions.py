@@ -17,6 +17,8 @@ measures the same sweep on its own.
 of two, the paper's split where the paper serves the model (Qwen3-TTS 100/32 = 96/32 on Hopper's groups of
 8, CosyVoice 3 44/88, Higgs v3 100/32), else the recipe's split (Dia: 96/32), a deferral of at most 0.1 s,
 and the model's chunk schedule from before issue 17 (Dia's 12/24/48). `default` is the recipe as shipped.
+CosyVoice 3's recipe is the paper's design (44/88, deadline, powers of two, 0.1 s): its two rows are one
+config (`--policies default` runs it once).
 """
 
 from __future__ import annotations
