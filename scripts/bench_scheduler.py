@@ -120,7 +120,8 @@ def worker_steps(pythonpath: str | None, running: int, seconds: float, policy: s
 
 def compare(rev: str, args: argparse.Namespace) -> None:
     print(f"policy={args.policy}; step = host thread-CPU microseconds of every scheduler call between two "
-          f"decode completions; {args.rounds} rounds per version, taken in turns, pooled")
+          f"decode completions; {args.rounds} rounds per version, taken in turns, pooled; load average "
+          f"{os.getloadavg()[0]:.1f} at the start", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         export_rev(rev, Path(tmp))
         versions = {rev: tmp, "this checkout": None}
@@ -130,11 +131,13 @@ def compare(rev: str, args: argparse.Namespace) -> None:
                 order = list(versions) if k % 2 == 0 else list(versions)[::-1]
                 for name in order:
                     steps[name] += worker_steps(versions[name], n, args.seconds, args.policy)
-            cells = {name: (statistics.median(v), pct(v, 0.99), len(v)) for name, v in steps.items()}
-            line = "   ".join(f"{name}: median {m * 1e6:6.1f} p99 {p * 1e6:7.1f} ({c} steps)"
-                               for name, (m, p, c) in cells.items())
-            (m0, p0, _), (m1, p1, _) = cells[rev], cells["this checkout"]
-            print(f"running={n:4d}  {line}   this/{rev}: median {m1 / m0:.2f}x p99 {p1 / p0:.2f}x")
+            cells = {name: (statistics.median(v), pct(v, 0.99), statistics.fmean(v), len(v))
+                     for name, v in steps.items()}
+            line = "   ".join(f"{name}: median {m * 1e6:6.1f} p99 {p * 1e6:7.1f} mean {a * 1e6:6.1f} "
+                               f"({c} steps)" for name, (m, p, a, c) in cells.items())
+            (m0, p0, a0, _), (m1, p1, a1, _) = cells[rev], cells["this checkout"]
+            print(f"running={n:4d}  {line}   this/{rev}: median {m1 / m0:.2f}x p99 {p1 / p0:.2f}x "
+                  f"mean {a1 / a0:.2f}x   (load average {os.getloadavg()[0]:.1f})", flush=True)
 
 
 def main() -> None:

@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def sweep(label: str, gpu: str, changes: dict, args, workload: str = "libritts", rates: str = "") -> dict:
-    cfg = paper_config(gpu, **{"sim_model": "honest", **changes})
+    cfg = paper_config(gpu, **{"sim_model": "honest", **changes}).with_overrides(args.set)
     spec = SweepSpec(rates=parse_rates(rates or args.rates), duration_s=args.duration, seeds=args.seeds,
                      warmup=64, stop_below=0.90)
     t0 = time.perf_counter()
@@ -54,7 +54,7 @@ def sweep(label: str, gpu: str, changes: dict, args, workload: str = "libritts",
 
 
 def one_rate(label: str, changes: dict, rate: float, args) -> dict:
-    cfg = paper_config("h100", **{"sim_model": "honest", **changes})
+    cfg = paper_config("h100", **{"sim_model": "honest", **changes}).with_overrides(args.set)
     target = sim_target(cfg, Variant(label))
     utts = load_workload("libritts")
     records = []
@@ -83,6 +83,8 @@ def main() -> int:
     ap.add_argument("--sim-models", default="optimistic,honest")
     ap.add_argument("--only", default="", help="paper part: comma-separated substrings of check labels")
     ap.add_argument("--no-gate", action="store_true", help="paper part: skip the ttfa-gate rows")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="an EngineConfig override on every run (e.g. slack_cap=false for the ablation)")
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "paper_points.json")
     args = ap.parse_args()
     parts = set(args.parts.split(","))

@@ -54,7 +54,8 @@ class Observer(Executor):
         self.log: list[tuple] = []  # every decision: (t, lane, stage, ids, bucket)
         self.defer_run_start: float | None = None
         self.counts = {"prefill": 0, "decode": 0, "urgent": 0, "background": 0, "bg_by_size": 0,
-                       "bg_by_deadline": 0, "bg_by_idle": 0, "bg_by_urgent": 0, "max_defer_run": 0.0}
+                       "bg_by_deadline": 0, "bg_by_idle": 0, "bg_by_urgent": 0, "bg_by_slack_cut": 0,
+                       "max_defer_run": 0.0}
 
     # --- what the test tells us (arrivals and cancels are inputs, not scheduler state)
     def note_arrival(self, rid: int, t: float) -> None:
@@ -251,11 +252,33 @@ class Observer(Executor):
     def _min_chunk(self, index: int) -> int:
         return self.cfg.chunk.size(index)
 
+    def _bg_seconds(self, n: int, frames: int) -> float:
+        """A background batch's estimated duration as the slack cap prices it: at its bucket, padded rows
+        costing like real ones."""
+        bucket = next(b for b in self.cfg.background_buckets if b >= n)
+        return self.est.codec("background", bucket, round(frames * bucket / n))
+
     def _check_background_rule(self, work: Work, t: float, deadlines: list[float], any_urgent: bool) -> None:
         cfg = self.cfg
+        n = len(work.rows)
         if cfg.policy == "full" and any_urgent:
             self.fail("background batch holds an urgent chunk")
-        if len(work.rows) >= cfg.background_min_batch:
+        capped = cfg.slack_cap and cfg.policy == "full"
+        margin, d_min = cfg.urgent_margin_s, min(deadlines)
+        sizes = [item.codes.shape[0] for item in work.rows]
+        limit = float("inf")  # the earliest end the batch owes a chunk that could be in time alone
+        if capped:
+            for k, (d, f) in enumerate(zip(deadlines, sizes, strict=True)):
+                end_by = d - margin + (self.est.codec("urgent", 1, f) if cfg.late_urgent else 0.0)
+                if t + self._bg_seconds(1, f) <= end_by + 1e-9:
+                    limit = min(limit, end_by)
+                elif k == 0 and cfg.late_urgent and not self.realtime:
+                    self.fail("background batch led by a chunk the urgent lane would deliver sooner")
+            # the cap's promise: no background batch ends after the urgent lane would have delivered a
+            # chunk of it that could be in time (sim only: a real clock's estimator corrects itself)
+            if not self.realtime and t + self._bg_seconds(n, work.frames) > limit + 1e-9:
+                self.fail(f"background batch of {n} ends after its first chunk would have turned urgent")
+        if n >= cfg.background_min_batch:
             self.counts["bg_by_size"] += 1
             return
         if cfg.policy == "lanes" and any_urgent:
@@ -264,11 +287,19 @@ class Observer(Executor):
         if "lm" not in self.in_flight:
             self.counts["bg_by_idle"] += 1
             return
-        d_min = min(deadlines)
-        est = self.est.codec("background", len(work.rows), work.frames)
-        if d_min - t - est <= cfg.urgent_margin_s + 1e-9:
+        est = self._bg_seconds(n, work.frames) if capped else self.est.codec("background", n, work.frames)
+        if d_min - t - est <= margin + 1e-9:
             self.counts["bg_by_deadline"] += 1
             return
+        if capped:
+            # cut by the cap: one more chunk (at most the largest size in sight) would have ended after
+            # what it owes this batch's chunks or that chunk itself (its deadline is >= this batch's last)
+            schedule = cfg.chunk
+            biggest = max(sizes + ([schedule.first, schedule.steady, *schedule.ramp] if schedule else []))
+            more = t + self._bg_seconds(n + 1, work.frames + biggest)
+            if more > min(limit, max(deadlines) - margin) - 1e-9:
+                self.counts["bg_by_slack_cut"] += 1
+                return
         self.fail(f"background batch of {len(work.rows)} < B={cfg.background_min_batch} launched with "
                   f"{(d_min - t - est) * 1000:.1f} ms slack while the LM was busy")
 

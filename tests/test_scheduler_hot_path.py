@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import sys
+from pathlib import Path
 
+import numpy as np
 import pytest
 from engine_workload import workload
 from voxcli.models import registry
@@ -15,36 +18,39 @@ from voxcli.config import ChunkSchedule, EngineConfig
 from voxcli.engine.engine import Engine
 from voxcli.engine.frame_log import FrameLog
 from voxcli.engine.request import Request
-from voxcli.engine.scheduler import Scheduler
+from voxcli.engine.scheduler import Scheduler, _stack_frames
 from voxcli.engine.synthetic import SyntheticProgram
+
+_SCRIPTS = str(Path(__file__).resolve().parent.parent / "scripts")
+sys.path.insert(0, _SCRIPTS)  # scripts/ is not a package: on the path for this one import
+try:
+    from compare_decisions import record_batches
+finally:
+    sys.path.remove(_SCRIPTS)
 
 
 def _run(cfg: EngineConfig, reqs, logged: bool, monkeypatch, lead_steps: int = 0) -> tuple:
     """Every batch decided (time, lane, stage, rows / chunks), every timeline with its audio's hash."""
-    hits = {"logged": 0}
+    hits = {"logged": 0, "due": 0}
     with monkeypatch.context() as m:
         orig = Scheduler._decode_logged
+        orig_due = Scheduler._due_frames
 
         def decode_logged(self, *args):
             out = orig(self, *args) if logged else None
             hits["logged"] += out is not None
             return out
 
+        def due_frames(self, due, *args):  # the due rows of a usual step: chunks pended inline
+            hits["due"] += len(due)
+            return orig_due(self, due, *args)
+
         m.setattr(Scheduler, "_decode_logged", decode_logged)
+        m.setattr(Scheduler, "_due_frames", due_frames)
         sim = dataclasses.replace(registry.default_family().sim, lead_steps=lead_steps)  # steps with no frame
         eng = Engine(SyntheticProgram(sample_rate=100, samples_per_frame=8, pcm_scale=1.0, sim=sim), cfg)
         batches: list = []
-        launch = eng.executor.launch
-
-        def record(work):
-            if work.stage == "codec":
-                rows = [(ch.request.id, ch.index, ch.start, ch.end, ch.last) for ch in work.tag]
-            else:
-                rows = [(row.request_id, tuple(row.pages), row.slot) for row in work.rows]
-            batches.append((work.decided_at, work.lane, work.stage, work.bucket, rows))
-            return launch(work)
-
-        eng.executor.launch = record
+        record_batches(eng, batches.append)
         streams = []
         for i, (t, req, cancel) in enumerate(reqs):
             if i % 7 == 3:  # some CFG pairs (width 2)
@@ -64,7 +70,7 @@ def _run(cfg: EngineConfig, reqs, logged: bool, monkeypatch, lead_steps: int = 0
                                                              c.t_delivered, c.lane) for c in tl.chunks]))
         sched = eng.scheduler
         assert sched.idle and not sched.pending and sched.kv.free == cfg.kv_pages
-        return batches, timelines, dict(sched.counts), hits["logged"]
+        return batches, timelines, dict(sched.counts), hits["logged"], hits["due"]
 
 
 @pytest.mark.parametrize("policy,admission,extra,lead", [
@@ -79,6 +85,7 @@ def test_logged_hot_path_decides_as_row_by_row(policy, admission, extra, lead, m
     fast = _run(cfg, reqs, True, monkeypatch, lead)
     slow = _run(cfg, reqs, False, monkeypatch, lead)
     assert fast[3] > 50 and slow[3] == 0  # the logged path really ran (and really did not)
+    assert fast[4] > 50 and slow[4] == 0  # and so did its due rows' inline chunk path
     assert fast[0] == slow[0]
     assert fast[1] == slow[1]
     assert fast[2] == slow[2]
@@ -124,3 +131,30 @@ def test_frame_log_drops_epochs_no_row_needs():
     assert len(log._epochs) <= 2
     log.settle(a)
     assert a.frames == list(range(300))
+
+
+_grid = np.arange(64, dtype=np.int64).reshape(8, 8)
+
+
+@pytest.mark.parametrize("frames", [
+    [np.full(4, k, np.int64) for k in range(5)],  # the usual batch: joined as bytes
+    [np.full(4, k, np.int32) for k in range(3)],
+    [np.full(4, k, ">i8") for k in range(3)],  # another byte order
+    list(_grid),  # rows of one array (views, C-contiguous)
+    [np.zeros((2, 3), np.int64), np.ones((2, 3), np.int64)],  # frames of more than one axis
+    [np.full(4, 1, np.int64), np.full(4, 2.5)],  # mixed dtypes: np.array promotes
+    [_grid[:, 0], _grid[:, 1]],  # strided views: not a buffer to join
+    [[1, 2], [3, 4]], [np.array([1, 2]), [3, 4]], [np.int64(3), np.int64(4)],  # not all arrays
+])
+def test_codec_batch_codes_are_np_array_of_the_frames(frames):
+    want, got = np.array(frames), _stack_frames(frames)
+    assert got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want)
+    assert got.flags.writeable and got.flags.c_contiguous
+
+
+def test_codec_batch_codes_of_frames_of_two_sizes_fail_as_np_array_does():
+    frames = [np.zeros(3, np.int64), np.zeros(4, np.int64)]
+    with pytest.raises(ValueError):
+        np.array(frames)
+    with pytest.raises(ValueError):
+        _stack_frames(frames)

@@ -44,7 +44,7 @@ def test_a_later_chunk_near_its_deadline_is_promoted_to_the_urgent_lane():
     assert sched.next_timer(before) == pytest.approx(ch.deadline - 0.1)  # the promotion
     (w,) = sched.decide(ch.deadline - 0.1 + 1e-6, ("urgent", "background"))
     assert w.lane == "urgent" and w.tag == [ch]
-    assert sched.counts == {"promoted": 1, "deadline_launches": 0}
+    assert sched.counts == {"promoted": 1, "deadline_launches": 0, "slack_cuts": 0}
 
 
 def test_a_background_batch_below_b_launches_when_waiting_longer_would_be_late():
@@ -54,11 +54,11 @@ def test_a_background_batch_below_b_launches_when_waiting_longer_would_be_late()
     assert sched.next_timer(trigger - 1e-6) == pytest.approx(trigger)
     (w,) = sched.decide(trigger + 1e-6, ("background",))
     assert w.lane == "background" and w.tag == [ch]
-    assert sched.counts == {"promoted": 0, "deadline_launches": 1}
+    assert sched.counts == {"promoted": 0, "deadline_launches": 1, "slack_cuts": 0}
 
 
 def test_with_both_off_a_late_chunk_waits_in_the_background_lane_for_b():
     sched, ch = _second_chunk_pending(late_urgent=False, deadline_launch=False)
     assert sched.decide(ch.deadline + 1.0, ("urgent", "background")) == []  # late, and still waiting
     assert sched.next_timer(ch.deadline - 0.5) is None
-    assert sched.counts == {"promoted": 0, "deadline_launches": 0}
+    assert sched.counts == {"promoted": 0, "deadline_launches": 0, "slack_cuts": 0}

@@ -109,9 +109,10 @@ class RateResult:
     stalled: int
     window_s: float
     # the late-chunk path (sim targets; 0 elsewhere): later chunks the urgent lane took, background
-    # batches launched below B by their deadline trigger
+    # batches launched below B by their deadline trigger, background batches cut by their chunks' slack
     promoted: int = 0
     deadline_launches: int = 0
+    slack_cuts: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -43,7 +43,7 @@ def _ms(x: float | None) -> str:
 
 RATE_HEADERS = ("req/s", "sent", "SLO %", "goodput", "done/s", "TTFA p50", "p90", "p99 (ms)", "stalled",
                 "rejected", "failed", "audio<1s %")
-LATE_HEADERS = ("req/s", "stalled", "promoted chunks", "deadline launches")
+LATE_HEADERS = ("req/s", "stalled", "promoted chunks", "deadline launches", "slack cuts")
 
 
 def rate_tables(result: SweepResult) -> list:
@@ -59,13 +59,15 @@ def rate_tables(result: SweepResult) -> list:
 
 def late_chunk_tables(result: SweepResult) -> list:
     """Per variant with any late-chunk decision (sim targets count them): stalls, later chunks the urgent
-    lane took (promoted) and background batches launched below B by their deadline."""
+    lane took (promoted), background batches launched below B by their deadline and background batches cut
+    by their chunks' slack (config slack_cap)."""
     from voxcli.tables import figure_table
 
     return [figure_table(f"{sw.variant.label}: the late-chunk path per offered rate", LATE_HEADERS,
-                         [[f"{r.rate:g}", str(r.stalled), str(r.promoted), str(r.deadline_launches)]
-                          for r in sw.results])
-            for sw in result.sweeps if any(r.promoted or r.deadline_launches for r in sw.results)]
+                         [[f"{r.rate:g}", str(r.stalled), str(r.promoted), str(r.deadline_launches),
+                           str(r.slack_cuts)] for r in sw.results])
+            for sw in result.sweeps if any(r.promoted or r.deadline_launches or r.slack_cuts
+                                           for r in sw.results)]
 
 
 def capacity_table(result: SweepResult):

@@ -174,6 +174,7 @@ def _late_chunk_counts(res: RateResult, counts: dict[str, int]) -> None:
     """The scheduler's late-chunk counters of the plays behind `res` (targets that report them)."""
     res.promoted = counts.get("promoted", 0)
     res.deadline_launches = counts.get("deadline_launches", 0)
+    res.slack_cuts = counts.get("slack_cuts", 0)
 
 
 def run_sweep(make_target: Callable[[Variant], Target], variants: Sequence[Variant], spec: SweepSpec,

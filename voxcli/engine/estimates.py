@@ -68,6 +68,7 @@ class LatencyEstimator:
         steady = config.chunk.steady if config.chunk is not None else None
         self.frames_per_chunk = frames_per_chunk or steady or (codec.frames_ref if codec else 0) or 1
         self._scale = {"prefill": 1.0, "decode": 1.0, "codec": 1.0}
+        self.version = 0  # bumped whenever an estimate may change (observe): callers may cache until then
         self._cache: dict[tuple, float] = {}
         self._decode_buckets = config.decode_buckets
 
@@ -105,3 +106,4 @@ class LatencyEstimator:
             return
         s = self._scale[work.stage]
         self._scale[work.stage] = (1 - weight) * s + weight * (seconds / base)
+        self.version += 1

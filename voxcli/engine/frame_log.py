@@ -88,10 +88,17 @@ class FrameLog:
     def settle(self, r: Request) -> None:
         """Append the row's logged frames to r.frames (it stays attached, now settled to this step)."""
         e = r.log_epoch
-        if e is None or r.log_from == self.steps:
+        last = self.steps
+        if e is None or r.log_from == last:
+            return
+        i = r.log_from + 1 - e.first
+        if e.next is None:  # every unsettled frame is in one epoch (the usual): one map, no epoch move
+            pos = e._pos
+            fs = e.frames
+            r.frames.extend(map(itemgetter(e.pos(r.id) if pos is None else pos[r.id]), fs[i:] if i else fs))
+            r.log_from = last
             return
         first = e
-        i = r.log_from + 1 - e.first
         frames, rid = r.frames, r.id
         while True:
             steps = e.frames
@@ -105,7 +112,7 @@ class FrameLog:
             first.live -= 1
             e.live += 1
             r.log_epoch = e
-        r.log_from = self.steps
+        r.log_from = last
 
     def detach(self, r: Request) -> None:
         """Settle the row and stop logging for it (it stopped running)."""

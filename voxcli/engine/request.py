@@ -118,7 +118,7 @@ class Request:
                  "gen_chunk", "gen_start", "gen_end", "chunk_inflight", "lm_inflight", "t_first_audio",
                  "pages", "slot", "reason", "user", "need_pages", "frame_cap", "next_end", "retry_after",
                  "next_event", "continuation", "log_epoch", "log_from", "due_step", "join_seq",
-                 "state_bytes")
+                 "state_bytes", "next_ready")
 
     def __init__(self, request_id: int, prompt: Prompt, arrival: float, schedule: ChunkSchedule,
                  frame_s: float, ttfa_target: float, synthesis: SynthesisRequest | None = None,
@@ -165,6 +165,9 @@ class Request:
         self.log_from = 0
         self.due_step = -1
         self.join_seq = -1
+        # the next chunk, made when its bounds became known (its previous chunk was delivered) and
+        # pended by the decode step whose frame completes it (Scheduler._due_frames sets t_ready)
+        self.next_ready: Chunk | None = None
         self.refresh_event()
 
     @property
