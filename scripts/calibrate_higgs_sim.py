@@ -71,6 +71,10 @@ FRAMES_REF = 50
 QWEN_ROW_INEFFICIENCY = 0.0835 / 0.0135
 PUBLISHED = {"full": (32.0, 28.0), "sync2": (4.0, 2.0)}  # paper: VoxServe vs SGLang-Omni (90 / 99%)
 FIT_POLICY, FIT_CAPACITY = "full", 32.0
+# The paper's design the fit reproduces, pinned (the shipped recipe moved past it in issue 17: 120/8, 8-row
+# decode buckets, 20 ms deferrals): 100/32, deadline admission, decode buckets at powers of two, 0.1 s.
+PAPER_DESIGN = ["lm_sms=100", "codec_sms=32", "admission=deadline", "decode_buckets=[2,4,8,16,32,64,128,256]",
+                "max_defer_s=0.1"]
 SETTINGS = ("fitted", "optimistic", "pessimistic")
 
 
@@ -180,8 +184,7 @@ def profile_toml(gpu_name: str, setting: str, row_ms: float | None = None) -> st
 def capacity(policy: str, row_ms: float | None, setting: str, duration: float, seeds: int,
              rates: list[float], utts, overrides: list[str] | None = None) -> tuple[float, float]:
     """(capacity at 90%, at 99%) of `policy` on the simulated H100, with the engine settings `vox bench
-    --executor sim --gpu h100 --model higgs-v3-4b` uses (recipes/higgs-v3-4b.toml: the paper's 100/32
-    split) plus `overrides`."""
+    --executor sim --gpu h100 --model higgs-v3-4b` uses (recipes/higgs-v3-4b.toml) plus `overrides`."""
     from voxcli.bench.sweep import SweepSpec, Variant, sweep_variant
     from voxcli.bench.targets import model_config, sim_target
     from voxcli.engine.cost import CostProfile
@@ -207,7 +210,7 @@ def fit(duration: float, seeds: int, utts, iters: int = 7) -> float:
         a, b = lo, hi
         for _ in range(iters):
             mid = (a * b) ** 0.5
-            cap, _ = capacity(FIT_POLICY, mid, "fitted", duration, seeds, rates, utts)
+            cap, _ = capacity(FIT_POLICY, mid, "fitted", duration, seeds, rates, utts, PAPER_DESIGN)
             print(f"  fit: row_ms {mid:.4f} -> full capacity@90% {cap:g} req/s", flush=True)
             a, b = (mid, b) if cap >= above else (a, mid)
         edges.append((a * b) ** 0.5)

@@ -43,9 +43,10 @@ def test_backbone_bound_is_the_best_bucket_less_the_prefill_share():
 def test_cfg_pairs_delay_patterns_and_a_capped_bucket_cost_the_backbone_more():
     b = capacity_bound(_profile(), lm_sms=5, codec_sms=5, frames_per_request=100, prompt_tokens=10,
                        width=2, lead_steps=10, max_decode_batch=1)
-    # bucket 1 only: 50 rows/s; (100 + 10) steps x 2 rows = 4.4 s; prefill (2 + 80 x 0.1) x 2 / 4 = 5 ms
+    # bucket 1 only: 50 rows/s; (100 + 10) steps x 2 rows = 4.4 s; prefill_batch counts rows: 4 rows
+    # = 2 pairs of 2 x 10 tokens per call, (2 + 40 x 0.1) x 2 = 12 ms, 6 ms per pair
     assert b.best_decode_batch == 1 and b.lm_frames_s == pytest.approx(25.0)
-    assert b.lm_rps == pytest.approx(1 / 4.405)
+    assert b.prefill_s == pytest.approx(0.006) and b.lm_rps == pytest.approx(1 / 4.406)
 
 
 def test_a_slow_codec_binds():
@@ -79,7 +80,7 @@ def test_vox_bench_prints_capacity_over_bound_and_vox_profile_both_bounds(tmp_pa
     cap = data["variants"][0]["capacity90"]
     row = [line for line in res.output.splitlines()
            if line.split()[:1] == ["full"] and "req/s:" not in line][-1]  # the bound table's row
-    assert "@90% / bound" in res.output and f"≥ {cap / bound['rps']:.2f}" in row
+    assert "capacity / bound" in res.output and f"≥ {cap / bound['rps']:.2f}" in row
     res = runner.invoke(app, ["profile", "--gpu", "h100", "--model", "qwen3-tts-1.7b", "--target-rate", "40",
                               "--no-simulate", "--out", str(tmp_path / "p")])
     assert res.exit_code == 0, res.output

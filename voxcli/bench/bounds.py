@@ -4,19 +4,33 @@ sim's stand-in program prepares for its text)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from voxcli.bench.client import _frames
+from voxcli.bench.metrics import TTFA_TARGET_S
 from voxcli.bench.workloads import Utterance
-from voxcli.bound import CapacityBound, capacity_bound
-from voxcli.config import EngineConfig
+from voxcli.bound import CapacityBound, capacity_bound, schedule_step_cap
+from voxcli.config import ChunkSchedule, EngineConfig
+
+
+class RequestShape(NamedTuple):
+    """The workload's average request as the sim serves it."""
+
+    frames: float
+    tokens: float  # prompt tokens per sequence
+    width: int  # rows (2: a CFG pair)
+    lead: int  # frameless steps before the first frame
+    urgent: float  # frames of its first chunk (at most `first_chunk`)
+    cfg_shared: bool  # its pairs carry an unconditional key the sim's CFG sharing applies to
 
 
 def request_shape(model: str, utterances: Sequence[Utterance], frame_rate: float,
                   frames_scale: float = 1.0, max_frames: int | None = None,
-                 first_chunk: int = 0) -> tuple[float, float, int, int, float]:
-    """(frames, prompt tokens per sequence, rows, lead steps, frames of its first chunk of at most
-    `first_chunk` frames) of the workload's average request."""
+                  first_chunk: int = 0) -> RequestShape:
+    """The workload's average request: its frames, prompt tokens per sequence, rows, lead steps, frames of
+    its first chunk of at most `first_chunk` frames, and whether its CFG pairs share work."""
     from voxcli.engine.synthetic import SyntheticProgram
     from voxcli.models.base import InputError, SynthesisRequest
     from voxcli.models.registry import sim_spec_for
@@ -31,15 +45,26 @@ def request_shape(model: str, utterances: Sequence[Utterance], frame_rate: float
             pass
     if not prompts:
         raise ValueError("no utterance of the workload is a request the engine accepts; the bound needs one")
-    return (sum(frames) / len(frames), sum(p.length for p in prompts) / len(prompts),
-            max(p.width for p in prompts), sim_spec_for(model).lead_steps,
-            sum(min(f, first_chunk) for f in frames) / len(frames))
+    width = max(p.width for p in prompts)
+    urgent = sum(min(f, first_chunk) for f in frames) / len(frames)
+    shared = width == 2 and all(p.uncond_key is not None for p in prompts if p.width == 2)
+    return RequestShape(sum(frames) / len(frames), sum(p.length for p in prompts) / len(prompts), width,
+                        sim_spec_for(model).lead_steps, urgent, shared)
+
+
+def schedule_sizes(schedule: ChunkSchedule, frames: float) -> list[int]:
+    """The chunk sizes a request of `frames` frames is cut into (the last one whole)."""
+    sizes: list[int] = []
+    while sum(sizes) < frames:
+        sizes.append(schedule.size(len(sizes)))
+    return sizes
 
 
 def config_bound(config: EngineConfig, utterances: Sequence[Utterance], frame_rate: float,
-                 frames_scale: float = 1.0, max_frames: int | None = None) -> CapacityBound | None:
-    """The bound of `config` (its gpu profile, policy's lane split, buckets) for the workload; None when
-    the config names no cost profile (a cpu/cuda run without --gpu)."""
+                 frames_scale: float = 1.0, max_frames: int | None = None,
+                 ttfa_s: float = TTFA_TARGET_S) -> CapacityBound | None:
+    """The bound of `config` (its gpu profile, policy's lane split, buckets, first chunk) for the workload
+    at the SLO's `ttfa_s`; None when the config names no cost profile (a cpu/cuda run without --gpu)."""
     if not config.gpu:
         return None
     from voxcli.engine.estimates import load_profile
@@ -48,33 +73,38 @@ def config_bound(config: EngineConfig, utterances: Sequence[Utterance], frame_ra
 
     profile = load_profile(config)
     layout = lane_layout(config)
-    first = config.chunk_or(sim_spec_for(config.model).chunk).first if "urgent" in layout.lanes else 0
-    frames, tokens, width, lead, urgent = request_shape(config.model, utterances, frame_rate, frames_scale,
-                                                        max_frames, first)
-    return capacity_bound(profile, lm_sms=layout.sms["lm"], codec_sms=layout.sms["background"],
-                          frames_per_request=frames, prompt_tokens=tokens, width=width, lead_steps=lead,
-                          urgent_frames=urgent, prefill_batch=config.max_prefill_batch,
-                          max_decode_batch=min(max(config.decode_buckets), config.max_running),
-                          max_codec_batch=max(config.background_buckets),
-                          partitioned=layout.partitioned)
+    schedule = config.chunk_or(sim_spec_for(config.model).chunk)
+    first = schedule.first if "urgent" in layout.lanes else 0
+    shape = request_shape(config.model, utterances, frame_rate, frames_scale, max_frames, first)
+    bound = capacity_bound(profile, lm_sms=layout.sms["lm"], codec_sms=layout.sms["background"],
+                           frames_per_request=shape.frames, prompt_tokens=shape.tokens, width=shape.width,
+                           lead_steps=shape.lead, urgent_frames=shape.urgent,
+                           prefill_batch=config.max_prefill_batch,
+                           max_decode_batch=min(max(config.decode_buckets), config.max_running),
+                           max_codec_batch=max(config.background_buckets),
+                           partitioned=layout.partitioned, ttfa_s=ttfa_s, first_frames=schedule.first,
+                           frame_s=1 / frame_rate, cfg_shared=shape.cfg_shared)
+    cap = schedule_step_cap(schedule_sizes(schedule, shape.frames), 1 / frame_rate)
+    return dataclasses.replace(bound, schedule_cap_s=cap)
 
 
 def split_bounds_table(profile, points, model: str, utterances: Sequence[Utterance], frame_rate: float):
     """`vox profile`: the backbone's and the codec's bound (req/s) on every split (policy full: the urgent
-    lane decodes first chunks), and which binds."""
+    lane decodes first chunks; the SLO's TTFA caps the step), and which binds."""
     from voxcli.models.registry import sim_spec_for
     from voxcli.tables import figure_table
 
     first = sim_spec_for(model).chunk.first
-    frames, tokens, width, lead, urgent = request_shape(model, utterances, frame_rate, first_chunk=first)
+    shape = request_shape(model, utterances, frame_rate, first_chunk=first)
     rows = []
     for p in points:
-        b = capacity_bound(profile, lm_sms=p.lm_sms, codec_sms=p.codec_sms, frames_per_request=frames,
-                           prompt_tokens=tokens, width=width, lead_steps=lead,
-                           urgent_frames=urgent)
+        b = capacity_bound(profile, lm_sms=p.lm_sms, codec_sms=p.codec_sms, frames_per_request=shape.frames,
+                           prompt_tokens=shape.tokens, width=shape.width, lead_steps=shape.lead,
+                           urgent_frames=shape.urgent, ttfa_s=TTFA_TARGET_S, first_frames=first,
+                           frame_s=1 / frame_rate, cfg_shared=shape.cfg_shared)
         rows.append([p.name, f"{b.lm_rps:.1f}", str(b.best_decode_batch), f"{b.codec_rps:.1f}",
                      str(b.best_codec_batch), f"{b.rps:.1f}", b.binding])
-    return figure_table(f"capacity bound per split ({frames:.0f} frames, {tokens:.0f} prompt tokens per "
-                        "request; voxcli/bound.py)",
-                        ("split", "LM bound", "at batch", "codec bound", "at chunks", "bound req/s", "binds"),
+    return figure_table(f"capacity bound per split ({shape.frames:.0f} frames, {shape.tokens:.0f} prompt "
+                        f"tokens per request, TTFA <= {TTFA_TARGET_S * 1e3:.0f} ms; voxcli/bound.py)",
+                        ("split", "LM bound", "at rows", "codec bound", "at chunks", "bound req/s", "binds"),
                         rows, left=("binds",))

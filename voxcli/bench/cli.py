@@ -270,7 +270,7 @@ def _bounds(config, variants, utts, spec) -> dict:
     out = {}
     for v in variants:
         b = config_bound(config.with_overrides(v.overrides), utts, spec.frame_rate, spec.frames_scale,
-                         spec.max_frames)
+                         spec.max_frames, ttfa_s=spec.ttfa_target_s)
         if b is not None:
             out[v.label] = asdict(b)
     return out

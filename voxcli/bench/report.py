@@ -90,14 +90,30 @@ def bound_table(result: SweepResult):
     from voxcli.tables import figure_table
 
     bounds = result.meta.get("bounds", {})  # label -> CapacityBound dict (voxcli/bench/bounds.py)
-    rows = [[sw.variant.label, f"{b['rps']:.1f}", b["binding"], f"{b['lm_rps']:.1f}", f"{b['codec_rps']:.1f}",
+    rows = [[sw.variant.label, f"{b['rps']:.1f}", b["binding"], f"{b['lm_rps']:.1f}/{b['codec_rps']:.1f}",
+             f"{_ms(b.get('step_cap_s'))}/{_ms(b.get('schedule_cap_s'))}", _ceilings(b),
              bound_cell(sw, 0.90, b), bound_cell(sw, 0.99, b)]
             for sw in result.sweeps if (b := bounds.get(sw.variant.label)) is not None]
     if not rows:
         return None
-    return figure_table("capacity / bound (the cost profile's own, voxcli/bound.py)",
-                        ("policy", "bound req/s", "binds", "LM", "codec", "@90% / bound", "@99% / bound"),
+    return figure_table("capacity / bound at 90% and 99% (the cost profile's own bound, voxcli/bound.py; "
+                        "LM / codec: each lane's bound; step cap ms: the decode step the SLO allows, in the "
+                        "bound / the one the chunk schedule allows, not in it; ceiling: Poisson occupancy's "
+                        "at 90% / 99%)",
+                        ("policy", "bound", "binds", "LM/codec", "step cap", "ceiling", "@90%", "@99%"),
                         rows, left=("policy", "binds"))
+
+
+def _ceilings(b: dict) -> str:
+    from voxcli.bound import CapacityBound
+
+    known = {k: v for k, v in b.items() if k in CapacityBound.__dataclass_fields__}
+    bound = CapacityBound(**known)
+    return f"{bound.ceiling(0.90):.2f}/{bound.ceiling(0.99):.2f}"
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None or seconds == float("inf") else f"{seconds * 1e3:.1f}"
 
 
 def bound_cell(sw, threshold: float, bound: dict | None) -> str:
