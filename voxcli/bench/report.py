@@ -91,7 +91,7 @@ def bound_table(result: SweepResult):
 
     bounds = result.meta.get("bounds", {})  # label -> CapacityBound dict (voxcli/bench/bounds.py)
     rows = [[sw.variant.label, f"{b['rps']:.1f}", b["binding"], f"{b['lm_rps']:.1f}/{b['codec_rps']:.1f}",
-             f"{_ms(b.get('step_cap_s'))}/{_ms(b.get('schedule_cap_s'))}", _ceilings(b),
+             f"{_cap_ms(b.get('step_cap_s'))}/{_cap_ms(b.get('schedule_cap_s'))}", _ceilings(b),
              bound_cell(sw, 0.90, b), bound_cell(sw, 0.99, b)]
             for sw in result.sweeps if (b := bounds.get(sw.variant.label)) is not None]
     if not rows:
@@ -112,7 +112,8 @@ def _ceilings(b: dict) -> str:
     return f"{bound.ceiling(0.90):.2f}/{bound.ceiling(0.99):.2f}"
 
 
-def _ms(seconds: float | None) -> str:
+def _cap_ms(seconds: float | None) -> str:
+    """A step cap in ms to 0.1 ms (caps are a few ms; an unbounded one prints '-')."""
     return "-" if seconds is None or seconds == float("inf") else f"{seconds * 1e3:.1f}"
 
 
