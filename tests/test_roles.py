@@ -267,7 +267,9 @@ def test_a_later_sentence_is_admitted_against_the_earlier_audio_across_the_hop()
                         playback_epoch=due)
         t = threading.Thread(target=relay, args=(lm_items(lm2), codec, lm2.cancel), daemon=True)
         t.start()
-        r2 = next(r for r in lm.scheduler.requests.values() if r.user is lm2)
+        # submit hands the request to the engine's thread: wait until its scheduler holds it
+        _wait_until(lambda: any(r.user is lm2 for r in list(lm.scheduler.requests.values())))
+        r2 = next(r for r in list(lm.scheduler.requests.values()) if r.user is lm2)
         assert r2.continuation and list(lm.scheduler.waiting)[0] is r2  # ahead of the blocker
         assert abs(lm.clock.to_epoch(r2.deadline_of(0)) - due) < 0.01
         out1.cancel()
