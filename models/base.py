@@ -100,6 +100,11 @@ class ModelSpec:
     # False: the model reads a whole text at once (Dia's [S1]/[S2] dialogue spans sentences), so the CLI
     # sends one request per text instead of one per sentence.
     split_sentences: bool = True
+    # Frames of audio a streaming codec holds back past a chunk's end (a non-causal decoder's right
+    # context, referred to the frame rate; 0 for a causal one): chunk 0 of n frames plays n - h frames,
+    # a middle chunk its own frames, the last chunk its frames + h. The engine's playback deadlines and
+    # its per-chunk audio accounting read it; a causal codec leaves it 0.
+    codec_lookahead_frames: float = 0.0
 
     @property
     def frame_seconds(self) -> float:

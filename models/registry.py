@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,6 +57,8 @@ class SimModel:
     # Its GPU cost profile under recipes/gpus/ ("{gpu}" = the --gpu name): the shared per-GPU profiles
     # by default; a model with costs of its own names its own (never silently another model's).
     gpu_profile: str = "{gpu}"
+    # its codec's hold-back in frames when it differs from the family's (SimSpec.codec_lookahead_frames)
+    codec_lookahead_frames: float | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ class SimSpec:
     models: tuple[SimModel, ...] = ()
     cfg_scale: float | None = None  # the checkpoint's default guidance (> 1: requests run as width-2 pairs)
     lead_steps: int = 0  # decode steps before a request's first frame (a delay pattern's fill)
+    codec_lookahead_frames: float = 0.0  # the released codec's hold-back (ModelSpec.codec_lookahead_frames)
 
 
 @dataclass(frozen=True)
@@ -146,7 +149,10 @@ def sim_spec_for(model: str | None) -> SimSpec:
     if model:
         found = find_sim_model(model)
         if found is not None:
-            return found[0].sim
+            family, sim_model = found
+            if sim_model.codec_lookahead_frames is not None:
+                return replace(family.sim, codec_lookahead_frames=sim_model.codec_lookahead_frames)
+            return family.sim
         demo = find_demo(model)
         if demo is not None:
             return demo[0].sim

@@ -206,17 +206,18 @@ def step_time_cap(profile: CostProfile, *, lm_sms: int | None, ttfa_s: float, le
     return cap
 
 
-def schedule_step_cap(schedule_sizes: list[int], frame_s: float) -> float:
+def schedule_step_cap(schedule_sizes: list[int], frame_s: float, hold_frames: float = 0.0) -> float:
     """The longest decode step (s) at which a chunk schedule never stalls on the backbone alone (no
     codec time): chunk k (frames up to C_k) is made (C_k - C_1) steps after the first chunk and must be
     there when the audio before it, C_(k-1) x frame_s, has played, so step <= C_(k-1) x frame_s /
     (C_k - C_1) for every k >= 2. `schedule_sizes`: the chunk sizes in frames, in order (the first
-    chunks of a request, far enough that the steady size repeats)."""
+    chunks of a request, far enough that the steady size repeats). `hold_frames`: the codec's hold-back
+    (ModelSpec.codec_lookahead_frames): the audio before chunk k is then C_(k-1) - h frames, not C_(k-1)."""
     cap, total = math.inf, 0
     first = schedule_sizes[0] if schedule_sizes else 0
     for size in schedule_sizes:
         if total >= first > 0:
-            cap = min(cap, total * frame_s / (total + size - first))
+            cap = min(cap, max(0.0, total - hold_frames) * frame_s / (total + size - first))
         total += size
     return cap
 

@@ -59,6 +59,10 @@ FAMILY = Family(
         samples_per_frame=960,
         codebooks=1,
         chunk=ChunkSchedule(first=28, ramp=(50,), steady=100),
+        # a hop's tokens need 3 more of look-ahead (flow pre_lookahead_len) and the vocoder keeps its last
+        # 8 mel frames (= 4 tokens at 2 mel frames per token) for the next hop: 7 tokens held, on a
+        # hop-aligned schedule like this one (codec.py docstring)
+        codec_lookahead_frames=7.0,
         models=(SimModel("cosyvoice3-0.5b", COSYVOICE3_0_5B, gpu_profile="{gpu}-cosyvoice3-0.5b"),),
     ),
     claims=lambda root: (root / "cosyvoice3.yaml").is_file(),

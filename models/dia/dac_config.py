@@ -123,3 +123,14 @@ class DacCodecConfig:
         except json.JSONDecodeError as e:
             raise CheckpointError(f"{path} is not valid JSON ({e})") from None
         return cls.from_dict(d, path)
+
+
+def decoder_lookahead_samples(upsampling_ratios: tuple[int, ...] | list[int]) -> int:
+    """Output samples a streamed DAC sample waits for (the decoder's right context; dac_layers'
+    `lookahead_samples` computes it from the built layers): conv1's padding 3; per upsampling block of
+    stride s, the context so far times s, plus the transposed conv's ceil(s / 2) and the three dilated
+    residual units' 3 x (1 + 3 + 9) = 39; conv2's 3. Architecture only, so no torch and no weights."""
+    delay = 3
+    for s in upsampling_ratios:
+        delay = delay * s + math.ceil(s / 2) + 39
+    return delay + 3

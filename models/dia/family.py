@@ -58,5 +58,7 @@ FAMILY = Family(
                 chunk=ChunkSchedule(first=12, ramp=(24,), steady=48),
                 models=(SimModel("dia-1.6b", DIA_1_6B, gpu_profile="{gpu}-dia-1.6b"),),
                 cfg_scale=3.0,  # generation_config.json's guidance_scale: every request is a pair
-                lead_steps=15),  # max(delay): the first aligned frame comes 15 steps after the first
+                lead_steps=15,  # max(delay): the first aligned frame comes 15 steps after the first
+                # dac_44khz's decoder right context, 4757 samples (dac_config.decoder_lookahead_samples)
+                codec_lookahead_frames=4757 / 512),
 )

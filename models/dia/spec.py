@@ -9,13 +9,27 @@ from pathlib import Path
 
 from ..base import ChunkSchedule, ModelSpec
 from .config import DiaConfig
+from .dac_config import decoder_lookahead_samples
 
 SAMPLE_RATE = 44100
 HOP = 512
 # 86 frames/s: the DAC decoder holds back ~9.3 frames of look-ahead (dac.py), so a 12-frame first chunk
-# (139 ms) is the smallest that yields real audio; then the chunks grow so the codec runs fewer, larger
-# batches once playback is buffered (48 frames = 0.56 s).
-DEFAULT_CHUNKS = ChunkSchedule(first=12, ramp=(24,), steady=48)
+# plays 2.7 frames (31 ms); later chunks start small and grow with the buffered audio so each is made before
+# the audio before it runs out at a ~7 ms step (recipes/dia-1.6b.toml derives it), then 48 frames (0.56 s).
+DEFAULT_CHUNKS = ChunkSchedule(first=12, ramp=(4, 6, 10, 16, 24, 40), steady=48)
+
+
+def codec_lookahead_frames(root: Path) -> float:
+    """Frames of audio the DAC decoder holds back (ModelSpec.codec_lookahead_frames), from the ratios in
+    codec/config.json when the checkpoint carries its codec, the published dac_44khz's (8, 8, 4, 2:
+    4757 samples = 9.29 frames) otherwise."""
+    ratios: list[int] = [8, 8, 4, 2]
+    cfg = root / "codec" / "config.json"
+    if cfg.exists():
+        d = json.loads(cfg.read_text())
+        ratios = d.get("upsampling_ratios") or list(reversed(d.get("downsampling_ratios", [2, 4, 8, 8])))
+    hop = math.prod(ratios)
+    return decoder_lookahead_samples(ratios) / hop
 
 
 def codec_rates(root: Path) -> tuple[int, int]:
@@ -42,4 +56,5 @@ def model_spec(cfg: DiaConfig, root: Path, name: str) -> ModelSpec:
         voices=(),
         languages=("english",),
         modes=("tts", "clone"),
+        codec_lookahead_frames=codec_lookahead_frames(root),
     )

@@ -78,5 +78,6 @@ FAMILY = Family(
         chunk=ChunkSchedule(first=15, ramp=(10, 25), steady=50),
         models=(SimModel("higgs-v3-4b", HIGGS_V3_4B, gpu_profile="{gpu}-higgs-v3-4b"),),
         lead_steps=8,  # the delay fill: the first aligned frame comes 8 steps after the first step
+        codec_lookahead_frames=9458 / 960,  # the codec decoder's right context (codec.py docstring)
     ),
 )

@@ -15,6 +15,7 @@ still draws a random replacement for repeated codes, which no deterministic path
 
 from __future__ import annotations
 
+import math
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,7 @@ from ..checkpoint import (
     resolve,
 )
 from ..device_memory import pool_zeros
+from ..dia.dac_config import decoder_lookahead_samples
 from ..dia.sampling import draw, top_k_filter, top_p_filter
 from ..qwen3_tts.layers import PagedBatch
 from .codec import HiggsCodec, HiggsCodecConfig, resolve_tokenizer
@@ -107,6 +109,7 @@ class HiggsProgram(ModelProgram):
         dtype: torch.dtype,
         name: str,
         rates: tuple[int, int] = (24000, 960),
+        lookahead_frames: float = 9458 / 960,
     ) -> None:
         self.root, self.cfg, self.gen, self.weights, self.tok = root, cfg, gen, weights, tok
         self.device, self.dtype = device, dtype
@@ -122,6 +125,7 @@ class HiggsProgram(ModelProgram):
             voices=(),
             languages=(),
             modes=("tts",),
+            codec_lookahead_frames=lookahead_frames,
         )
         self.k_pool: torch.Tensor | None = None
         self.v_pool: torch.Tensor | None = None
@@ -198,6 +202,7 @@ class HiggsProgram(ModelProgram):
             DTYPES[dtype],
             name,
             rates=(codec.sample_rate, codec.hop_length) if codec is not None else _codec_rates(root),
+            lookahead_frames=_codec_lookahead_frames(root, codec),
         )
         program._codec = codec
         return program
@@ -503,6 +508,19 @@ class HiggsProgram(ModelProgram):
         if row.slot >= 0 and self._codec is not None:
             self._codec.release_slot(row.slot)
         row.state = None
+
+
+def _codec_lookahead_frames(root: Path, codec: HiggsCodec | None) -> float:
+    """Frames of audio the tokenizer's decoder holds back (ModelSpec.codec_lookahead_frames): its right
+    context over the upsampling ratios (the same layers as Dia's DAC decoder), from the loaded codec, else
+    audio_tokenizer/config.json, else the released tokenizer's (8, 5, 4, 2, 3: 9458 samples, 9.85 frames)."""
+    if codec is not None:
+        ratios = codec.hnet.cfg.upsampling_ratios
+    else:
+        cfg_path = root / "audio_tokenizer" / "config.json"
+        cfg = HiggsCodecConfig.read(cfg_path) if cfg_path.exists() else HiggsCodecConfig()
+        ratios = cfg.upsampling_ratios
+    return decoder_lookahead_samples(ratios) / math.prod(ratios)
 
 
 def _codec_rates(root: Path) -> tuple[int, int]:

@@ -60,10 +60,15 @@ FAMILY = Family(
                 # playback (200 ms), which an 8B step of >= 8 ms at a few pairs cannot (the sim stalled)
                 chunk=ChunkSchedule(first=10, ramp=(10, 25), steady=50),
                 models=(SimModel("bagpiper-8b", BAGPIPER_8B, gpu_profile="{gpu}-bagpiper-8b"),
-                        SimModel("opuslm-7b", OPUSLM_7B, gpu_profile="{gpu}-opuslm-7b")),
+                        # OpusLM decodes with ESPnet's DAC: 5 frames held back (espnet_dac_stream.py)
+                        SimModel("opuslm-7b", OPUSLM_7B, gpu_profile="{gpu}-opuslm-7b",
+                                 codec_lookahead_frames=5.0)),
                 cfg_scale=3.0,  # Bagpiper's inference config: every request is a pair in its audio phase
                 # frameless steps before the first frame: the delay fill (7) and the optimistic assumed
                 # 64-token text plan (CoT + rich caption; nothing publishes its length; the pessimistic 256
                 # and the TTFA floors are in scripts/calibrate_speechlm_sim.py and the profiles' headers)
-                lead_steps=7 + 64),
+                lead_steps=7 + 64,
+                # X-Codec's decoder right context: 3141 samples (models/dia/dac_config.py's formula over
+                # its upsampling 8, 5, 4, 2)
+                codec_lookahead_frames=3141 / 320),
 )

@@ -84,7 +84,8 @@ def config_bound(config: EngineConfig, utterances: Sequence[Utterance], frame_ra
                            max_codec_batch=max(config.background_buckets),
                            partitioned=layout.partitioned, ttfa_s=ttfa_s, first_frames=schedule.first,
                            frame_s=1 / frame_rate, cfg_shared=shape.cfg_shared)
-    cap = schedule_step_cap(schedule_sizes(schedule, shape.frames), 1 / frame_rate)
+    hold = sim_spec_for(config.model).codec_lookahead_frames
+    cap = schedule_step_cap(schedule_sizes(schedule, shape.frames), 1 / frame_rate, hold)
     return dataclasses.replace(bound, schedule_cap_s=cap)
 
 

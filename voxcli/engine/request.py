@@ -8,8 +8,10 @@ the LM lane. `decode`: the LM adds one frame per step. `draining`: the LM is fin
 going through the codec. The chunk schedule cuts frames into chunks; a chunk is *ready* once all of its
 frames exist (or the LM has finished and it is the short tail).
 
-Deadlines: the playback deadline of chunk c >= 1 is `t_first_audio + start_frame(c) * frame_seconds`
-(the audio delivered before c runs out then); for a continuation (a later sentence of a user request)
+Deadlines: the playback deadline of chunk c >= 1 is `t_first_audio + (start_frame(c) - h) * frame_seconds`
+(the audio delivered before c runs out then), h = the codec's hold-back in frames
+(`ModelSpec.codec_lookahead_frames`: a non-causal decoder keeps a chunk's last h frames of audio until the
+next chunk's frames arrive; 0 for a causal codec); for a continuation (a later sentence of a user request)
 playback starts no earlier than the end of the earlier sentences' audio, `arrival + ttfa_target`. The
 first chunk has no playback deadline; for ordering we give it `arrival + ttfa_target` (a continuation's
 is real: the end of the audio already delivered).
@@ -118,11 +120,11 @@ class Request:
                  "gen_chunk", "gen_start", "gen_end", "chunk_inflight", "lm_inflight", "t_first_audio",
                  "pages", "slot", "reason", "user", "need_pages", "frame_cap", "next_end", "retry_after",
                  "next_event", "continuation", "log_epoch", "log_from", "due_step", "join_seq",
-                 "state_bytes", "next_ready")
+                 "state_bytes", "next_ready", "hold_s")
 
     def __init__(self, request_id: int, prompt: Prompt, arrival: float, schedule: ChunkSchedule,
                  frame_s: float, ttfa_target: float, synthesis: SynthesisRequest | None = None,
-                 user: Any = None) -> None:
+                 user: Any = None, hold_frames: float = 0.0) -> None:
         self.id = request_id
         self.synthesis = synthesis
         self.name = synthesis.request_id if synthesis is not None else None
@@ -134,6 +136,7 @@ class Request:
         self.frames: list[Any] = []  # frames settled so far; n_frames also counts those still logged
         self.schedule = schedule
         self.frame_s = frame_s
+        self.hold_s = hold_frames * frame_s  # the codec's hold-back in seconds of audio (see above)
         self.ttfa_target = ttfa_target
         # next chunk to hand to the codec (strict order): its index and first frame
         self.next_chunk = 0
@@ -185,7 +188,15 @@ class Request:
         base = self.t_first_audio if self.t_first_audio is not None else self.arrival + self.ttfa_target
         if self.continuation:  # its audio plays once the earlier sentences' audio has ended, not before
             base = max(base, self.arrival + self.ttfa_target)
-        return base + start_frame * self.frame_s
+        return base + max(0.0, start_frame * self.frame_s - self.hold_s)
+
+    def released_audio_s(self, ch: Chunk) -> float:
+        """Seconds of audio the codec releases for chunk `ch`: its frames, less the hold-back it keeps
+        back (`hold_s`) unless it is the last chunk, plus the hold-back the chunk before it kept."""
+        fs, hold = self.frame_s, self.hold_s
+        end = ch.end * fs if ch.last else max(0.0, ch.end * fs - hold)
+        start = 0.0 if ch.index == 0 else max(0.0, ch.start * fs - hold)
+        return max(0.0, end - start)
 
     def set_schedule(self, schedule: ChunkSchedule) -> None:
         """Replace the chunk schedule (admission only: before the first frame)."""
@@ -226,7 +237,7 @@ class Request:
             base = first if first is not None else self.arrival + self.ttfa_target
             if self.continuation:
                 base = max(base, self.arrival + self.ttfa_target)
-            deadline = base + start * self.frame_s
+            deadline = base + max(0.0, start * self.frame_s - self.hold_s)
         return deadline - (self.gen_end - n) * step_s - codec_s
 
     def refresh_event(self) -> None:

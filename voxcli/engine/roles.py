@@ -360,7 +360,7 @@ class CodecEngine(_RoleEngine):
                 return  # its request ended here already (cancelled, failed): the rest is dropped
             r = Request(rid, Prompt(length=0, data=None, max_frames=_UNBOUNDED), self.clock.from_epoch(
                 chunk.arrival_epoch), chunk.schedule, self.spec.frame_seconds, chunk.ttfa_target_s,
-                None, stream)
+                None, stream, self.spec.codec_lookahead_frames)
             r.frame_cap = _UNBOUNDED
             r.continuation = chunk.continuation  # chunk 0's deadline (arrival + target) is the playback end
             r.refresh_event()

@@ -190,7 +190,7 @@ class Scheduler:
                     synthesis: SynthesisRequest | None = None, user: Any = None) -> Request:
         schedule = self.config.chunk_or(self.spec.chunk)
         r = Request(request_id, prompt, arrival, schedule, self.frame_s, self.config.ttfa_target_s,
-                    synthesis, user)
+                    synthesis, user, self.spec.codec_lookahead_frames)
         r.frame_cap = min(prompt.max_frames, self.config.max_frames)
         r.state_bytes = prompt.codec_state_base_bytes + prompt.codec_state_bytes_per_frame * r.frame_cap
         r.refresh_event()
@@ -980,8 +980,9 @@ class Scheduler:
                 events += self._end(r, S.FAILED, now, f"the codec stage failed: {_describe(pcm)}")
                 continue
             index, frames = ch.index, ch.end - ch.start
+            audio_s = frames * frame_s if r.hold_s == 0.0 else r.released_audio_s(ch)
             r.timeline.chunks.append(ChunkRecord(index, ch.start, frames, ch.t_ready, ch.t_dispatched, now,
-                                                 frames * frame_s, ch.lane, ch.deadline if index else None))
+                                                 audio_s, ch.lane, ch.deadline if index else None))
             if index == 0:
                 r.t_first_audio = now
                 r.timeline.first_audio = now

@@ -78,7 +78,8 @@ class SyntheticProgram(ModelProgram):
                               samples_per_frame=samples_per_frame or sim.samples_per_frame,
                               codebooks=codebooks or sim.codebooks,
                               chunk=chunk or ChunkSchedule(), max_context=max_context,
-                              voices=("any",), modes=("custom_voice",))
+                              voices=("any",), modes=("custom_voice",),
+                              codec_lookahead_frames=sim.codec_lookahead_frames)
         self.chars_per_second = chars_per_second
         self.pcm_scale = pcm_scale
         self.default_cfg = sim.cfg_scale  # a request without cfg_scale gets the family's default guidance
