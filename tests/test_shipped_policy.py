@@ -47,10 +47,12 @@ def test_the_1_7b_recipe_ships_72_56_and_a_5_frame_first_chunk():
     assert cfg.chunk == SHIPPED_CHUNK
 
 
-def running(buckets: tuple[int, ...], rows: int, chunk: ChunkSchedule = CHUNK):
-    """A scheduler on the H100 profile with `rows` requests decoding (admitted with a lax target)."""
+def running(buckets: tuple[int, ...], rows: int, chunk: ChunkSchedule = CHUNK, **changes):
+    """A scheduler on the H100 profile with `rows` requests decoding (admitted with a lax target); urgency
+    chunking off unless `changes` turn it on, so each test sees one decision alone."""
+    changes.setdefault("urgency_chunking", False)
     cfg = load_recipe("qwen3-tts-1.7b").replace(executor="sim", gpu="h100", chunk=chunk,
-                                                decode_buckets=buckets, ttfa_target_s=60.0)
+                                                decode_buckets=buckets, ttfa_target_s=60.0, **changes)
     prog = SyntheticProgram(chunk=chunk)
     sched = Scheduler(cfg, prog.spec, LatencyEstimator(load_profile(cfg), cfg), prog.kv_tokens)
     t = 0.0
@@ -91,10 +93,11 @@ def test_the_65th_row_is_priced_at_the_bucket_it_pays():
         assert sched.gate.predict(sched, r, t).admit is (name == "recipe")
 
 
-def probe(sched, prog, t, frames: int = 100):
-    """A new request arriving at `t`, predicted by a gate with no TTFA history (safety 1)."""
+def probe(sched, prog, t, frames: int = 100, safety: float = 1.0):
+    """A new request arriving at `t`, predicted by a gate with no TTFA history (`safety`: the factor by
+    which the device has been slower than predicted, which the gate otherwise learns)."""
     sched.gate.errors.clear()
-    sched.gate.safety = 1.0
+    sched.gate.safety = safety
     r = sched.new_request(999, prog.prepare(SynthesisRequest(text="hello there", fixed_frames=frames)), t)
     r.need_pages = sched.kv.pages_for(prog.kv_tokens(r.prompt))
     r.ttfa_target = 0.200
@@ -138,3 +141,19 @@ def test_72_56_lifts_the_codec_bound_that_binds_at_88_40(workload):
     assert b_old.binding == "codec" and b_new.rps > 1.3 * b_old.rps
     if workload == "libritts":  # 62 req/s at 88/40: under 1.5x the paper's 48 whatever the policy
         assert b_old.rps < 1.5 * PAPER_RPS <= b_new.rps
+
+
+def test_the_shipped_gate_shrinks_a_first_chunk_it_would_otherwise_refuse():
+    """Urgency chunking + adaptive batching ship on (they won at 99% on three workloads of four): at 240
+    running rows on a device 30% slower than its table, the 5-frame first chunk would miss 200 ms, so
+    the shipped gate admits the request with a 2-frame one (a ramp back to 10) where the gate without
+    urgency chunking refuses it."""
+    cfg = load_recipe("qwen3-tts-1.7b")
+    assert cfg.urgency_chunking and cfg.adaptive_batching
+    verdicts = {}
+    for uc in (True, False):
+        sched, prog, t = running(cfg.decode_buckets, 240, SHIPPED_CHUNK, urgency_chunking=uc)
+        verdicts[uc] = probe(sched, prog, t, safety=1.3)
+    shipped, without = verdicts[True][1], verdicts[False][1]
+    assert not without.admit and without.predicted_ttfa > 0.200
+    assert shipped.admit and shipped.first_chunk == 2 and shipped.predicted_ttfa <= 0.200
