@@ -209,8 +209,9 @@ def table(rows: list[dict]) -> list[str]:
                        f"  {r['promoted']:8d}  "
                        f"{r['deadline_launches']:9d}  {r.get('slack_cuts', 0):9d}  {r['stalled']:7d}")
         for q in ("cap90", "cap99"):
-            best = max(mine, key=lambda r: r[q]["mean"])
-            out.append(f"  best at {q[3:]}%: {best['policy']} ({best[q]['mean']:.1f})")
+            top = max(r[q]["mean"] for r in mine)
+            tied = [r["policy"] for r in mine if r[q]["mean"] >= top - 1e-9]
+            out.append(f"  best at {q[3:]}%: {', '.join(tied)} ({top:.1f})")
     return out
 
 
