@@ -109,7 +109,7 @@ def test_sim_bench_target_uses_the_models_family(fake_family):
     from voxcli.bench.sweep import Variant
     from voxcli.bench.targets import model_config, sim_target
 
-    cfg = model_config("qwen3-tts-1.7b", "sim", "h100")
+    cfg = model_config("qwen3-tts-0.6b", "sim", "h100")  # the 1.7B recipe sets its own chunks (issue 17)
     assert cfg.chunk is None  # the recipe sets none: the family's sim schedule applies
     eng = sim_target(cfg, Variant.policy("full")).make_engine()
     assert eng.config.chunk == ChunkSchedule(10, (), 10) and eng.spec.frame_rate == 12.5
