@@ -505,9 +505,12 @@ class Scheduler:
     # urgent (deadline - urgent margin, the point the deadline trigger aims at; the margin is what absorbs
     # the estimates' error) plus one urgent decode of it (`_end_by`). The largest head of the deadline
     # order that does is launched. A chunk that cannot make it even alone is left to the urgent lane
-    # (`_background_start`); with late_urgent off no lane would take it, so it stays at the head and
-    # launches with the batch, and only the chunks that can still be in time bind the cut. Durations are
-    # estimated at the bucket the batch runs in (padded rows cost like real ones, as executors run them).
+    # (`_background_start`). With late_urgent off no lane would take a chunk near its deadline, so the
+    # margin means nothing and a batch need only end by its chunks' deadlines; a chunk that cannot stays at
+    # the head and launches with the batch, and only the chunks that can still be in time bind the cut
+    # (measured, scripts/late_chunks.py at 112/16: cutting at deadline - margin there starved the lane of
+    # batch size and stalled more than no cap at all). Durations are estimated at the bucket the batch
+    # runs in (padded rows cost like real ones, as the executors run them).
     def _background_start(self, now: float) -> int:
         """Index in `_order` of the background lane's first candidate: past the urgent prefix and, with
         the slack cap, past the chunks the urgent lane will deliver sooner than even a batch of one."""
@@ -524,8 +527,9 @@ class Scheduler:
 
     def _end_by(self, ch: Chunk) -> float:
         """The latest end of a background batch holding `ch` (see above)."""
-        urgent = self.est.codec("urgent", 1, ch.frames) if self.late_urgent else 0.0
-        return ch.deadline - self.margin + urgent
+        if not self.late_urgent:
+            return ch.deadline
+        return ch.deadline - self.margin + self.est.codec("urgent", 1, ch.frames)
 
     def _slack_fit(self, batch: list[Chunk], now: float) -> int:
         """How many chunks from the head of `batch` (deadline order) one background batch can take and
