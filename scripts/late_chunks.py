@@ -1,11 +1,12 @@
 """The late-chunk path under a codec-starved split, and its ablations, side by side (issue 17 part 3).
 
     nice -n 10 .venv/bin/python scripts/late_chunks.py --duration 60 --seeds 2 --out out/late_chunks.json
-    nice -n 10 .venv/bin/python scripts/late_chunks.py --split 116/16 --rate 30 --set admission=deadline
+    nice -n 10 .venv/bin/python scripts/late_chunks.py --split recipe --rate 4   # light load: B binds
 
 The shipped recipe (`--model`, default qwen3-tts-1.7b) on the honest sim (`--gpu`, default h100) with the
 codec partition cut to `--split` (default 112/16: 16 SMs cannot keep up at `--rate` 28 req/s, so later
-chunks run short of slack and stalls can happen), LibriTTS, open-loop Poisson, `--seeds` x `--duration` s
+chunks run short of slack and stalls can happen; at light load on the recipe's split, batches below B wait
+for their deadline trigger instead), LibriTTS, open-loop Poisson, `--seeds` x `--duration` s
 at the one rate. Every combination of the three late-chunk flags is run (`late_urgent`: a later chunk near
 its deadline moves to the urgent lane; `deadline_launch`: a background batch below B launches when
 waiting longer would be late; `slack_cap`: a background batch is cut to what ends before its first chunk
@@ -31,8 +32,10 @@ FLAGS = ("late_urgent", "deadline_launch", "slack_cap")
 
 
 def run(args, flags: dict[str, bool]) -> dict:
-    lm, codec = (int(x) for x in args.split.split("/"))
-    sets = [f"sim_model={args.sim_model}", f"lm_sms={lm}", f"codec_sms={codec}", *args.set]
+    sets = [f"sim_model={args.sim_model}", *args.set]
+    if args.split != "recipe":
+        lm, codec = (int(x) for x in args.split.split("/"))
+        sets[1:1] = [f"lm_sms={lm}", f"codec_sms={codec}"]
     cfg = model_config(args.model, "sim", args.gpu, sets).replace(**flags)
     label = " ".join(f"{k}={'on' if v else 'off'}" for k, v in flags.items())
     spec = SweepSpec(rates=[args.rate], duration_s=args.duration, seeds=args.seeds, warmup=64)
@@ -54,7 +57,7 @@ def main() -> int:
     ap.add_argument("--model", default="qwen3-tts-1.7b")
     ap.add_argument("--gpu", default="h100")
     ap.add_argument("--sim-model", default="honest")
-    ap.add_argument("--split", default="112/16", help="LM/codec SMs")
+    ap.add_argument("--split", default="112/16", help="LM/codec SMs, or `recipe` for the recipe's own")
     ap.add_argument("--rate", type=float, default=28.0, help="offered req/s")
     ap.add_argument("--workload", default="libritts")
     ap.add_argument("--duration", type=float, default=60.0)
