@@ -154,6 +154,16 @@ def test_a_deadline_launch_below_b_is_priced_at_its_bucket():
     assert sched.counts == {"promoted": 0, "deadline_launches": 1, "slack_cuts": 0}
 
 
+def test_a_deadline_launch_is_cut_like_any_other_batch():
+    # B = 32 (what adaptive batching raises B to under load): 16 ready chunks wait for B, but their
+    # trigger (0.21 - 0.1 - 160 ms) has passed, so they launch by their deadline, and are cut to 2 as a
+    # batch of 16 ready at B would be
+    sched, chunks = _sixteen_second_chunks(background_min_batch=32)
+    (w,) = sched.decide(0.09, ("background",))
+    assert w.tag == chunks[:2]
+    assert sched.counts == {"promoted": 0, "deadline_launches": 1, "slack_cuts": 1}
+
+
 @pytest.mark.parametrize("late_urgent", [True, False])
 def test_a_starved_codec_partition_keeps_every_invariant_with_the_cap(late_urgent):
     # 24 codec SMs at 90 req/s: background batches do get cut, and the observer (which prices batches
