@@ -226,7 +226,10 @@ class Observer(Executor):
                 self.fail(f"request {rid}: chunk {q.chunks} has {n} frames, schedule says "
                           f"{self._min_chunk(q.chunks)}")
             d = self._deadline(q)
-            urgent = item.first or (d is not None and d - t < self.cfg.urgent_margin_s)
+            # near its deadline a later chunk is urgent (the urgent lane's, or it forces a lanes batch)
+            # only with late_urgent on; off, it stays in the background lane however close
+            urgent = item.first or (self.cfg.late_urgent and d is not None
+                                    and d - t < self.cfg.urgent_margin_s)
             any_urgent |= urgent
             deadlines.append(d if d is not None else -1.0)
             q.chunk_in_flight = True
@@ -267,9 +270,11 @@ class Observer(Executor):
         margin, d_min = cfg.urgent_margin_s, min(deadlines)
         sizes = [item.codes.shape[0] for item in work.rows]
         limit = float("inf")  # the earliest end the batch owes a chunk that could be in time alone
+        # with late_urgent off no lane takes a chunk near its deadline: a batch owes it its deadline only
+        owed = margin if cfg.late_urgent else 0.0
         if capped:
             for k, (d, f) in enumerate(zip(deadlines, sizes, strict=True)):
-                end_by = d - margin + (self.est.codec("urgent", 1, f) if cfg.late_urgent else 0.0)
+                end_by = d - owed + (self.est.codec("urgent", 1, f) if cfg.late_urgent else 0.0)
                 if t + self._bg_seconds(1, f) <= end_by + 1e-9:
                     limit = min(limit, end_by)
                 elif k == 0 and cfg.late_urgent and not self.realtime:
@@ -297,7 +302,7 @@ class Observer(Executor):
             schedule = cfg.chunk
             biggest = max(sizes + ([schedule.first, schedule.steady, *schedule.ramp] if schedule else []))
             more = t + self._bg_seconds(n + 1, work.frames + biggest)
-            if more > min(limit, max(deadlines) - margin) - 1e-9:
+            if more > min(limit, max(deadlines) - owed) - 1e-9:
                 self.counts["bg_by_slack_cut"] += 1
                 return
         self.fail(f"background batch of {len(work.rows)} < B={cfg.background_min_batch} launched with "

@@ -115,20 +115,29 @@ def test_a_chunk_too_close_for_any_background_batch_is_left_to_the_urgent_lane()
     assert u.tag == chunks[:8] and sched.counts["promoted"] == 8
 
 
+def test_with_late_urgent_off_a_batch_need_only_end_by_its_deadlines():
+    sched, chunks = _sixteen_second_chunks(late_urgent=False)
+    # no lane takes a chunk near its deadline, so the margin means nothing: at 0.09 the early group must
+    # end by its deadline 0.21, which 8 chunks (80 ms) do and 9 (bucket 16, 160 ms) do not
+    (w,) = sched.decide(0.09, ("background",))
+    assert w.tag == chunks[:8] and w.bucket == 8 and sched.counts["slack_cuts"] == 1
+
+
 def test_with_late_urgent_off_a_chunk_that_cannot_be_in_time_still_launches():
     sched, chunks = _sixteen_second_chunks(late_urgent=False)
-    # no lane would take the early group when it gets close, so it is never skipped: at 0.2 every chunk
-    # is past saving (the late group could end by 0.13), nothing binds the cut, and all 16 go
-    (w,) = sched.decide(0.2, ("background",))
+    # at 0.225 every chunk is past saving (even alone the late group would end at 0.235 > 0.23): nothing
+    # binds the cut, nothing is skipped, and all 16 go
+    (w,) = sched.decide(0.225, ("background",))
     assert w.tag == chunks
     assert sched.counts["slack_cuts"] == 0
 
 
-def test_with_late_urgent_off_a_lost_head_does_not_hold_back_the_chunks_that_can_be_in_time():
+def test_with_late_urgent_off_a_lost_head_leads_and_the_chunks_that_can_be_in_time_bind_the_cut():
     sched, chunks = _sixteen_second_chunks(late_urgent=False)
-    # at 0.115 the early group (end by 0.11) is lost and binds nothing; the late group's first chunk must
-    # end by 0.13, which a batch holding it (9 or more chunks: bucket 16, 160 ms) cannot: the lost 8 go
-    (w,) = sched.decide(0.115, ("background",))
+    # at 0.205 the early group (deadline 0.21, alone it would end at 0.215) is lost and binds nothing;
+    # the late group's first chunk could end by 0.23 alone, but not in a batch holding 9 or more chunks
+    # (bucket 16, 160 ms): the lost 8 go first (deadline order), the rest wait
+    (w,) = sched.decide(0.205, ("background",))
     assert w.tag == chunks[:8] and sched.counts["slack_cuts"] == 1
 
 
@@ -143,3 +152,29 @@ def test_a_deadline_launch_below_b_is_priced_at_its_bucket():
     (w,) = sched.decide(trigger, ("background",))
     assert w.tag == chunks[8:11] and w.bucket == 4
     assert sched.counts == {"promoted": 0, "deadline_launches": 1, "slack_cuts": 0}
+
+
+def test_a_deadline_launch_is_cut_like_any_other_batch():
+    # B = 32 (what adaptive batching raises B to under load): 16 ready chunks wait for B, but their
+    # trigger (0.21 - 0.1 - 160 ms) has passed, so they launch by their deadline, and are cut to 2 as a
+    # batch of 16 ready at B would be
+    sched, chunks = _sixteen_second_chunks(background_min_batch=32)
+    (w,) = sched.decide(0.09, ("background",))
+    assert w.tag == chunks[:2]
+    assert sched.counts == {"promoted": 0, "deadline_launches": 1, "slack_cuts": 1}
+
+
+@pytest.mark.parametrize("late_urgent", [True, False])
+def test_a_starved_codec_partition_keeps_every_invariant_with_the_cap(late_urgent):
+    # 24 codec SMs at 90 req/s: background batches do get cut, and the observer (which prices batches
+    # itself) checks that none ends after what it owes its chunks and that every small batch had a reason
+    from engine_workload import check_outcomes, run_sim, workload
+
+    cfg = EngineConfig(executor="sim", policy="full", admission="deadline", lm_sms=108, codec_sms=24,
+                       late_urgent=late_urgent, kv_pages=65536, codec_slots=4096, max_running=4096,
+                       max_queue=4096)
+    reqs = workload(400, rate=90.0, seed=5)
+    eng, obs, streams = run_sim(cfg, reqs)
+    statuses = check_outcomes(eng, obs, streams, reqs)
+    assert statuses["done"] > 350, statuses
+    assert eng.scheduler.counts["slack_cuts"] > 0, eng.scheduler.counts

@@ -184,6 +184,7 @@ class Scheduler:
         # config slack_cap (policy full): background batches cut by their chunks' slack ("slack_cuts")
         self.slack_cap = config.slack_cap and config.policy == "full"  # (lanes: no urgent lane to leave)
         self.counts = {"promoted": 0, "deadline_launches": 0, "slack_cuts": 0}
+        self._bg_padded: dict[tuple[int, int], tuple[int, int]] = {}  # (chunks, frames) -> (bucket, frames)
 
     # ------------------------------------------------------------------ requests in and out
     def new_request(self, request_id: int, prompt: Prompt, arrival: float,
@@ -506,49 +507,77 @@ class Scheduler:
     # alone, would have turned urgent 20 ms later and decoded on the whole device. So a background batch
     # must deliver each of its chunks no later than the urgent lane would: by the moment the chunk turns
     # urgent (deadline - urgent margin, the point the deadline trigger aims at; the margin is what absorbs
-    # the estimates' error) plus one urgent decode of it (`_end_by`). The largest head of the deadline
+    # the estimates' error) plus one urgent decode of it (`_alone`). The largest head of the deadline
     # order that does is launched. A chunk that cannot make it even alone is left to the urgent lane
-    # (`_background_start`); with late_urgent off no lane would take it, so it stays at the head and
-    # launches with the batch, and only the chunks that can still be in time bind the cut. Durations are
-    # estimated at the bucket the batch runs in (padded rows cost like real ones, as executors run them).
-    def _background_start(self, now: float) -> int:
-        """Index in `_order` of the background lane's first candidate: past the urgent prefix and, with
-        the slack cap, past the chunks the urgent lane will deliver sooner than even a batch of one."""
-        i = self._urgent_prefix(now)
+    # (`_background_start`). With late_urgent off no lane would take a chunk near its deadline, so the
+    # margin means nothing and a batch need only end by its chunks' deadlines; a chunk that cannot stays at
+    # the head and launches with the batch, and only the chunks that can still be in time bind the cut
+    # (measured, scripts/late_chunks.py at 112/16: cutting at deadline - margin there starved the lane of
+    # batch size and stalled more than no cap at all). Durations are estimated at the bucket the batch
+    # runs in (padded rows cost like real ones, as the executors run them).
+    def _background_start(self, now: float, i: int | None = None) -> int:
+        """Index in `_order` of the background lane's first candidate: past the urgent prefix (`i`, when
+        the caller has it) and, with the slack cap, past the chunks the urgent lane will deliver sooner
+        than even a batch of one."""
+        if i is None:
+            i = self._urgent_prefix(now)
         if not (self.slack_cap and self.late_urgent):
             return i
-        order, pending = self._order, self.pending
+        order, pending, alone = self._order, self.pending, self._alone
+        memo: dict[int, tuple[float, float]] = {}
         while i < len(order):
-            ch = pending[order[i][1]]
-            if now + self._background_seconds(1, ch.frames) <= self._end_by(ch):
+            deadline, rid = order[i]
+            f = pending[rid].end - pending[rid].start
+            one = memo.get(f) or memo.setdefault(f, alone(f))
+            if now + one[0] <= deadline + one[1]:
                 break
             i += 1
         return i
 
-    def _end_by(self, ch: Chunk) -> float:
-        """The latest end of a background batch holding `ch` (see above)."""
-        urgent = self.est.codec("urgent", 1, ch.frames) if self.late_urgent else 0.0
-        return ch.deadline - self.margin + urgent
+    def _alone(self, frames: int) -> tuple[float, float]:
+        """(seconds of a background batch of one chunk of `frames`, its latest end less its deadline): a
+        background batch holding the chunk must end by its deadline - urgent margin + one urgent decode
+        of it, or by its deadline with late_urgent off (see above)."""
+        if not self.late_urgent:
+            return self._background_seconds(1, frames), 0.0
+        return self._background_seconds(1, frames), self.est.codec("urgent", 1, frames) - self.margin
 
     def _slack_fit(self, batch: list[Chunk], now: float) -> int:
         """How many chunks from the head of `batch` (deadline order) one background batch can take and
-        still end by `_end_by` of every one of them that could be in time alone (at least one: a chunk that
-        cannot binds nothing, and the head always goes, so nothing is starved)."""
-        limit, frames, fit = float("inf"), 0, 0
-        for n, ch in enumerate(batch, 1):
-            frames += ch.frames
-            end_by = self._end_by(ch)
-            if end_by < limit and now + self._background_seconds(1, ch.frames) <= end_by:
+        still end by the latest end of every one of them that could be in time alone (at least one: a
+        chunk that cannot binds nothing, and the head always goes, so nothing is starved)."""
+        alone, memo = self._alone, {}
+        limits: list[float] = []  # the latest end owed to the first n chunks, n = 1, 2, ...
+        totals: list[int] = []  # their frames
+        limit, frames = float("inf"), 0
+        for ch in batch:
+            f = ch.end - ch.start
+            frames += f
+            one = memo.get(f) or memo.setdefault(f, alone(f))
+            end_by = ch.deadline + one[1]
+            if end_by < limit and now + one[0] <= end_by:
                 limit = end_by
-            if now + self._background_seconds(n, frames) > limit + 1e-9:
+            limits.append(limit)
+            totals.append(frames)
+        seconds = self._background_seconds
+        if now + seconds(len(batch), frames) <= limit + 1e-9:  # the usual case: the whole batch is in time
+            return len(batch)
+        fit = 0
+        for n in range(1, len(batch)):
+            if now + seconds(n, totals[n - 1]) > limits[n - 1] + 1e-9:
                 break
             fit = n
         return max(fit, 1)
 
     def _background_seconds(self, n: int, frames: int) -> float:
         """Estimated duration of a background batch of `n` chunks (`frames` in all) at its bucket."""
-        bucket = self.layout.bucket_for("background", "codec", n)
-        return self.est.codec("background", bucket, round(frames * bucket / n))
+        key = (n, frames)
+        padded = self._bg_padded.get(key)  # (asked on every decision the background lane is free)
+        if padded is None:
+            bucket = self.layout.bucket_for("background", "codec", n)
+            padded = self._bg_padded[key] = (bucket, round(frames * bucket / n))
+        # not cached here: a real-clock estimator rescales its answers as it observes batches
+        return self.est.codec("background", *padded)
 
     def _adapt_background(self, c: Completion) -> None:
         """Adaptive batching: B follows the background lane's load. Busy most of the time, it waits
@@ -627,7 +656,7 @@ class Scheduler:
                 if self.late_urgent:
                     times.append(self._order[i0][0] - self.margin)  # promotion to urgent
                 if self.deadline_launch and not self.busy["background"]:
-                    i = self._background_start(now) if self.slack_cap else i0
+                    i = self._background_start(now, i0) if self.slack_cap else i0
                     batch = self._chunks(self._order[i: i + self.max_background])
                     if batch:
                         times.append(self._background_trigger(batch))
