@@ -134,3 +134,9 @@ def decoder_lookahead_samples(upsampling_ratios: tuple[int, ...] | list[int]) ->
     for s in upsampling_ratios:
         delay = delay * s + math.ceil(s / 2) + 39
     return delay + 3
+
+
+def decoder_lookahead_frames(upsampling_ratios: tuple[int, ...] | list[int]) -> float:
+    """The same right context in code frames (one frame = the ratios' product in samples):
+    ModelSpec.codec_lookahead_frames for a DAC-shaped decoder."""
+    return decoder_lookahead_samples(upsampling_ratios) / math.prod(upsampling_ratios)

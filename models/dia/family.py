@@ -8,6 +8,7 @@ from typing import Any
 
 from ..base import ChunkSchedule
 from ..registry import Demo, Family, HubModel, SimModel, SimSpec
+from .dac_config import decoder_lookahead_frames
 
 
 def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
@@ -59,6 +60,6 @@ FAMILY = Family(
                 models=(SimModel("dia-1.6b", DIA_1_6B, gpu_profile="{gpu}-dia-1.6b"),),
                 cfg_scale=3.0,  # generation_config.json's guidance_scale: every request is a pair
                 lead_steps=15,  # max(delay): the first aligned frame comes 15 steps after the first
-                # dac_44khz's decoder right context, 4757 samples (dac_config.decoder_lookahead_samples)
-                codec_lookahead_frames=4757 / 512),
+                # dac_44khz's decoder right context: 4757 samples = 9.29 frames
+                codec_lookahead_frames=decoder_lookahead_frames((8, 8, 4, 2))),
 )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..base import ChunkSchedule, ModelSpec
 from .config import DiaConfig
-from .dac_config import decoder_lookahead_samples
+from .dac_config import decoder_lookahead_frames
 
 SAMPLE_RATE = 44100
 HOP = 512
@@ -28,8 +28,7 @@ def codec_lookahead_frames(root: Path) -> float:
     if cfg.exists():
         d = json.loads(cfg.read_text())
         ratios = d.get("upsampling_ratios") or list(reversed(d.get("downsampling_ratios", [2, 4, 8, 8])))
-    hop = math.prod(ratios)
-    return decoder_lookahead_samples(ratios) / hop
+    return decoder_lookahead_frames(ratios)
 
 
 def codec_rates(root: Path) -> tuple[int, int]:

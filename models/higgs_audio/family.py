@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base import ChunkSchedule
+from ..dia.dac_config import decoder_lookahead_frames
 from ..registry import Demo, Family, HubModel, SimModel, SimSpec
 
 
@@ -78,6 +79,7 @@ FAMILY = Family(
         chunk=ChunkSchedule(first=15, ramp=(10, 25), steady=50),
         models=(SimModel("higgs-v3-4b", HIGGS_V3_4B, gpu_profile="{gpu}-higgs-v3-4b"),),
         lead_steps=8,  # the delay fill: the first aligned frame comes 8 steps after the first step
-        codec_lookahead_frames=9458 / 960,  # the codec decoder's right context (codec.py docstring)
+        # the released tokenizer's decoder right context: 9458 samples = 9.85 frames (codec.py docstring)
+        codec_lookahead_frames=decoder_lookahead_frames((8, 5, 4, 2, 3)),
     ),
 )

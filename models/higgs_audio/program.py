@@ -15,7 +15,6 @@ still draws a random replacement for repeated codes, which no deterministic path
 
 from __future__ import annotations
 
-import math
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +45,7 @@ from ..checkpoint import (
     resolve,
 )
 from ..device_memory import pool_zeros
-from ..dia.dac_config import decoder_lookahead_samples
+from ..dia.dac_config import decoder_lookahead_frames
 from ..dia.sampling import draw, top_k_filter, top_p_filter
 from ..qwen3_tts.layers import PagedBatch
 from .codec import HiggsCodec, HiggsCodecConfig, resolve_tokenizer
@@ -109,7 +108,7 @@ class HiggsProgram(ModelProgram):
         dtype: torch.dtype,
         name: str,
         rates: tuple[int, int] = (24000, 960),
-        lookahead_frames: float = 9458 / 960,
+        lookahead_frames: float = 0.0,  # ModelSpec.codec_lookahead_frames (`load` derives it)
     ) -> None:
         self.root, self.cfg, self.gen, self.weights, self.tok = root, cfg, gen, weights, tok
         self.device, self.dtype = device, dtype
@@ -520,7 +519,7 @@ def _codec_lookahead_frames(root: Path, codec: HiggsCodec | None) -> float:
         cfg_path = root / "audio_tokenizer" / "config.json"
         cfg = HiggsCodecConfig.read(cfg_path) if cfg_path.exists() else HiggsCodecConfig()
         ratios = cfg.upsampling_ratios
-    return decoder_lookahead_samples(ratios) / math.prod(ratios)
+    return decoder_lookahead_frames(ratios)
 
 
 def _codec_rates(root: Path) -> tuple[int, int]:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base import ChunkSchedule
+from ..dia.dac_config import decoder_lookahead_frames
 from ..registry import Demo, Family, HubModel, SimModel, SimSpec
 
 
@@ -68,7 +69,6 @@ FAMILY = Family(
                 # 64-token text plan (CoT + rich caption; nothing publishes its length; the pessimistic 256
                 # and the TTFA floors are in scripts/calibrate_speechlm_sim.py and the profiles' headers)
                 lead_steps=7 + 64,
-                # X-Codec's decoder right context: 3141 samples (models/dia/dac_config.py's formula over
-                # its upsampling 8, 5, 4, 2)
-                codec_lookahead_frames=3141 / 320),
+                # X-Codec's decoder right context over its upsampling 8, 5, 4, 2: 3141 samples = 9.82 frames
+                codec_lookahead_frames=decoder_lookahead_frames((8, 5, 4, 2))),
 )

@@ -308,16 +308,14 @@ class Engine:
             self._handle(self.scheduler.complete(c))
 
     def _handle(self, events: list[Event]) -> None:
-        frame_s = self.spec.frame_seconds
         for ev in events:
             stream: AudioStream = ev.request.user
             if isinstance(ev, Delivered):
                 ch = ev.chunk
                 # where its PCM starts in the request's audio: a hold-back codec's later chunks begin with
                 # the samples the chunk before kept back (request.py)
-                hold = ev.request.hold_s if ch.index else 0.0
-                start_s = max(0.0, ch.start * frame_s - hold)
-                stream._push(AudioChunk(ev.pcm, self.spec.sample_rate, ch.index, ev.t, start_s, ch.last))
+                stream._push(AudioChunk(ev.pcm, self.spec.sample_rate, ch.index, ev.t,
+                                        ev.request.audio_start_s(ch.start), ch.last))
             elif isinstance(ev, Ended):
                 stream._finish(ev.request.state.value, ev.request.reason, ev.request.retry_after)
                 with self._lock:

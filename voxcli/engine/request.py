@@ -188,15 +188,18 @@ class Request:
         base = self.t_first_audio if self.t_first_audio is not None else self.arrival + self.ttfa_target
         if self.continuation:  # its audio plays once the earlier sentences' audio has ended, not before
             base = max(base, self.arrival + self.ttfa_target)
-        return base + max(0.0, start_frame * self.frame_s - self.hold_s)
+        return base + self.audio_start_s(start_frame)
+
+    def audio_start_s(self, start_frame: int) -> float:
+        """Where the audio of the chunk starting at `start_frame` begins in the request's audio: the
+        chunks before it released all their frames but the last `hold_s` of audio."""
+        return max(0.0, start_frame * self.frame_s - self.hold_s)
 
     def released_audio_s(self, ch: Chunk) -> float:
         """Seconds of audio the codec releases for chunk `ch`: its frames, less the hold-back it keeps
         back (`hold_s`) unless it is the last chunk, plus the hold-back the chunk before it kept."""
-        fs, hold = self.frame_s, self.hold_s
-        end = ch.end * fs if ch.last else max(0.0, ch.end * fs - hold)
-        start = 0.0 if ch.index == 0 else max(0.0, ch.start * fs - hold)
-        return max(0.0, end - start)
+        end = ch.end * self.frame_s if ch.last else self.audio_start_s(ch.end)
+        return max(0.0, end - self.audio_start_s(ch.start))
 
     def set_schedule(self, schedule: ChunkSchedule) -> None:
         """Replace the chunk schedule (admission only: before the first frame)."""
