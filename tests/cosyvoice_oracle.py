@@ -3,7 +3,8 @@ interpreter of its own venv (scripts/setup_oracle_cosyvoice.sh), as a subprocess
 
 VOX_COSYVOICE_ORACLE_PYTHON (default <repo>/.oracle-cosyvoice-venv/bin/python) and VOX_COSYVOICE_UPSTREAM
 (default <repo>/../shared/oracle/cosyvoice3) locate them; where either is absent the tests skip with the
-reason, except under VOX_REQUIRE_ORACLE=1 (CI), where that is a failure.
+reason, except under VOX_REQUIRE_ORACLE=1 (CI), where that is a failure. A clone with no ../shared beside
+it (a user's) skips for the missing upstream source even then.
 """
 
 from __future__ import annotations
@@ -40,9 +41,17 @@ def oracle_python() -> str:
 
 
 def upstream_dir() -> Path:
-    d = Path(os.environ.get("VOX_COSYVOICE_UPSTREAM") or REPO.parent / "shared" / "oracle" / "cosyvoice3")
-    if not (d / "cosyvoice").is_dir():
-        _missing(f"upstream CosyVoice source {d} not found (set VOX_COSYVOICE_UPSTREAM)")
+    given = os.environ.get("VOX_COSYVOICE_UPSTREAM")
+    d = Path(given or REPO.parent / "shared" / "oracle" / "cosyvoice3")
+    if (d / "cosyvoice").is_dir():
+        return d
+    msg = f"upstream CosyVoice source {d} not found (set VOX_COSYVOICE_UPSTREAM)"
+    if not given and not (REPO.parent / "shared").is_dir():
+        # A user's clone has no ../shared beside it: the pinned source is the project's, not the
+        # user's, so the README's test command skips these there even under VOX_REQUIRE_ORACLE=1
+        # (CI always has ../shared, and there a missing source still fails).
+        pytest.skip(msg + "; this clone has no ../shared beside it")
+    _missing(msg)
     return d
 
 
