@@ -17,14 +17,16 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
+from voxcli.engine.admission_policies import ADMISSION_POLICIES
+from voxcli.engine.lane_policies import LANE_POLICIES
 from voxcli.models.base import ChunkSchedule  # noqa: F401 - the schedule lives at the model seam
 
 Policy = Literal["sync", "sync2", "lanes", "full"]
 Admission = Literal["ttfa-gate", "deadline", "prefill-first"]
 ExecutorKind = Literal["auto", "cpu", "sim", "cuda"]
 
-POLICIES: tuple[str, ...] = ("sync", "sync2", "lanes", "full")
-ADMISSIONS: tuple[str, ...] = ("ttfa-gate", "deadline", "prefill-first")
+POLICIES: tuple[str, ...] = tuple(LANE_POLICIES)  # the registries the scheduler picks policies from
+ADMISSIONS: tuple[str, ...] = tuple(ADMISSION_POLICIES)
 # What one engine (one GPU) does in a disaggregated placement (voxcli/engine/roles.py): both stages, the
 # LM lane only (chunks' codes leave the engine), or the codec lanes only (chunks arrive from elsewhere).
 ROLES: tuple[str, ...] = ("both", "lm", "codec")
@@ -137,7 +139,7 @@ class EngineConfig:
             raise ConfigError(f"policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
         if self.role not in ROLES:
             raise ConfigError(f"role must be one of {', '.join(ROLES)}, got {self.role!r}")
-        if self.role != "both" and self.policy not in ("full", "lanes"):
+        if self.role != "both" and not LANE_POLICIES[self.policy].separate_lanes:
             raise ConfigError(f"role={self.role} needs policy full or lanes (sync and sync2 run both stages "
                               f"in one loop), got policy={self.policy}")
         if self.admission not in ADMISSIONS:
