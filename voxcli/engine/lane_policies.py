@@ -46,6 +46,7 @@ class LanePolicy:
     deadline_batches  continuation chunks wait for company in deadline-ordered background batches (the
                       batch timers and the gate's codec-backlog check apply)
     separate_lanes    the LM and the codec run asynchronously (a disaggregated role needs this)
+    serialized        the lanes time-share one stream, never two at once (lanes.py's plan)
     """
 
     name: ClassVar[str]
@@ -53,6 +54,7 @@ class LanePolicy:
     has_urgent_lane: ClassVar[bool] = False
     deadline_batches: ClassVar[bool] = False
     separate_lanes: ClassVar[bool] = False
+    serialized: ClassVar[bool] = False
 
     def decide(self, m: LaneMechanism, free: set[str], lane_count: int, now: float,
                works: list[Work]) -> None:
@@ -102,6 +104,7 @@ class Sync2(LanePolicy):
 
 class Sync(LanePolicy):
     name = "sync"
+    serialized = True
 
     def __init__(self) -> None:
         self.codec_turn = False  # the LM step of this iteration ran: the codec batch is next
@@ -124,9 +127,13 @@ class Sync(LanePolicy):
 LANE_POLICIES: dict[str, type[LanePolicy]] = {p.name: p for p in (Sync, Sync2, Lanes, Full)}
 
 
-def lane_policy(name: str) -> LanePolicy:
-    """A fresh policy object (a policy may keep state across decisions: sync's turn)."""
+def lane_policy_type(name: str) -> type[LanePolicy]:
     try:
-        return LANE_POLICIES[name]()
+        return LANE_POLICIES[name]
     except KeyError:
         raise ValueError(f"unknown policy {name!r}; one of {', '.join(LANE_POLICIES)}") from None
+
+
+def lane_policy(name: str) -> LanePolicy:
+    """A fresh policy object (a policy may keep state across decisions: sync's turn)."""
+    return lane_policy_type(name)()
