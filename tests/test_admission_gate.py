@@ -110,7 +110,7 @@ def test_a_codec_behind_its_deadlines_refuses_new_work():
         r = request(sched, prog, rid, 0.0)
         sched.requests[r.id] = r
         r.t_first_audio = 0.0
-        sched._pend(Chunk(request=r, index=1, start=4, end=14, last=False, t_ready=0.0, deadline=0.05))
+        sched.chunks.add(Chunk(request=r, index=1, start=4, end=14, last=False, t_ready=0.0, deadline=0.05))
     late = request(sched, prog, 99, 0.0)
     sched.add(late, 0.0)
     assert late.state is RequestState.REJECTED and "codec is" in late.reason

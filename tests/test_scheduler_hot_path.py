@@ -15,10 +15,11 @@ from voxcli.models import registry
 from voxcli.models.base import Prompt, SynthesisRequest
 
 from voxcli.config import ChunkSchedule, EngineConfig
+from voxcli.engine.codec_lanes import stack_frames
 from voxcli.engine.engine import Engine
 from voxcli.engine.frame_log import FrameLog
 from voxcli.engine.request import Request
-from voxcli.engine.scheduler import Scheduler, _stack_frames
+from voxcli.engine.scheduler import Scheduler
 from voxcli.engine.synthetic import SyntheticProgram
 
 _SCRIPTS = str(Path(__file__).resolve().parent.parent / "scripts")
@@ -147,7 +148,7 @@ _grid = np.arange(64, dtype=np.int64).reshape(8, 8)
     [[1, 2], [3, 4]], [np.array([1, 2]), [3, 4]], [np.int64(3), np.int64(4)],  # not all arrays
 ])
 def test_codec_batch_codes_are_np_array_of_the_frames(frames):
-    want, got = np.array(frames), _stack_frames(frames)
+    want, got = np.array(frames), stack_frames(frames)
     assert got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want)
     assert got.flags.writeable and got.flags.c_contiguous
 
@@ -157,4 +158,4 @@ def test_codec_batch_codes_of_frames_of_two_sizes_fail_as_np_array_does():
     with pytest.raises(ValueError):
         np.array(frames)
     with pytest.raises(ValueError):
-        _stack_frames(frames)
+        stack_frames(frames)

@@ -17,14 +17,16 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
+from voxcli.engine.admission_policies import ADMISSION_POLICIES
+from voxcli.engine.lane_policies import LANE_POLICIES
 from voxcli.models.base import ChunkSchedule  # noqa: F401 - the schedule lives at the model seam
 
 Policy = Literal["sync", "sync2", "lanes", "full"]
 Admission = Literal["ttfa-gate", "deadline", "prefill-first"]
 ExecutorKind = Literal["auto", "cpu", "sim", "cuda"]
 
-POLICIES: tuple[str, ...] = ("sync", "sync2", "lanes", "full")
-ADMISSIONS: tuple[str, ...] = ("ttfa-gate", "deadline", "prefill-first")
+POLICIES: tuple[str, ...] = tuple(LANE_POLICIES)  # the registries the scheduler picks policies from
+ADMISSIONS: tuple[str, ...] = tuple(ADMISSION_POLICIES)
 # What one engine (one GPU) does in a disaggregated placement (voxcli/engine/roles.py): both stages, the
 # LM lane only (chunks' codes leave the engine), or the codec lanes only (chunks arrive from elsewhere).
 ROLES: tuple[str, ...] = ("both", "lm", "codec")
@@ -90,7 +92,7 @@ class EngineConfig:
     late_urgent: bool = True  # a later chunk within urgent_margin_s of its deadline moves to the urgent lane
     deadline_launch: bool = True  # a background batch below B launches when waiting longer would be late
     # a background batch (policy full) is cut to the chunks whose batch ends before the first of them turns
-    # urgent; a chunk too close for any background batch waits for the urgent lane (scheduler.py)
+    # urgent; a chunk too close for any background batch waits for the urgent lane (engine/codec_lanes.py)
     slack_cap: bool = True
     urgent_margin_s: float = 0.100  # delta_u: a chunk whose deadline is this close is urgent
     max_defer_s: float = 0.100  # deadline-aware admission defers a prefill at most this long in a row
@@ -137,7 +139,7 @@ class EngineConfig:
             raise ConfigError(f"policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
         if self.role not in ROLES:
             raise ConfigError(f"role must be one of {', '.join(ROLES)}, got {self.role!r}")
-        if self.role != "both" and self.policy not in ("full", "lanes"):
+        if self.role != "both" and not LANE_POLICIES[self.policy].separate_lanes:
             raise ConfigError(f"role={self.role} needs policy full or lanes (sync and sync2 run both stages "
                               f"in one loop), got policy={self.policy}")
         if self.admission not in ADMISSIONS:

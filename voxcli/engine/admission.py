@@ -22,7 +22,10 @@ The queue is thereby bounded by predicted wait, not by count (`max_queue` stays 
 A refusal says which bound missed and by how much; `retry_after` is the excess (seconds after which
 the same prediction, with the backlog served at the estimated rate, would fit).
 
-The gate only decides admission; the LM lane then runs exactly as deadline-aware admission does.
+The gate only decides admission; the LM lane then runs exactly as deadline-aware admission does
+(engine/admission_policies.py: the policy object that puts the gate in front of the scheduler). It reads
+the scheduler through `SchedulerView`, its public state: queues, pools, the pending chunks
+(engine/pending.py) and the lane policy's first-chunk lane, never the scheduler's private fields.
 """
 
 from __future__ import annotations
@@ -30,14 +33,55 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from voxcli.config import ChunkSchedule
+from voxcli.engine.codec_slots import CodecSlotTable
+from voxcli.engine.kv_cache import KVPagePool
+from voxcli.engine.lane_policies import LanePolicy
+from voxcli.engine.pending import PendingChunks
+from voxcli.engine.request import Request
+from voxcli.models.base import ChunkSchedule
 
-if TYPE_CHECKING:
-    from voxcli.engine.request import Request
-    from voxcli.engine.scheduler import Scheduler
+
+class GateSettings(Protocol):
+    """The engine settings the gate reads (config.EngineConfig has them)."""
+
+    max_running: int
+    decode_buckets: tuple[int, ...]
+    max_prefill_batch: int
+    max_prefill_tokens: int
+    urgency_chunking: bool
+    chunk: ChunkSchedule | None
+
+
+class Estimates(Protocol):
+    """Batch durations (engine/estimates.py's LatencyEstimator)."""
+
+    def decode_step(self, rows: int) -> float: ...
+    def prefill(self, tokens: int, rows: int = 1) -> float: ...
+    def codec(self, lane: str, chunks: int, frames: int | None = None) -> float: ...
+
+
+class SchedulerView(Protocol):
+    """The scheduler's public state an admission policy reads (engine/scheduler.py keeps it current)."""
+
+    config: GateSettings
+    est: Estimates
+    requests: Mapping[int, Request]  # every non-terminal request
+    waiting: deque[Request]  # the queue, head first
+    decoding: Mapping[int, Request]  # running rows, admission order
+    decoding_rows: int
+    prefilling: int
+    kv: KVPagePool
+    slots: CodecSlotTable
+    handoff: bool  # role lm: no codec slots held here
+    margin: float  # urgent_margin_s
+    chunks: PendingChunks
+    lane_policy: LanePolicy
+    first_batch_max: int  # the largest batch of first chunks on the lane policy's first-chunk lane
+    max_background: int
 
 
 @dataclass(frozen=True)
@@ -49,7 +93,7 @@ class Verdict:
     first_chunk: int | None = None  # urgency chunking: the first-chunk size chosen for this request
 
 
-def resource_wait(sched: Scheduler, r: Request, now: float, step: float) -> tuple[float, str]:
+def resource_wait(sched: SchedulerView, r: Request, now: float, step: float) -> tuple[float, str]:
     """Seconds until a decode row, KV pages and a codec slot are free for `r` after the queue ahead of
     it took theirs (inf when they never are). Rows and pages come back when a running request's LM
     finishes (its frames left x the decode step); a codec slot when its last chunk is decoded, which
@@ -134,7 +178,7 @@ class TtfaGate:
     def forget(self, r: Request) -> None:
         self.predicted.pop(r.id, None)
 
-    def observe(self, sched: Scheduler, stage: str, lane: str, bucket: int, tokens: int, frames: int,
+    def observe(self, sched: SchedulerView, stage: str, lane: str, bucket: int, tokens: int, frames: int,
                 seconds: float) -> None:
         est = sched.est
         if stage == "decode":
@@ -150,7 +194,7 @@ class TtfaGate:
     def scale(self, stage: str) -> float:
         return max(1.0, self.ratio[stage])
 
-    def predict(self, sched: Scheduler, r: Request, now: float) -> Verdict:
+    def predict(self, sched: SchedulerView, r: Request, now: float) -> Verdict:
         cfg, est = sched.config, sched.est
         k_dec, k_pre, k_codec = self.scale("decode"), self.scale("prefill"), self.scale("codec")
         queued = len(sched.waiting)
@@ -178,9 +222,8 @@ class TtfaGate:
         own_prefill = est.prefill(own_tokens, r.prompt.width) * k_pre
         lm_wait = max(lm_wait + joint, res_wait + own_prefill)
 
-        codec_lane = "urgent" if sched.policy == "full" else "background"
-        max_first = sched.max_urgent if sched.policy == "full" else sched.max_background
-        firsts = len(sched._firsts)
+        codec_lane, max_first = sched.lane_policy.first_lane, sched.first_batch_max
+        firsts = sched.chunks.first_count
         codec_wait = math.ceil(firsts / max_first) * est.codec(codec_lane, max_first) if firsts else 0.0
         base = lm_wait + codec_wait * k_codec
         target = r.ttfa_target
@@ -218,13 +261,13 @@ class TtfaGate:
         self.predicted[r.id] = raw
         return Verdict(True, ttfa, first_chunk=chosen)
 
-    def may_defer(self, sched: Scheduler, head: Request, prefill_s: float, now: float) -> bool:
+    def may_defer(self, sched: SchedulerView, head: Request, prefill_s: float, now: float) -> bool:
         """Deadline-aware deferral of the head prefill, bounded by the head's own TTFA: defer only while
         the head could still be prefilled after one more deferral window and meet its target."""
         rows = sched.decoding_rows + head.prompt.width
         step = sched.est.decode_step(_bucket(rows, sched.config.decode_buckets)) * self.scale("decode")
         need = prefill_s * self.scale("prefill") + head.schedule.size(0) * step \
-            + sched.est.codec("urgent" if sched.policy == "full" else "background", 1) * self.scale("codec")
+            + sched.est.codec(sched.lane_policy.first_lane, 1) * self.scale("codec")
         return now + prefill_s + need <= head.arrival + head.ttfa_target
 
 
@@ -247,11 +290,11 @@ def _bucket(n: int, buckets: tuple[int, ...]) -> int:
     return next((b for b in buckets if b >= n), max(n, 1))
 
 
-def codec_behind(sched: Scheduler, now: float) -> float:
+def codec_behind(sched: SchedulerView, now: float) -> float:
     """How far (seconds) the waiting continuation chunks overrun their deadlines when decoded back to
     back in the largest background batches, in deadline order (0 = the codec keeps up)."""
-    order = sched._order
-    if not order or sched.policy not in ("full", "lanes"):
+    order = sched.chunks.order
+    if not order or not sched.lane_policy.deadline_batches:
         return 0.0
     big = sched.max_background
     t_batch = sched.est.codec("background", big)

@@ -37,14 +37,16 @@ from collections.abc import Iterable
 from typing import Any
 
 from voxcli.config import ChunkSchedule, ConfigError, EngineConfig, resolve_auto
+from voxcli.engine import sentences
 from voxcli.engine.admission_check import check_request
 from voxcli.engine.cost import CostProfile
 from voxcli.engine.estimates import LatencyEstimator, load_profile
+from voxcli.engine.events import Delivered, Ended, Event, Released
 from voxcli.engine.executors.base import Completion, Executor
 from voxcli.engine.lanes import LaneLayout, lane_layout
 from voxcli.engine.memory_plan import apply_memory_plan
 from voxcli.engine.request import Request, Timeline
-from voxcli.engine.scheduler import Delivered, Ended, Event, Released, Scheduler
+from voxcli.engine.scheduler import Scheduler
 from voxcli.engine.stream import (
     AudioChunk,
     AudioStream,
@@ -84,17 +86,6 @@ def make_executor(config: EngineConfig, program: ModelProgram, profile: CostProf
                           f"or executor=sim") from e
     # The cuda executor reads the same lane plan as the scheduler and measures its own costs.
     return CudaExecutor(program=program, config=config, layout=layout)
-
-
-def playback_end(stream: AudioStream, now: float) -> float:
-    """When the audio `stream` has delivered so far stops playing (engine clock), for a listener who
-    starts each sentence when its first audio arrives or when the previous sentence ends, whichever is
-    later (`playback_from`, set when the stream was submitted as a continuation)."""
-    tl = stream.timeline
-    start = tl.first_audio if tl.first_audio is not None else now
-    if stream.playback_from is not None:
-        start = max(start, stream.playback_from)
-    return start + tl.audio_s
 
 
 def resource_limits(config: EngineConfig, model_chunk: ChunkSchedule | None = None) -> ResourceLimits:
@@ -197,11 +188,7 @@ class Engine:
         stream = self._new_stream(rid, request)
         r = self.scheduler.new_request(rid, prompt, arrival, request, stream)
         stream.timeline = r.timeline
-        if continues is not None:
-            playback_from = playback_end(continues, arrival)
-        if playback_from is not None:
-            stream.playback_from = playback_from
-            self.scheduler.continue_after(r, playback_from)
+        sentences.chain(r, stream, continues, playback_from)
         with self._wake:
             if self._closed:
                 raise EngineClosed(self._dead or "the engine is closed")

@@ -23,10 +23,17 @@ from __future__ import annotations
 from collections import deque
 from itertools import count
 from operator import attrgetter, itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from voxcli.engine.request import Request
+
+class LoggedRow(Protocol):
+    """What the log reads and writes of a row (engine/request.py's Request has these): the log is a
+    leaf, so a request can name its log epoch without the two modules importing each other."""
+
+    id: int
+    frames: list[Any]
+    log_epoch: Epoch | None
+    log_from: int
 
 # an epoch over an unchanged row list ends after this many steps, so the steps every row has settled
 # are dropped with it (rows settle at least once per chunk)
@@ -40,7 +47,7 @@ _id_of = attrgetter("id")
 class Epoch:
     __slots__ = ("log", "reqs", "first", "frames", "live", "next", "_pos")
 
-    def __init__(self, log: FrameLog, reqs: list[Request], first: int,
+    def __init__(self, log: FrameLog, reqs: list[LoggedRow], first: int,
                  pos: dict[int, int] | None = None) -> None:
         self.log = log
         self.reqs = reqs  # row order of every step's frames
@@ -62,7 +69,7 @@ class FrameLog:
         self.current: Epoch | None = None
         self._epochs: deque[Epoch] = deque()
 
-    def step(self, reqs: list[Request], frames: list[Any], attach: list[Request]) -> None:
+    def step(self, reqs: list[LoggedRow], frames: list[Any], attach: list[LoggedRow]) -> None:
         """Log one step of `reqs`: frames[i] is reqs[i]'s frame. `attach`: rows of `reqs` not attached
         yet (they joined, or were flushed); their frames from this step on are logged."""
         e = self.current
@@ -85,7 +92,7 @@ class FrameLog:
         while epochs[0].live == 0 and epochs[0] is not e:
             epochs.popleft()
 
-    def settle(self, r: Request) -> None:
+    def settle(self, r: LoggedRow) -> None:
         """Append the row's logged frames to r.frames (it stays attached, now settled to this step)."""
         e = r.log_epoch
         last = self.steps
@@ -114,7 +121,7 @@ class FrameLog:
             r.log_epoch = e
         r.log_from = last
 
-    def detach(self, r: Request) -> None:
+    def detach(self, r: LoggedRow) -> None:
         """Settle the row and stop logging for it (it stopped running)."""
         if r.log_epoch is None:
             return

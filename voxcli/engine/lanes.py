@@ -6,7 +6,7 @@ per lane) and the cuda executor (a stream, a graph-table partition and graphs pe
 decides these things, so the executor captures exactly the graphs the scheduler can ask for, in the
 buckets it will ask for.
 
-Per policy:
+Per policy (lane_policies.py declares which shape each has):
 
     full    lm on the backbone SM partition, background codec on the codec partition, urgent codec
             on the whole device at the greatest stream priority (it keeps its speed and slows others)
@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from voxcli.config import EngineConfig
 from voxcli.engine.executors.base import LaneName, StageName
+from voxcli.engine.lane_policies import lane_policy_type
 
 StreamRole = str  # "lm" | "codec" | "device": which LaneStreams stream a lane uses
 
@@ -110,10 +111,14 @@ def role_layout(layout: LaneLayout, role: str) -> LaneLayout:
 
 
 def _policy_layout(config: EngineConfig) -> LaneLayout:
+    """The plan of the lanes the policy declares (lane_policies.py): an urgent lane on the whole device
+    beside partitioned LM and background lanes, or LM and background on whole-device streams (one
+    stream when the policy serializes them)."""
     policy = config.policy
+    kind = lane_policy_type(policy)
     decode = (("decode", tuple(sorted(config.decode_buckets))),)
     background = (("codec", tuple(sorted(config.background_buckets))),)
-    if policy == "full":
+    if kind.has_urgent_lane:
         return LaneLayout(policy, ("lm", "urgent", "background"),
                           {"lm": config.lm_sms, "background": config.codec_sms, "urgent": None},
                           serialized=False, priority_lane="urgent",
@@ -121,11 +126,9 @@ def _policy_layout(config: EngineConfig) -> LaneLayout:
                           partition={"lm": "backbone", "background": "codec", "urgent": "device"},
                           stages={"lm": decode, "background": background,
                                   "urgent": (("codec", tuple(sorted(config.urgent_buckets))),)})
-    if policy not in ("sync", "sync2", "lanes"):
-        raise ValueError(f"unknown policy {policy!r}")
     sms: dict[str, int | None] = {"lm": None, "background": None}
-    codec_stream = "lm" if policy == "sync" else "codec"
-    return LaneLayout(policy, ("lm", "background"), sms, serialized=(policy == "sync"),
+    codec_stream = "lm" if kind.serialized else "codec"
+    return LaneLayout(policy, ("lm", "background"), sms, serialized=kind.serialized,
                       stream={"lm": "lm", "background": codec_stream},
                       partition={"lm": "whole/lm", "background": "whole/background"},
                       stages={"lm": decode, "background": background})

@@ -23,8 +23,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from voxcli.config import ChunkSchedule
-from voxcli.models.base import Prompt, Row, SynthesisRequest
+from voxcli.models.base import ChunkSchedule, Prompt, Row, SynthesisRequest
 
 if TYPE_CHECKING:
     from voxcli.engine.frame_log import Epoch
@@ -200,6 +199,20 @@ class Request:
         back (`hold_s`) unless it is the last chunk, plus the hold-back the chunk before it kept."""
         end = ch.end * self.frame_s if ch.last else self.audio_start_s(ch.end)
         return max(0.0, end - self.audio_start_s(ch.start))
+
+    # --- chunks: the one place a Chunk is built and the one place the next chunk moves on -------
+    def chunk_to(self, end: int, last: bool, now: float) -> Chunk:
+        """The next chunk to hand to the codec, frames [next_start, end), ready at `now`."""
+        start = self.next_start
+        return Chunk(self, self.next_chunk, start, end, last, now, self.deadline_of(start))
+
+    def chunk_left(self, ch: Chunk) -> int:
+        """Chunk `ch` (the next one) left the engine, delivered or handed off: the one after it is next.
+        Returns its end frame (`next_end`)."""
+        self.next_chunk += 1
+        self.next_start = ch.end
+        self.next_end = next_end = ch.end + self.schedule.size(self.next_chunk)
+        return next_end
 
     def set_schedule(self, schedule: ChunkSchedule) -> None:
         """Replace the chunk schedule (admission only: before the first frame)."""

@@ -48,9 +48,9 @@ import numpy as np
 from voxcli.config import ChunkSchedule, ConfigError, EngineConfig
 from voxcli.engine.cost import CostProfile
 from voxcli.engine.engine import Engine
+from voxcli.engine.events import Ended, Event, HandedOff
 from voxcli.engine.executors.base import Executor
 from voxcli.engine.request import Request, RequestState, Timeline
-from voxcli.engine.scheduler import Ended, Event, HandedOff
 from voxcli.engine.stream import AudioStream, EngineClosed
 from voxcli.models.base import ModelProgram, Prompt, Row, SynthesisRequest
 
