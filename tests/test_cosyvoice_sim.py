@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from voxcli.bench.calibrate_cosyvoice import (
+from voxcli.models.cosyvoice3.sim import (
     build_profile,
     dit_token_flops,
     lm_params,

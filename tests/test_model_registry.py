@@ -81,7 +81,7 @@ def test_recipe_choice_comes_from_the_registration(fake_family):
 
 
 def test_bench_and_sim_defaults_come_from_the_default_family(fake_family):
-    from voxcli.bench import calibrate
+    from voxcli.models.qwen3_tts import sim as calibrate
     from voxcli.bench.sweep import SweepSpec
     from voxcli.bench.workloads import Utterance, estimate_frames, mean_chunks
     from voxcli.engine.synthetic import SyntheticProgram

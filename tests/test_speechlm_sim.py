@@ -5,7 +5,6 @@ the TTFA floor the text plan sets (above 200 ms: the default SLO cannot be met b
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
@@ -20,11 +19,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("calibrate_speechlm_sim",
-                                                  ROOT / "scripts" / "calibrate_speechlm_sim.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    from voxcli.models.speechlm import sim
+
+    return sim
 
 
 @pytest.mark.parametrize("model", ["bagpiper-8b", "opuslm-7b"])
