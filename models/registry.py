@@ -3,11 +3,13 @@
 A family package `models/<name>/` provides `family.py` with a module-level `FAMILY = Family(...)`; the
 one line below, `FAMILY_PACKAGES`, lists the packages. Everything that used to hard-code a family reads
 this registry: `load_model` (by config.json `model_type`), the demo aliases, `vox models` (hub ids and
-descriptions), the recipe a model gets by default, and the sim/bench defaults (frame rate, chunk
-schedule, model sizes for the cost profiles).
+descriptions), the recipe a model gets by default, the sim/bench defaults (frame rate, chunk
+schedule, model sizes for the cost profiles), the simulator calibration (`Family.calibration`,
+`python -m voxcli.bench.calibration --family NAME`), the random-weight builders (`Family.tiny`,
+`find_tiny`) and the voices `vox serve` maps OpenAI voice names to (`Family.openai_voices`).
 
-Listing families is cheap: `family.py` imports nothing heavy (no torch); `Family.load` and the demo
-builders import the program code when called.
+Listing families is cheap: `family.py` imports nothing heavy (no torch); `Family.load`, the demo and
+tiny builders and the calibration import their code when called.
 """
 
 from __future__ import annotations
@@ -85,7 +87,8 @@ class Tiny:
     name: str  # what `make_tiny.py --family` calls it (a family may have several layouts: higgs, higgs-v3)
     # (out folder, size=, seed=, **options) -> the checkpoint folder written; imports the builder when called
     build: Callable[..., Path]
-    sizes: Callable[[], tuple[str, ...]]  # the sizes it builds, the small test one first (imports the builder)
+    # () -> the sizes it builds, the small test one first (imports the builder)
+    sizes: Callable[[], tuple[str, ...]]
     options: tuple[str, ...] = ()  # further keyword options `build` takes (variant, proj, clone_models...)
 
 
@@ -126,10 +129,12 @@ def families() -> tuple[Family, ...]:
 def find_family(name: str) -> Family | None:
     """A family by its package (`qwen3_tts`), its name (`Qwen3-TTS 12 Hz`, any case), a model type, or
     one of its models (a sim model, hub id or demo alias)."""
+    if name in FAMILY_PACKAGES:
+        return importlib.import_module(f"{__package__}.{name}.family").FAMILY  # type: ignore[no-any-return]
     low = name.lower()
-    for package, family in zip(FAMILY_PACKAGES, families(), strict=True):
-        if low in (package, family.name.lower()) or name in family.model_types:
-            return family
+    named = next((f for f in families() if low == f.name.lower() or name in f.model_types), None)
+    if named is not None:
+        return named
     found = find_sim_model(name) or find_demo(name)
     if found is not None:
         return found[0]

@@ -20,7 +20,7 @@ class Probe:
     """One engine on the simulated GPU: the settings it runs with and the cost profile it reads."""
 
     gpu: str  # the --gpu name (a recipes/gpus/ profile name)
-    profile: Mapping[str, Any]  # the cost profile (models/sim_profile.py's dict layout) replacing the shipped one
+    profile: Mapping[str, Any]  # the cost profile to simulate with (models/sim_profile.py's dict layout)
     settings: Mapping[str, Any] = field(default_factory=dict)  # engine settings over the base
     # The base the settings apply to: a sim model's recipe (as `vox bench --model NAME` runs it; the
     # settings are then `--set key=value` strings' values), or None for the engine's defaults.

@@ -1,13 +1,14 @@
 """Build a deterministic random-weight checkpoint of a registered family, in its released layout.
 
 usage: python scripts/make_tiny.py OUT [--family NAME] [--size SIZE] [--seed N] [family options]
-       --family qwen3_tts (default)  --size tiny|cpu-bench|0.6b|1.7b  [--variant custom_voice|base|voice_design]
+       --family qwen3_tts (default)  --size tiny|cpu-bench|0.6b|1.7b
+                                     [--variant custom_voice|base|voice_design]
                                      [--proj]  (1.7B-like: predictor narrower than the talker)
        --family dia                  --size tiny|...
        --family higgs|higgs-v3       --size tiny|v2-3b|v3-4b|real
        --family cosyvoice3           --size tiny|bench|real [--clone-models]  (upstream's layout;
-                                     --clone-models adds tiny random speech_tokenizer_v3.onnx and campplus.onnx,
-                                     which needs `onnx`, so --ref-audio runs)
+                                     --clone-models adds tiny random speech_tokenizer_v3.onnx and
+                                     campplus.onnx, which needs `onnx`, so --ref-audio runs)
        --family speechlm             --size tiny|real  (OpusLM-like, ESPnet's layout; real = OpusLM-Dialogue's
                                      SmolLM2-1.7B backbone, 9 streams, ESPnet DAC)
 
@@ -31,7 +32,8 @@ def main() -> None:
     # 1234 for every family: the seed this script always passed (so a rebuilt checkpoint is the one CI cached)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--variant", default=None, choices=["custom_voice", "base", "voice_design"])
-    ap.add_argument("--proj", action="store_true", help="qwen3_tts 1.7B-like: predictor narrower than the talker")
+    ap.add_argument("--proj", action="store_true",
+                    help="qwen3_tts 1.7B-like: predictor narrower than the talker")
     ap.add_argument("--clone-models", action="store_true", help="cosyvoice3: tiny random ONNX clone models")
     ap.add_argument("--list", action="store_true", help="print the builders and their sizes")
     a = ap.parse_args()

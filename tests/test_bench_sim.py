@@ -6,6 +6,7 @@ import json
 
 from voxcli.models.qwen3_tts.sim import build_profile
 from voxcli.models.sim_priors import GPUS, codec_ms, decode_speed
+
 from voxcli.bench.client import schedule
 from voxcli.bench.report import write_json
 from voxcli.bench.sweep import SweepSpec, Variant, parse_rates, sweep_variant

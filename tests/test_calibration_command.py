@@ -8,9 +8,9 @@ import re
 from pathlib import Path
 
 import pytest
+from voxcli.models.registry import FAMILY_PACKAGES, find_family
 
 from voxcli.bench.calibration import main, repo_root
-from voxcli.models.registry import FAMILY_PACKAGES, find_family
 
 GPUS = repo_root() / "recipes" / "gpus"
 
@@ -18,7 +18,8 @@ GPUS = repo_root() / "recipes" / "gpus"
 def _given(family: str) -> list[str]:
     """The options that skip a family's fit: its shipped fitted value."""
     if family == "higgs_audio":
-        return ["--row-ms", re.search(r"b x row ([0-9.]+) ms", (GPUS / "h100-higgs-v3-4b.toml").read_text())[1]]
+        fitted = (GPUS / "h100-higgs-v3-4b.toml").read_text()
+        return ["--row-ms", re.search(r"b x row ([0-9.]+) ms", fitted)[1]]
     if family == "cosyvoice3":
         return ["--dit-eff", re.search(r"^# dit_eff ([0-9.]+): FITTED", (GPUS / "h100-cosyvoice3-0.5b.toml")
                                        .read_text(), re.M)[1]]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 from typer.testing import CliRunner
-
 from voxcli.models.dia.sim import build_profile, decoder_step_params, profile_toml, terms
+
 from voxcli.config import ConfigError, EngineConfig
 from voxcli.engine.cost import CostProfile
 from voxcli.engine.estimates import load_profile

@@ -8,10 +8,10 @@ import tomllib
 from pathlib import Path
 
 import pytest
-
 from voxcli.models.qwen3_tts.sim import profile_toml
 from voxcli.models.qwen3_tts.sim_fit import paper_settings, rewrite
 from voxcli.models.sim_priors import B200_PESSIMISTIC_CODEC, GPUS
+
 from voxcli.bound import capacity_bound
 from voxcli.engine.cost import CostProfile
 

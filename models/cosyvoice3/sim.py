@@ -26,18 +26,18 @@ SM scaling: the Amdahl exponents of sim_priors.codec_coefficients / decode_speed
 
 Fit the ONE parameter of the Fun-CosyVoice3-0.5B GPU cost profile and write both profiles:
 
-    .venv/bin/python -m voxcli.bench.calibration --family cosyvoice3                  # fit dit_eff, write the profiles
-    .venv/bin/python -m voxcli.bench.calibration --family cosyvoice3 --dit-eff 0.35   # skip the fit, write with this value
+    .venv/bin/python -m voxcli.bench.calibration --family cosyvoice3                 # fit, write both
+    .venv/bin/python -m voxcli.bench.calibration --family cosyvoice3 --dit-eff 0.35  # skip the fit
 
-The fitted parameter is `dit_eff`, the DiT's achieved share of the FLOP prior (above says what else is arithmetic and what it assumes). It is fitted against ONE published
-capacity: the full design on the paper's 44/88 split serves 30 req/s at 90% attainment on one H100, measured
-exactly as `vox bench --executor sim --gpu h100 --model cosyvoice3-0.5b --policy full --duration 60
---seeds 2` measures it (LibriTTS test-clean, Poisson arrivals, the recipe's engine settings, rates in steps
-of 2 req/s, the cost table alone). Capacity is discrete, so the fit bisects for the interval of dit_eff whose
-seed-mean capacity is at least 30 and below 32 and takes its geometric middle (the shipped 0.3423 of
-[0.3207, 0.3652); there `vox bench --rates 2:40:2 --seeds 2` measures 31.0 at 90%, seeds 30 and 32, and 30
-at 99%, against the paper's 30 / 28). Everything else (the 99% figure, sync2, the split `vox profile`
-chooses) is predicted.
+The fitted parameter is `dit_eff`, the DiT's achieved share of the FLOP prior (above: what else is
+arithmetic and what it assumes). It is fitted against ONE published capacity: the full design on the paper's
+44/88 split serves 30 req/s at 90% attainment on one H100, measured exactly as `vox bench --executor sim
+--gpu h100 --model cosyvoice3-0.5b --policy full --duration 60 --seeds 2` measures it (LibriTTS test-clean,
+Poisson arrivals, the recipe's engine settings, rates in steps of 2 req/s, the cost table alone). Capacity
+is discrete, so the fit bisects for the interval of dit_eff whose seed-mean capacity is at least 30 and
+below 32 and takes its geometric middle (the shipped 0.3423 of [0.3207, 0.3652); there `vox bench --rates
+2:40:2 --seeds 2` measures 31.0 at 90%, seeds 30 and 32, and 30 at 99%, against the paper's 30 / 28).
+Everything else (the 99% figure, sync2, the split `vox profile` chooses) is predicted.
 
 Writes recipes/gpus/<gpu>-cosyvoice3-0.5b.toml (pessimistic, fitted: what `--gpu <gpu> --model
 cosyvoice3-0.5b` loads) and recipes/gpus/<gpu>-optimistic-cosyvoice3-0.5b.toml (`--gpu <gpu>-optimistic`,
@@ -229,10 +229,13 @@ def run(args: argparse.Namespace, sim: Simulator) -> Mapping[str, str]:
     if args.gpu != "h100" and args.dit_eff is None:
         raise SystemExit("the fit is against the paper's H100 capacity; give --dit-eff for another GPU")
     lo, hi = (float(x) for x in args.bracket.split(":"))
-    dit_eff = args.dit_eff if args.dit_eff is not None else fit(sim, args.duration, args.seeds, lo, hi, args.iters)
+    dit_eff = args.dit_eff
+    if dit_eff is None:
+        dit_eff = fit(sim, args.duration, args.seeds, lo, hi, args.iters)
     print(f"dit_eff = {dit_eff}")
     names = {"pessimistic": f"{args.gpu}-{MODEL}", "optimistic": f"{args.gpu}-optimistic-{MODEL}"}
-    return {f"recipes/gpus/{name}.toml": profile_toml(args.gpu, setting, dit_eff if setting == "pessimistic" else None)
+    return {f"recipes/gpus/{name}.toml":
+            profile_toml(args.gpu, setting, dit_eff if setting == "pessimistic" else None)
             for setting, name in names.items()}
 
 

@@ -1,8 +1,8 @@
 """Cost profiles for Higgs Audio v3 4B (bosonai/higgs-audio-v3-tts-4b) on the simulated H100, and the fit of
 its ONE parameter against the paper's capacity (full design, 100/32 split: 32 req/s at 90% attainment).
 
-    .venv/bin/python -m voxcli.bench.calibration --family higgs_audio                 # fit row_ms, write the three profiles
-    .venv/bin/python -m voxcli.bench.calibration --family higgs_audio --row-ms 0.06   # skip the fit, write with this value
+    .venv/bin/python -m voxcli.bench.calibration --family higgs_audio                # fit row_ms, write all 3
+    .venv/bin/python -m voxcli.bench.calibration --family higgs_audio --row-ms 0.06  # skip the fit
 
 Everything but `row_ms` is arithmetic on published sizes (models/higgs_audio/family.py: Qwen3-4B backbone, 36
 layers, 2560 wide, 32 / 8 heads of 128, MLP 9728, the tied 8 x 1026 audio head; the v2 audio tokenizer's DAC

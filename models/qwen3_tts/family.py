@@ -8,6 +8,7 @@ from typing import Any
 
 from ..base import ChunkSchedule
 from ..registry import Demo, Family, HubModel, SimModel, SimSpec, Tiny
+from .sizes import SPEAKERS
 
 
 def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
@@ -50,8 +51,8 @@ def calibration() -> Any:
     return CALIBRATION
 
 
-# CustomVoice's nine speakers (the demo has the first five).
-VOICES = ("vivian", "serena", "uncle_fu", "dylan", "eric", "ryan", "aiden", "ono_anna", "sohee")
+# CustomVoice's nine speakers (the demo has five of them)
+VOICES = tuple(SPEAKERS)
 # OpenAI voice -> these speakers by the OpenAI voice's character (female / male, deep, bright), best first.
 OPENAI_VOICES: dict[str, tuple[str, ...]] = {
     "alloy": ("vivian", "serena"),

@@ -42,7 +42,6 @@ from .row_state import MIN_NEW_TOKENS, next_uniforms, peek_uniforms
 from .sampling import NEG_INF, BatchSampling, apply_repetition_penalty, warp
 
 
-
 class GraphedProgram(Protocol):
     """What the graph stages read of the program that builds them (program.py's Qwen3TTSProgram, whose
     `graph_stage` hook makes them): its weights, pools, device settings and voice-clone slot state."""

@@ -63,15 +63,6 @@ B200's codec (issue 17), two settings side by side:
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from typing import Any
-
-from voxcli.models.registry import find_sim_model
-
-
-from __future__ import annotations
-
 from typing import Any
 
 from ..registry import find_sim_model

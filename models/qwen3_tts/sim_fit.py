@@ -70,7 +70,8 @@ def paper_settings(gpu: str, sim_model: str, **changes: Any) -> dict[str, Any]:
 
 def probe(gpu: str, fitted: float, model: str, sim_model: str, label: str, **changes: Any) -> Probe:
     """The paper's engine on `gpu` with calibration `model`'s profile at `fitted`."""
-    return Probe(gpu, build_profile(gpu, fitted, model), paper_settings(gpu, sim_model, **changes), label=label)
+    settings = paper_settings(gpu, sim_model, **changes)
+    return Probe(gpu, build_profile(gpu, fitted, model), settings, label=label)
 
 
 def capacity90(sim: Simulator, model: str, fitted: float, duration: float, seeds: int, sim_model: str,

@@ -26,7 +26,6 @@ no full float32 copy is ever held.
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -269,8 +268,8 @@ def calibrate_eos(out: Path, variant: str, eos_frame: int, cal_text: str = CAL_T
                   hazard: float | None = None) -> float:
     """Set the EOS row of codec_head to c * h_T / |h_T| so greedy decoding of `cal_text` stops after
     exactly `eos_frame` frames; c is the middle of the window where EOS wins at T and nowhere before."""
-    from .reference import Trace, generate
     from .program import Qwen3TTSProgram
+    from .reference import Trace, generate
 
     program = Qwen3TTSProgram.load(str(out))
     cfg = program.cfg.talker

@@ -40,7 +40,6 @@ class EngineSimulator:
         return load_workload("libritts")
 
     def _target(self, probe: Probe) -> Any:
-        from voxcli.bench.sweep import Variant
         from voxcli.bench.targets import model_config, sim_target
         from voxcli.config import EngineConfig
         from voxcli.engine.cost import CostProfile
@@ -48,20 +47,20 @@ class EngineSimulator:
         if probe.model is None:
             config = EngineConfig(executor="sim", gpu=probe.gpu, **probe.settings).replace()
         else:
-            config = model_config(probe.model, "sim", probe.gpu, [f"{k}={v}" for k, v in probe.settings.items()])
+            overrides = [f"{k}={v}" for k, v in probe.settings.items()]
+            config = model_config(probe.model, "sim", probe.gpu, overrides)
         profile = CostProfile.from_dict(dict(probe.profile))
-        return sim_target(config, Variant(probe.label or str(probe.settings.get("policy", ""))), profile=profile)
+        return sim_target(config, _variant(probe), profile=profile)
 
     def sweep(self, probe: Probe, rates: Sequence[float] | str, duration_s: float, seeds: int,
               stop_below: float | None = None, frame_rate: float | None = None) -> SweepOutcome:
-        from voxcli.bench.sweep import SweepSpec, Variant, parse_rates, sweep_variant
+        from voxcli.bench.sweep import SweepSpec, parse_rates, sweep_variant
 
         rates = parse_rates(rates) if isinstance(rates, str) else list(rates)
         spec = SweepSpec(rates=rates, duration_s=duration_s, seeds=seeds, warmup=64, stop_below=stop_below)
         if frame_rate is not None:
             spec.frame_rate = frame_rate
-        variant = Variant(probe.label or str(probe.settings.get("policy", "")))
-        sw = sweep_variant(self._target(probe), variant, spec, self.utterances)
+        sw = sweep_variant(self._target(probe), _variant(probe), spec, self.utterances)
         return SweepOutcome(capacity90=sw.capacity90, capacity99=sw.capacity99,
                             mean90=sw.capacity_stats(0.90)["mean"], mean99=sw.capacity_stats(0.99)["mean"],
                             wall_s=sw.wall_s, rates=[r.to_dict() for r in sw.results])
@@ -79,6 +78,12 @@ class EngineSimulator:
         return r.attainment, r.completed_rps
 
 
+def _variant(probe: Probe) -> Any:
+    from voxcli.bench.sweep import Variant
+
+    return Variant(probe.label or str(probe.settings.get("policy", "")))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     first = argparse.ArgumentParser(add_help=False)
@@ -90,7 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m voxcli.bench.calibration",
                                  description=calibration.description if calibration else __doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--family", required=True, help="the family to calibrate (package, name or a model of it)")
+    ap.add_argument("--family", required=True,
+                    help="the family to calibrate (its package, its name or one of its models)")
     ap.add_argument("--root", type=Path, default=None,
                     help="write under this folder instead of the repository root (recipes/gpus/...)")
     if calibration is not None:

@@ -5,9 +5,10 @@ voices of its own (Qwen3-TTS CustomVoice: vivian, serena, ryan...; Dia, Base and
 their voice comes from the text, a reference clip or instructions). The default table maps each OpenAI
 name to the first of its preferred voices that the model has (the families' `Family.openai_voices`,
 chosen by the OpenAI voice's character: female / male, deep, bright); on a model without named voices
-every OpenAI name means the model's default voice. A name the model has itself always means the model's own voice. `--voice-map alloy=ryan`
-(repeatable, or comma-separated) overrides entries, `NAME=default` maps a name to the model's default
-voice and `--voice-map off` turns the table off (OpenAI names then get the model's 400 listing its voices).
+every OpenAI name means the model's default voice. A name the model has itself always means the model's
+own voice. `--voice-map alloy=ryan` (repeatable, or comma-separated) overrides entries, `NAME=default`
+maps a name to the model's default voice and `--voice-map off` turns the table off (OpenAI names then get
+the model's 400 listing its voices).
 GET /v1/audio/voices shows the table in force.
 """
 
@@ -23,7 +24,8 @@ from voxcli.models.registry import openai_voice_preferences
 # Qwen3-TTS CustomVoice maps them to its nine speakers, the families without named voices map none).
 DEFAULT_PREFERENCES: dict[str, tuple[str, ...]] = openai_voice_preferences()
 # OpenAI's voice names (its speech API's `voice` values)
-OPENAI_VOICES = ("alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer", "verse")
+OPENAI_VOICES = ("alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer",
+                 "verse")
 DEFAULT = "default"  # --voice-map NAME=default: the model's own default voice
 
 
