@@ -27,9 +27,9 @@ def test_serving_path_imports_no_test_builders():
         "from voxcli.models import registry\n"
         "import voxcli.models.qwen3_tts.program, voxcli.models.qwen3_tts.graph_stages\n"
         "registry.families()\n"
-        "print(','.join(sorted(m for m in sys.modules\n"
-        "                      if m.endswith(('.tiny', '.tiny_audio', '.reference', '.realsize',\n"
-        "                                     '.random_init')))))\n"
+        "print(','.join(sorted(m for m in sys.modules if m.startswith('voxcli.models.')\n"
+        "                      and m.endswith(('.tiny', '.tiny_audio', '.reference', '.realsize',\n"
+        "                                      '.random_init')))))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
