@@ -1,4 +1,4 @@
-"""Higgs Audio v3 4B in the simulator: the shipped H100 profiles are scripts/calibrate_higgs_sim.py's output
+"""Higgs Audio v3 4B in the simulator: the shipped H100 profiles are voxcli.models.higgs_audio.sim's output
 (one fitted number, row_ms, in the default profile; the optimistic and pessimistic ones fit nothing), the
 stand-in has the 8-step delay fill, and `vox bench` / `vox profile` run on it."""
 

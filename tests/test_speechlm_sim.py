@@ -1,4 +1,4 @@
-"""Bagpiper-8B / OpusLM-7B in the simulator: the shipped H100 profiles are scripts/calibrate_speechlm_sim.py's
+"""Bagpiper-8B / OpusLM-7B in the simulator: the shipped H100 profiles are voxcli.models.speechlm.sim's
 output (nothing fitted; the text plan assumed 64 tokens optimistic, 256 pessimistic), their headers state
 the TTFA floor the text plan sets (above 200 ms: the default SLO cannot be met by construction), and
 `vox bench --executor sim` runs on both models, with `--ttfa-slo` naming the bound in its report."""

@@ -27,7 +27,7 @@ def build_demo(out: Path) -> None:
 # Higgs Audio v3 4B's published dimensions (bosonai/higgs-audio-v3-tts-4b: Qwen3-4B backbone, the tied
 # fused 8 x 1026 audio head) and the v2 audio tokenizer's decoder it bundles (DAC 1024 wide over a 256
 # latent, ratios 8, 5, 4, 2, 3; 8 codebooks of 64 into a 1024-wide RVQ space), as
-# scripts/calibrate_higgs_sim.py reads them.
+# sim.py reads them.
 HIGGS_V3_4B = {
     "backbone": dict(
         hidden=2560, layers=36, heads=32, kv_heads=8, head_dim=128, mlp=9728, codebooks=8, vocab=1026

@@ -89,7 +89,7 @@ FAMILY = Family(
                 cfg_scale=3.0,  # Bagpiper's inference config: every request is a pair in its audio phase
                 # frameless steps before the first frame: the delay fill (7) and the optimistic assumed
                 # 64-token text plan (CoT + rich caption; nothing publishes its length; the pessimistic 256
-                # and the TTFA floors are in scripts/calibrate_speechlm_sim.py and the profiles' headers)
+                # and the TTFA floors are in sim.py and the profiles' headers)
                 lead_steps=7 + 64,
                 # X-Codec's decoder right context over its upsampling 8, 5, 4, 2: 3141 samples = 9.82 frames
                 codec_lookahead_frames=decoder_lookahead_frames((8, 5, 4, 2))),
