@@ -3,11 +3,13 @@
 A family package `models/<name>/` provides `family.py` with a module-level `FAMILY = Family(...)`; the
 one line below, `FAMILY_PACKAGES`, lists the packages. Everything that used to hard-code a family reads
 this registry: `load_model` (by config.json `model_type`), the demo aliases, `vox models` (hub ids and
-descriptions), the recipe a model gets by default, and the sim/bench defaults (frame rate, chunk
-schedule, model sizes for the cost profiles).
+descriptions), the recipe a model gets by default, the sim/bench defaults (frame rate, chunk
+schedule, model sizes for the cost profiles), the simulator calibration (`Family.calibration`,
+`python -m voxcli.bench.calibration --family NAME`), the random-weight builders (`Family.tiny`,
+`find_tiny`) and the voices `vox serve` maps OpenAI voice names to (`Family.openai_voices`).
 
-Listing families is cheap: `family.py` imports nothing heavy (no torch); `Family.load` and the demo
-builders import the program code when called.
+Listing families is cheap: `family.py` imports nothing heavy (no torch); `Family.load`, the demo and
+tiny builders and the calibration import their code when called.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from .base import ChunkSchedule
 
 if TYPE_CHECKING:
     from .base import ModelProgram
+    from .sim_calibration import Calibration
 
 # The families, by package name under models/ (each has a family.py defining FAMILY).
 FAMILY_PACKAGES: tuple[str, ...] = ("qwen3_tts", "dia", "higgs_audio", "speechlm", "cosyvoice3")
@@ -77,6 +80,19 @@ class SimSpec:
 
 
 @dataclass(frozen=True)
+class Tiny:
+    """A random-weight checkpoint of the family's architecture, built locally at a named size (tests,
+    benchmarks, `scripts/make_tiny.py`); the layout is the released checkpoints' (the loader reads it)."""
+
+    name: str  # what `make_tiny.py --family` calls it (a family may have several layouts: higgs, higgs-v3)
+    # (out folder, size=, seed=, **options) -> the checkpoint folder written; imports the builder when called
+    build: Callable[..., Path]
+    # () -> the sizes it builds, the small test one first (imports the builder)
+    sizes: Callable[[], tuple[str, ...]]
+    options: tuple[str, ...] = ()  # further keyword options `build` takes (variant, proj, clone_models...)
+
+
+@dataclass(frozen=True)
 class Family:
     name: str  # e.g. "Qwen3-TTS 12 Hz"
     model_types: tuple[str, ...]  # config.json `model_type` values this family loads
@@ -92,11 +108,58 @@ class Family:
     # CosyVoice 3: cosyvoice3.yaml), and the file a hub snapshot must hold.
     claims: Callable[[Path], bool] | None = None
     claim_file: str = "config.json"
+    # The named voices its released checkpoints offer (a checkpoint may have fewer: the demo has five);
+    # () for a family whose voice comes from the text, a reference clip or instructions.
+    voices: tuple[str, ...] = ()
+    # OpenAI voice name (alloy, echo, ...) -> its voices that fit the OpenAI voice's character, best
+    # first (`vox serve` maps a request's OpenAI name to the first one the served model has). Empty for
+    # a family without named voices: there every OpenAI name means the model's default voice.
+    openai_voices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    tiny: tuple[Tiny, ...] = ()  # its random-weight builders
+    # () -> its simulator calibration (models/sim_calibration.py; `python -m voxcli.bench.calibration
+    # --family NAME`), imported when called; None: no GPU cost profile of its own
+    calibration: Callable[[], Calibration] | None = None
 
 
 @cache
 def families() -> tuple[Family, ...]:
     return tuple(importlib.import_module(f"{__package__}.{p}.family").FAMILY for p in FAMILY_PACKAGES)
+
+
+def find_family(name: str) -> Family | None:
+    """A family by its package (`qwen3_tts`), its name (`Qwen3-TTS 12 Hz`, any case), a model type, or
+    one of its models (a sim model, hub id or demo alias)."""
+    if name in FAMILY_PACKAGES:
+        return importlib.import_module(f"{__package__}.{name}.family").FAMILY  # type: ignore[no-any-return]
+    low = name.lower()
+    named = next((f for f in families() if low == f.name.lower() or name in f.model_types), None)
+    if named is not None:
+        return named
+    found = find_sim_model(name) or find_demo(name)
+    if found is not None:
+        return found[0]
+    hub = find_hub_model(name)
+    return next((f for f in families() if hub in f.hub_models), None) if hub is not None else None
+
+
+def find_tiny(name: str) -> Tiny | None:
+    """A random-weight builder by its name (`qwen3_tts`, `dia`, `higgs`, `higgs-v3`, `cosyvoice3`,
+    `speechlm`)."""
+    return next((t for f in families() for t in f.tiny if t.name == name), None)
+
+
+def tinies() -> tuple[Tiny, ...]:
+    return tuple(t for f in families() for t in f.tiny)
+
+
+def openai_voice_preferences() -> dict[str, tuple[str, ...]]:
+    """Each OpenAI voice name -> the voices every family prefers for it, in registration order. Voice
+    names are each family's own, so the first of them a model has is its own family's choice."""
+    out: dict[str, tuple[str, ...]] = {}
+    for f in families():
+        for name, voices in f.openai_voices.items():
+            out[name] = out.get(name, ()) + tuple(voices)
+    return out
 
 
 def default_family() -> Family:

@@ -10,7 +10,7 @@ Three processes, one after another (each holds a real-size model; never two at o
 2. `vox say -m CKPT --greedy --max-frames N --dtype float32 TEXT -o out.wav` (the CLI, streaming
    codec chunks) -> a 16-bit WAV;
 3. this process: the same request through the engine's own stages at batch 1
-   (models/testing/qwen3_tts_reference.generate) -> codes and a full decode.
+   (models/qwen3_tts/reference.generate) -> codes and a full decode.
 
 Checks: codes identical (a mismatch at a reference tie, margin < 1e-3, is reported as such); the CLI's
 WAV and our full decode within 1e-4 of the reference waveform (the WAV also carries 16-bit rounding,
@@ -101,7 +101,7 @@ def main() -> int:
 
     from voxcli.models import load_model
     from voxcli.models.base import SamplingParams, SynthesisRequest
-    from voxcli.models.testing.qwen3_tts_reference import Trace, decode_full, generate, teacher_forced
+    from voxcli.models.qwen3_tts.reference import Trace, decode_full, generate, teacher_forced
 
     program = load_model(args.checkpoint, "cpu", "float32")
     req = SynthesisRequest(text=args.text, sampling=SamplingParams(greedy=True), max_frames=args.frames)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
-from voxcli.bench.calibrate import GPUS, build_profile, codec_ms, decode_speed
+from voxcli.models.qwen3_tts.sim import build_profile
+from voxcli.models.sim_priors import GPUS, codec_ms, decode_speed
+
 from voxcli.bench.client import schedule
 from voxcli.bench.report import write_json
 from voxcli.bench.sweep import SweepSpec, Variant, parse_rates, sweep_variant

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 from typer.testing import CliRunner
-
-from voxcli.bench.calibrate_cosyvoice import (
+from voxcli.models.cosyvoice3.sim import (
     build_profile,
     dit_token_flops,
     lm_params,
@@ -15,6 +14,7 @@ from voxcli.bench.calibrate_cosyvoice import (
     shipped_dit_eff,
     terms,
 )
+
 from voxcli.config import ConfigError, EngineConfig, recipe_path
 from voxcli.engine.cost import CostProfile
 from voxcli.engine.estimates import load_profile

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 from typer.testing import CliRunner
+from voxcli.models.dia.sim import build_profile, decoder_step_params, profile_toml, terms
 
-from voxcli.bench.calibrate_dia import build_profile, decoder_step_params, profile_toml, terms
 from voxcli.config import ConfigError, EngineConfig
 from voxcli.engine.cost import CostProfile
 from voxcli.engine.estimates import load_profile
@@ -103,8 +103,8 @@ def test_cfg_pairs_are_charged_their_shared_work_by_text_length():
 
 
 def test_unconditional_row_loses_its_whole_cross_attention_and_layer_0():
-    from voxcli.bench.calibrate import BW_EFF, FLOP_EFF, GPUS, LAUNCH_US
-    from voxcli.bench.calibrate_dia import cross_bytes, row_bytes, sizes
+    from voxcli.models.dia.sim import cross_bytes, row_bytes, sizes
+    from voxcli.models.sim_priors import BW_EFF, FLOP_EFF, GPUS, LAUNCH_US
 
     opt, pess = terms("h100", "optimistic"), terms("h100", "pessimistic")
     d = sizes()["decoder"]

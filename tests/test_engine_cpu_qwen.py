@@ -176,7 +176,7 @@ def test_cpu_engine_invariants_50_requests(qwen_run):
 
 def test_engine_audio_equals_reference(qwen_run, tiny_custom_voice):
     from voxcli.models import load_model
-    from voxcli.models.testing.qwen3_tts_reference import generate
+    from voxcli.models.qwen3_tts.reference import generate
 
     eng, obs, streams, reqs, _, _ = qwen_run
     ref_program = load_model(str(tiny_custom_voice))

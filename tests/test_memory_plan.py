@@ -17,9 +17,9 @@ from voxcli.models.dia.layers import DiaWeights
 from voxcli.models.qwen3_tts import memory as qwen_memory
 from voxcli.models.qwen3_tts.codec import CodecDecoderConfig
 from voxcli.models.qwen3_tts.config import parse_config
+from voxcli.models.qwen3_tts.sizes import real_config
 from voxcli.models.qwen3_tts.talker import Qwen3TTSWeights
 from voxcli.models.qwen3_tts.tiny_audio import speech_tokenizer_config
-from voxcli.models.testing.qwen3_tts_sizes import real_config
 
 from voxcli.config import ConfigError, EngineConfig, load_recipe
 from voxcli.engine.memory_plan import (

@@ -81,7 +81,8 @@ def test_recipe_choice_comes_from_the_registration(fake_family):
 
 
 def test_bench_and_sim_defaults_come_from_the_default_family(fake_family):
-    from voxcli.bench import calibrate
+    from voxcli.models.qwen3_tts import sim as calibrate
+
     from voxcli.bench.sweep import SweepSpec
     from voxcli.bench.workloads import Utterance, estimate_frames, mean_chunks
     from voxcli.engine.synthetic import SyntheticProgram
@@ -179,3 +180,28 @@ def test_every_model_package_ships():
     on_disk |= {".".join(p.parent.relative_to(root).parts) for p in (root / "voxcli").rglob("__init__.py")}
     assert on_disk <= shipped, f"not shipped: {sorted(on_disk - shipped)}"
     assert {f"voxcli.models.{p}" for p in registry.FAMILY_PACKAGES} <= shipped
+
+
+def test_each_family_registers_its_calibration_and_random_weight_builders():
+    for package in registry.FAMILY_PACKAGES:
+        family = registry.find_family(package)
+        assert family is not None and family.calibration is not None, package
+        assert family.calibration().description, package  # its command's help says what is fitted
+        assert family.tiny and all(t.sizes()[0] == "tiny" for t in family.tiny), package
+    assert {t.name for t in registry.tinies()} == {"qwen3_tts", "dia", "higgs", "higgs-v3", "cosyvoice3",
+                                                   "speechlm"}
+    assert registry.find_tiny("qwen3_tts").sizes() == ("tiny", "cpu-bench", "0.6b", "1.7b")
+    assert registry.find_tiny("nope") is None
+
+
+def test_openai_voice_names_map_to_the_family_s_own_voices():
+    from voxcli.server.voices import OPENAI_VOICES
+
+    for family in registry.families():
+        assert set(family.openai_voices) <= set(OPENAI_VOICES), family.name
+        for preferred in family.openai_voices.values():
+            assert preferred and set(preferred) <= set(family.voices), family.name
+    qwen = registry.find_family("qwen3_tts")
+    assert set(qwen.openai_voices) == set(OPENAI_VOICES) and len(qwen.voices) == 9
+    assert registry.find_family("dia").openai_voices == {}  # no named voices: the model's default voice
+    assert registry.openai_voice_preferences()["onyx"][0] == "uncle_fu"

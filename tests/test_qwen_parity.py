@@ -16,7 +16,7 @@ import torch
 from oracle_util import run_oracle
 from voxcli.models.base import SamplingParams, SynthesisRequest
 from voxcli.models.qwen3_tts.program import Qwen3TTSProgram
-from voxcli.models.testing.qwen3_tts_reference import Trace, decode_full, generate, teacher_forced
+from voxcli.models.qwen3_tts.reference import Trace, decode_full, generate, teacher_forced
 
 pytestmark = pytest.mark.oracle
 

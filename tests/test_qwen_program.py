@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from voxcli.models.base import CheckpointError, InputError, Row, SamplingParams, SynthesisRequest
 from voxcli.models.qwen3_tts.program import Qwen3TTSProgram
-from voxcli.models.testing.qwen3_tts_reference import run_codes
+from voxcli.models.qwen3_tts.reference import run_codes
 
 GREEDY = SamplingParams(greedy=True)
 PAGE = 4
@@ -118,7 +118,7 @@ def test_codec_stage_matches_full_decode(cv):
     p = cv.prepare(SynthesisRequest(text="Hello world.", voice="serena", fixed_frames=5, sampling=GREEDY))
     codes = run_codes(cv, p)
     from voxcli.models.base import CodecItem
-    from voxcli.models.testing.qwen3_tts_reference import decode_full
+    from voxcli.models.qwen3_tts.reference import decode_full
 
     cv.init_codec_slots(2)
     a = cv.codec([CodecItem(slot=1, codes=codes[:1], first=True, last=False)])[0]

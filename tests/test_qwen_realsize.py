@@ -1,4 +1,4 @@
-"""The real-size random checkpoint builder ("0.6b" / "1.7b"; voxcli.models.testing.qwen3_tts_realsize)
+"""The real-size random checkpoint builder ("0.6b" / "1.7b"; voxcli.models.qwen3_tts.realsize)
 writes exactly the real architecture: its config.json parses into the dims of
 `qwen3_tts_sizes.real_config` and instantiates (on the meta device, no 4 GB build) with the real
 parameter counts. The real-size speech tokenizer config has the decoder of the design notes and
@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 import torch
 from voxcli.models.qwen3_tts.config import parse_config
+from voxcli.models.qwen3_tts.sizes import real_config
 from voxcli.models.qwen3_tts.talker import Qwen3TTSWeights
 from voxcli.models.qwen3_tts.tiny import build_tiny, make_config, tiny_tokenizer
 from voxcli.models.qwen3_tts.tiny_audio import speech_tokenizer_config
-from voxcli.models.testing.qwen3_tts_sizes import real_config
 
 SIZES = [("0.6b", "0.6B", 906, "0b6"), ("1.7b", "1.7B", 1917, "1b7")]
 

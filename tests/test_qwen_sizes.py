@@ -7,8 +7,8 @@ import torch
 from voxcli.models.base import CheckpointError
 from voxcli.models.checkpoint import check_state_dict
 from voxcli.models.qwen3_tts.config import parse_config
+from voxcli.models.qwen3_tts.sizes import real_config
 from voxcli.models.qwen3_tts.talker import Qwen3TTSWeights
-from voxcli.models.testing.qwen3_tts_sizes import real_config
 
 
 def _meta(size: str, variant: str = "custom_voice") -> Qwen3TTSWeights:

@@ -116,7 +116,7 @@ def test_row5_close_mid_run_releases_pools_and_clone_state(tiny_base_proj):
     eng.close()
     assert all(s.finished for s in streams)
     assert eng.scheduler.kv.free == cfg.kv_pages and eng.scheduler.slots.free == cfg.codec_slots
-    assert not program._slot_ref, "the program kept per-slot voice-clone state after close()"
+    assert not program.slot_refs, "the program kept per-slot voice-clone state after close()"
     with Engine(program, cfg) as again:
         got = again.submit(xvec).wait()
     assert got.shape == want.shape and float(np.abs(got - want).max()) == 0.0

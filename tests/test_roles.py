@@ -161,7 +161,7 @@ def qwen_programs(tiny_custom_voice):
 
 def test_split_tiny_qwen_audio_equals_both_engine(qwen_programs):
     """The real model across the hop: codes identical (greedy), audio as the both engine's."""
-    from voxcli.models.testing.qwen3_tts_reference import generate
+    from voxcli.models.qwen3_tts.reference import generate
 
     both_p, lm_p, codec_p = qwen_programs
     spec = both_p.spec

@@ -66,7 +66,7 @@ def test_split_qwen_voice_clone_audio_equals_both_engine(tiny_base_proj):
     assert chunks[1][0].binding is None  # an x-vector clone's codec needs nothing but codes
     assert all(c.binding is None for cs in chunks for c in cs[1:])  # chunk 0 only
     pickle.loads(pickle.dumps(chunks[0][0]))  # plain data: it crosses processes
-    assert not programs[2]._slot_ref  # released on the codec side when the requests ended
+    assert not programs[2].slot_refs  # released on the codec side when the requests ended
 
 
 @pytest.fixture(scope="module")

@@ -4,13 +4,14 @@ per-SM speed being the interval the paper's own 84/64 choice at 52 req/s implies
 
 from __future__ import annotations
 
-import sys
 import tomllib
 from pathlib import Path
 
 import pytest
+from voxcli.models.qwen3_tts.sim import profile_toml
+from voxcli.models.qwen3_tts.sim_fit import paper_settings, rewrite
+from voxcli.models.sim_priors import B200_PESSIMISTIC_CODEC, GPUS
 
-from voxcli.bench.calibrate import B200_PESSIMISTIC_CODEC, GPUS, profile_toml
 from voxcli.bound import capacity_bound
 from voxcli.engine.cost import CostProfile
 
@@ -31,13 +32,19 @@ def test_the_shipped_profiles_are_the_derivation_at_their_fitted_value(gpu):
     assert profile_toml(gpu, meta["row_ms"], header, meta["calibration"]) == text
 
 
+def test_rewriting_the_shipped_profiles_at_their_fitted_values_changes_nothing():
+    shipped = {gpu: (GPU_DIR / f"{gpu}.toml").read_text() for gpu in GPUS}
+    assert rewrite(shipped) == shipped
+
+
 def test_the_fit_runs_in_the_honest_model():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import calibrate_sim
-    finally:
-        sys.path.pop(0)
-    assert calibrate_sim.paper_config("h100").sim_model == "honest"
+    from voxcli.bench.calibration import main
+
+    settings = paper_settings("h100", "honest")
+    assert settings["sim_model"] == "honest"
+    with pytest.raises(SystemExit) as done:  # the command's default sim model is the honest one
+        main(["--family", "qwen3_tts", "--help"])
+    assert done.value.code == 0
     assert shipped("h100").sim_default == "honest"
     assert "fitted in the honest sim model" in (GPU_DIR / "h100.toml").read_text()
 

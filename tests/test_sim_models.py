@@ -6,8 +6,8 @@ import math
 
 import pytest
 from voxcli.models.base import SynthesisRequest
+from voxcli.models.qwen3_tts.sim import build_profile
 
-from voxcli.bench.calibrate import build_profile
 from voxcli.config import ChunkSchedule, ConfigError, EngineConfig
 from voxcli.engine.cost import CostProfile, SimModel
 from voxcli.engine.engine import Engine

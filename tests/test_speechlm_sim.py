@@ -1,11 +1,10 @@
-"""Bagpiper-8B / OpusLM-7B in the simulator: the shipped H100 profiles are scripts/calibrate_speechlm_sim.py's
+"""Bagpiper-8B / OpusLM-7B in the simulator: the shipped H100 profiles are voxcli.models.speechlm.sim's
 output (nothing fitted; the text plan assumed 64 tokens optimistic, 256 pessimistic), their headers state
 the TTFA floor the text plan sets (above 200 ms: the default SLO cannot be met by construction), and
 `vox bench --executor sim` runs on both models, with `--ttfa-slo` naming the bound in its report."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
@@ -20,11 +19,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("calibrate_speechlm_sim",
-                                                  ROOT / "scripts" / "calibrate_speechlm_sim.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    from voxcli.models.speechlm import sim
+
+    return sim
 
 
 @pytest.mark.parametrize("model", ["bagpiper-8b", "opuslm-7b"])

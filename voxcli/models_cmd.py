@@ -8,8 +8,6 @@ from pathlib import Path
 
 from voxcli.errors import VoxError
 
-DEMO = "demo"
-
 
 @dataclass
 class ModelEntry:
@@ -41,7 +39,8 @@ def cached_snapshot(repo_id: str) -> Path | None:
     return Path(hit).parent if isinstance(hit, str) else None
 
 
-def demo_dir(name: str = DEMO) -> Path:
+def demo_dir(name: str) -> Path:
+    """Where a demo alias's checkpoint is built (its name from the registry: models/<family>/family.py)."""
     from voxcli.models import cache_dir
 
     return cache_dir() / name

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base import ChunkSchedule
-from ..registry import Demo, Family, HubModel, SimModel, SimSpec
+from ..registry import Demo, Family, HubModel, SimModel, SimSpec, Tiny
 
 
 def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
@@ -21,6 +21,34 @@ def build_demo(out: Path) -> None:
     from .tiny import build_tiny
 
     build_tiny(out, size="tiny")
+
+
+def build_tiny(out: Path, size: str = "tiny", seed: int | None = None, clone_models: bool = False,
+               **options: Any) -> Path:
+    """Upstream's layout; `clone_models` adds tiny random speech_tokenizer_v3.onnx and campplus.onnx
+    (needs `onnx`) so that --ref-audio runs."""
+    from .tiny import SEED
+    from .tiny import build_tiny as build
+
+    seed = SEED if seed is None else seed
+    folder = build(out, size=size, seed=seed, **options)
+    if clone_models:
+        from .tiny_onnx import write_tiny_onnx
+
+        write_tiny_onnx(folder, seed=seed)
+    return folder
+
+
+def tiny_sizes() -> tuple[str, ...]:
+    from .tiny import SIZES
+
+    return tuple(SIZES)
+
+
+def calibration() -> Any:
+    from .sim import CALIBRATION
+
+    return CALIBRATION
 
 
 # Fun-CosyVoice3-0.5B's published dimensions (its cosyvoice3.yaml): LM = Qwen2-0.5B; flow = a DiT of
@@ -36,6 +64,10 @@ FAMILY = Family(
     name="CosyVoice 3",
     model_types=("cosyvoice3",),
     load=load,
+    # Its voices are whatever spk2info.pt holds (no names common to its checkpoints): no OpenAI voice
+    # mapping, so an OpenAI name gets the model's 400 that lists its voices.
+    tiny=(Tiny("cosyvoice3", build_tiny, tiny_sizes, options=("clone_models",)),),
+    calibration=calibration,
     hub_models=(
         HubModel(
             "FunAudioLLM/Fun-CosyVoice3-0.5B-2512",

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base import ChunkSchedule
-from ..registry import Demo, Family, HubModel, SimModel, SimSpec
+from ..registry import Demo, Family, HubModel, SimModel, SimSpec, Tiny
 from .dac_config import decoder_lookahead_frames
 
 
@@ -43,11 +43,34 @@ DIA_1_6B = {
     "dac": dict(hidden=1536, rates=(8, 8, 4, 2), codebooks=9, codebook_dim=8, latent=1024, hop=512),
 }
 
+def build_tiny(out: Path, size: str = "tiny", seed: int | None = None, **options: Any) -> Path:
+    from .tiny import SEED
+    from .tiny import build_tiny as build
+
+    return build(out, size=size, seed=SEED if seed is None else seed, **options)
+
+
+def tiny_sizes() -> tuple[str, ...]:
+    from .tiny import SIZES
+
+    return tuple(SIZES)
+
+
+def calibration() -> Any:
+    from .sim import CALIBRATION
+
+    return CALIBRATION
+
+
+# Dia has no named voices (the voice comes from the text's [S1]/[S2] speakers or a reference clip):
+# no OpenAI voice mapping, so `vox serve` takes every OpenAI name as the model's default voice.
 FAMILY = Family(
     name="Dia",
     model_types=("dia",),
     load=load,
     describe=describe,
+    tiny=(Tiny("dia", build_tiny, tiny_sizes),),
+    calibration=calibration,
     hub_models=(
         HubModel("nari-labs/Dia-1.6B-0626", "English dialogue ([S1]/[S2]) with CFG; voice clone from "
                  "--ref-audio + --ref-text", "dia-1.6b"),

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..base import ChunkSchedule
 from ..dia.dac_config import decoder_lookahead_frames
-from ..registry import Demo, Family, HubModel, SimModel, SimSpec
+from ..registry import Demo, Family, HubModel, SimModel, SimSpec, Tiny
 
 
 def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
@@ -27,7 +27,7 @@ def build_demo(out: Path) -> None:
 # Higgs Audio v3 4B's published dimensions (bosonai/higgs-audio-v3-tts-4b: Qwen3-4B backbone, the tied
 # fused 8 x 1026 audio head) and the v2 audio tokenizer's decoder it bundles (DAC 1024 wide over a 256
 # latent, ratios 8, 5, 4, 2, 3; 8 codebooks of 64 into a 1024-wide RVQ space), as
-# scripts/calibrate_higgs_sim.py reads them.
+# sim.py reads them.
 HIGGS_V3_4B = {
     "backbone": dict(
         hidden=2560, layers=36, heads=32, kv_heads=8, head_dim=128, mlp=9728, codebooks=8, vocab=1026
@@ -37,10 +37,40 @@ HIGGS_V3_4B = {
     ),
 }
 
+def _tiny(layout: str) -> Any:
+    def build(out: Path, size: str = "tiny", seed: int | None = None, **options: Any) -> Path:
+        from .tiny import build_sized
+
+        return build_sized(Path(out), layout, size, 0 if seed is None else seed, **options)
+
+    return build
+
+
+def _tiny_sizes(layout: str) -> Any:
+    def sizes() -> tuple[str, ...]:
+        from .tiny import SIZES, V3_SIZES
+
+        return (*(SIZES if layout == "higgs" else V3_SIZES), "real")
+
+    return sizes
+
+
+def calibration() -> Any:
+    from .sim import CALIBRATION
+
+    return CALIBRATION
+
+
+# Higgs Audio has no named voices (a reference clip or the text's description makes the voice): no
+# OpenAI voice mapping, so `vox serve` takes every OpenAI name as the model's default voice.
 FAMILY = Family(
     name="Higgs Audio",
     model_types=("higgs_audio_v2", "higgs_audio", "higgs_multimodal_qwen3"),
     load=load,
+    # the transformers layout of v2 and the v3 layout (models/higgs_audio/tiny.py)
+    tiny=(Tiny("higgs", _tiny("higgs"), _tiny_sizes("higgs")),
+          Tiny("higgs-v3", _tiny("higgs-v3"), _tiny_sizes("higgs-v3"))),
+    calibration=calibration,
     hub_models=(
         HubModel(
             "eustlb/higgs-audio-v2-generation-3B-base",

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from ..base import ChunkSchedule
-from ..registry import Demo, Family, HubModel, SimModel, SimSpec
+from ..registry import Demo, Family, HubModel, SimModel, SimSpec, Tiny
+from .sizes import SPEAKERS
 
 
 def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
@@ -31,9 +32,46 @@ def build_demo(out: Path) -> None:
     build(out)  # the tiny recipe from its shipped calibration: seconds, not the ~20 s of calibrating
 
 
+def build_tiny(out: Path, size: str = "tiny", seed: int | None = None, **options: Any) -> Path:
+    from .tiny import SEED
+    from .tiny import build_tiny as build
+
+    return build(out, size=size, seed=SEED if seed is None else seed, **options)
+
+
+def tiny_sizes() -> tuple[str, ...]:
+    from .tiny import ALL_SIZES
+
+    return tuple(ALL_SIZES)
+
+
+def calibration() -> Any:
+    from .sim_fit import CALIBRATION
+
+    return CALIBRATION
+
+
+# CustomVoice's nine speakers (the demo has five of them)
+VOICES = tuple(SPEAKERS)
+# OpenAI voice -> these speakers by the OpenAI voice's character (female / male, deep, bright), best first.
+OPENAI_VOICES: dict[str, tuple[str, ...]] = {
+    "alloy": ("vivian", "serena"),
+    "ash": ("ryan", "aiden", "eric", "dylan"),
+    "ballad": ("aiden", "ryan", "dylan"),
+    "coral": ("serena", "vivian"),
+    "echo": ("ryan", "eric", "aiden"),
+    "fable": ("aiden", "dylan", "ryan"),
+    "nova": ("vivian", "serena"),
+    "onyx": ("uncle_fu", "ryan", "eric"),
+    "sage": ("serena", "vivian", "sohee"),
+    "shimmer": ("sohee", "ono_anna", "vivian"),
+    "verse": ("eric", "ryan", "dylan"),
+}
+
+
 def _sizes(hidden: int, mlp: int) -> dict[str, dict[str, int]]:
     """Dimensions the cost model reads (design notes, qwen3-tts-notes.md; as in
-    models/testing/qwen3_tts_sizes.py):
+    models/qwen3_tts/sizes.py):
     the talker (28 layers) and the depth transformer ("predictor": 5 layers, run 15 times per frame)."""
     return {
         "talker": dict(hidden=hidden, layers=28, heads=16, kv_heads=8, head_dim=128, mlp=mlp,
@@ -57,6 +95,10 @@ FAMILY = Family(
         HubModel("Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign", "a voice described by --instructions",
                  "qwen3-tts-1.7b"),
     ),
+    voices=VOICES,
+    openai_voices=OPENAI_VOICES,
+    tiny=(Tiny("qwen3_tts", build_tiny, tiny_sizes, options=("variant", "proj")),),
+    calibration=calibration,
     demos=(Demo("demo", build_demo, version="3", recipe="demo",
                 description="tiny random weights, offline; its audio is not speech"),),
     # 24 kHz PCM, 1920 samples (80 ms) per frame, 16 codebooks. The sim's chunks are the design paper's

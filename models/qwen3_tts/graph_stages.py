@@ -31,18 +31,32 @@ built, and not reallocated afterwards.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
 from ..base import CodecItem, Row, StepOutput
 from ..paged_attention import FlashInferPagedDecode, PagedDecodeAttention
-from .program import next_uniforms, peek_uniforms
+from .row_state import MIN_NEW_TOKENS, next_uniforms, peek_uniforms
 from .sampling import NEG_INF, BatchSampling, apply_repetition_penalty, warp
 
-if TYPE_CHECKING:
-    from .program import Qwen3TTSProgram
+
+class GraphedProgram(Protocol):
+    """What the graph stages read of the program that builds them (program.py's Qwen3TTSProgram, whose
+    `graph_stage` hook makes them): its weights, pools, device settings and voice-clone slot state."""
+
+    cfg: Any  # Qwen3TTSConfig
+    talker: Any  # the talker (with its code predictor)
+    codec_model: Any  # the speech tokenizer's decoder (codec.py)
+    dtype: torch.dtype
+    k_pool: torch.Tensor | None
+    v_pool: torch.Tensor | None
+    suppress: torch.Tensor  # [V] bool: codec ids never sampled
+    scratch_slot: int  # the codec slot graph padding decodes into
+    slot_refs: dict[int, np.ndarray]  # a voice-clone slot's reference codes, until its first chunk
+
+    def lane_attention(self, lane: str, device: torch.device, backend: str = "auto") -> Any: ...
 
 
 # --- sampling without host syncs (same values as sampling.py's eager functions) -----------------------
@@ -119,7 +133,7 @@ def _pack(st: Any) -> np.ndarray:
 class DecodeGraphStage:
     """One decode step for `bucket` rows over static buffers."""
 
-    def __init__(self, program: Qwen3TTSProgram, bucket: int, device: torch.device,
+    def __init__(self, program: GraphedProgram, bucket: int, device: torch.device,
                  attention_backend: str = "auto", lane: str = "lm") -> None:
         p, tc = program, program.cfg.talker
         b = tc.block
@@ -304,7 +318,7 @@ class DecodeGraphStage:
         x = (talker.code_predictor.embed_frame_sum(c0_emb, codes) + d["text"])[:, None].to(p.dtype)
         hid = self._talker_step(x)[:, 0]
         scores = talker_scores_static(talker.codec_head(hid), d["seen"], d["penalty"], d["generated"],
-                                      d["fixed"], p.cfg.talker.codec_eos_id, _min_new(), p.suppress)
+                                      d["fixed"], p.cfg.talker.codec_eos_id, MIN_NEW_TOKENS, p.suppress)
         nxt = select_static(scores, self.talk, u[:, 15])
         o = self.out
         o["frames"].copy_(torch.cat([d["c0"][:, None], codes], dim=1))
@@ -341,17 +355,11 @@ class DecodeGraphStage:
         return att._attend(q, keys, vals, mask)
 
 
-def _min_new() -> int:
-    from .program import MIN_NEW_TOKENS
-
-    return MIN_NEW_TOKENS
-
-
 # --- codec --------------------------------------------------------------------------------------------
 class CodecGraphStage:
     """One codec pass over `bucket` chunks of at most `max_frames` frames each."""
 
-    def __init__(self, program: Qwen3TTSProgram, bucket: int, device: torch.device, max_frames: int) -> None:
+    def __init__(self, program: GraphedProgram, bucket: int, device: torch.device, max_frames: int) -> None:
         self.p, self.bucket, self.max_frames = program, bucket, max_frames
         codec = program.codec_model
         self.codec = codec
@@ -402,7 +410,7 @@ class CodecGraphStage:
     def _with_reference(self, it: CodecItem) -> tuple[np.ndarray, int]:
         """As `Qwen3TTSProgram.codec`: a voice-clone request's first chunk is decoded after its reference
         codes and the reference part of the audio is cut off."""
-        ref = self.p._slot_ref.get(it.slot) if it.first else None
+        ref = self.p.slot_refs.get(it.slot) if it.first else None
         if ref is None:
             return np.asarray(it.codes), 0
         return np.concatenate([ref, np.asarray(it.codes)]), ref.shape[0] * self.spf

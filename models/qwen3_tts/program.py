@@ -40,13 +40,13 @@ from ..device_memory import pool_zeros
 from .config import GenerationDefaults, Qwen3TTSConfig, parse_config
 from .layers import PagedBatch
 from .prompt import PromptEmbeds, build_prompt
+from .row_state import MIN_NEW_TOKENS, RowState, next_uniforms, peek_uniforms
 from .sampling import BatchSampling, RowSampling, select, talker_masks
 from .spec import DEFAULT_CHUNKS, SAMPLE_RATE, SAMPLES_PER_FRAME, model_spec  # noqa: F401 (re-exported)
 from .talker import Qwen3TTSWeights
 from .text_tokenizer import TextTokenizer
 from .validate import QwenOptions, Validated, validate_request
 
-MIN_NEW_TOKENS = 2  # the reference masks EOS for the first two talker tokens
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -60,46 +60,6 @@ def ref_text(text: str) -> str:
 
 def instruct_text(text: str) -> str:
     return f"<|im_start|>user\n{text}<|im_end|>\n"
-
-
-@dataclass
-class RowState:
-    """Per-request decode state (lives in Row.state)."""
-
-    sampling: RowSampling
-    gen: torch.Generator  # CPU generator: the request's own random stream
-    seen: torch.Tensor  # [V] bool: c0 tokens produced so far (repetition penalty)
-    generated: int  # talker tokens produced so far
-    h: torch.Tensor  # [H] final-norm hidden that produced the pending c0
-    c0: torch.Tensor  # [] pending codebook-0 token
-    trailing: torch.Tensor  # [N, H]
-    tts_pad: torch.Tensor  # [H]
-    limit: int  # frames after which the request stops
-    fixed: bool  # bench: ignore EOS, emit exactly `limit` frames
-    packed: np.ndarray | None = None  # graph_stages: the sampling settings as one row, packed once
-    pages: tuple[list[int], np.ndarray] | None = None  # graph_stages: Row.pages and its numpy copy
-    ublock: torch.Tensor | None = None  # uniforms drawn ahead from `gen` (next_uniforms)
-    uidx: int = 0
-
-
-UNIFORM_BLOCK = 64  # steps of uniforms drawn from a request's generator at once
-
-
-def peek_uniforms(st: RowState) -> torch.Tensor:
-    """The uniforms `next_uniforms` will return next, without consuming them."""
-    if st.ublock is None or st.uidx >= st.ublock.shape[0]:
-        st.ublock = torch.rand(UNIFORM_BLOCK, 16, generator=st.gen, dtype=torch.float64)
-        st.uidx = 0
-    return st.ublock[st.uidx]
-
-
-def next_uniforms(st: RowState) -> torch.Tensor:
-    """This step's 16 uniforms (15 predictor groups + c0) from the request's own generator. Drawn
-    UNIFORM_BLOCK steps at a time: the CPU generator fills a tensor element by element in order, so the
-    values are exactly those of one `torch.rand(16)` per step, at a fraction of the calls."""
-    u = peek_uniforms(st)
-    st.uidx += 1
-    return u
 
 
 class Qwen3TTSProgram(ModelProgram):
@@ -139,7 +99,7 @@ class Qwen3TTSProgram(ModelProgram):
         self.attention_backend = "auto"  # graph decode attention: auto | flashinfer | torch
         self._codec = None
         self._speaker_encoder = None
-        self._slot_ref: dict[int, np.ndarray] = {}
+        self.slot_refs: dict[int, np.ndarray] = {}
 
     # --- loading ---------------------------------------------------------------------------------
     @classmethod
@@ -468,13 +428,13 @@ class Qwen3TTSProgram(ModelProgram):
 
     def bind_codec_slot(self, slot: int, binding: np.ndarray | None) -> None:
         if binding is None:
-            self._slot_ref.pop(slot, None)
+            self.slot_refs.pop(slot, None)
             return
         ref = np.asarray(binding, dtype=np.int64)
         if ref.ndim != 2 or ref.shape[1] != self.spec.codebooks:
             raise ValueError(f"reference codes for codec slot {slot} must be [frames, "
                              f"{self.spec.codebooks}], got shape {ref.shape}")
-        self._slot_ref[slot] = ref
+        self.slot_refs[slot] = ref
 
     def codec(self, items: list[CodecItem]) -> list[np.ndarray]:
         """Chunk decode through the slot table. A voice-clone (ICL) request's first chunk is decoded
@@ -483,7 +443,7 @@ class Qwen3TTSProgram(ModelProgram):
         cut: dict[int, int] = {}
         send = []
         for it in items:
-            ref = self._slot_ref.get(it.slot) if it.first else None
+            ref = self.slot_refs.get(it.slot) if it.first else None
             if ref is not None:
                 cut[it.slot] = ref.shape[0] * SAMPLES_PER_FRAME
                 it = CodecItem(
@@ -495,7 +455,7 @@ class Qwen3TTSProgram(ModelProgram):
 
     def release(self, row: Row) -> None:
         if row.slot >= 0:
-            self._slot_ref.pop(row.slot, None)
+            self.slot_refs.pop(row.slot, None)
         row.state = None
 
     # --- diagnostics (parity tests) ------------------------------------------------------------------

@@ -26,7 +26,6 @@ no full float32 copy is ever held.
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -39,11 +38,10 @@ from tokenizers import Tokenizer, models
 
 from ..base import SynthesisRequest
 from .config import parse_config
-from .layers import RMSNorm
+from .random_init import HEAD_GAIN, randomize
 from .text_tokenizer import TextTokenizer, add_specials, bytes_to_unicode, qwen2_pipeline
 
 SEED = 1234
-HEAD_GAIN = 8.0
 CAL_TEXT = "Hello world. This is a tiny test."
 EOS_FRAME = 24
 CORPUS = (
@@ -114,15 +112,15 @@ SIZES: dict[str, dict[str, Any]] = {
         enc_dim=256,
     ),
 }
-# The real architectures: their builder lives in voxcli.models.testing.qwen3_tts_realsize (benchmarks and
-# gpu_check only); build_tiny dispatches to it for these names.
+# The real architectures: their builder lives in realsize.py (benchmarks and gpu_check only); build_tiny
+# dispatches to it for these names.
 REAL_SIZES = ("0.6b", "1.7b")
 ALL_SIZES = (*SIZES, *REAL_SIZES)
 
 
 def size_dims(size: str) -> dict[str, Any]:
     if size in REAL_SIZES:
-        from ..testing.qwen3_tts_realsize import real_size_dims
+        from .realsize import real_size_dims
 
         return real_size_dims(size)
     return SIZES[size]
@@ -245,37 +243,6 @@ def generation_config(max_new_tokens: int = 8192) -> dict[str, Any]:
 
 
 # --- weights -------------------------------------------------------------------------------------------
-def _owners(module: torch.nn.Module) -> dict[str, tuple[torch.nn.Module, str]]:
-    """Parameter name -> (owning module, local name)."""
-    owners = {}
-    for mname, m in module.named_modules():
-        for pname, _ in m.named_parameters(recurse=False):
-            owners[f"{mname}.{pname}" if mname else pname] = (m, pname)
-    return owners
-
-
-def _random_value(m: torch.nn.Module, pname: str, shape: torch.Size, gen: torch.Generator) -> torch.Tensor:
-    """A float32 O(1)-scale value for parameter `pname` of module `m` (one draw from `gen`)."""
-    if isinstance(m, torch.nn.Linear) and pname == "weight":
-        return torch.randn(shape, generator=gen) / math.sqrt(shape[1])
-    if pname == "bias":
-        return 0.05 * torch.randn(shape, generator=gen)
-    if isinstance(m, torch.nn.Embedding):
-        return torch.randn(shape, generator=gen)
-    if isinstance(m, RMSNorm):
-        return 1.0 + 0.1 * torch.randn(shape, generator=gen)
-    return 0.1 * torch.randn(shape, generator=gen)
-
-
-@torch.no_grad()
-def randomize(module: torch.nn.Module, gen: torch.Generator) -> None:
-    """Overwrite every parameter at O(1) scale, in named_parameters order (deterministic)."""
-    owners = _owners(module)
-    for name, p in module.named_parameters():
-        m, pname = owners[name]
-        p.copy_(_random_value(m, pname, p.shape, gen).to(p.dtype))
-
-
 def _talker_state(cfg_dict: dict[str, Any], seed: int) -> dict[str, torch.Tensor]:
     from .talker import Qwen3TTSWeights
 
@@ -301,8 +268,8 @@ def calibrate_eos(out: Path, variant: str, eos_frame: int, cal_text: str = CAL_T
                   hazard: float | None = None) -> float:
     """Set the EOS row of codec_head to c * h_T / |h_T| so greedy decoding of `cal_text` stops after
     exactly `eos_frame` frames; c is the middle of the window where EOS wins at T and nowhere before."""
-    from ..testing.qwen3_tts_reference import Trace, generate
     from .program import Qwen3TTSProgram
+    from .reference import Trace, generate
 
     program = Qwen3TTSProgram.load(str(out))
     cfg = program.cfg.talker
@@ -438,7 +405,7 @@ def build_tiny(
         (tmp / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True))
         (tmp / "generation_config.json").write_text(json.dumps(generation_config(max_new_tokens), indent=2))
         if real:
-            from ..testing.qwen3_tts_realsize import talker_state_streamed
+            from .realsize import talker_state_streamed
 
             sd = talker_state_streamed(cfg, seed, torch.bfloat16)
         else:

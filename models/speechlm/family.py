@@ -10,7 +10,7 @@ from typing import Any
 
 from ..base import ChunkSchedule
 from ..dia.dac_config import decoder_lookahead_frames
-from ..registry import Demo, Family, HubModel, SimModel, SimSpec
+from ..registry import Demo, Family, HubModel, SimModel, SimSpec, Tiny
 
 
 def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
@@ -42,10 +42,32 @@ BAGPIPER_8B = {"backbone": dict(hidden=4096, layers=36, heads=32, kv_heads=8, he
 OPUSLM_7B = {"backbone": dict(hidden=4096, layers=32, heads=32, kv_heads=32, head_dim=128, mlp=11008),
              "vocab": 256 + 100352 + 9 * 1025, "text_vocab": 100352, "streams": 9, "codec": XCODEC}
 
+def build_tiny(out: Path, size: str = "tiny", seed: int | None = None, **options: Any) -> Path:
+    from .tiny_opuslm import build_opuslm
+
+    return build_opuslm(Path(out), size=size, seed=0 if seed is None else seed, **options)
+
+
+def tiny_sizes() -> tuple[str, ...]:
+    from .tiny_opuslm import SIZES
+
+    return tuple(SIZES)
+
+
+def calibration() -> Any:
+    from .sim import CALIBRATION
+
+    return CALIBRATION
+
+
+# No named voices (the text plan and a reference clip make the voice): no OpenAI voice mapping, so
+# `vox serve` takes every OpenAI name as the model's default voice.
 FAMILY = Family(
     name="ESPnet SpeechLM (unified text+audio)",
     model_types=(),
     load=load,
+    tiny=(Tiny("speechlm", build_tiny, tiny_sizes),),  # OpusLM-like, ESPnet's release layout
+    calibration=calibration,
     claims=claims,
     claim_file="inference.yaml",
     hub_models=(
@@ -67,7 +89,7 @@ FAMILY = Family(
                 cfg_scale=3.0,  # Bagpiper's inference config: every request is a pair in its audio phase
                 # frameless steps before the first frame: the delay fill (7) and the optimistic assumed
                 # 64-token text plan (CoT + rich caption; nothing publishes its length; the pessimistic 256
-                # and the TTFA floors are in scripts/calibrate_speechlm_sim.py and the profiles' headers)
+                # and the TTFA floors are in sim.py and the profiles' headers)
                 lead_steps=7 + 64,
                 # X-Codec's decoder right context over its upsampling 8, 5, 4, 2: 3141 samples = 9.82 frames
                 codec_lookahead_frames=decoder_lookahead_frames((8, 5, 4, 2))),

@@ -133,9 +133,9 @@ def dilated_program(program: Any, factor: float) -> Any:
 
 def cpu_bench_checkpoint(cache: Path) -> Path:
     """The `cpu-bench` Qwen3-TTS size (random weights), built once into `cache`."""
-    from voxcli.models.qwen3_tts.tiny import build_tiny
+    from voxcli.models.registry import find_tiny
 
     out = cache / "qwen3-tts-cpu-bench"
     if not (out / "config.json").exists():
-        build_tiny(out, variant="custom_voice", size="cpu-bench")
+        find_tiny("qwen3_tts").build(out, variant="custom_voice", size="cpu-bench")  # type: ignore[union-attr]
     return out

@@ -3,11 +3,12 @@
 OpenAI client code always sends a `voice`, one of OpenAI's names (alloy, ash, ...). The served model has
 voices of its own (Qwen3-TTS CustomVoice: vivian, serena, ryan...; Dia, Base and VoiceDesign models: none,
 their voice comes from the text, a reference clip or instructions). The default table maps each OpenAI
-name to the first of its preferred speakers that the model has, chosen by the OpenAI voice's character
-(female / male, deep, bright); on a model without named voices every OpenAI name means the model's
-default voice. A name the model has itself always means the model's own voice. `--voice-map alloy=ryan`
-(repeatable, or comma-separated) overrides entries, `NAME=default` maps a name to the model's default
-voice and `--voice-map off` turns the table off (OpenAI names then get the model's 400 listing its voices).
+name to the first of its preferred voices that the model has (the families' `Family.openai_voices`,
+chosen by the OpenAI voice's character: female / male, deep, bright); on a model without named voices
+every OpenAI name means the model's default voice. A name the model has itself always means the model's
+own voice. `--voice-map alloy=ryan` (repeatable, or comma-separated) overrides entries, `NAME=default`
+maps a name to the model's default voice and `--voice-map off` turns the table off (OpenAI names then get
+the model's 400 listing its voices).
 GET /v1/audio/voices shows the table in force.
 """
 
@@ -17,23 +18,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from voxcli.errors import VoxError
+from voxcli.models.registry import openai_voice_preferences
 
-# OpenAI voice -> preferred speakers, best first (Qwen3-TTS CustomVoice's nine: vivian, serena, uncle_fu,
-# dylan, eric, ryan, aiden, ono_anna, sohee; the demo has the first five).
-DEFAULT_PREFERENCES: dict[str, tuple[str, ...]] = {
-    "alloy": ("vivian", "serena"),
-    "ash": ("ryan", "aiden", "eric", "dylan"),
-    "ballad": ("aiden", "ryan", "dylan"),
-    "coral": ("serena", "vivian"),
-    "echo": ("ryan", "eric", "aiden"),
-    "fable": ("aiden", "dylan", "ryan"),
-    "nova": ("vivian", "serena"),
-    "onyx": ("uncle_fu", "ryan", "eric"),
-    "sage": ("serena", "vivian", "sohee"),
-    "shimmer": ("sohee", "ono_anna", "vivian"),
-    "verse": ("eric", "ryan", "dylan"),
-}
-OPENAI_VOICES = tuple(DEFAULT_PREFERENCES)
+# OpenAI voice -> preferred voices, best first: each family's `Family.openai_voices` (models/*/family.py;
+# Qwen3-TTS CustomVoice maps them to its nine speakers, the families without named voices map none).
+DEFAULT_PREFERENCES: dict[str, tuple[str, ...]] = openai_voice_preferences()
+# OpenAI's voice names (its speech API's `voice` values)
+OPENAI_VOICES = ("alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer",
+                 "verse")
 DEFAULT = "default"  # --voice-map NAME=default: the model's own default voice
 
 
@@ -44,7 +36,8 @@ def default_table(model_voices: Sequence[str]) -> dict[str, str | None]:
     if not have:
         return dict.fromkeys(OPENAI_VOICES)
     table: dict[str, str | None] = {}
-    for name, preferred in DEFAULT_PREFERENCES.items():
+    for name in OPENAI_VOICES:
+        preferred = DEFAULT_PREFERENCES.get(name, ())
         pick = next((v for v in preferred if v in have), None)
         if pick is not None:
             table[name] = pick

@@ -3,7 +3,7 @@
 No serving capacity of Dia has been published (seed 2 reports a speedup, not a capacity), so there is
 nothing to fit to. Two settings ship side by side:
   * "pessimistic" (`--gpu h100`): the per-row decode cost is the arithmetic one times 6.2, the factor by
-    which Qwen3-TTS's fitted per-row cost on H100 exceeded its own arithmetic (calibrate.py, v2:
+    which Qwen3-TTS's fitted per-row cost on H100 exceeded its own arithmetic (models/qwen3_tts/sim.py, v2:
     0.0835 vs 0.0135 ms). Carried over as is (not refitted): the same serving stack, the same kind of
     inefficiency (small GEMMs, paged-KV gathers, sampling). The DAC runs at half the conv efficiency.
   * "optimistic" (`--gpu h100-optimistic`): the arithmetic as is.
@@ -20,7 +20,7 @@ descript/dac_44khz). Per decode step (b rows; a CFG request is 2 rows, the sched
 
 Assumptions (stated, not fitted): a typical request is ~3 s of audio (258 frames) from TEXT = 100 text
 bytes; its average decoder context is CTX = 16 + 129 positions; BW_EFF, FLOP_EFF, LAUNCH_US and the SM
-scaling (Amdahl fractions from the paper's 93-99% on 108/132 SMs) are the Qwen priors of calibrate.py.
+scaling (Amdahl fractions from the paper's 93-99% on 108/132 SMs) are the priors of models/sim_priors.py.
 
 CFG work sharing (models/dia/shared_cross.py): the unconditional sequence's cross-attention block adds
 one constant per layer, the same for every request (its text is zeros: the encoder output is one vector
@@ -49,29 +49,30 @@ Codec (DAC 44.1 kHz decoder; a chunk of `frames_ref` = 48 frames): per frame the
 1536/2^i channels, strides 8, 8, 4, 2; final conv) = ~1.6 GFLOP at FLOP_EFF, plus the snake / add passes
 over the activations at BW; per call ~140 kernels (the convs, the activations, the streaming state's
 gather/scatter) x LAUNCH_US. On s SMs: serial part x (132/s)^m, per-frame part x (132/s)^k with the
-exponents of the paper's codec facts (calibrate.codec_coefficients), i.e. the same structure as Qwen's.
+exponents of the paper's codec facts (sim_priors.codec_coefficients), i.e. the same structure as Qwen's.
+
+    .venv/bin/python -m voxcli.bench.calibration --family dia [--gpu h100]
 """
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Mapping
 from typing import Any
 
-from voxcli.bench.calibrate import (
+from ..registry import find_sim_model
+from ..sim_calibration import Calibration, Simulator
+from ..sim_priors import (
     BW_EFF,
     BYTES_BF16,
-    CODEC_BATCHES,
-    DECODE_BATCHES,
     FLOP_EFF,
     GPUS,
     KERNELS_PER_LAYER,
     KERNELS_PER_MODEL,
     LAUNCH_US,
-    REF_SMS,
-    _toml_value,
-    codec_coefficients,
-    decode_speed,
+    ROW_INEFFICIENCY,
 )
-from voxcli.models.registry import find_sim_model
+from ..sim_profile import render_profile, stage_profile
 
 MODEL = "dia-1.6b"
 TEXT_TOKENS = 100
@@ -79,7 +80,6 @@ CTX_POSITIONS = 16 + 129
 CROSS_KERNELS = 3  # per layer: norm + Q GEMM, cross attention, O GEMM + residual
 SAMPLING_KERNELS = 8  # CFG combine, top-k, channel filter, top-p sort/cumsum, draw, EOS bookkeeping
 CODEC_KERNELS = 140
-QWEN_ROW_INEFFICIENCY = 0.0835 / 0.0135  # calibrate.py v2 on H100: fitted row_ms / arithmetic row_ms
 SETTINGS = ("pessimistic", "optimistic")
 
 
@@ -173,7 +173,7 @@ def terms(gpu_name: str, setting: str) -> dict[str, float]:
     floor = decoder_step_params() * BYTES_BF16 / bw * 1e3 + kernels_per_step() * LAUNCH_US / 1e3
     conv, act = dac_frame_flops()
     conv_eff = 0.5 if setting == "pessimistic" else 1.0
-    row_ms = arith_row * (QWEN_ROW_INEFFICIENCY if setting == "pessimistic" else 1.0)
+    row_ms = arith_row * (ROW_INEFFICIENCY if setting == "pessimistic" else 1.0)
     return {
         "floor_ms": floor,
         "row_ms": row_ms,
@@ -197,52 +197,13 @@ def build_profile(gpu_name: str, setting: str = "pessimistic") -> dict:
                                        "cfg_group": round(t["cfg_group"], 4)})
 
 
-def stage_profile(name: str, gpu: Any, split: tuple[int, int], t: dict[str, float], codec_frame_ms: float,
-                  frames_ref: int, decode_extra: dict | None = None) -> dict:
-    """A profile dict ({"gpu", "stages"}) from a model's derived terms (floor_ms, row_ms, prefill_ms,
-    prefill_token_ms, codec_c0_ms and the codec's cost per frame): decode per batch and SM count, prefill,
-    the codec's launch floor + per-frame cost scaled per SM count (`codec_coefficients`), and the
-    interference prior at `split`. Shared by the Dia, Higgs and CosyVoice 3 calibrations."""
-    k = codec_coefficients()
-
-    def codec(b: float, s: float) -> float:
-        x = REF_SMS / s
-        return t["codec_c0_ms"] * x ** k["m"] + b * frames_ref * codec_frame_ms * x ** k["k"]
-
-    whole = [t["floor_ms"] + b * t["row_ms"] for b in DECODE_BATCHES]
-    sm_counts = list(range(8, gpu.sms, 8))
-    lm, cd = split
-    interference = 2 / (decode_speed(64, lm, gpu.sms) + codec(16, gpu.sms) / codec(16, cd))
-    decode: dict[str, Any] = {"batch": list(DECODE_BATCHES), "ms": [round(m, 4) for m in whole]}
-    decode.update(decode_extra or {})
-    decode["sm_ms"] = {
-        str(s): [round(m / decode_speed(b, s, gpu.sms), 4)
-                 for b, m in zip(DECODE_BATCHES, whole, strict=True)]
-        for s in sm_counts
-    }
-    return {
-        "gpu": {"name": name, "sms": gpu.sms, "interference": round(interference, 4)},
-        "stages": {
-            "decode": decode,
-            "prefill": {
-                "batch": [1, 4],
-                "ms": [round(t["prefill_ms"], 4)] * 2,
-                "per_token_ms": round(t["prefill_token_ms"], 6),
-            },
-            "codec": {
-                "batch": list(CODEC_BATCHES),
-                "ms": [round(codec(b, gpu.sms), 4) for b in CODEC_BATCHES],
-                "frames_ref": frames_ref,
-                "sm_ms": {str(s): [round(codec(b, s), 4) for b in CODEC_BATCHES] for s in sm_counts},
-            },
-        },
-    }
-
-
 def profile_toml(gpu_name: str, setting: str) -> str:
     t = terms(gpu_name, setting)
     conv, act = dac_frame_flops()
     g = GPUS[gpu_name]
+    # The first two lines name where the shipped profiles were written from (scripts/calibrate_dia_sim.py,
+    # voxcli/bench/calibrate_dia.py, both now this module): kept verbatim so that rewriting the profiles
+    # leaves them byte-identical.
     head = [
         f"Written by scripts/calibrate_dia_sim.py: Dia-1.6B on {gpu_name}, setting {setting!r}; NO fitted",
         "parameter (nothing published to fit to); derivation in voxcli/bench/calibrate_dia.py.",
@@ -254,7 +215,7 @@ def profile_toml(gpu_name: str, setting: str) -> str:
         f"{t['arith_row_ms']:.4f} ms: KV {row_bytes() / 1e6:.1f} MB/row/step at ctx {CTX_POSITIONS}, "
         f"text {TEXT_TOKENS}"
         + (
-            f"; x {QWEN_ROW_INEFFICIENCY:.1f} carried from Qwen's H100 fit)"
+            f"; x {ROW_INEFFICIENCY:.1f} carried from Qwen's H100 fit)"
             if setting == "pessimistic"
             else ")"
         ),
@@ -267,16 +228,15 @@ def profile_toml(gpu_name: str, setting: str) -> str:
     return render_profile(head, build_profile(gpu_name, setting), f"dia-{setting}")
 
 
-def render_profile(head: list[str], data: dict, calibration: str) -> str:
-    """A profile dict ({"gpu": ..., "stages": ...}) as the TOML recipes/gpus/ holds, under comment lines."""
-    lines = [f"# {s}" for s in head] + ["", "[gpu]"]
-    lines += [f"{k} = {_toml_value(v)}" for k, v in data["gpu"].items()]
-    lines.append(f'calibration = "{calibration}"')
-    for stage, table in data["stages"].items():
-        lines += ["", f"[stages.{stage}]"]
-        lines += [f"{k} = {_toml_value(v)}" for k, v in table.items() if not isinstance(v, dict)]
-        for k, v in table.items():
-            if isinstance(v, dict):
-                lines += ["", f"[stages.{stage}.{k}]"]
-                lines += [f"{kk} = {_toml_value(vv)}" for kk, vv in v.items()]
-    return "\n".join(lines) + "\n"
+def add_options(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--gpu", default="h100")
+
+
+def run(args: argparse.Namespace, sim: Simulator) -> Mapping[str, str]:
+    """recipes/gpus/<gpu>-dia-1.6b.toml (pessimistic, what `--gpu <gpu> --model dia-1.6b` loads) and
+    recipes/gpus/<gpu>-optimistic-dia-1.6b.toml (`--gpu <gpu>-optimistic`); nothing is simulated."""
+    names = {"pessimistic": f"{args.gpu}-{MODEL}", "optimistic": f"{args.gpu}-optimistic-{MODEL}"}
+    return {f"recipes/gpus/{name}.toml": profile_toml(args.gpu, setting) for setting, name in names.items()}
+
+
+CALIBRATION = Calibration(__doc__ or "", add_options, run)

@@ -2,11 +2,11 @@
 their published sizes; NOTHING is fitted (no serving capacity of them is published: seed 2 reports
 speedups over ESPnet's sequential inference, not a capacity).
 
-    .venv/bin/python scripts/calibrate_speechlm_sim.py [--gpu h100]
+    .venv/bin/python -m voxcli.bench.calibration --family speechlm [--gpu h100]
 
 recipes/gpus/<gpu>-<model>.toml (pessimistic: what `--gpu <gpu> --model <model>` loads) and
 recipes/gpus/<gpu>-optimistic-<model>.toml, for model in bagpiper-8b, opuslm-7b. The structure is
-voxcli/bench/calibrate_dia.py's (same priors from calibrate.py: BW_EFF, FLOP_EFF, LAUNCH_US, the SM
+models/dia/sim.py's (same priors from models/sim_priors.py: BW_EFF, FLOP_EFF, LAUNCH_US, the SM
 scaling of the paper's facts):
 
     decode_ms(b) = backbone + lm_head weights read once / (BW * BW_EFF) + kernels x LAUNCH_US
@@ -19,7 +19,7 @@ in both phases); a row's FLOPs are the text share (text_share() of its steps) ti
 rest times the audio head. A typical Bagpiper-TTS request has a 60-token prompt, a text plan of
 TEXT_PLAN[setting] tokens and 250 audio frames (5 s), so its average context is 60 + plan + 125; the
 pessimistic row cost is the arithmetic one times the 6.2 by which Qwen3-TTS's fitted per-row cost
-exceeded its arithmetic (calibrate.py v2), as Dia's is.
+exceeded its arithmetic (models/qwen3_tts/sim.py v2), as Dia's is.
 
 The text plan (what comes before the first audio frame). Published: Bagpiper generates as
 [user request, CoT, rich caption, audio] (espnet2/bin/speechlm_inference.py, citing arXiv:2602.05220
@@ -46,30 +46,23 @@ Codec: X-Codec's acoustic decoder (hf-audio/xcodec-hubert-general: DAC decoder, 
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
+from collections.abc import Mapping
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from voxcli.models.registry import find_sim_model  # noqa: E402
-
-from voxcli.bench.calibrate import (  # noqa: E402
+from ..registry import find_sim_model
+from ..sim_calibration import Calibration, Simulator
+from ..sim_priors import (
     BW_EFF,
     BYTES_BF16,
-    CODEC_BATCHES,
-    DECODE_BATCHES,
     FLOP_EFF,
     GPUS,
     KERNELS_PER_LAYER,
     KERNELS_PER_MODEL,
     LAUNCH_US,
-    REF_SMS,
-    _toml_value,
-    codec_coefficients,
-    decode_speed,
+    ROW_INEFFICIENCY,
 )
+from ..sim_profile import codec_call_ms, render_profile, stage_profile
 
+MODELS = ("bagpiper-8b", "opuslm-7b")
 PROMPT_TOKENS = 60
 AUDIO_FRAMES = 250
 TEXT_PLAN = {"optimistic": 64, "pessimistic": 256}  # tokens before the audio (assumed; see the docstring)
@@ -77,12 +70,13 @@ FIRST_CHUNK = 10  # frames (the recipes' chunk.first)
 DELAY_FILL = 7  # N - 1 for 8 codec streams
 
 
-def ctx_positions(setting: str) -> int:
-    return PROMPT_TOKENS + TEXT_PLAN[setting] + AUDIO_FRAMES // 2
 SAMPLING_KERNELS = 10  # masks, CFG merge, re-mask, top-k, softmax, multinomial, gather, phase bookkeeping
 CODEC_KERNELS = 140
-QWEN_ROW_INEFFICIENCY = 0.0835 / 0.0135
 FRAMES_REF = 50
+
+
+def ctx_positions(setting: str) -> int:
+    return PROMPT_TOKENS + TEXT_PLAN[setting] + AUDIO_FRAMES // 2
 
 
 def sizes(model: str) -> dict:
@@ -150,7 +144,7 @@ def terms(model: str, gpu_name: str, setting: str) -> dict[str, float]:
     conv, act = codec_frame(s)
     conv_eff = 0.5 if setting == "pessimistic" else 1.0
     return {"floor_ms": floor, "arith_row_ms": arith_row, "kv_bytes": kv, "kernels": kernels,
-            "row_ms": arith_row * (QWEN_ROW_INEFFICIENCY if setting == "pessimistic" else 1.0),
+            "row_ms": arith_row * (ROW_INEFFICIENCY if setting == "pessimistic" else 1.0),
             "prefill_ms": floor, "prefill_token_ms": 2 * (backbone_params(s) + head_params(s)) / fl * 1e3,
             "codec_c0_ms": CODEC_KERNELS * LAUNCH_US / 1e3,
             "codec_frame_ms": (conv / (fl * conv_eff) + act / bw) * 1e3,
@@ -167,69 +161,52 @@ def ttfa_floor_ms(t: dict[str, float], setting: str, codec_ms: float) -> float:
     return prefill + TEXT_PLAN[setting] * step(1) + (1 + DELAY_FILL + FIRST_CHUNK) * step(2) + codec_ms
 
 
+def build_profile(model: str, gpu_name: str, setting: str) -> dict:
+    gpu = GPUS[gpu_name]
+    t = terms(model, gpu_name, setting)
+    name = f"{gpu.name}{'-optimistic' if setting == 'optimistic' else ''}-{model}"
+    return stage_profile(name, gpu, gpu.paper_split, t, t["codec_frame_ms"], FRAMES_REF)
+
+
 def profile_toml(model: str, gpu_name: str, setting: str) -> str:
     t = terms(model, gpu_name, setting)
     gpu = GPUS[gpu_name]
-    k = codec_coefficients()
-
-    def codec(bt: float, sm: float) -> float:
-        x = REF_SMS / sm
-        return t["codec_c0_ms"] * x ** k["m"] + bt * FRAMES_REF * t["codec_frame_ms"] * x ** k["k"]
-
-    whole = [t["floor_ms"] + bt * t["row_ms"] for bt in DECODE_BATCHES]
-    sm_counts = list(range(8, gpu.sms, 8))
-    lm, cd = gpu.paper_split
-    interference = 2 / (decode_speed(64, lm, gpu.sms) + codec(16, gpu.sms) / codec(16, cd))
     s = sizes(model)
-    name = f"{gpu.name}{'-optimistic' if setting == 'optimistic' else ''}-{model}"
-    lines = [
-        f"# Written by scripts/calibrate_speechlm_sim.py: {model} on {gpu_name}, setting {setting!r}; "
+    first_chunk_ms = codec_call_ms(t["codec_c0_ms"], t["codec_frame_ms"], FRAMES_REF,
+                                   FIRST_CHUNK / FRAMES_REF, gpu.sms)
+    # The first lines name the script the shipped profiles were written by (now this module): kept
+    # verbatim so that rewriting the profiles leaves them byte-identical.
+    head = [
+        f"Written by scripts/calibrate_speechlm_sim.py: {model} on {gpu_name}, setting {setting!r}; "
         "NO fitted",
-        "# parameter (nothing published to fit to); derivation and assumptions in that script.",
-        f"# {gpu.name}: {gpu.sms} SMs, {gpu.bandwidth / 1e12:.2f} TB/s, {gpu.flops / 1e12:.0f} TFLOP/s bf16",
-        f"# step reads {(backbone_params(s) + head_params(s)) / 1e9:.2f} G params (head "
+        "parameter (nothing published to fit to); derivation and assumptions in that script.",
+        f"{gpu.name}: {gpu.sms} SMs, {gpu.bandwidth / 1e12:.2f} TB/s, {gpu.flops / 1e12:.0f} TFLOP/s bf16",
+        f"step reads {(backbone_params(s) + head_params(s)) / 1e9:.2f} G params (head "
         f"{head_params(s) / 1e6:.0f} M: text + {s['streams']} x 1027 audio rows); {t['kernels']} kernels x "
         f"{LAUNCH_US} us",
-        f"# decode(b) = floor {t['floor_ms']:.3f} ms + b x row {t['row_ms']:.4f} ms (arithmetic "
+        f"decode(b) = floor {t['floor_ms']:.3f} ms + b x row {t['row_ms']:.4f} ms (arithmetic "
         f"{t['arith_row_ms']:.4f} ms: KV {t['kv_bytes'] / 1e6:.1f} MB/row/step at ctx "
         f"{ctx_positions(setting)})",
-        f"# codec: {t['codec_c0_ms']:.3f} ms/call + {t['codec_frame_ms'] * 1e3:.2f} us/frame "
+        f"codec: {t['codec_c0_ms']:.3f} ms/call + {t['codec_frame_ms'] * 1e3:.2f} us/frame "
         f"({t['conv'] / 1e9:.2f} GFLOP + {t['act'] / 1e6:.2f} MB per frame)",
-        f"# text plan assumed: {TEXT_PLAN[setting]} tokens (setting {setting!r}; optimistic "
+        f"text plan assumed: {TEXT_PLAN[setting]} tokens (setting {setting!r}; optimistic "
         f"{TEXT_PLAN['optimistic']}, pessimistic {TEXT_PLAN['pessimistic']}, bound 2048); TTFA at an empty "
-        f"server >= {ttfa_floor_ms(t, setting, codec(FIRST_CHUNK / FRAMES_REF, gpu.sms)):.0f} ms, so a "
+        f"server >= {ttfa_floor_ms(t, setting, first_chunk_ms):.0f} ms, so a "
         "200 ms TTFA SLO cannot be met",
-        "", "[gpu]", f'name = "{name}"', f"sms = {gpu.sms}", f"interference = {round(interference, 4)}",
-        f'calibration = "speechlm-{setting}"', "", "[stages.decode]",
-        f"batch = {_toml_value(list(DECODE_BATCHES))}", f"ms = {_toml_value([round(m, 4) for m in whole])}",
-        "", "[stages.decode.sm_ms]",
     ]
-    for sm in sm_counts:
-        vals = [round(m / decode_speed(bt, sm, gpu.sms), 4)
-                for bt, m in zip(DECODE_BATCHES, whole, strict=True)]
-        lines.append(f"{sm} = {_toml_value(vals)}")
-    lines += ["", "[stages.prefill]", "batch = [1, 4]",
-              f"ms = {_toml_value([round(t['prefill_ms'], 4)] * 2)}",
-              f"per_token_ms = {round(t['prefill_token_ms'], 6)}", "", "[stages.codec]",
-              f"batch = {_toml_value(list(CODEC_BATCHES))}",
-              f"ms = {_toml_value([round(codec(bt, gpu.sms), 4) for bt in CODEC_BATCHES])}",
-              f"frames_ref = {FRAMES_REF}", "", "[stages.codec.sm_ms]"]
-    for sm in sm_counts:
-        lines.append(f"{sm} = {_toml_value([round(codec(bt, sm), 4) for bt in CODEC_BATCHES])}")
-    return "\n".join(lines) + "\n"
+    return render_profile(head, build_profile(model, gpu_name, setting), f"speechlm-{setting}")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
+def add_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--gpu", default="h100")
-    args = ap.parse_args()
-    for model in ("bagpiper-8b", "opuslm-7b"):
-        for setting, name in (("pessimistic", f"{args.gpu}-{model}"),
-                              ("optimistic", f"{args.gpu}-optimistic-{model}")):
-            out = ROOT / "recipes" / "gpus" / f"{name}.toml"
-            out.write_text(profile_toml(model, args.gpu, setting))
-            print(out)
 
 
-if __name__ == "__main__":
-    main()
+def run(args: argparse.Namespace, sim: Simulator) -> Mapping[str, str]:
+    """recipes/gpus/<gpu>-<model>.toml (pessimistic) and <gpu>-optimistic-<model>.toml for both models;
+    nothing is simulated."""
+    names = {"pessimistic": f"{args.gpu}-{{model}}", "optimistic": f"{args.gpu}-optimistic-{{model}}"}
+    return {f"recipes/gpus/{name.format(model=model)}.toml": profile_toml(model, args.gpu, setting)
+            for model in MODELS for setting, name in names.items()}
+
+
+CALIBRATION = Calibration(__doc__ or "", add_options, run)

@@ -1,10 +1,10 @@
 """Calibrate the simulated GPUs for Qwen3-TTS 1.7B and predict the paper's capacities, two ways.
 
-    .venv/bin/python scripts/calibrate_sim.py --duration 30            # fit both, predict, ship the better
-    .venv/bin/python scripts/calibrate_sim.py --floor 7.0 --row-ms 0.1   # skip the fits, just predict
-    .venv/bin/python scripts/calibrate_sim.py --reuse-v1 out/calibration.json   # v1 table from a prior run
+    .venv/bin/python -m voxcli.bench.calibration --family qwen3_tts --duration 30   # fit both, predict, ship
+    .venv/bin/python -m voxcli.bench.calibration --family qwen3_tts --floor 7.0 --row-ms 0.1   # just predict
+    .venv/bin/python -m voxcli.bench.calibration --family qwen3_tts --reuse-v1 out/calibration.json
 
-1. Everything in the cost profiles is derived from micro facts (voxcli/bench/calibrate.py) except ONE
+1. Everything in the cost profiles is derived from micro facts (models/qwen3_tts/sim.py) except ONE
    parameter per calibration:
    v1 `step_floor_ms`, the backbone step's fixed latency, fitted against the strong synchronous design
       (`sync2`) serving 38 req/s at 90% attainment on one H100 (paper §4.7);
@@ -25,20 +25,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
+import tomllib
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from voxcli.bench.calibrate import FITTED_NAME, GPUS, arithmetic_row_ms, build_profile, profile_toml
-from voxcli.bench.client import schedule
-from voxcli.bench.metrics import rate_result
-from voxcli.bench.sweep import SweepSpec, Variant, sweep_variant
-from voxcli.bench.targets import sim_target
-from voxcli.bench.workloads import load_workload
-from voxcli.config import ChunkSchedule, EngineConfig
-from voxcli.engine.cost import CostProfile
+from ..base import ChunkSchedule
+from ..sim_calibration import Calibration, Probe, Simulator
+from .sim import FITTED_NAME, GPUS, arithmetic_row_ms, build_profile, profile_toml
 
-ROOT = Path(__file__).resolve().parent.parent
 # Each calibration's ONE fitted point: (check label, policy, published capacity at 90% on h100).
 FITS = {"v1": ("sync2 (strong sync)", "sync2", 38.0), "v2": ("full 100/32", "full", 48.0)}
 BRACKETS = {"v1": (4.0, 10.0), "v2": (0.0135, 0.5)}  # v2: from the arithmetic per-row cost up
@@ -52,78 +48,47 @@ PUBLISHED_PAST = {"prefill-first": 48.0, "deadline": 15.0}  # completed req/s at
 FIT_SIM_MODEL = "honest"
 
 
-def paper_config(gpu: str, **changes) -> EngineConfig:
+def paper_settings(gpu: str, sim_model: str, **changes: Any) -> dict[str, Any]:
+    """The engine settings of the paper's runs on `gpu` (over the engine's defaults), with `changes`."""
     lm, codec = GPUS[gpu].paper_split
-    base = EngineConfig(
-        executor="sim",
-        gpu=gpu,
-        sim_model=FIT_SIM_MODEL,
-        policy="full",
-        admission="deadline",
-        lm_sms=lm,
-        codec_sms=codec,
-        background_min_batch=8,
-        urgent_margin_s=0.1,
-        max_defer_s=0.1,
-        chunk=ChunkSchedule(first=10, steady=10),
-        kv_page_size=64,
-        kv_pages=16384,
-        max_running=256,
-    )
-    return base.replace(**changes)
+    return {
+        "sim_model": sim_model,
+        "policy": "full",
+        "admission": "deadline",
+        "lm_sms": lm,
+        "codec_sms": codec,
+        "background_min_batch": 8,
+        "urgent_margin_s": 0.1,
+        "max_defer_s": 0.1,
+        "chunk": ChunkSchedule(first=10, steady=10),
+        "kv_page_size": 64,
+        "kv_pages": 16384,
+        "max_running": 256,
+        **changes,
+    }
 
 
-def profile_for(gpu: str, fitted: float, model: str) -> CostProfile:
-    return CostProfile.from_dict(build_profile(gpu, fitted, model))
+def probe(gpu: str, fitted: float, model: str, sim_model: str, label: str, **changes: Any) -> Probe:
+    """The paper's engine on `gpu` with calibration `model`'s profile at `fitted`."""
+    settings = paper_settings(gpu, sim_model, **changes)
+    return Probe(gpu, build_profile(gpu, fitted, model), settings, label=label)
 
 
-def attainment(
-    gpu: str,
-    fitted: float,
-    model: str,
-    policy: str,
-    rate: float,
-    duration: float,
-    seeds: int,
-    utts,
-    **changes,
-) -> tuple[float, float]:
-    """(attainment, completed req/s) of one rate, seeds pooled, on a fresh engine."""
-    cfg = paper_config(gpu, policy=policy, **changes)
-    target = sim_target(cfg, Variant(policy), profile=profile_for(gpu, fitted, model))
-    records = []
-    for k in range(seeds):
-        records += target.play(schedule(rate, duration, 7_000 + k, utts), 900.0)
-    target.close()
-    r = rate_result(rate, records, duration * seeds)
-    return r.attainment, r.completed_rps
-
-
-def capacity90(model: str, fitted: float, utts, duration: float, seeds: int, window: float = 0) -> float:
+def capacity90(sim: Simulator, model: str, fitted: float, duration: float, seeds: int, sim_model: str,
+               window: float = 0) -> float:
     """The fitted policy's 90% capacity on h100 by the sweep's own definition (2 req/s steps, stopping at
     the first rate below 90%). `window` > 0 sweeps only the published capacity +- window (a fast probe
     for the bisection: it assumes every lower rate passes; the prediction table then checks the fitted
     point with the full sweep)."""
     _, policy, published = FITS[model]
     lo = 2.0 if window <= 0 else max(2.0, published - window)
-    cfg = paper_config("h100", policy=policy)
-    spec = SweepSpec(
-        rates=[float(r) for r in range(int(lo), 62, 2) if window <= 0 or r <= published + 2],
-        duration_s=duration,
-        seeds=seeds,
-        warmup=64,
-        stop_below=0.90,
-    )
-    sw = sweep_variant(
-        sim_target(cfg, Variant(policy), profile=profile_for("h100", fitted, model)),
-        Variant(policy),
-        spec,
-        utts,
-    )
-    return sw.capacity90
+    rates = [float(r) for r in range(int(lo), 62, 2) if window <= 0 or r <= published + 2]
+    p = probe("h100", fitted, model, sim_model, policy, policy=policy)
+    return sim.sweep(p, rates, duration, seeds, stop_below=0.90).capacity90
 
 
-def fit(model: str, utts, duration: float, seeds: int, iters: int = 6, window: float = 0) -> float:
+def fit(sim: Simulator, model: str, duration: float, seeds: int, sim_model: str, iters: int = 6,
+        window: float = 0) -> float:
     """The middle of the interval of the fitted parameter in which the fitted policy's capacity90 is
     exactly the published one. Both parameters slow the backbone, so capacity falls as they grow;
     v2 bisects geometrically (its bracket spans 40x). Every probe narrows both edges' brackets."""
@@ -136,7 +101,7 @@ def fit(model: str, utts, duration: float, seeds: int, iters: int = 6, window: f
         b = min([hi] + [x for x, c in probes if c < above])
         for _ in range(iters):
             mid = (a * b) ** 0.5 if model == "v2" else (a + b) / 2
-            cap = capacity90(model, mid, utts, duration, seeds, window)
+            cap = capacity90(sim, model, mid, duration, seeds, sim_model, window)
             probes.append((mid, cap))
             print(
                 f"  fit {model}: {FITTED_NAME[model]} {mid:8.4f} -> {policy} capacity@90% {cap:g} req/s",
@@ -173,21 +138,14 @@ CHECKS: list[tuple[str, str, dict, str, str, str]] = [
 ]
 
 
-def predict(model: str, fitted: float, args, utts, only: list[str]) -> tuple[list[dict], dict]:
-    from voxcli.bench.sweep import parse_rates
-
-    spec = SweepSpec(rates=parse_rates(args.rates), duration_s=args.duration, seeds=args.seeds, warmup=64)
+def predict(sim: Simulator, model: str, fitted: float, args: argparse.Namespace,
+            only: list[str]) -> tuple[list[dict], dict]:
     rows = []
     for label, gpu, changes, pub90, pub99, note in CHECKS:
         if only and not any(s in label for s in only):
             continue
-        cfg = paper_config(gpu, **changes)
-        sw = sweep_variant(
-            sim_target(cfg, Variant(label), profile=profile_for(gpu, fitted, model)),
-            Variant(label),
-            spec,
-            utts,
-        )
+        sw = sim.sweep(probe(gpu, fitted, model, args.sim_model, label, **changes), args.rates, args.duration,
+                       args.seeds)
         rows.append(
             {
                 "label": label,
@@ -197,7 +155,7 @@ def predict(model: str, fitted: float, args, utts, only: list[str]) -> tuple[lis
                 "pub99": pub99,
                 "note": note,
                 "wall_s": round(sw.wall_s, 1),
-                "rates": [r.to_dict() for r in sw.results],
+                "rates": sw.rates,
             }
         )
         fitted_mark = "FITTED at 90%" if label == FITS[model][0] else ""
@@ -210,9 +168,8 @@ def predict(model: str, fitted: float, args, utts, only: list[str]) -> tuple[lis
     past = {}
     if not only or any("past" in s for s in only):
         for adm in ("prefill-first", "deadline"):
-            _, done = attainment(
-                "h100", fitted, model, "full", 52.0, args.duration, args.seeds, utts, admission=adm
-            )
+            p = probe("h100", fitted, model, args.sim_model, "full", policy="full", admission=adm)
+            _, done = sim.one_rate(p, 52.0, args.duration, args.seeds)
             past[adm] = done
         print(
             f"  {model} past capacity, 52 req/s offered: completes prefill-first "
@@ -279,9 +236,9 @@ def side_by_side(results: dict[str, dict]) -> list[str]:
     return lines
 
 
-def main() -> int:
-    global FIT_SIM_MODEL
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_options(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--rewrite", action="store_true",
+                    help="rewrite the shipped profiles at their fitted values (no fit, no simulation)")
     ap.add_argument("--floor", type=float, default=None, help="v1: skip the fit and use this step floor (ms)")
     ap.add_argument(
         "--row-ms", type=float, default=None, help="v2: skip the fit and use this per-row cost (ms)"
@@ -305,13 +262,34 @@ def main() -> int:
     ap.add_argument("--rates", default="2:60:2")
     ap.add_argument("--only", default="", help="comma-separated substrings of check labels to run")
     ap.add_argument("--no-write", action="store_true", help="do not rewrite recipes/gpus/*.toml")
-    ap.add_argument("--json", type=Path, default=ROOT / "out" / "calibration.json")
+    ap.add_argument("--json", default="out/calibration.json", help="the run's report (relative: to the root)")
     ap.add_argument("--sim-model", default=FIT_SIM_MODEL,
                     help="sim model of the fit and the predictions (honest: the default sim model)")
-    args = ap.parse_args()
-    FIT_SIM_MODEL = args.sim_model
 
-    utts = load_workload("libritts")
+
+# The shipped profiles' first lines: the calibration run's own header (what was fitted to what).
+SHIPPED_HEADER_LINES = 4
+
+
+def rewrite(shipped: Mapping[str, str]) -> dict[str, str]:
+    """Each shipped profile (path -> text) rewritten from the derivation at its own fitted value, its
+    header kept (after a change to the derivation or to the [sim] models; no fit, no simulation)."""
+    out = {}
+    for path, text in shipped.items():
+        meta = tomllib.loads(text)["gpu"]
+        model = meta["calibration"]
+        header = [line[2:] for line in text.splitlines()[:SHIPPED_HEADER_LINES]]
+        out[path] = profile_toml(meta["name"], meta[FITTED_NAME[model]], header, model)
+    return out
+
+
+def run(args: argparse.Namespace, sim: Simulator) -> dict[str, str]:
+    """Fit (or take) each calibration's parameter, predict the published points, and return the profiles
+    of the calibration that misses less (every GPU's) and the run's JSON report; `--rewrite`: the shipped
+    profiles at their fitted values instead."""
+    if args.rewrite:
+        paths = [f"recipes/gpus/{gpu}.toml" for gpu in GPUS]
+        return rewrite({p: (Path(args.root) / p).read_text() for p in paths})
     t0 = time.perf_counter()
     only = [s for s in args.only.split(",") if s]
     given = {"v1": args.floor, "v2": args.row_ms}
@@ -320,7 +298,7 @@ def main() -> int:
         if model not in FITS:
             raise SystemExit(f"unknown calibration {model!r}: use v1 and/or v2 in --models")
         if model == "v1" and args.reuse_v1 is not None:
-            prior = json.loads(args.reuse_v1.read_text())
+            prior = json.loads(Path(args.reuse_v1).read_text())
             prior = prior.get("calibrations", {}).get("v1", prior)  # this script's layout or the older one
             if (prior["duration_s"], prior["seeds"], prior.get("rates", args.rates)) != (
                 args.duration,
@@ -348,11 +326,11 @@ def main() -> int:
                 f"fitting {model} {FITTED_NAME[model]}: {policy} capacity at 90% = {published:g} "
                 "req/s on h100"
             )
-            fitted = fit(model, utts, args.fit_duration, args.seeds, window=args.fit_window)
+            fitted = fit(sim, model, args.fit_duration, args.seeds, args.sim_model, window=args.fit_window)
         else:
             fitted = given[model]
         print(f"{model}: {FITTED_NAME[model]} = {fitted} ({time.perf_counter() - t0:.0f} s)", flush=True)
-        rows, past = predict(model, fitted, args, utts, only)
+        rows, past = predict(sim, model, fitted, args, only)
         results[model] = {
             "fitted": fitted,
             "rows": rows,
@@ -390,8 +368,11 @@ def main() -> int:
             f"v2 row_ms {row} = {row / arithmetic_row_ms(GPUS['h100']):.1f}x v1's arithmetic per-row cost "
             f"{arithmetic_row_ms(GPUS['h100']):.4f} ms on H100"
         )
+    files: dict[str, str] = {}
     if not args.no_write and not only:
         fitted = results[best]["fitted"]
+        # Worded as the shipped profiles' headers are (their provenance: scripts/calibrate_sim.py, now this
+        # module), so that a run reproducing a shipped value writes the shipped bytes.
         header = [
             f"Written by scripts/calibrate_sim.py. Calibration {best}: fitted parameter "
             f"{FITTED_NAME[best]} = "
@@ -401,15 +382,12 @@ def main() -> int:
             "calibration for its smaller miss on the published points neither was fitted to",
             "(out/calibrate_v2.log).",
         ]
-        for gpu in GPUS:
-            (ROOT / "recipes" / "gpus" / f"{gpu}.toml").write_text(profile_toml(gpu, fitted, header, best))
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"shipped": best, "calibrations": results}, indent=1))
+        files.update({f"recipes/gpus/{gpu}.toml": profile_toml(gpu, fitted, header, best) for gpu in GPUS})
+    files[args.json] = json.dumps({"shipped": best, "calibrations": results}, indent=1)
     print()
     print("\n".join(lines))
     print(f"total {time.perf_counter() - t0:.0f} s")
-    return 0
+    return files
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+CALIBRATION = Calibration(__doc__ or "", add_options, run)

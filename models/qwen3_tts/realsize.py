@@ -1,5 +1,5 @@
 """Real-size Qwen3-TTS random checkpoints (0.6B / 1.7B dimensions) for GPU benchmarks without a
-download: the dimensions the tiny builder (`qwen3_tts.tiny.build_tiny(size="1.7b")`) uses for these
+download: the dimensions the tiny builder (`tiny.build_tiny(size="1.7b")`) uses for these
 names and the talker state drawn parameter by parameter in bfloat16 (no full float32 copy is ever held).
 """
 
@@ -9,10 +9,10 @@ from typing import Any
 
 import torch
 
-from ..qwen3_tts import tiny
-from ..qwen3_tts.config import parse_config
-from ..qwen3_tts.talker import Qwen3TTSWeights
-from .qwen3_tts_sizes import real_config
+from .config import parse_config
+from .random_init import HEAD_GAIN, owners, random_value
+from .sizes import real_config
+from .talker import Qwen3TTSWeights
 
 LABELS = {"0.6b": "0.6B", "1.7b": "1.7B"}
 
@@ -57,7 +57,7 @@ def talker_state_streamed(
     cfg_dict: dict[str, Any], seed: int, dtype: torch.dtype
 ) -> dict[str, torch.Tensor]:
     """The real-size talker state in `dtype`, drawn parameter by parameter with the same rules as
-    `tiny._talker_state` (the module lives on the meta device: one float32 tensor exists at a time)."""
+    `tiny.py`'s talker state (the module lives on the meta device: one float32 tensor exists at a time)."""
     cfg = parse_config(cfg_dict)
     with torch.device("meta"):
         w = Qwen3TTSWeights(cfg.talker)
@@ -65,17 +65,17 @@ def talker_state_streamed(
     if set(params) != set(w.state_dict()):
         raise RuntimeError("the talker has buffers or tied weights in its state dict; the streamed "
                            "builder only knows parameters; extend talker_state_streamed")
-    owners = tiny._owners(w)
+    found = owners(w)
     gen = torch.Generator().manual_seed(seed)
     heads = {"talker.codec_head.weight"} | {
         f"talker.code_predictor.lm_head.{i}.weight" for i in range(len(w.talker.code_predictor.lm_head))
     }
     sd: dict[str, torch.Tensor] = {}
     for name, p in params.items():
-        m, pname = owners[name]
-        v = tiny._random_value(m, pname, p.shape, gen)
+        m, pname = found[name]
+        v = random_value(m, pname, p.shape, gen)
         if name in heads:
-            v.mul_(tiny.HEAD_GAIN)
+            v.mul_(HEAD_GAIN)
         if name == "talker.codec_head.weight":
             v[cfg.talker.codec_eos_id] *= -1e-3  # EOS never wins (no calibration at real size)
         sd[name] = v.to(dtype).contiguous()

@@ -15,8 +15,8 @@ import numpy as np
 import torch
 
 from ..base import Prompt, Row, SynthesisRequest
-from ..qwen3_tts.layers import PagedBatch
-from ..qwen3_tts.program import SAMPLES_PER_FRAME, Qwen3TTSProgram
+from .layers import PagedBatch
+from .program import SAMPLES_PER_FRAME, Qwen3TTSProgram
 
 PAGE = 16
 
