@@ -1,37 +1,43 @@
-"""Do two versions of the scheduler decide alike? A digest of every decision on randomized sim workloads.
+"""The scheduler decides exactly as it did: a digest of every decision on randomized sim workloads, compared
+with golden digests recorded at main 1db9b85 (before the scheduler was split into mechanism and policies).
 
-A change to the scheduler's hot path must leave its decisions bit-identical. tests/test_scheduler_hot_path.py
-checks the logged decode path against the row-by-row one inside one checkout; this script checks a whole
-checkout against a git revision (default main): each version runs, in a fresh process, the same workloads
-(Poisson arrivals, mixed lengths, cancels, injected prefill / decode / codec failures, some CFG pairs) under
-several policies and settings, and hashes every batch decided (time, lane, stage, bucket, rows or chunks
-with their pages and slots), every request's timeline and its audio, and the late-chunk counters. Equal
-digests on every case: the versions decide alike. The revision's voxcli/ and models/ are exported as
-bench_scheduler.py does, and the worker checks that it imported the version it was asked for.
-Usage: .venv/bin/python scripts/compare_decisions.py [--against main] [--seeds 11 12] [--requests 200]
+Each case (a policy, an admission policy and settings) runs the same workload per seed: Poisson arrivals at
+80 req/s, mixed lengths (0, 1-6, 7-60, 60-300 frames), cancels, injected prefill / decode / codec failures
+and CFG pairs (width 2), on the synthetic program in virtual time. The digest hashes every batch decided
+(time, lane, stage, bucket, rows or chunks with their pages and slots), every request's timeline and audio,
+and the late-chunk counters. A change that moves one decision by one row or one microsecond changes it.
+
+The golden file is tests/fixtures/decision_digests.json. Regenerate it ONLY from a revision whose decisions
+are the reference (a deliberate change of policy, said so in its commit):
+
+    .venv/bin/python tests/test_decision_digests.py --write
+
+(this replaced scripts/compare_decisions.py, which compared a checkout with a git revision in two
+processes; the golden file is that comparison with the reference revision run once.)
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
-import os
 import random
-import subprocess
-import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench_scheduler import REPO, export_rev
+import pytest
 from voxcli.models.base import SynthesisRequest
 
 from voxcli.config import ChunkSchedule, EngineConfig
 
+GOLDEN = Path(__file__).resolve().parent / "fixtures" / "decision_digests.json"
+SEEDS = (11, 12, 13)
+REQUESTS = 300
+
 # (name, policy, admission, other EngineConfig settings, decode steps without a frame (delay pattern))
-CASES: list[tuple[str, str, str, dict, int]] = [
+CASES: list[tuple[str, str, str, dict[str, Any], int]] = [
     ("full gate", "full", "ttfa-gate", {}, 0),
     ("full deadline, capped steps", "full", "deadline",
      {"max_running": 40, "decode_buckets": (1, 2, 4, 8, 16, 32)}, 0),
@@ -47,6 +53,7 @@ CASES: list[tuple[str, str, str, dict, int]] = [
 
 
 def workload(n: int, seed: int) -> list[tuple[float, SynthesisRequest, float | None]]:
+    """(arrival time, request, cancel time or None) for `n` requests drawn from `seed`."""
     rng = random.Random(seed)
     t, out = 0.0, []
     for i in range(n):
@@ -68,7 +75,7 @@ def workload(n: int, seed: int) -> list[tuple[float, SynthesisRequest, float | N
 def record_batches(eng: Any, sink: Callable[[tuple], None]) -> None:
     """Hand `sink` every batch the engine launches, as it is decided: (time, lane, stage, bucket, rows),
     rows being (request, chunk index, start, end, last) for a codec batch and (request, pages, slot) for
-    an LM batch."""
+    an LM batch. Wraps the executor's public `launch`: the seam every scheduler version goes through."""
     launch = eng.executor.launch
 
     def record(work: Any) -> Any:
@@ -82,19 +89,15 @@ def record_batches(eng: Any, sink: Callable[[tuple], None]) -> None:
     eng.executor.launch = record
 
 
-def digest(case: tuple[str, str, str, dict, int], seed: int, n: int) -> str:
-    import dataclasses
-
+def digest(case: tuple[str, str, str, dict[str, Any], int], seed: int, n: int) -> str:
+    """The digest of one case on one seed's workload of `n` requests."""
     from voxcli.models import registry
 
     from voxcli.engine.engine import Engine
     from voxcli.engine.synthetic import SyntheticProgram
 
     _, policy, admission, extra, lead = case
-    try:
-        cfg = EngineConfig(executor="sim", policy=policy, admission=admission, **extra)
-    except TypeError as e:  # a setting this version does not have
-        return f"n/a ({e})"
+    cfg = EngineConfig(executor="sim", policy=policy, admission=admission, **extra)
     sim = dataclasses.replace(registry.default_family().sim, lead_steps=lead)
     eng = Engine(SyntheticProgram(sample_rate=100, samples_per_frame=8, pcm_scale=1.0, sim=sim), cfg)
     h = hashlib.sha256()
@@ -112,49 +115,46 @@ def digest(case: tuple[str, str, str, dict, int], seed: int, n: int) -> str:
         h.update(repr((s.status, s.reason, audio, tl.admitted, tl.first_frame, tl.first_audio, tl.finished,
                        tl.frames, [(c.index, c.frames, c.t_ready, c.t_dispatched, c.t_delivered, c.lane)
                                    for c in tl.chunks])).encode())
-    counts = eng.scheduler.counts  # (the counters every version has: later ones add more)
+    counts = eng.scheduler.counts
     h.update(repr([counts.get(k) for k in ("promoted", "deadline_launches")]).encode())
     return h.hexdigest()[:20]
 
 
-def run_version(pythonpath: str | None, seeds: list[int], n: int) -> dict[str, str]:
-    env = dict(os.environ)
-    if pythonpath is not None:
-        env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
-    args = [sys.executable, __file__, "--worker", "--requests", str(n), "--seeds", *map(str, seeds)]
-    out = subprocess.run(args, check=True, capture_output=True, text=True, env=env).stdout
-    got = json.loads(out.splitlines()[-1])
-    want = Path(pythonpath or REPO).resolve() / "voxcli"
-    if Path(got.pop("voxcli")).resolve() != want:  # the revision must really be the one run
-        raise RuntimeError(f"the worker imported voxcli from another place than {want}")
-    return got
+def key(case: tuple[str, str, str, dict[str, Any], int], seed: int) -> str:
+    return f"{case[0]} / seed {seed}"
+
+
+def all_digests() -> dict[str, str]:
+    return {key(case, seed): digest(case, seed, REQUESTS) for case in CASES for seed in SEEDS}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_decisions_match_the_golden_digests(case: tuple[str, str, str, dict[str, Any], int]) -> None:
+    golden = json.loads(GOLDEN.read_text())
+    assert golden["requests"] == REQUESTS and golden["seeds"] == list(SEEDS)
+    for seed in SEEDS:
+        assert digest(case, seed, REQUESTS) == golden["digests"][key(case, seed)], (
+            f"{key(case, seed)}: the scheduler decides differently from the golden revision "
+            f"({golden['revision']})")
+
+
+def test_the_golden_file_covers_every_case() -> None:
+    golden = json.loads(GOLDEN.read_text())["digests"]
+    assert set(golden) == {key(c, s) for c in CASES for s in SEEDS}
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--against", default="main", help="git revision to compare this checkout with")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[11, 12])
-    ap.add_argument("--requests", type=int, default=200)
-    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)  # digests of one version
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--write", action="store_true", help="write the golden file from this checkout")
+    ap.add_argument("--revision", default="", help="with --write: the revision the digests come from")
     args = ap.parse_args()
-    if args.worker:
-        import voxcli
-
-        out = {f"{case[0]} / seed {seed}": digest(case, seed, args.requests) for case in CASES
-               for seed in args.seeds}
-        print(json.dumps({**out, "voxcli": os.path.dirname(voxcli.__file__)}))
-        return
-    with tempfile.TemporaryDirectory() as tmp:
-        export_rev(args.against, Path(tmp))
-        theirs = run_version(tmp, args.seeds, args.requests)
-    ours = run_version(None, args.seeds, args.requests)
-    na = [k for k in ours if ours[k].startswith("n/a") or theirs.get(k, "n/a").startswith("n/a")]
-    differ = [k for k in ours if k not in na and ours[k] != theirs[k]]
-    for k in ours:
-        print(f"{'n/a    ' if k in na else 'DIFFER ' if k in differ else 'same   '} {k}")
-    print(f"{len(ours) - len(differ) - len(na)} of {len(ours) - len(na)} cases decide alike in this checkout "
-          f"and {args.against}" + (f" ({len(na)} not comparable: a setting one version lacks)" if na else ""))
-    sys.exit(1 if differ else 0)
+    got = all_digests()
+    if args.write:
+        GOLDEN.write_text(json.dumps({"revision": args.revision, "requests": REQUESTS, "seeds": list(SEEDS),
+                                      "digests": got}, indent=1) + "\n")
+        print(f"wrote {GOLDEN}")
+    else:
+        print(json.dumps(got, indent=1))
 
 
 if __name__ == "__main__":
