@@ -147,7 +147,7 @@ def _unknown(path: Path, where: str, table: dict[str, Any], known: set[str]) -> 
 
 def _rates_table(path: Path, where: str, value: Any) -> dict[str, str]:
     """`rates` as a table by workload ("*": all); every entry parsed here so a typo fails before a run."""
-    table = {"*": value} if isinstance(value, str) else dict(value or {})
+    table = dict(value) if isinstance(value, dict) else {"*": value} if value not in (None, "") else {}
     for wl, text in table.items():
         try:
             parse_rates(str(text))
@@ -179,6 +179,8 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             data["candidates"] = [c for c in data.get("candidates", []) if c.get("name") in keep]
             if not data["candidates"]:
                 raise PlanError(f"--plan-set only={value}: no candidate of the plan has that name")
+            if data.get("reference") not in keep:  # the ratio column's reference was left out
+                data.pop("reference", None)
             if "candidates" in data.get("overload", {}):
                 data["overload"] = {**data["overload"],
                                     "candidates": [n for n in data["overload"]["candidates"] if n in keep]}
