@@ -3,7 +3,7 @@ prompt features (speech tokens, prompt mel, embedding) from `frontend_zero_shot`
 of greedy zero-shot / instruct2 synthesis, both upstream modes, fp32, on a tiny checkpoint with tiny random
 ONNX models (the tests assert these through 16-bit WAVs: tests/test_cosyvoice_clone_parity.py).
 
-usage: VOX_COSYVOICE_ORACLE_PYTHON=... python scripts/figures_cosyvoice_clone.py [WORKDIR]
+usage: VOX_COSYVOICE_ORACLE_PYTHON=... python -m benchmarks figures_cosyvoice_clone [WORKDIR]
 """
 
 from __future__ import annotations

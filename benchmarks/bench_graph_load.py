@@ -2,7 +2,7 @@
 """Host CPU time to prepare one graphed decode launch (the stage's static-buffer loads + the attention
 plan inputs), the per-row loops of before vs the vectorised code of now, side by side in one run.
 
-    nice -n 10 .venv/bin/python scripts/bench_graph_load.py [--bucket 256] [--context 1024] [--reps 30]
+    nice -n 10 .venv/bin/python -m benchmarks bench_graph_load [--bucket 256] [--context 1024] [--reps 30]
 
 Real Qwen3-TTS 1.7B dimensions (hidden 2048, codec vocab 3072) on a program whose weights stay on the
 meta device (loads never touch weights), `bucket` rows each `context` KV positions deep in pages of 16,

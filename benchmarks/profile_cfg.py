@@ -1,11 +1,11 @@
 """Where a CFG pair's extra decode time goes on the CPU, per op (issue 17 part 6), side by side in one run:
 
-    nice -n 10 .venv/bin/python scripts/profile_cfg.py [--requests 16,64] [--frames 64] [--repeats 3]
+    nice -n 10 .venv/bin/python -m benchmarks profile_cfg [--requests 16,64] [--frames 64] [--repeats 3]
 
-The Dia program's decode stage (bench-size random weights, N requests of scripts/bench_dia.py's two texts
+The Dia program's decode stage (bench-size random weights, N requests of benchmarks/bench_dia.py's two texts
 in one batch, one torch thread, prefill excluded) without CFG (`plain`), with CFG and no sharing
 (`off`), and with CFG and this checkout's sharing (`on`); the three configurations interleaved step by
-step as scripts/bench_cfg.py does. Every step's THREAD CPU time is split by wrapping the program's own
+step as benchmarks/bench_cfg.py does. Every step's THREAD CPU time is split by wrapping the program's own
 functions (exclusive time: a wrapped call inside another counts for the inner one only):
 
     embed       the decoder's channel embedding          self-attn   DecoderLayer.self_attend (all layers)
@@ -22,17 +22,14 @@ from __future__ import annotations
 
 import argparse
 import functools
-import sys
 import time
 from pathlib import Path
 
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-
-from bench_cfg import make_rows  # noqa: E402
-from bench_dia import checkpoint  # noqa: E402
+from benchmarks.bench_cfg import make_rows  # noqa: E402
+from benchmarks.bench_dia import checkpoint  # noqa: E402
 
 CONFIGS = {"plain": (1.0, True), "off": (3.0, False), "on": (3.0, True)}  # (cfg_scale, share_uncond)
 CATEGORIES = ("embed", "self-attn", "cross-attn", "mlp", "logits", "combine", "sampling", "setup", "python")

@@ -1,7 +1,7 @@
 """Decode throughput of the engine vs ESPnet's own sequential inference, side by side in one run, on the
 same bench-size random checkpoint (built by ESPnet's classes in the speechlm oracle venv).
 
-    .venv/bin/python scripts/bench_speechlm.py [--frames 40] [--espnet-requests 4]
+    .venv/bin/python -m benchmarks bench_speechlm [--frames 40] [--espnet-requests 4]
 
 Tokens are decode steps of one request (all S streams of a step sampled together; a CFG pair's step is
 one token of one request). ESPnet: `inference` one request at a time (as bin/inference.py serves), audio

@@ -3,7 +3,7 @@ requests (guidance 3) with the companion's pad prefix shared vs computed by its 
 the same requests without guidance, on an ESPnet SpeechLM checkpoint (e.g. bench_speechlm.py's bench-size
 one, or `make_tiny.py OUT --family speechlm`). Median of --repeats; the two CFG settings alternate twice.
 
-    .venv/bin/python scripts/bench_speechlm_prefill.py CKPT [--requests 16] [--words 200] [--repeats 5]
+    .venv/bin/python -m benchmarks bench_speechlm_prefill CKPT [--requests 16] [--words 200] [--repeats 5]
 """
 
 from __future__ import annotations

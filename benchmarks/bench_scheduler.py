@@ -13,8 +13,8 @@ Measured from the first decode completion with all N running.
 dir) beside this checkout's, in one run on the same load: `--rounds` fresh processes of each, taken in
 turns (A B, B A, ...) so machine load drifting during the run falls on both alike; the step times of all
 rounds are pooled per version and printed side by side, median and p99, with the ratio this / REV.
-Usage: .venv/bin/python scripts/bench_scheduler.py [--running 64 256] [--seconds 6] [--policy full]
-       .venv/bin/python scripts/bench_scheduler.py --compare main [--rounds 4]
+Usage: .venv/bin/python -m benchmarks bench_scheduler [--running 64 256] [--seconds 6] [--policy full]
+       .venv/bin/python -m benchmarks bench_scheduler --compare main [--rounds 4]
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
   2. the slowloris bound: K connections that send part of their headers and stop, and K stalled bodies;
      seconds until the server closed each (the documented bound is --header-timeout / --body-timeout).
 
-    .venv/bin/python scripts/serve_hostile_figures.py [--requests 1000] [--slowloris 40] [--stalled 10]
+    .venv/bin/python -m benchmarks serve_hostile_figures [--requests 1000] [--slowloris 40] [--stalled 10]
 """
 
 from __future__ import annotations

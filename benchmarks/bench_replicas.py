@@ -1,7 +1,7 @@
 """Scale-out on Ray Serve, measured: capacity of 1 vs 2 sim replicas behind the same HTTP API, one run.
 
-    python scripts/bench_replicas.py --rates 4,8,12,16,20 --duration 15 --set max_running=8
-    python scripts/bench_replicas.py --per-replica --rates 6,7,8,9,10,11 --duration 15 --set max_running=8
+    python -m benchmarks bench_replicas --rates 4,8,12,16,20 --duration 15 --set max_running=8
+    python -m benchmarks bench_replicas --per-replica --rates 6,7,8,9,10,11 --duration 15 --set max_running=8
 
 Each configuration is deployed on a local Ray instance (`voxcli.server.ray_app.start`, the code
 `vox serve --replicas N` runs), driven over HTTP by the bench's open-loop client (`HttpTarget`, the one

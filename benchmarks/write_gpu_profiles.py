@@ -2,7 +2,7 @@
 refitting (e.g. after a change to the derivation or to the [sim] models). The header of the last
 calibration run (its first lines, which say what was fitted to what) is kept.
 
-    .venv/bin/python scripts/write_gpu_profiles.py
+    .venv/bin/python -m benchmarks write_gpu_profiles
 """
 
 from __future__ import annotations

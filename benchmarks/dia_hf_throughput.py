@@ -3,7 +3,7 @@ after another (it has no server), on the same checkpoint, then the processor's D
 
 Runs under the ORACLE venv (transformers 4.57.3):
 
-    .oracle-venv/bin/python scripts/dia_hf_throughput.py CKPT --requests 16 --frames 64
+    .oracle-venv/bin/python -m benchmarks dia_hf_throughput CKPT --requests 16 --frames 64
 
 Sampling with the checkpoint's generation config (CFG included); max_new_tokens = frames + 16 (the delay
 drain and EOS), so a request yields `frames` frames unless random weights pick EOS earlier: the audio

@@ -2,7 +2,7 @@
 side by side in one run, on the same bench-size random checkpoint (models/cosyvoice3/tiny.py "bench":
 Qwen2 256 x 4, DiT 256 x 6, HiFT 128).
 
-    nice -n 10 .venv/bin/python scripts/bench_cosyvoice.py [--requests 16] [--upstream-requests 4]
+    nice -n 10 .venv/bin/python -m benchmarks bench_cosyvoice [--requests 16] [--upstream-requests 4]
 
 Both sides decode greedily (argmax in place of ras_sampling: the same tokens, so the same audio per
 request) with the checkpoint's saved speaker and upstream's streamed output (stream=True), one torch

@@ -2,7 +2,7 @@
 
 Runs under the ORACLE venv (qwen-tts 0.1.1 pins transformers 4.57.3):
 
-    .oracle-venv/bin/python scripts/qwen_tts_throughput.py CKPT --concurrency 1,16 --frames 60
+    .oracle-venv/bin/python -m benchmarks qwen_tts_throughput CKPT --concurrency 1,16 --frames 60
 
 For each concurrency N it calls `generate_custom_voice` once with N texts (the package's own batching;
 it has no server), sampling with the checkpoint's defaults, and prints one JSON line per N: audio

@@ -1,7 +1,7 @@
 """Benchmark the Qwen3-TTS 12 Hz codec decoder: streaming batches through the slot table vs one full
 forward, on the "cpu-bench" random speech tokenizer (real 2048 codebook, moderate widths).
 
-usage: python scripts/bench_codec.py [--size cpu-bench] [--chunk 10] [--repeats 5] [--threads 2]
+usage: python -m benchmarks bench_codec [--size cpu-bench] [--chunk 10] [--repeats 5] [--threads 2]
 Prints, per batch size, the median wall time of one decode_chunks call and the audio it produced
 (x realtime = audio seconds / compute seconds).
 """

@@ -1,9 +1,9 @@
 """Memory: over long runs (issue 12: does `vox` keep only metrics, or every waveform?) and while loading
 a real-size checkpoint (issue 23: no second copy of the weights).
 
-    python scripts/measure_memory.py                  # the two long-run measurements (1, 2)
-    python scripts/measure_memory.py --only bench     # or: --only batch
-    python scripts/measure_memory.py --only load --checkpoint DIR [--dtype float32 --dtype bfloat16]
+    python -m benchmarks measure_memory                  # the two long-run measurements (1, 2)
+    python -m benchmarks measure_memory --only bench     # or: --only batch
+    python -m benchmarks measure_memory --only load --checkpoint DIR [--dtype float32 --dtype bfloat16]
 
 1. `vox bench --executor sim --gpu h100 --rates 150 --duration 90 --no-stop` (13,500 requests): the
    peak resident set size of that process (wait4's ru_maxrss). Target: under 600 MB.

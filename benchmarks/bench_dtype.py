@@ -1,6 +1,6 @@
 """float32 vs bfloat16 on one checkpoint, side by side in one run (issue 23):
 
-    python scripts/bench_dtype.py /work/cache/realsize-0.6b-cv [--frames 24] [--compare-frames 32]
+    python -m benchmarks bench_dtype /work/cache/realsize-0.6b-cv [--frames 24] [--compare-frames 32]
 
 1. Throughput: audio seconds per wall second through the engine (cpu executor, the checkpoint's recipe
    settings, deadline admission), at concurrency 1 (requests one after another) and 16 (16 submitted at

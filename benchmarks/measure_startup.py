@@ -5,7 +5,7 @@ Each command runs N times as a fresh subprocess; the script prints the best wall
 time (user + sys) of that run. On a shared, loaded machine the CPU time is the better guide to what a
 quiet machine's wall time would be. Setup (building the demo, the first batch run) is not timed.
 
-usage: python scripts/measure_startup.py [--repeat N] [--limit SECONDS]
+usage: python -m benchmarks measure_startup [--repeat N] [--limit SECONDS]
 """
 
 from __future__ import annotations

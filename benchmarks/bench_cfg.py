@@ -2,15 +2,15 @@
 git revision's sharing (`--compare`, default main) and with this checkout's (models/dia/shared_cross.py),
 side by side in one run:
 
-    nice -n 10 .venv/bin/python scripts/bench_cfg.py [--requests 16,64] [--frames 64] [--repeats 3]
+    nice -n 10 .venv/bin/python -m benchmarks bench_cfg [--requests 16,64] [--frames 64] [--repeats 3]
                                                      [--compare main]
 
 1. Sim (H100, Dia-1.6B, both shipped settings): one decode step's device time from the sim executor's
    own cost (SimExecutor.duration) for N requests without CFG and N CFG pairs charged 2 rows each
    (`off`), the revision's profile (its recipes/gpus/*.toml cfg_row / cfg_group, its keys: the text
-   length) and this checkout's (its profile and keys), for two text mixes: scripts/bench_dia.py's two
+   length) and this checkout's (its profile and keys), for two text mixes: benchmarks/bench_dia.py's two
    texts (2 lengths) and N distinct lengths.
-2. CPU: the Dia program's decode stage (bench-size random weights, N requests of scripts/bench_dia.py's
+2. CPU: the Dia program's decode stage (bench-size random weights, N requests of benchmarks/bench_dia.py's
    two texts in one batch, one torch thread, THREAD CPU time, prefill excluded), without CFG, CFG with
    `share_uncond` off, the revision's program (its models/ exported and imported as a second package)
    and this checkout's; see `cpu_rates` for how the shared machine's noise is kept out.
@@ -32,9 +32,7 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-
-from bench_dia import TEXTS, checkpoint  # noqa: E402
+from benchmarks.bench_dia import TEXTS, checkpoint  # noqa: E402 - after ROOT, as before
 
 REV_PACKAGE = "vox_rev_models"  # the revision's models/ is imported under this name
 

@@ -3,7 +3,7 @@ its rows in parts, voxcli/engine/isolation.py) against the same stage's batch of
 in one process, on the tiny Qwen3-TTS checkpoint (real stages, sim executor for a deterministic batch
 composition). Host time is thread CPU time (the machine is shared).
 
-    .venv/bin/python scripts/isolation_cost.py [--repeats 3]
+    .venv/bin/python -m benchmarks isolation_cost [--repeats 3]
 
 Prints per stage: the good batch's time, the failing batch's time, their ratio, and the re-run count;
 then the whole run (8 requests) with and without the bad row.

@@ -2,8 +2,8 @@
 `sync` and `full` swept in the same run, plus the official qwen-tts package as "what a user would run
 instead" (audio seconds per wall second at concurrency 1 and 16, same weights).
 
-    .venv/bin/python scripts/bench_cpu.py                       # cpu-bench size, defaults below
-    .venv/bin/python scripts/bench_cpu.py --size tiny --dilation 1 --rates 0.5:3:0.5
+    .venv/bin/python -m benchmarks bench_cpu                       # cpu-bench size, defaults below
+    .venv/bin/python -m benchmarks bench_cpu --size tiny --dilation 1 --rates 0.5:3:0.5
 
 Output lengths are fixed from the workload (the word-count estimator), so random weights cannot run
 away. `--dilation K` measures on a clock K times slower (see voxcli/bench/targets.py dilated_program):
@@ -81,7 +81,7 @@ def qwen_throughput(ckpt: Path, concurrency: str, frames: int, threads: int) -> 
     proc = subprocess.run(
         [
             py,
-            str(ROOT / "scripts" / "qwen_tts_throughput.py"),
+            str(ROOT / "benchmarks" / "qwen_tts_throughput.py"),
             str(ckpt),
             "--concurrency",
             concurrency,

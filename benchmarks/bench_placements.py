@@ -1,7 +1,7 @@
 """Disaggregated placements on Ray Serve, measured against `vox profile --gpus N`'s prediction, one run.
 
-    nice -n 10 python scripts/bench_placements.py --gpus 2 --set max_running=4 --duration 8
-    nice -n 10 python scripts/bench_placements.py --gpus 2,4 --model cosyvoice3-0.5b --set max_running=4
+    nice -n 10 python -m benchmarks bench_placements --gpus 2 --set max_running=4 --duration 8
+    nice -n 10 python -m benchmarks bench_placements --gpus 2,4 --model cosyvoice3-0.5b --set max_running=4
 
 Every replica runs the REAL-TIME SIM executor (a simulated GPU on the wall clock: the only way to run a
 placement of GPUs on a CPU machine), one Ray Serve app per replica as `vox serve --placement` deploys

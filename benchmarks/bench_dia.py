@@ -1,6 +1,6 @@
 """Dia on the CPU, one run, printed side by side (tiny random weights; run with `nice`):
 
-    nice -n 10 .venv/bin/python scripts/bench_dia.py [--size bench] [--requests 8] [--frames 64]
+    nice -n 10 .venv/bin/python -m benchmarks bench_dia [--size bench] [--requests 8] [--frames 64]
 
 1. Decode throughput with CFG vs without at the same number of requests: the program's decode stage
    alone (prefill excluded), N requests in one batch, one torch thread, timed in THREAD CPU time
@@ -106,7 +106,7 @@ def hf_rate(ckpt: Path, n: int, frames: int) -> dict:
     out = subprocess.run(
         [
             py,
-            str(ROOT / "scripts" / "dia_hf_throughput.py"),
+            str(ROOT / "benchmarks" / "dia_hf_throughput.py"),
             str(ckpt),
             "--requests",
             str(n),

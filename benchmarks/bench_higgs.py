@@ -1,7 +1,7 @@
 """Higgs Audio v2 on the CPU, one run, printed side by side (random weights in the transformers layout; run
 with `nice`):
 
-    nice -n 10 .venv/bin/python scripts/bench_higgs.py [--size bench] [--requests 16] [--frames 100]
+    nice -n 10 .venv/bin/python -m benchmarks bench_higgs [--size bench] [--requests 16] [--frames 100]
 
 1. Time to the first aligned frame: decode steps (9 = 1 + the 8-step delay fill) and their thread-CPU time,
    and the frames the codec then needs before its first sample (10: the 9.85-frame look-ahead).

@@ -1,6 +1,6 @@
 """Text streaming in, measured: time from the first sentence's last character to the first audio.
 
-    python scripts/measure_text_in.py --trials 20 --token-ms 20
+    python -m benchmarks measure_text_in --trials 20 --token-ms 20
 
 An LLM is imitated by sending a text word by word (each word with its leading space, as LLM tokenizers
 emit them) every `--token-ms`. Two paths, both over the real-time simulated H100:

@@ -1,7 +1,7 @@
 """Per-chunk codec cost of CosyVoice 3 streaming: ours (per-slot DiT block caches + windowed vocoder) vs
 upstream's re-run of the flow over the whole token history and the vocoder over the whole mel.
 
-usage: python scripts/bench_cosyvoice_codec.py [--seconds 60] [--size bench] [--oracle PYTHON]
+usage: python -m benchmarks bench_cosyvoice_codec [--seconds 60] [--size bench] [--oracle PYTHON]
 
 A random-weight checkpoint of `--size` (models/cosyvoice3/tiny.py SIZES; "bench": DiT 256 x 6, HiFT 128)
 and `--seconds` of random speech tokens, fed in upstream's hops (25 + pad, 50, then 100 tokens). Both
