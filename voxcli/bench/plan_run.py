@@ -100,7 +100,7 @@ def run_plan(plan: Plan, say: Callable[[str], None] = print) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     for c, wl in plan.runs():
         rows.append(sweep_row(plan, c, wl))
-        say(progress_line(rows[-1]))
+        say(progress_line(rows[-1], max(len(c.name) for c in plan.candidates)))
     over = []
     if plan.overload is not None:
         for name in plan.overload.candidates:
@@ -119,9 +119,9 @@ def run_plan(plan: Plan, say: Callable[[str], None] = print) -> dict[str, Any]:
     return {"plan": plan.name, "title": plan.title, "rows": rows, "overload": over}
 
 
-def progress_line(r: dict[str, Any]) -> str:
+def progress_line(r: dict[str, Any], width: int = 24) -> str:
     c90, c99 = r["cap90"], r["cap99"]
-    return (f"  {r['workload']:13s} {r['candidate']:24s} @90% {c90['mean']:5.1f} ± {c90['std']:4.1f}  "
+    return (f"  {r['workload']:13s} {r['candidate']:{width}s} @90% {c90['mean']:5.1f} ± {c90['std']:4.1f}  "
             f"@99% {c99['mean']:5.1f} ± {c99['std']:4.1f}  seeds {r['cap90_seeds']} / {r['cap99_seeds']}  "
             f"({r['cpu_s']:.0f} CPU s)")
 
@@ -130,13 +130,14 @@ def capacity_lines(rows: list[dict[str, Any]], reference: str = "") -> list[str]
     """Per workload: capacity mean ± std over seeds, the ratio to `reference`, the bound and the fraction
     of it reached, the late-chunk counts (the table scripts/sweep_policies.py printed)."""
     out = []
+    w = max([24, *(len(r["candidate"]) for r in rows)])
     for wl in dict.fromkeys(r["workload"] for r in rows):
         mine = [r for r in rows if r["workload"] == wl]
         ref = next((r for r in mine if r["candidate"] == reference), None)
         ratio_to = ref["candidate"] if ref else "-"
         out.append(f"{wl}: capacity req/s, mean ± std over seeds (x: ratio to {ratio_to}; ≥: some seed "
                    "passed the top rate)")
-        out.append(f"  {'candidate':24s} {'@90%':>13s} {'x':>5s} {'@99%':>13s} {'x':>5s}  bound (binds)    "
+        out.append(f"  {'candidate':{w}s} {'@90%':>13s} {'x':>5s} {'@99%':>13s} {'x':>5s}  bound (binds)    "
                    "/bound 90 99  promoted  dl-launch  slack-cut  stalled")
         for r in mine:
             c90, c99 = r["cap90"], r["cap99"]
@@ -145,7 +146,7 @@ def capacity_lines(rows: list[dict[str, Any]], reference: str = "") -> list[str]
             t90, t99 = ("≥" if c["at_top"] else " " for c in (c90, c99))
             b = r["bound"] or {"rps": float("nan"), "binding": "-"}
             f90, f99 = (c["mean"] / b["rps"] if b["rps"] else float("nan") for c in (c90, c99))
-            out.append(f"  {r['candidate']:24s} {t90}{c90['mean']:6.1f} ± {c90['std']:4.1f} {x90:5.2f} "
+            out.append(f"  {r['candidate']:{w}s} {t90}{c90['mean']:6.1f} ± {c90['std']:4.1f} {x90:5.2f} "
                        f"{t99}{c99['mean']:5.1f} ± {c99['std']:4.1f} {x99:5.2f}  {b['rps']:5.1f} "
                        f"({b['binding']:8s}) {f90:5.2f} {f99:4.2f}  {r['promoted']:8d}  "
                        f"{r['deadline_launches']:9d}  {r['slack_cuts']:9d}  {r['stalled']:7d}")
@@ -158,11 +159,12 @@ def capacity_lines(rows: list[dict[str, Any]], reference: str = "") -> list[str]
 
 def rate_lines(rows: list[dict[str, Any]]) -> list[str]:
     """Every rate of every sweep, seeds pooled: SLO attainment, stalls, the late-chunk path's counts."""
-    out = [f"  {'workload':13s} {'candidate':40s} {'req/s':>6s}  {'SLO %':>5s}  stalled/sent  promoted  "
+    w = max([9, *(len(r["candidate"]) for r in rows)])
+    out = [f"  {'workload':13s} {'candidate':{w}s} {'req/s':>6s}  {'SLO %':>5s}  stalled/sent  promoted  "
            "dl-launch  slack-cut  rejected  TTFA p50 ms"]
     for r in rows:
         for x in r["rates"]:
-            out.append(f"  {r['workload']:13s} {r['candidate']:40s} {x['rate']:6g}  "
+            out.append(f"  {r['workload']:13s} {r['candidate']:{w}s} {x['rate']:6g}  "
                        f"{x['attainment'] * 100:5.1f}  {x['stalled']:5d}/{x['sent']:<6d}  "
                        f"{x['promoted']:8d}  "
                        f"{x['deadline_launches']:9d}  {x['slack_cuts']:9d}  {x['rejected']:8d}  "
@@ -171,7 +173,8 @@ def rate_lines(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def overload_lines(over: list[dict[str, Any]]) -> list[str]:
-    return [f"  {o['workload']:13s} {o['candidate']:28s} offered {o['multiple']:g}x {o['capacity90']:.1f} = "
+    w = max([9, *(len(o["candidate"]) for o in over)])
+    return [f"  {o['workload']:13s} {o['candidate']:{w}s} offered {o['multiple']:g}x {o['capacity90']:.1f} = "
             f"{o['rate']:6.1f}: goodput {o['goodput']:5.1f} = {o['goodput_over_capacity']:.2f} x capacity, "
             f"SLO {o['attainment'] * 100:5.1f}%, completed {o['completed_rps']:5.1f}/s, rejected "
             f"{o['rejected']}/{o['sent']}, stalled {o['stalled']}, TTFA p50 "
