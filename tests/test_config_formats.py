@@ -1,7 +1,7 @@
 """Each family's config parser reads what transformers 4.5x and 5.x `save_pretrained` write (issue 23).
 
 The fixtures tests/fixtures/configs/<family>-tf<version>/{config,generation_config}.json were written by
-each version's own `save_pretrained`, by scripts/make_config_fixtures.py (its docstring has the commands):
+each version's own `save_pretrained`, by tests/fixtures/make_config_fixtures.py (its docstring: the commands):
   - tf4.57.3: /work/oracle-venv/bin/python (transformers 4.57.3, qwen-tts 0.1.1)
   - tf5.23.0: /work/venvs/tf5/bin/python (torch 2.13.0, transformers 5.23.0, qwen-tts 0.1.1 --no-deps)
 5.23 writes Dia's special ids as null at the top (they live in decoder_config), `rope_parameters`

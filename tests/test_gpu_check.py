@@ -1,4 +1,5 @@
-"""gpu_check's CPU-testable parts: the measured-profile writer (on fake measurements) feeds the simulator,
+"""gpu_check's CPU-testable parts (benchmarks/gpu/, run by scripts/gpu_check.py): the measured-profile
+writer (on fake measurements) feeds the simulator,
 `--plan` lists the steps with their budgets in seconds, and the device-side random program builder
 keeps up with the program's constructor (built tiny on the CPU)."""
 
@@ -19,6 +20,8 @@ from voxcli.bench.workloads import load_workload
 from voxcli.config import ChunkSchedule, EngineConfig
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # benchmarks/ (the device check's package): a folder of the checkout
+from benchmarks.gpu.steps import Step  # noqa: E402
 
 
 def _fake(**kw) -> Measurements:
@@ -88,13 +91,11 @@ def test_plan_prints_every_step_with_its_budget_on_a_cpu_machine(quick, tmp_path
 
 
 def test_random_program_builds_the_real_program_class_where_it_runs():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import torch
-        from gpu_check_model import random_program
-        from voxcli.models.base import Row, SynthesisRequest
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
+    import torch
+    from voxcli.models.base import Row, SynthesisRequest
+
+    from benchmarks.gpu.random_program import random_program
+
     p = random_program("tiny", "cpu", torch.float32)
     p.init_kv(32, 4)
     p.init_codec_slots(2)
@@ -106,14 +107,12 @@ def test_random_program_builds_the_real_program_class_where_it_runs():
 
 
 def _gpu_check():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import gpu_check
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-    gpu_check.RESULTS.clear()
-    gpu_check.STATE.clear()
-    return gpu_check
+    """The runner with empty results (RESULTS and STATE are the package's module state)."""
+    from benchmarks.gpu import results, runner
+
+    results.RESULTS.clear()
+    results.STATE.clear()
+    return runner
 
 
 def test_runner_writes_results_after_every_step_and_only_checks_gate(tmp_path):
@@ -129,8 +128,8 @@ def test_runner_writes_results_after_every_step_and_only_checks_gate(tmp_path):
             return ok, {"value": 1}
         return run
 
-    steps = [gc.Step("a", 1, True, True, ""), gc.Step("b", 1, True, False, ""),
-             gc.Step("c", 1, True, False, ""), gc.Step("too_long", 10_000, True, True, "")]
+    steps = [Step("a", 1, True, True, ""), Step("b", 1, True, False, ""),
+             Step("c", 1, True, False, ""), Step("too_long", 10_000, True, True, "")]
     runners = {"a": runner("a", True), "b": runner("b", False), "c": runner("c", "raise")}
     rc = gc.run_steps(steps, runners, None, tmp_path, time.perf_counter() + 60, healthy=lambda: None,
                       needs_streams=False)
@@ -150,13 +149,13 @@ def test_runner_stops_at_a_sticky_cuda_error_and_a_failed_check_gates(tmp_path):
         ran.append("boom")
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
-    steps = [gc.Step("boom", 1, True, True, ""), gc.Step("after", 1, True, True, "")]
+    steps = [Step("boom", 1, True, True, ""), Step("after", 1, True, True, "")]
     rc = gc.run_steps(steps, {"boom": boom, "after": lambda a: ran.append("after") or (True, {})}, None,
                       tmp_path, time.perf_counter() + 60, healthy=lambda: "CUDA error: illegal memory access",
                       needs_streams=False)
     assert rc == 1 and ran == ["boom"]  # nothing runs on a poisoned context
     assert "sticky CUDA error after boom" in (tmp_path / "summary.txt").read_text()
     gc.RESULTS.clear()
-    rc = gc.run_steps([gc.Step("check", 1, True, True, "")], {"check": lambda a: (False, {})}, None, tmp_path,
+    rc = gc.run_steps([Step("check", 1, True, True, "")], {"check": lambda a: (False, {})}, None, tmp_path,
                       time.perf_counter() + 60, healthy=lambda: None, needs_streams=False)
     assert rc == 1

@@ -286,5 +286,5 @@ def test_row14_dilation_and_rates_follow_the_measured_speed():
     assert fast == pytest.approx(10 * slow)
     rates = auto_rates(slow)
     assert min(rates) < slow < max(rates) and rates == sorted(rates)
-    src = (REPO / "scripts" / "bench_cpu.py").read_text()
+    src = (REPO / "benchmarks" / "bench_cpu.py").read_text()
     assert 'default="auto"' in src and "single-stream real-time factor" in src

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 from engine_workload import workload
+from test_decision_digests import record_batches  # the decision-digest test's batch recorder
 from voxcli.models import registry
 from voxcli.models.base import Prompt, SynthesisRequest
 
@@ -21,13 +20,6 @@ from voxcli.engine.frame_log import FrameLog
 from voxcli.engine.request import Request
 from voxcli.engine.scheduler import Scheduler
 from voxcli.engine.synthetic import SyntheticProgram
-
-_SCRIPTS = str(Path(__file__).resolve().parent.parent / "scripts")
-sys.path.insert(0, _SCRIPTS)  # scripts/ is not a package: on the path for this one import
-try:
-    from compare_decisions import record_batches
-finally:
-    sys.path.remove(_SCRIPTS)
 
 
 def _run(cfg: EngineConfig, reqs, logged: bool, monkeypatch, lead_steps: int = 0) -> tuple:

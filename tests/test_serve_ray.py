@@ -1,6 +1,6 @@
 """Scale-out on Ray Serve. Ray is an optional extra for users (`pip install 'voxcli[ray]'`) and pinned in the
 test extra, so CI runs these (a bare install without it skips them). The capacity measurement is
-scripts/bench_replicas.py; placements of roles: tests/test_serve_ray_roles.py."""
+benchmarks/bench_replicas.py; placements of roles: tests/test_serve_ray_roles.py."""
 
 from __future__ import annotations
 

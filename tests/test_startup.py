@@ -1,7 +1,7 @@
 """Startup discipline (issue 23): `vox --help`, `vox models`, `vox voices -m demo` and a batch rerun with
 nothing to do never import torch (about 4.5 s of a loaded machine's wall time), and neither do
 help pages or error handling. Also the typer-version robustness of `--debug` and of help into a closed
-pipe. Wall times themselves are measured by scripts/measure_startup.py, not here."""
+pipe. Wall times themselves are measured by benchmarks/measure_startup.py, not here."""
 
 from __future__ import annotations
 

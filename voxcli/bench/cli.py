@@ -20,6 +20,9 @@ BENCH_HELP = """Open-loop SLO sweep: Poisson arrivals on an absolute schedule, a
 
   vox bench --url http://127.0.0.1:8000 --executor sim --gpu h100 --rates 10,20,30 --duration 20
   (a running `vox serve --executor sim --gpu h100`, beside the same engine in-process)
+
+  vox bench --plan experiments/sweep_policies.toml --plan-set duration=10 --plan-set seeds=1
+  (an experiment plan: candidates x workloads x rates x seeds on the sim, its tables; see experiments/)
 """
 
 PROFILE_HELP = """Per-stage latency per batch and SM count, the backbone/codec SM split, GPU placements.
@@ -132,7 +135,15 @@ def bench(
     compare: Annotated[bool, typer.Option(help="With --url and --executor sim: also run the in-process "
                                           "engine on the real-time simulated GPU, same workload, same run.")]
     = True,
+    plan: Annotated[Path | None, typer.Option(help="Run an experiment plan (experiments/*.toml) on the sim "
+                                              "instead of the options above; --out gets its JSON.")] = None,
+    plan_set: Annotated[
+        list[str] | None, typer.Option("--plan-set", help="Override a plan key, e.g. duration=5, seeds=1, "
+                                       "rates.libritts=40:50:5, only=recipe,paper (repeatable).")
+    ] = None,
 ) -> None:
+    if plan is not None:
+        return _run_plan(plan, plan_set or [], out)
 
     from voxcli.bench.report import (
         bench_stem,
@@ -259,6 +270,30 @@ def bench(
             console.print(f"plot: {plot_sweep(result, out / f'{stem}.png', f'{model} on {executor} {gpu}')}")
         elif plot:
             console.print(f"no plot: {PLOT_HINT}", markup=False)
+
+
+def _run_plan(path: Path, overrides: list[str], out: Path) -> None:
+    """`vox bench --plan FILE`: check the plan, run it (voxcli/bench/plan_run.py), print its tables and
+    write out/<plan>.json."""
+    import json
+
+    from voxcli.bench.plan import PlanError, load_plan
+    from voxcli.bench.plan_run import run_plan
+    from voxcli.cli import friendly_errors
+
+    with friendly_errors():
+        _check_out(out)
+        try:
+            loaded = load_plan(path, overrides)
+        except PlanError as e:
+            _fail(str(e))
+        typer.echo(f"plan {loaded.name}: {loaded.title} ({len(loaded.runs())} sweeps, {loaded.seeds} seeds x "
+                   f"{loaded.duration:g} s per rate)")
+        result = run_plan(loaded, lambda line: typer.echo(line))
+        out.mkdir(parents=True, exist_ok=True)
+        dest = out / f"plan-{loaded.name}.json"
+        dest.write_text(json.dumps(result, indent=1, default=str))
+        typer.echo(f"JSON: {dest}")
 
 
 def _bounds(config, variants, utts, spec) -> dict:

@@ -145,7 +145,8 @@ class RealtimeTarget(ABC):
         return records
 
 
-def _request(arrival: Arrival, seed: int, voice: str | None = None) -> Any:
+def synthesis_request(arrival: Arrival, seed: int, voice: str | None = None) -> Any:
+    """The engine request of `arrival` (its text, fixed frames, `seed` + its index, id bench-<index>)."""
     from voxcli.models.base import SynthesisRequest
 
     return SynthesisRequest(text=arrival.utterance.text, voice=voice, fixed_frames=arrival.frames,
@@ -159,7 +160,7 @@ class EngineTarget(RealtimeTarget):
         self.engine, self.name, self.seed, self.voice = engine, name, seed, voice
 
     def stream(self, arrival: Arrival) -> Iterator[float]:
-        stream = self.engine.submit(_request(arrival, self.seed, self.voice))
+        stream = self.engine.submit(synthesis_request(arrival, self.seed, self.voice))
         stream.keep_audio(False)  # measured as it arrives; a long run must not hold every waveform
         for chunk in stream:
             yield len(chunk.pcm) / chunk.sample_rate
@@ -184,7 +185,7 @@ class SimTarget:
         start = self.engine.now + 0.001
         streams = []
         for a in arrivals:
-            stream = self.engine.submit(_request(a, self.seed), at=start + a.at)
+            stream = self.engine.submit(synthesis_request(a, self.seed), at=start + a.at)
             stream.drop_audio()  # the records come from the timelines: keep metrics, not PCM
             streams.append(stream)
         before = dict(self.engine.scheduler.counts)

@@ -45,6 +45,10 @@ class SweepSpec:
     frame_rate: float = field(default_factory=default_frame_rate)  # the benched model's (bench/cli.py)
     ttfa_target_s: float = 0.200  # SLO thresholds (scaled only by a time-dilated CPU run, see targets.py)
     stall_s: float = 0.010
+    # "by-index": seed k's draw at the i-th rate is (seed + k) * 1000 + i (vox bench's). "by-rate": it is a
+    # function of the rate's value (`rate_seed`), so candidates sweeping different ranges meet the very same
+    # arrivals at a rate (common random numbers: a difference between them is theirs, not the draw's)
+    arrivals: str = "by-index"
 
 
 @dataclass
@@ -102,7 +106,8 @@ class SweepResult:
         return {"meta": self.meta,
                 "spec": {"rates": s.rates, "duration_s": s.duration_s, "seed": s.seed, "seeds": s.seeds,
                          "warmup": s.warmup, "timeout_s": s.timeout_s, "frames_scale": s.frames_scale,
-                         "max_frames": s.max_frames, "ttfa_target_s": s.ttfa_target_s},
+                         "max_frames": s.max_frames, "ttfa_target_s": s.ttfa_target_s,
+                         "arrivals": s.arrivals},
                 "variants": [v.to_dict() for v in self.sweeps]}
 
 
@@ -134,6 +139,22 @@ def parse_rates(text: str) -> list[float]:
     return rates
 
 
+ARRIVALS = ("by-index", "by-rate")
+
+
+def rate_seed(k: int, rate: float) -> int:
+    """The arrival draw of seed `k` at `rate` under `arrivals = "by-rate"`: the rate's value, not its place
+    in the list, picks it."""
+    return k * 1_000_003 + round(rate * 100)
+
+
+def arrival_seed(spec: SweepSpec, k: int, i: int, rate: float) -> int:
+    """The seed of the `k`-th arrival draw at the `i`-th rate of `spec` (see `SweepSpec.arrivals`)."""
+    if spec.arrivals == "by-rate":
+        return rate_seed(spec.seed + k, rate)
+    return (spec.seed + k) * 1000 + i
+
+
 def sweep_variant(target: Target, variant: Variant, spec: SweepSpec, utterances: Sequence[Utterance],
                   progress: Callable[[VariantSweep, RateResult], None] | None = None) -> VariantSweep:
     out = VariantSweep(variant)
@@ -147,7 +168,7 @@ def sweep_variant(target: Target, variant: Variant, spec: SweepSpec, utterances:
         records = []
         counts: dict[str, int] = {}
         for k in range(spec.seeds):
-            arrivals = schedule(rate, spec.duration_s, (spec.seed + k) * 1000 + i, utterances, **kw)
+            arrivals = schedule(rate, spec.duration_s, arrival_seed(spec, k, i, rate), utterances, **kw)
             mine = target.play(arrivals, spec.timeout_s)
             records.extend(mine)
             if len(out.per_seed) <= k:

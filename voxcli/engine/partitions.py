@@ -247,7 +247,7 @@ class LaneStreams:
         """Destroy green streams, then their contexts. Graphs captured on them must be released first."""
         handles, self._handles = self._handles, []
         if handles:
-            _destroy(self._driver, handles)
+            destroy_handles(self._driver, handles)
 
 
 def warn_fallback_once(reason: str) -> None:
@@ -394,13 +394,13 @@ def _green(drv: Any, plan: SplitPlan, device_index: int, prio: dict[str, int], s
             granted = check(drv, drv.cuGreenCtxGetDevResource(ctx, sm_type), "cuGreenCtxGetDevResource")
             out[name] = (stream, int(granted.sm.smCount))
     except GreenContextUnavailable:
-        _destroy(drv, created)
+        destroy_handles(drv, created)
         raise
     except Exception as e:  # a binding missing a symbol (AttributeError) or rejecting argument types
-        _destroy(drv, created)
+        destroy_handles(drv, created)
         raise GreenContextUnavailable(f"green-context call failed: {type(e).__name__}: {e}") from e
-    lm_stream = streams.wrap(_handle_int(out["lm"][0]), device_index)
-    codec_stream = streams.wrap(_handle_int(out["codec"][0]), device_index)
+    lm_stream = streams.wrap(handle_int(out["lm"][0]), device_index)
+    codec_stream = streams.wrap(handle_int(out["codec"][0]), device_index)
     result = LaneStreams(lm=lm_stream, codec=codec_stream, device=streams.plain(prio["device"]), green=True,
                          total_sms=total_sms, lm_sms=out["lm"][1], codec_sms=out["codec"][1], priorities=prio,
                          plan=plan, prefill=streams.plain(prio["lm"]), _handles=created, _driver=drv)
@@ -411,8 +411,9 @@ def _green(drv: Any, plan: SplitPlan, device_index: int, prio: dict[str, int], s
     return result
 
 
-def _handle_int(handle: Any) -> int:
-    """A driver handle as the integer torch wants (get_cuda_native_handle where it exists)."""
+def handle_int(handle: Any) -> int:
+    """A driver handle as the integer torch wants (get_cuda_native_handle where it exists); public: the
+    device check wraps streams of its own."""
     try:
         from cuda.bindings.utils import get_cuda_native_handle  # noqa: PLC0415
 
@@ -421,7 +422,9 @@ def _handle_int(handle: Any) -> int:
         return int(handle)
 
 
-def _destroy(drv: Any, created: list[tuple[str, Any]]) -> None:
+def destroy_handles(drv: Any, created: list[tuple[str, Any]]) -> None:
+    """Release the green contexts and streams `created` (kind, handle), as a failed build does; public for
+    the device check, which builds partitions of its own."""
     # Streams before their contexts: reverse creation order does that.
     for kind, handle in reversed(created):
         try:

@@ -1,0 +1,137 @@
+"""CosyVoice 3 cloning figures against upstream (the CosyVoice oracle venv): max |ours - upstream| of the
+prompt features (speech tokens, prompt mel, embedding) from `frontend_zero_shot` and of the float waveform
+of greedy zero-shot / instruct2 synthesis, both upstream modes, fp32, on a tiny checkpoint with tiny random
+ONNX models (the tests assert these through 16-bit WAVs: tests/test_cosyvoice_clone_parity.py).
+
+usage: VOX_COSYVOICE_ORACLE_PYTHON=... python -m benchmarks figures_cosyvoice_clone [WORKDIR]
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from cosyvoice_oracle import run_cases  # noqa: E402
+from test_cosyvoice_clone_parity import (  # noqa: E402
+    INSTRUCTION,
+    REF_TEXT,
+    TEXT,
+    UPSTREAM_INSTRUCT,
+    UPSTREAM_PROMPT,
+    _write_clip,
+)
+from voxcli.models import load_model  # noqa: E402
+from voxcli.models.base import CodecItem, Row, SamplingParams, SynthesisRequest  # noqa: E402
+from voxcli.models.cosyvoice3.clone import clip_prompt  # noqa: E402
+from voxcli.models.cosyvoice3.tiny import build_tiny  # noqa: E402
+from voxcli.models.cosyvoice3.tiny_onnx import write_tiny_onnx  # noqa: E402
+
+
+def synthesize(program, req: SynthesisRequest) -> np.ndarray:
+    """Batch-1 greedy LM, then the codec through one slot in the engine's chunks (28, 50, 100...)."""
+    prompt = program.prepare(req)
+    page = 16
+    n = -(-program.kv_tokens(prompt) // page)
+    program.init_kv(num_pages=n, page_size=page)
+    program.init_codec_slots(1)
+    row = Row(request_id=0, prompt=prompt, pages=list(range(n)), slot=0)
+    outs = [program.prefill([row])[0]]
+    while not outs[-1].done:
+        outs.append(program.decode([row])[0])
+    toks = np.array([int(o.frame[0]) for o in outs if o.frame is not None], dtype=np.int64)[:, None]
+    edges, i = [0], 0
+    while edges[-1] < len(toks):
+        edges.append(min(len(toks), edges[-1] + (28, 50, 100)[min(i, 2)]))
+        i += 1
+    parts = [
+        program.codec([CodecItem(slot=0, codes=toks[a:b], first=a == 0, last=b == len(toks))])[0]
+        for a, b in zip(edges, edges[1:], strict=False)
+    ]
+    return np.concatenate(parts)
+
+
+def main() -> None:
+    import soundfile as sf
+
+    work = Path(sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="cosy-clone-fig-"))
+    ckpt = build_tiny(work / "ckpt")
+    write_tiny_onnx(ckpt)
+    clip = work / "c44.wav"
+    _write_clip(clip, 44100, 2)
+    cases = [{"name": "fe", "kind": "frontend", "wav": str(clip), "prompt_text": UPSTREAM_PROMPT}]
+    for stream in (True, False):
+        tag = "stream" if stream else "offline"
+        cases.append(
+            {
+                "name": f"clone_{tag}",
+                "kind": "tts",
+                "text": TEXT,
+                "wav": str(clip),
+                "prompt_text": UPSTREAM_PROMPT,
+                "stream": stream,
+            }
+        )
+        cases.append(
+            {
+                "name": f"instruct_{tag}",
+                "kind": "tts",
+                "text": TEXT,
+                "wav": str(clip),
+                "instruct": UPSTREAM_INSTRUCT,
+                "stream": stream,
+            }
+        )
+    ref = run_cases(ckpt, cases, work)
+    program = load_model(str(ckpt))
+    data, rate = sf.read(str(clip), dtype="float32", always_2d=True)
+    wav = np.ascontiguousarray(data.mean(axis=1), dtype=np.float32)
+    got = clip_prompt(ckpt, wav, rate, program.mel_params)
+    fe = ref["fe"]
+    print(
+        f"prompt: {len(got.tokens)} tokens, equal: {got.tokens == fe['llm_tokens']}; "
+        f"mel max diff {float((got.feat - fe['feat'].float()).abs().max()):.2e}; "
+        f"embedding max diff {float((got.embedding - fe['embedding'].float()).abs().max()):.2e}"
+    )
+    for tag in ("stream", "offline"):
+        opts = {"codec_mode": tag}
+        g = SamplingParams(greedy=True)
+        for name, req in (
+            (
+                "clone",
+                SynthesisRequest(
+                    text=TEXT,
+                    ref_audio=wav,
+                    ref_sample_rate=rate,
+                    ref_text=REF_TEXT,
+                    sampling=g,
+                    options=opts,
+                ),
+            ),
+            (
+                "instruct",
+                SynthesisRequest(
+                    text=TEXT,
+                    ref_audio=wav,
+                    ref_sample_rate=rate,
+                    instructions=INSTRUCTION,
+                    sampling=g,
+                    options=opts,
+                ),
+            ),
+        ):
+            ours, want = synthesize(program, req), ref[f"{name}_{tag}"]["wav"]
+            diff = float(np.abs(ours - want).max()) if ours.shape == want.shape else float("nan")
+            print(
+                f"{name:8s} {tag:7s} {len(ref[f'{name}_{tag}']['raw_tokens'])} tokens, "
+                f"{want.shape[0]} samples, max |ours - upstream| {diff:.2e}"
+            )
+
+
+if __name__ == "__main__":
+    main()
