@@ -8,37 +8,17 @@ from typing import Any
 
 from voxcli.bench.client import EngineTarget, SimTarget, Target
 from voxcli.bench.sweep import Variant
-from voxcli.config import ConfigError, EngineConfig, load_recipe, recipe_path
+from voxcli.config import ConfigError, EngineConfig
+from voxcli.session import EngineOptions, engine_config, open_session
 
 
 def model_config(
     model: str, executor: str, gpu: str = "", overrides: list[str] | None = None
 ) -> EngineConfig:
-    """Engine settings for `model`: its recipe in recipes/ when one exists by that name (e.g.
-    `qwen3-tts-1.7b`), else defaults with `model` as the checkpoint (a path or hub id); then the
-    executor/gpu, then `--set` overrides."""
-    try:
-        recipe_path(model)
-        cfg = load_recipe(model)
-    except ConfigError:
-        if executor == "sim":
-            from voxcli.models.registry import families
-
-            names = ", ".join(s.name for f in families() for s in f.sim.models)
-            raise ConfigError(
-                f"no recipe named {model!r} for the simulator: use a model recipe ({names}; "
-                "recipes/*.toml)"
-            ) from None
-        cfg = EngineConfig(model=model)
-    changes: dict[str, Any] = {"executor": executor}
-    if gpu:
-        changes["gpu"] = gpu
-    if executor == "cpu":
-        changes["device"] = "cpu"
-    if executor == "cuda" and not cfg.device.startswith("cuda"):
-        changes["device"] = "cuda"  # the model must live where the executor runs (--set may pick cuda:N)
-    cfg = cfg.replace(**changes)
-    return cfg.with_overrides(overrides)
+    """Engine settings for `model` on `executor` (and the sim's `gpu` profile), `--set` overrides applied:
+    the session layer's (`voxcli.session.engine_config`), so a bench measures what `vox say` and `vox
+    serve` run. `model` is a checkpoint (path, hub id, demo alias) or a model recipe (`qwen3-tts-1.7b`)."""
+    return engine_config(EngineOptions(model=model, executor=executor, gpu=gpu, sets=tuple(overrides or ())))
 
 
 def sim_target(config: EngineConfig, variant: Variant, seed: int = 0, profile: Any = None) -> Target:
@@ -60,15 +40,16 @@ def sim_target(config: EngineConfig, variant: Variant, seed: int = 0, profile: A
 
 def engine_target(config: EngineConfig, variant: Variant, seed: int = 0, program: Any = None) -> Target:
     """A real-clock engine; `program` (already loaded) is shared between variants to save the load."""
-    from voxcli.engine.engine import Engine
-
     cfg = config.with_overrides(variant.overrides)
-    if program is None:
-        from voxcli.models import load_model
+    if program is None:  # the model loads and the engine starts as in every front end
+        session = open_session(cfg)
+        engine, spec = session.engine, session.spec
+    else:
+        from voxcli.engine.engine import Engine
 
-        program = load_model(cfg.model, cfg.device, cfg.dtype)
-    voice = program.spec.voices[0] if program.spec.voices else None
-    return EngineTarget(Engine(program, cfg), variant.label, seed, voice=voice)
+        engine, spec = Engine(program, cfg), program.spec
+    voice = spec.voices[0] if spec.voices else None
+    return EngineTarget(engine, variant.label, seed, voice=voice)
 
 
 def dilate(config: EngineConfig, factor: float) -> EngineConfig:
