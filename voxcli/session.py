@@ -129,8 +129,8 @@ def runnable_config(o: EngineOptions) -> EngineConfig:
     return _check_runnable(engine_config(o))
 
 
-def _check_runnable(config: EngineConfig) -> EngineConfig:
-    if config.executor == "sim" and not config.gpu:
+def _check_runnable(config: EngineConfig, profile: Any = None) -> EngineConfig:
+    if config.executor == "sim" and not config.gpu and profile is None:
         from voxcli.config import ConfigError
 
         raise ConfigError("--executor sim needs --gpu h100, h200 or b200 (the cost profile to simulate).")
@@ -163,28 +163,36 @@ def default_engine_factory(config: EngineConfig) -> Session:
 engine_factory: Callable[[EngineConfig], Session] = default_engine_factory
 
 
-def open_session(options: EngineOptions | EngineConfig, role: str = "both",
-                 pcm_scale: float = 0.0) -> Session:
+def open_session(options: EngineOptions | EngineConfig, role: str = "both", pcm_scale: float = 0.0, *,
+                 program: Any = None, profile: Any = None, wall_clock: bool = True) -> Session:
     """A Session on the model and engine `options` ask for (loads the model; may take a while).
 
     `role` lm or codec: a role engine of a disaggregated placement (engine/roles.py); `pcm_scale`: the
-    sim's audio (frame index x scale; 0 = silence), for tests that read back which frames were heard."""
+    sim's audio (frame index x scale; 0 = silence), for tests that read back which frames were heard.
+    For the bench: `program`, an already loaded ModelProgram to run (shared by the variants of a sweep);
+    `profile`, a CostProfile in place of recipes/gpus/<gpu>.toml; `wall_clock=False`, the sim on a virtual
+    clock (a capacity run that takes no wall time) instead of advancing with the wall clock."""
     from voxcli.config import EngineConfig
 
-    config = _check_runnable(options) if isinstance(options, EngineConfig) else runnable_config(options)
+    if isinstance(options, EngineConfig):
+        config = _check_runnable(options, profile)
+    else:
+        config = _check_runnable(engine_config(options), profile)
     if config.executor == "sim":  # named as the user named it (a model recipe), not by its checkpoint
         from voxcli.models.registry import default_model
 
         name = (options.model or default_model(True)) if isinstance(options, EngineOptions) else config.model
-        return _sim_session(config, role, pcm_scale, name)
-    if role == "both":
+        return _sim_session(config.replace(role=role), pcm_scale, name, profile, wall_clock)
+    if program is None and role == "both":
         return engine_factory(config)
-    from voxcli.models import load_model
+    if program is None:
+        from voxcli.models import load_model
 
+        program = load_model(config.model, config.device, config.dtype)
     config = config.replace(role=role)
-    program = load_model(config.model, config.device, config.dtype)
+    where = f"{config.executor} executor on {config.device}" + ("" if role == "both" else f" ({role})")
     return Session(engine=_engine_class(role)(program, config), spec=program.spec, model=config.model,
-                   check=program.check, backend=f"{config.executor} executor on {config.device} ({role})")
+                   check=program.check, backend=where)
 
 
 @contextlib.contextmanager
@@ -197,22 +205,28 @@ def opened(options: EngineOptions | EngineConfig) -> Iterator[Session]:
         session.close()
 
 
-def _sim_session(config: EngineConfig, role: str, pcm_scale: float, name: str) -> Session:
-    """The sim's SyntheticProgram (audio of the right length; frame index x `pcm_scale`) on a
-    RealtimeSimExecutor that advances the profiled device with the wall clock."""
-    from voxcli.engine.estimates import load_profile
-    from voxcli.engine.executors.realtime_sim import RealtimeSimExecutor
-    from voxcli.engine.lanes import lane_layout
+def _sim_session(config: EngineConfig, pcm_scale: float, name: str, profile: Any,
+                 wall_clock: bool) -> Session:
+    """The sim's SyntheticProgram (audio of the right length; frame index x `pcm_scale`) on the profiled
+    device: advanced by the wall clock (RealtimeSimExecutor, what `vox serve --executor sim` runs) or, for
+    the bench, by the engine's own virtual clock."""
     from voxcli.engine.synthetic import SyntheticProgram
 
-    config = config.replace(role=role)
     # the model family's audio shape and sim chunk schedule, unless the recipe/--set gives one
     program = SyntheticProgram.for_model(config.model, pcm_scale=pcm_scale)
-    profile = load_profile(config)
-    executor = RealtimeSimExecutor(program, profile, lane_layout(config))
-    engine = _engine_class(role)(program, config, executor=executor, profile=profile)
+    engine_class = _engine_class(config.role)
+    if not wall_clock:
+        engine = engine_class(program, config, profile=profile)
+    else:
+        from voxcli.engine.estimates import load_profile
+        from voxcli.engine.executors.realtime_sim import RealtimeSimExecutor
+        from voxcli.engine.lanes import lane_layout
+
+        profile = profile if profile is not None else load_profile(config)
+        executor = RealtimeSimExecutor(program, profile, lane_layout(config))
+        engine = engine_class(program, config, executor=executor, profile=profile)
     return Session(engine=engine, spec=program.spec, model=name, check=program.check,
-                   backend=f"sim executor on a simulated {config.gpu}")
+                   backend=f"sim executor on a simulated {config.gpu or 'device'}")
 
 
 def _engine_class(role: str) -> Any:

@@ -28,28 +28,18 @@ def sim_target(config: EngineConfig, variant: Variant, seed: int = 0, profile: A
     cfg = config.with_overrides(variant.overrides)
 
     def make() -> Any:
-        from voxcli.engine.engine import Engine
-        from voxcli.engine.synthetic import SyntheticProgram
-
         # The stand-in has the model family's audio shape and, unless the recipe/--set gives a chunk
         # schedule, the family's sim schedule (the one the GPU profiles in recipes/gpus/ assume).
-        return Engine(SyntheticProgram.for_model(cfg.model), cfg, profile=profile)
+        return open_session(cfg, profile=profile, wall_clock=False).engine
 
     return SimTarget(make, variant.label, seed)
 
 
 def engine_target(config: EngineConfig, variant: Variant, seed: int = 0, program: Any = None) -> Target:
     """A real-clock engine; `program` (already loaded) is shared between variants to save the load."""
-    cfg = config.with_overrides(variant.overrides)
-    if program is None:  # the model loads and the engine starts as in every front end
-        session = open_session(cfg)
-        engine, spec = session.engine, session.spec
-    else:
-        from voxcli.engine.engine import Engine
-
-        engine, spec = Engine(program, cfg), program.spec
-    voice = spec.voices[0] if spec.voices else None
-    return EngineTarget(engine, variant.label, seed, voice=voice)
+    session = open_session(config.with_overrides(variant.overrides), program=program)
+    voices = session.spec.voices
+    return EngineTarget(session.engine, variant.label, seed, voice=voices[0] if voices else None)
 
 
 def dilate(config: EngineConfig, factor: float) -> EngineConfig:
