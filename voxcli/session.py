@@ -4,15 +4,20 @@ Every front end opens engines here and nowhere else: the CLI (`vox say`, `vox ba
 Ray replicas (`voxcli.cluster`), the bench's targets and the Python API (`voxcli.api`). Data flows one
 way: front ends -> this layer -> engine -> executors -> models; nothing here imports a front end.
 
-    EngineOptions   what a user chooses (the CLI's flags, `voxcli.load`'s keywords, a replica's spec)
-    engine_config   those options -> checked EngineConfig, without loading anything (flag mistakes first)
-    open_session    options or a config -> Session: the model loaded (or the simulated GPU) and an engine
-    Session         the engine with what a front end needs beside it (spec, request check, frame cap)
+    EngineOptions    what a user chooses (the CLI's flags, `voxcli.load`'s keywords, a replica's spec)
+    serving_options  the options `vox serve` and its Ray replicas run with
+    engine_config    options -> checked EngineConfig, without loading anything (flag mistakes first);
+                     runnable_config adds what opening needs (the sim: a cost profile)
+    open_session     options or a config -> Session: the model loaded (or the simulated GPU), an engine
+    Session          the engine with what a front end needs beside it (spec, request check, frame cap)
 
 Settings from options, in order: the recipe (`recipe=`; else the one the model's family registers for
 it; else the shipped recipe the model names, as the sim's `--model qwen3-tts-1.7b` does; else the
-defaults), `admission=` (offline synthesis queues every request), `sets` (key=value), then
-model/policy/executor/device/gpu. Imports stay light (no torch) until a session opens.
+defaults), `admission=` (offline synthesis queues every request), `sets` (key=value) and `dtype=`, then
+model/policy/executor/device/gpu. A model named by its recipe keeps the recipe's checkpoint; a cpu or
+cuda executor without a device puts the model where the executor runs. No model named: the registry's
+default (`models.registry.default_model`). Imports stay light (no torch) until a session opens; tests
+replace `engine_factory` to run every front end over another engine.
 """
 
 from __future__ import annotations
@@ -65,6 +70,8 @@ class EngineOptions:
         """`{"policy": "sync"}` or `["policy=sync"]` -> the `--set` strings the config parses."""
         if settings is None:
             return ()
+        if isinstance(settings, str):  # one "key=value", not its characters
+            return (settings,)
         if isinstance(settings, Mapping):
             return tuple(f"{k}={_set_value(v)}" for k, v in settings.items())
         return tuple(settings)
