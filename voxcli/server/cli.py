@@ -157,7 +157,7 @@ def serve(
             plan = getattr(session.engine, "memory_plan", None)
             if plan is not None:
                 say_line(f"  {plan.summary()}")
-        sys.setswitchinterval(SWITCH_INTERVAL_S)
+        sys.setswitchinterval(SWITCH_INTERVAL_S)  # the engine's host loop gets the GIL sooner (service.py)
         from voxcli.server.protocol import server_config
 
         uvicorn.Server(server_config(app, host, port, limits, log_level="warning" if quiet else "info")).run()
