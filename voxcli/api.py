@@ -103,6 +103,8 @@ class TTS:
     def stream(self, text: str, **fields: Any) -> Iterator[np.ndarray]:
         """The audio of `text` chunk by chunk as the engine delivers it (mono float32 at `sample_rate`).
         Leaving the loop early cancels the rest of the request."""
+        from voxcli.speak import Stopped
+
         chunks: queue.Queue[Any] = queue.Queue()
         stop = threading.Event()
         done = object()
@@ -124,7 +126,7 @@ class TTS:
         finally:
             stop.set()
             worker.join()
-        if failure and not isinstance(failure[0], _stopped_type()):
+        if failure and not isinstance(failure[0], Stopped):
             raise failure[0]
 
     async def astream(self, text: str, **fields: Any) -> AsyncIterator[np.ndarray]:
@@ -276,9 +278,3 @@ def _batch_item(item: str | Mapping[str, Any],
     if isinstance(item, Mapping) and isinstance(item.get("text"), str):
         return item["text"], {**fields, **{k: v for k, v in item.items() if k not in ("text", "id")}}
     return RequestFieldError("a batch item must be a text or a mapping with a \"text\" string.")
-
-
-def _stopped_type() -> type[BaseException]:
-    from voxcli.speak import Stopped
-
-    return Stopped

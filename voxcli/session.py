@@ -149,7 +149,6 @@ def default_engine_factory(config: EngineConfig) -> Session:
     from voxcli.models_cmd import ensure_available
 
     ensure_available(config.model)
-    from voxcli.engine.engine import Engine
     from voxcli.models import is_demo, load_model
 
     if config.threads:
@@ -162,8 +161,9 @@ def default_engine_factory(config: EngineConfig) -> Session:
         from voxcli.speak import speech_length_cap
 
         cap = speech_length_cap(program.spec.frame_rate)
-    return Session(engine=Engine(program, config), spec=program.spec, model=config.model, check=program.check,
-                   frame_cap=cap, backend=f"{config.executor} executor on {config.device}")
+    session = _program_session(program, config)
+    session.frame_cap = cap
+    return session
 
 
 # Tests may replace this (monkeypatch) to run every front end over a different engine.
@@ -196,10 +196,14 @@ def open_session(options: EngineOptions | EngineConfig, role: str = "both", pcm_
         from voxcli.models import load_model
 
         program = load_model(config.model, config.device, config.dtype)
-    config = config.replace(role=role)
-    where = f"{config.executor} executor on {config.device}" + ("" if role == "both" else f" ({role})")
-    return Session(engine=_engine_class(role)(program, config), spec=program.spec, model=config.model,
-                   check=program.check, backend=where)
+    return _program_session(program, config.replace(role=role))
+
+
+def _program_session(program: Any, config: EngineConfig) -> Session:
+    """An engine of `config.role` over a loaded model program."""
+    role = "" if config.role == "both" else f" ({config.role})"
+    return Session(engine=_engine_class(config.role)(program, config), spec=program.spec, model=config.model,
+                   check=program.check, backend=f"{config.executor} executor on {config.device}{role}")
 
 
 @contextlib.contextmanager
