@@ -5,7 +5,7 @@
 
 Every replica runs the REAL-TIME SIM executor (a simulated GPU on the wall clock: the only way to run a
 placement of GPUs on a CPU machine), one Ray Serve app per replica as `vox serve --placement` deploys
-them (voxcli/server/ray_roles.py). The driver is the front door (`PlacementEngine`, what `vox batch
+them (voxcli/cluster/ray_roles.py). The driver is the front door (`PlacementEngine`, what `vox batch
 --placement` uses; no HTTP, so the host's CPUs go to the replicas) and plays the bench's open-loop
 arrivals (`EngineTarget`, the in-process client of `vox bench`). Each placement's rates are its predicted
 capacity times --fractions, so every capacity (90% of requests meeting TTFA <= 200 ms and no stall) is
@@ -31,8 +31,8 @@ from pathlib import Path
 from voxcli.bench.client import EngineTarget
 from voxcli.bench.sweep import SweepSpec, Variant, sweep_variant
 from voxcli.bench.workloads import load_workload
+from voxcli.cluster.ray_app import ReplicaSpec
 from voxcli.placement import Placement, ranked_placements
-from voxcli.server.ray_app import ReplicaSpec
 
 
 def _placements(model: str, gpu: str, gpus: int, cap: int | None, top: int) -> list[tuple[Placement, float]]:
@@ -68,7 +68,7 @@ def inprocess_cost(model: str, gpu: str, sets: list[str], requests: int, frames:
     from voxcli.models.base import SynthesisRequest
 
     from voxcli.engine.roles import lm_items, relay
-    from voxcli.server.sessions import sim_session
+    from voxcli.session import sim_session
 
     sets = [*sets, "admission=deadline"]  # every request is served (a cost, not an SLO)
     reqs = [SynthesisRequest(text=f"r{i}", fixed_frames=frames) for i in range(requests)]
@@ -190,8 +190,8 @@ def main() -> None:
     import ray
     from ray import serve
 
-    from voxcli.server.ray_front import PlacementEngine
-    from voxcli.server.ray_roles import deploy_replicas, describe_first
+    from voxcli.cluster.ray_front import PlacementEngine
+    from voxcli.cluster.ray_roles import deploy_replicas, describe_first
 
     utts = load_workload(args.workload)
     fractions = [float(x) for x in args.fractions.split(",")]

@@ -3,7 +3,7 @@
     python -m benchmarks bench_replicas --rates 4,8,12,16,20 --duration 15 --set max_running=8
     python -m benchmarks bench_replicas --per-replica --rates 6,7,8,9,10,11 --duration 15 --set max_running=8
 
-Each configuration is deployed on a local Ray instance (`voxcli.server.ray_app.start`, the code
+Each configuration is deployed on a local Ray instance (`voxcli.cluster.ray_app.start`, the code
 `vox serve --replicas N` runs), driven over HTTP by the bench's open-loop client (`HttpTarget`, the one
 `vox bench --url` uses), then shut down before the next. Replicas run the real-time simulated GPU
 (`--gpu`, default h100). On a small host, cap each replica (`--set max_running=8`) so the device, not the
@@ -22,7 +22,7 @@ from pathlib import Path
 from voxcli.bench.http_target import HttpTarget
 from voxcli.bench.sweep import SweepSpec, Variant, parse_rates, sweep_variant
 from voxcli.bench.workloads import load_workload
-from voxcli.server.ray_app import ReplicaSpec, start
+from voxcli.cluster.ray_app import ReplicaSpec, start
 from voxcli.server.service import Limits
 
 

@@ -230,3 +230,11 @@ def recipe_for(model: str) -> str | None:
         return demo[1].recipe
     hub = find_hub_model(model)
     return hub.recipe if hub is not None else None
+
+
+def default_model(simulated: bool = False) -> str:
+    """The model a command runs when none is named: the default family's first hub model, or with
+    `simulated` (the sim executor, whose `--model` names a model recipe) its last sim model, the largest:
+    the configuration the GPU cost profiles were calibrated on."""
+    family = default_family()
+    return family.sim.models[-1].name if simulated else family.hub_models[0].id

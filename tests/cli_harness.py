@@ -13,7 +13,7 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-from voxcli import cli
+from voxcli import cli, console, session
 
 
 @dataclass
@@ -60,20 +60,20 @@ class DemoHarness:
         from voxcli.speak import speech_length_cap
 
         if config.model != "demo":  # anything else goes the real way (and fails the real way)
-            return cli.default_engine_factory(config)
+            return session.default_engine_factory(config)
         self.engines += 1
-        return cli.Session(engine=Engine(self.program, config), spec=self.program.spec, model="demo",
+        return session.Session(engine=Engine(self.program, config), spec=self.program.spec, model="demo",
                            check=self.program.check,
                            frame_cap=speech_length_cap(self.program.spec.frame_rate))
 
     def run(self, args: list[str], input: bytes | str | None = None) -> Outcome:
-        cli.STATE.debug = False
-        old = cli.engine_factory
-        cli.engine_factory = self.factory
+        console.STATE.debug = False
+        old = session.engine_factory
+        session.engine_factory = self.factory
         try:
             r = CliRunner().invoke(cli.app, args, input=input)
         finally:
-            cli.engine_factory = old
+            session.engine_factory = old
         exc = r.exception if not isinstance(r.exception, SystemExit) else None
         return Outcome(r.exit_code, r.stdout_bytes, r.stderr, exc)
 

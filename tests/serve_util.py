@@ -45,7 +45,7 @@ def running_server(service: Any, api_key: str | None = None) -> Iterator[str]:
 def sim_service(*sets: str, max_input_chars: int = 4096, max_body_bytes: int = 64 * 1024) -> Any:
     """A SpeechService over the real-time simulated H100 (silent audio of the right length)."""
     from voxcli.server.service import Limits, SpeechService
-    from voxcli.server.sessions import sim_session
+    from voxcli.session import sim_session
 
     session = sim_session("qwen3-tts-1.7b", "h100", list(sets))
     return SpeechService(session, Limits(max_input_chars=max_input_chars, max_body_bytes=max_body_bytes))

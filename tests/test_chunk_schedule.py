@@ -38,28 +38,29 @@ def test_recipe_chunk_tables_are_explicit_and_set_overrides_one_field():
 
 
 def test_cli_set_reaches_the_config():
-    from voxcli.cli import EngineOptions, build_config
+    from voxcli.cli_options import engine_options
+    from voxcli.session import engine_config
 
-    opts = EngineOptions(model="Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice", recipe=None, sets=["chunk.first=4"],
-                         policy=None, executor=None, device=None)
-    cfg = build_config(opts)
-    assert cfg.chunk == ChunkSchedule(first=4)
-    opts.sets = []
-    assert build_config(opts).chunk is None
+    def config(sets: list[str]) -> EngineConfig:
+        return engine_config(engine_options("Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice", None, sets, None, None,
+                                            None, None))
+
+    assert config(["chunk.first=4"]).chunk == ChunkSchedule(first=4)
+    assert config([]).chunk is None
 
 
 def test_cli_admission_is_deadline_unless_set():
     """say/batch serve every request (the shipped qwen recipe's TTFA gate is for serving); --set wins."""
-    from voxcli.cli import EngineOptions, build_config
+    from voxcli.cli_options import engine_options
     from voxcli.config import load_recipe, recipe_for_model
+    from voxcli.session import engine_config
 
     model = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
     assert load_recipe(recipe_for_model(model)).admission == "ttfa-gate"
-    opts = EngineOptions(model=model, recipe=None, sets=[], policy=None, executor=None, device=None)
-    assert build_config(opts).admission == "deadline"
+    assert engine_config(engine_options(model, None, [], None, None, None, None)).admission == "deadline"
     for key in ("admission", " admission "):
-        opts.sets = [f"{key}=ttfa-gate"]
-        assert build_config(opts).admission == "ttfa-gate"
+        options = engine_options(model, None, [f"{key}=ttfa-gate"], None, None, None, None)
+        assert engine_config(options).admission == "ttfa-gate"
 
 
 def test_chunk_is_a_table():

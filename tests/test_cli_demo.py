@@ -20,6 +20,7 @@ from cli_fakes import FakeDevice
 from typer.testing import CliRunner
 
 from voxcli import cli, playback
+from voxcli.session import Session, default_engine_factory
 
 FAST = ["-m", "demo", "--greedy", "--max-frames", "12", "--quiet"]
 
@@ -39,7 +40,7 @@ def vox_cache(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def vox(vox_cache, monkeypatch):
-    monkeypatch.setattr(cli, "STATE", cli._State())
+    monkeypatch.setattr(cli.console, "STATE", cli.console._State())
 
     def run(*args: str, input: str | None = None, env: dict | None = None):
         return CliRunner().invoke(cli.app, list(args), input=input, env=env)
@@ -74,13 +75,13 @@ def test_say_stdin_to_stdout_wav_raw_and_flac(vox, tmp_path):
 def test_say_play_starts_before_generation_ends(vox, monkeypatch):
     FakeDevice.instances.clear()
     monkeypatch.setattr(playback, "default_device_factory", FakeDevice)
-    sessions: list[cli.Session] = []
+    sessions: list[Session] = []
 
     def factory(config):
-        s = cli.default_engine_factory(config)
+        s = default_engine_factory(config)
         sessions.append(s)
         return s
-    monkeypatch.setattr(cli, "engine_factory", factory)
+    monkeypatch.setattr("voxcli.session.engine_factory", factory)
     r = vox("say", "-m", "demo", "--greedy", "--max-frames", "60", "Hello world. This is a tiny test.",
             "--play")
     assert r.exit_code == 0, r.output

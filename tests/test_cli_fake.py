@@ -16,14 +16,15 @@ from typer.testing import CliRunner
 from voxcli.models.base import check_voice_and_language
 
 from voxcli import cli, playback
+from voxcli.session import Session, default_engine_factory
 
 
 @pytest.fixture
 def fake(monkeypatch):
     engine = FakeEngine()
     check = functools.partial(check_voice_and_language, SPEC)  # a model's neutral ModelProgram.check
-    monkeypatch.setattr(cli, "engine_factory", lambda cfg: cli.Session(engine, SPEC, cfg.model, check))
-    monkeypatch.setattr(cli, "STATE", cli._State())
+    monkeypatch.setattr("voxcli.session.engine_factory", lambda cfg: Session(engine, SPEC, cfg.model, check))
+    monkeypatch.setattr(cli.console, "STATE", cli.console._State())
     return engine
 
 
@@ -132,7 +133,7 @@ def test_real_sounddevice_factory_message(monkeypatch):
 def test_errors_are_one_sentence(fake, tmp_path, monkeypatch, args, code, needles):
     monkeypatch.chdir(tmp_path)
     if args[2:4] == ["-m", "no/such-model"] or args[2:4] == ["-m", "./missing-dir"]:
-        monkeypatch.setattr(cli, "engine_factory", cli.default_engine_factory)
+        monkeypatch.setattr("voxcli.session.engine_factory", default_engine_factory)
     _one_error_line(vox(*args, input=""), code, *needles)
     assert not list(tmp_path.glob("*.part"))
 
@@ -154,12 +155,12 @@ def test_debug_shows_the_traceback(fake):
 def test_internal_errors_are_one_line_too(fake, monkeypatch):
     def broken(cfg):
         raise ZeroDivisionError("boom")
-    monkeypatch.setattr(cli, "engine_factory", broken)
+    monkeypatch.setattr("voxcli.session.engine_factory", broken)
     _one_error_line(vox("say", "hi", "-o", "-"), 1, "internal error", "ZeroDivisionError", "--debug")
 
 
 def test_stdout_terminal_refused(fake, monkeypatch):
-    monkeypatch.setattr(cli, "_isatty", lambda s: True)
+    monkeypatch.setattr("voxcli.cli_speech.isatty", lambda s: True)
     _one_error_line(vox("say", "hi", "-o", "-"), 2, "terminal")
 
 
@@ -282,7 +283,7 @@ def test_models_lists_known_and_cached(hf_cache):
 
 
 def test_default_model_not_cached_says_how_to_get_it(hf_cache, monkeypatch):
-    monkeypatch.setattr(cli, "STATE", cli._State())
+    monkeypatch.setattr(cli.console, "STATE", cli.console._State())
     _one_error_line(vox("say", "hi", "-o", "-"), 1, "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice",
                     "not in the local Hugging Face cache", "vox models pull", "-m demo")
     _one_error_line(vox("voices"), 1, "vox models pull")
@@ -302,10 +303,10 @@ def test_auto_backend_is_the_cpu_here_and_the_timing_line_names_it(monkeypatch):
 
     def factory(cfg):
         seen["cfg"] = cfg
-        return cli.Session(engine, SPEC, cfg.model, check, backend=f"{cfg.executor} executor on {cfg.device}")
+        return Session(engine, SPEC, cfg.model, check, backend=f"{cfg.executor} executor on {cfg.device}")
 
-    monkeypatch.setattr(cli, "engine_factory", factory)
-    monkeypatch.setattr(cli, "STATE", cli._State())
+    monkeypatch.setattr("voxcli.session.engine_factory", factory)
+    monkeypatch.setattr(cli.console, "STATE", cli.console._State())
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     r = vox("say", "Hello there.", "-o", "-")
     assert r.exit_code == 0, r.output

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from voxcli import cli
+from voxcli import cli, console
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +21,7 @@ def vox(tmp_path_factory):
     os.environ["VOX_CACHE"] = str(root)
 
     def run(*args: str):
-        cli.STATE = cli._State()
+        console.STATE = console._State()
         return CliRunner().invoke(cli.app, list(args))
     yield run
     if old is None:

@@ -295,7 +295,7 @@ def test_demo_note_said_once_and_never_under_quiet(model, capsys, monkeypatch):
     and the loader's own warning is marked as said either way."""
     import voxcli.models as models
 
-    from voxcli.cli import DEMO_NOTE, announce_demo
+    from voxcli.console import DEMO_NOTE, announce_demo
 
     monkeypatch.setattr(models, "_demo_warned", set())
     announce_demo(model, quiet=True)

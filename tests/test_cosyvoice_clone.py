@@ -192,7 +192,7 @@ def test_vox_say_and_voices_with_a_clip(ckpt, tmp_path, monkeypatch):
 
     from voxcli import cli
 
-    monkeypatch.setattr(cli, "STATE", cli._State())
+    monkeypatch.setattr(cli.console, "STATE", cli.console._State())
     clip = tmp_path / "me.wav"
     sf.write(str(clip), _clip(), RATE)
     out = tmp_path / "o.wav"

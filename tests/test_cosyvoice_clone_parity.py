@@ -83,12 +83,12 @@ def test_clone_prompt_matches_upstream_frontend(oracle, name):
     from voxcli.models import load_model
     from voxcli.models.cosyvoice3.clone import clip_prompt, zero_shot_text
 
-    from voxcli import cli
+    from voxcli.request_fields import read_ref_audio
 
     ckpt, clips, ref = oracle
     program = load_model(str(ckpt))
     want = ref[name]
-    wav, rate = cli._read_ref_audio(clips[name])  # what `vox say --ref-audio` reads
+    wav, rate = read_ref_audio(clips[name])  # what `vox say --ref-audio` reads
     got = clip_prompt(ckpt, wav, rate, program.mel_params)
     assert program.tokenizer.encode(zero_shot_text(REF_TEXT)) == want["prompt_text"]
     assert got.tokens == want["llm_tokens"] == want["flow_tokens"]
@@ -116,7 +116,7 @@ def _say(ckpt, out, *extra: str):
 def test_vox_say_clone_reproduces_upstream(oracle, tmp_path, monkeypatch, case, flags):
     from voxcli import cli
 
-    monkeypatch.setattr(cli, "STATE", cli._State())
+    monkeypatch.setattr(cli.console, "STATE", cli.console._State())
     ckpt, clips, ref = oracle
     flags = tuple(str(clips[f]) if f in clips else f for f in flags)
     out = tmp_path / "say.wav"

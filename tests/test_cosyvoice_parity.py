@@ -194,7 +194,7 @@ def test_end_to_end_waveform_matches_upstream(oracle, program, mode, name):
 def test_vox_say_greedy_reproduces_upstream_stream(oracle, tmp_path, monkeypatch):
     from voxcli import cli
 
-    monkeypatch.setattr(cli, "STATE", cli._State())
+    monkeypatch.setattr(cli.console, "STATE", cli.console._State())
     out = tmp_path / "say.wav"
     r = CliRunner().invoke(
         cli.app,

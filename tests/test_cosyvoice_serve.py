@@ -27,11 +27,11 @@ FRAMES = 80
 
 def test_streamed_wav_equals_vox_say(tmp_path_factory, tmp_path, monkeypatch):
     from voxcli.server.service import SpeechService
-    from voxcli.server.sessions import open_session
+    from voxcli.session import EngineOptions, open_session
 
     # the demo cache the cli tests build into (one build per session)
     monkeypatch.setenv("VOX_CACHE", str(tmp_path_factory.getbasetemp() / "cosy_cli_cache"))
-    monkeypatch.setattr(cli, "STATE", cli._State())
+    monkeypatch.setattr(cli.console, "STATE", cli.console._State())
     out = tmp_path / "say.wav"
     r = CliRunner().invoke(cli.app, ["say", "-m", "demo-cosyvoice", "--greedy", "--max-frames", str(FRAMES),
                                      "--quiet", TEXT, "-o", str(out)])
@@ -39,7 +39,7 @@ def test_streamed_wav_equals_vox_say(tmp_path_factory, tmp_path, monkeypatch):
     said, sr = sf.read(str(out), dtype="int16")
     assert sr == 24000 and said.size > 0
 
-    session = open_session("demo-cosyvoice", None, "", None, [], None, None)
+    session = open_session(EngineOptions(model="demo-cosyvoice"))
     with running_server(SpeechService(session)) as url:
         body = {"model": "demo-cosyvoice", "input": TEXT, "greedy": True, "max_frames": FRAMES,
                 "response_format": "wav"}

@@ -55,7 +55,7 @@ def test_cosyvoice_gets_its_own_profile():
 def test_sim_bench_runs_on_the_papers_split(tmp_path, monkeypatch):
     from voxcli import cli
 
-    monkeypatch.setattr(cli, "STATE", cli._State())
+    monkeypatch.setattr(cli.console, "STATE", cli.console._State())
     r = CliRunner().invoke(
         cli.app,
         [

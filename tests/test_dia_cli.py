@@ -19,7 +19,7 @@ FAST = ["-m", "demo-dia", "--greedy", "--max-frames", "20", "--quiet"]
 def vox(tmp_path_factory, monkeypatch):
     cache = tmp_path_factory.getbasetemp() / "dia_cli_cache"
     monkeypatch.setenv("VOX_CACHE", str(cache))
-    monkeypatch.setattr(cli, "STATE", cli._State())
+    monkeypatch.setattr(cli.console, "STATE", cli.console._State())
 
     def run(*args: str):
         return CliRunner().invoke(cli.app, list(args))

@@ -181,7 +181,7 @@ def test_voice_clone_matches_reference(program, oracle):
 def test_vox_say_reproduces_reference_waveform(oracle, tmp_path, monkeypatch):
     from voxcli import cli
 
-    monkeypatch.setattr(cli, "STATE", cli._State())
+    monkeypatch.setattr(cli.console, "STATE", cli.console._State())
     out = tmp_path / "say.wav"
     r = CliRunner().invoke(
         cli.app,

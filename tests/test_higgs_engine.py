@@ -174,15 +174,15 @@ def test_vox_serve_streams_what_vox_say_writes(ckpt, tmp_path, monkeypatch):
 
     from voxcli import cli
     from voxcli.server.service import SpeechService
-    from voxcli.server.sessions import open_session
+    from voxcli.session import EngineOptions, open_session
 
-    monkeypatch.setattr(cli, "STATE", cli._State())
+    monkeypatch.setattr(cli.console, "STATE", cli.console._State())
     out = tmp_path / "say.wav"
     text = "Serve this one."
     r = _vox("say", "-m", str(ckpt), "--greedy", "--max-frames", "20", "--quiet", text, "-o", str(out))
     assert r.exit_code == 0, r.output
     said, sr = sf.read(str(out), dtype="int16")
-    session = open_session(str(ckpt), None, "", None, [], None, None)
+    session = open_session(EngineOptions(model=str(ckpt)))
     with running_server(SpeechService(session)) as url:
         body = {"model": str(ckpt), "input": text, "greedy": True, "max_frames": 20, "response_format": "wav"}
         resp = httpx.post(f"{url}/v1/audio/speech", json=body, timeout=120)

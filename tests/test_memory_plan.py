@@ -202,7 +202,7 @@ def test_engine_takes_the_plans_sizes_when_memory_binds(tiny_custom_voice, monke
 
 
 def test_dtype_auto_picks_bfloat16_where_the_device_does_it_well(tmp_path):
-    from voxcli.cli import _with_dtype
+    from voxcli.cli_options import engine_options
     from voxcli.config import cpu_has_fast_bf16, resolve_auto, resolve_dtype
 
     assert resolve_dtype("auto", "cuda:0", lambda: False) == "bfloat16"
@@ -216,9 +216,12 @@ def test_dtype_auto_picks_bfloat16_where_the_device_does_it_well(tmp_path):
     assert not cpu_has_fast_bf16(info) and not cpu_has_fast_bf16(tmp_path / "missing")
     cfg = resolve_auto(EngineConfig(dtype="auto", executor="cpu"), cuda_available=lambda: False)
     assert cfg.dtype in ("float32", "bfloat16") and cfg.device == "cpu"
-    assert _with_dtype(["policy=sync"], "bfloat16") == ["policy=sync", "dtype=bfloat16"]
+    def sets(given: list[str] | None, dtype: str) -> list[str]:  # --dtype is --set dtype=...
+        return list(engine_options(None, None, given, None, None, None, dtype).sets)
+
+    assert sets(["policy=sync"], "bfloat16") == ["policy=sync", "dtype=bfloat16"]
     with pytest.raises(ConfigError, match="dtype must be one of auto, float32"):
-        EngineConfig().with_overrides(_with_dtype(None, "fp8"))
+        EngineConfig().with_overrides(sets(None, "fp8"))
 
 
 def test_weights_that_cannot_fit_are_refused_before_allocating(tiny_custom_voice, monkeypatch):

@@ -55,12 +55,12 @@ def test_auto_is_the_best_ranked_placement():
 ])
 def test_cli_placement_flags_fail_before_anything_loads(args, needle, monkeypatch, tmp_path):
     pytest.importorskip("fastapi", reason="the serve extra is not installed")
-    monkeypatch.setattr(cli, "STATE", cli._State())
+    monkeypatch.setattr(cli.console, "STATE", cli.console._State())
 
     def no_model(config):
         raise AssertionError("the model was loaded before the flags were checked")
 
-    monkeypatch.setattr(cli, "engine_factory", no_model)
+    monkeypatch.setattr("voxcli.session.engine_factory", no_model)
     args = [str(tmp_path / "out") if a == "OUT" else a for a in args]
     r = CliRunner().invoke(cli.app, args, input="hello\n")
     assert r.exit_code == 2, r.output

@@ -64,13 +64,15 @@ def test_options_reach_the_sampler_and_the_text_mode(cv):
 
 
 def test_top_k_zero_means_off_everywhere(cv):
-    from voxcli.cli import _sampling
+    from voxcli.request_fields import sampling_params
 
     assert cv.prepare(SynthesisRequest(text="hi", sampling=SamplingParams(top_k=0))).data.sampling.top_k == 0
     refused(cv, "top_k must be a whole number from 0 to", sampling=SamplingParams(top_k=-1))
-    assert _sampling(False, None, 0, None, None).top_k == 0
+    assert sampling_params(False, None, 0, None, None).top_k == 0
     with pytest.raises(VoxError, match="--top-k must be >= 0"):
-        _sampling(False, None, -1, None, None)
+        sampling_params(False, None, -1, None, None, prefix="--")
+    with pytest.raises(VoxError, match="^top_k must be >= 0"):  # the Python API's spelling
+        sampling_params(top_k=-1)
 
 
 def test_qwen_refuses_guidance(cv):

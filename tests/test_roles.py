@@ -22,9 +22,11 @@ def _sim(role: str = "both", **sets):
     from voxcli.engine.estimates import load_profile
     from voxcli.engine.executors.realtime_sim import RealtimeSimExecutor
     from voxcli.engine.synthetic import SyntheticProgram
-    from voxcli.server.sessions import sim_config
+    from voxcli.session import EngineOptions, engine_config
 
-    config = sim_config("qwen3-tts-1.7b", "h100", [f"{k}={v}" for k, v in sets.items()]).replace(role=role)
+    options = EngineOptions(model="qwen3-tts-1.7b", executor="sim", gpu="h100",
+                            sets=EngineOptions.sets_from(sets))
+    config = engine_config(options).replace(role=role)
     program = SyntheticProgram.for_model(config.model, pcm_scale=1.0)
     profile = load_profile(config)
     executor = RealtimeSimExecutor(program, profile, lane_layout(config))
@@ -216,7 +218,7 @@ def test_codec_replica_reaps_requests_nobody_claims():
     within its idle timeout, freeing its slot and counting it; an active one is left alone."""
     import asyncio
 
-    from voxcli.server.ray_roles import CodecReplica
+    from voxcli.cluster.ray_roles import CodecReplica
 
     rep = CodecReplica({"model": "qwen3-tts-1.7b", "executor": "sim", "gpu": "h100"}, pcm_scale=1.0,
                        idle_timeout_s=0.6)

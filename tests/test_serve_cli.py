@@ -18,12 +18,12 @@ def vox(*args: str):
 
 @pytest.fixture(autouse=True)
 def _state(monkeypatch):
-    monkeypatch.setattr(cli, "STATE", cli._State())
+    monkeypatch.setattr(cli.console, "STATE", cli.console._State())
 
     def no_model(config):  # any model load here is a test failure: the errors come first
         raise AssertionError("the model was loaded before the flags were checked")
 
-    monkeypatch.setattr(cli, "engine_factory", no_model)
+    monkeypatch.setattr("voxcli.session.engine_factory", no_model)
 
 
 @pytest.mark.parametrize(("args", "needle"), [

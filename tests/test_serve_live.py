@@ -73,7 +73,7 @@ def test_realtime_sim_advances_with_the_wall_clock():
     pytest.importorskip("fastapi", reason="the serve extra is not installed")
     from voxcli.models.base import SynthesisRequest
 
-    from voxcli.server.sessions import sim_session
+    from voxcli.session import sim_session
 
     session = sim_session("qwen3-tts-1.7b", "h100")
     engine = session.engine
@@ -144,7 +144,7 @@ def test_speak_live_speaks_a_sentence_before_the_next_one_exists():
     pytest.importorskip("fastapi", reason="the serve extra is not installed")
     from voxcli.models.base import SynthesisRequest
 
-    from voxcli.server.sessions import sim_session
+    from voxcli.session import sim_session
     from voxcli.textstream import speak_live
 
     session = sim_session("qwen3-tts-1.7b", "h100")
@@ -173,10 +173,11 @@ def test_vox_say_stdin_empty_is_one_sentence(monkeypatch):
     from typer.testing import CliRunner
 
     from voxcli import cli
+    from voxcli.session import Session
 
-    monkeypatch.setattr(cli, "engine_factory",
-                        lambda cfg: cli.Session(FakeEngine(), SPEC, cfg.model, check=lambda request: None))
-    monkeypatch.setattr(cli, "STATE", cli._State())
+    monkeypatch.setattr("voxcli.session.engine_factory",
+                        lambda cfg: Session(FakeEngine(), SPEC, cfg.model, check=lambda request: None))
+    monkeypatch.setattr(cli.console, "STATE", cli.console._State())
     r = CliRunner().invoke(cli.app, ["say", "-", "-o", "-"], input=" \n")
     assert r.exit_code == 2 and "the text from standard input is empty" in r.stderr, r.output
 

@@ -22,9 +22,9 @@ TEXT = "Hello there, my friend. How are you today?"  # two sentences: two engine
 
 def test_streamed_wav_equals_vox_say(tiny_custom_voice, tmp_path, monkeypatch):
     from voxcli.server.service import SpeechService
-    from voxcli.server.sessions import open_session
+    from voxcli.session import EngineOptions, open_session
 
-    monkeypatch.setattr(cli, "STATE", cli._State())
+    monkeypatch.setattr(cli.console, "STATE", cli.console._State())
     model = str(tiny_custom_voice)
     out = tmp_path / "say.wav"
     r = CliRunner().invoke(cli.app, ["say", "-m", model, "--greedy", "--max-frames", "12", "--voice",
@@ -33,7 +33,7 @@ def test_streamed_wav_equals_vox_say(tiny_custom_voice, tmp_path, monkeypatch):
     said, sr = sf.read(str(out), dtype="int16")
     assert said.size > 0
 
-    session = open_session(model, None, "", None, [], None, None)
+    session = open_session(EngineOptions(model=model))
     with running_server(SpeechService(session)) as url:
         body = {"model": model, "input": TEXT, "greedy": True, "max_frames": 12, "voice": "Vivian",
                 "response_format": "wav"}

@@ -22,7 +22,7 @@ class FakeReplica:
 
 
 def _router():
-    from voxcli.server.ray_router import MostSlackRouter
+    from voxcli.cluster.ray_router import MostSlackRouter
 
     router = MostSlackRouter.__new__(MostSlackRouter)  # the routing policy alone, without a Serve handle
     router.initialize_state()
@@ -54,7 +54,7 @@ def test_routing_stats_slack_falls_as_streams_are_held():
     from voxcli.models.base import SynthesisRequest
 
     from voxcli.server.service import SpeechService
-    from voxcli.server.sessions import sim_session
+    from voxcli.session import sim_session
 
     service = SpeechService(sim_session("qwen3-tts-1.7b", "h100"))
     try:
@@ -80,7 +80,7 @@ def test_batch_over_two_replicas_writes_every_item_and_resumes(tiny_custom_voice
 
     from voxcli import cli
 
-    monkeypatch.setattr(cli, "STATE", cli._State())
+    monkeypatch.setattr(cli.console, "STATE", cli.console._State())
     lines = tmp_path / "lines.txt"
     lines.write_text("Hello there, friend.\nHow are you today?\nThis is the third line.\n")
     out = tmp_path / "out"

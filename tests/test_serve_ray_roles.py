@@ -22,10 +22,10 @@ def placement():
     import ray
     from ray import serve
 
+    from voxcli.cluster.ray_app import ReplicaSpec
+    from voxcli.cluster.ray_front import PlacementEngine
+    from voxcli.cluster.ray_roles import deploy_replicas, describe_first
     from voxcli.placement import Placement
-    from voxcli.server.ray_app import ReplicaSpec
-    from voxcli.server.ray_front import PlacementEngine
-    from voxcli.server.ray_roles import deploy_replicas, describe_first
 
     if ray.is_initialized():  # a CLI test earlier in this process (vox batch --replicas) left its Ray up
         ray.shutdown()
@@ -53,7 +53,7 @@ def _free_port() -> int:
 
 def _reference(frames: list[int]) -> list[np.ndarray]:
     """The same requests on one "both" engine in this process (same sim program, same PCM rule)."""
-    from voxcli.server.sessions import sim_session
+    from voxcli.session import sim_session
 
     engine = sim_session(MODEL, GPU, pcm_scale=1.0).engine
     try:
@@ -102,7 +102,7 @@ def _replica_series(front) -> dict[str, float]:
     """The front door's per-replica /metrics series, as {'name{labels}': value} (fresh: one gather)."""
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from voxcli.server.ray_metrics import ReplicaCollector
+    from voxcli.cluster.ray_metrics import ReplicaCollector
 
     front.gather_metrics()
     registry = CollectorRegistry()
@@ -160,8 +160,8 @@ def test_front_door_serves_the_openai_api_and_metrics(placement):
     import httpx
     from ray import serve
 
-    from voxcli.server.ray_front import _front_door
-    from voxcli.server.ray_roles import describe_first
+    from voxcli.cluster.ray_front import _front_door
+    from voxcli.cluster.ray_roles import describe_first
 
     front, names = placement
     model_spec, model, cap = describe_first(names)
@@ -230,7 +230,7 @@ def test_batch_over_a_placement_writes_every_item(placement, tiny_custom_voice, 
 
     from voxcli import cli
 
-    monkeypatch.setattr(cli, "STATE", cli._State())
+    monkeypatch.setattr(cli.console, "STATE", cli.console._State())
     lines = tmp_path / "lines.txt"
     lines.write_text("Hello there, friend.\nHow are you today?\n")
     out = tmp_path / "out"

@@ -32,7 +32,7 @@ BODY = {"model": "demo-speechlm", "input": TEXT, "greedy": True, "max_frames": 2
 def said(tmp_path_factory, monkeypatch):
     """`vox say --show-text` of the request: (its int16 samples, the text lines it printed)."""
     monkeypatch.setenv("VOX_CACHE", str(tmp_path_factory.getbasetemp() / "serve_speechlm_cache"))
-    monkeypatch.setattr(cli, "STATE", cli._State())
+    monkeypatch.setattr(cli.console, "STATE", cli.console._State())
     out = tmp_path_factory.mktemp("said") / "say.wav"
     args = ["say", "-m", "demo-speechlm", *FLAGS, "--show-text", TEXT, "-o", str(out)]
     r = CliRunner().invoke(cli.app, args)
@@ -45,10 +45,10 @@ def said(tmp_path_factory, monkeypatch):
 
 def test_openai_route_streams_speechlm_audio_with_its_text(said):
     from voxcli.server.service import SpeechService
-    from voxcli.server.sessions import open_session
+    from voxcli.session import EngineOptions, open_session
 
     samples, texts = said
-    session = open_session("demo-speechlm", None, "", None, [], None, None)
+    session = open_session(EngineOptions(model="demo-speechlm"))
     with running_server(SpeechService(session)) as url:
         # plain OpenAI request (+ the cfg_scale extension): streamed wav, no text header
         with httpx.stream("POST", f"{url}/v1/audio/speech", json=BODY, timeout=120) as resp:

@@ -61,12 +61,12 @@ def demo_server(tmp_path_factory):
     import os
 
     from voxcli.server.service import SpeechService
-    from voxcli.server.sessions import open_session
+    from voxcli.session import EngineOptions, open_session
 
     before = os.environ.get("VOX_CACHE")
     os.environ["VOX_CACHE"] = str(tmp_path_factory.mktemp("cache"))
     try:
-        service = SpeechService(open_session("demo", None, "", None, [], None, None))
+        service = SpeechService(open_session(EngineOptions(model="demo")))
         with running_server(service) as url:
             yield url, service
     finally:

@@ -1,3 +1,28 @@
-"""voxcli: streaming text-to-speech for speech language models on an urgency-aware engine."""
+"""voxcli: streaming text-to-speech for speech language models on an urgency-aware engine.
+
+The Python API (`voxcli.api`): `voxcli.load(model, ...)` opens an engine and returns a `TTS`, whose
+`say`, `stream`, `astream` and `batch` speak; see the README's "Python" section. The API loads on first
+use, so `import voxcli` (and `vox --help`) stays light: no numpy, no torch.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from voxcli.errors import VoxError
 
 __version__ = "0.1.0"
+__all__ = ["TTS", "Audio", "RequestFieldError", "VoxError", "load", "__version__"]
+
+if TYPE_CHECKING:
+    from voxcli.api import TTS, Audio, RequestFieldError, load
+
+_API = ("TTS", "Audio", "RequestFieldError", "load")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        from voxcli import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'voxcli' has no attribute {name!r}")

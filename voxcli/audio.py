@@ -1,5 +1,8 @@
-"""Audio out: sinks that take float32 mono PCM chunks as they stream.
+"""Audio out: the formats we write, and sinks that take float32 mono PCM chunks as they stream.
 
+    FORMATS      the one table of audio formats (name, file suffixes, media type, streamable, encoder)
+                 that `vox say`, `vox batch`, the HTTP API, its WebSocket and `Audio.save` all read: a new
+                 format is one `AudioFormat` entry here
     FileSink     wav / flac / mp3 / opus / ogg through libsndfile, or headerless 16-bit `pcm`; the
                  audio goes to `<name>.part` while it streams and is renamed to `<name>` only when
                  complete, so a file under its final name is always whole.
@@ -10,25 +13,66 @@
 
 from __future__ import annotations
 
+import io
 import os
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
 import numpy as np
 
-# Our name -> (libsndfile format, subtype); None = we write it ourselves.
-_FORMATS: dict[str, tuple[str, str] | None] = {
-    "wav": ("WAV", "PCM_16"),
-    "flac": ("FLAC", "PCM_16"),
-    "mp3": ("MP3", "MPEG_LAYER_III"),
-    "opus": ("OGG", "OPUS"),
-    "ogg": ("OGG", "VORBIS"),
-    "pcm": None,
-}
-_SUFFIXES = {".wav": "wav", ".wave": "wav", ".flac": "flac", ".mp3": "mp3", ".opus": "opus", ".ogg": "ogg",
-             ".pcm": "pcm", ".raw": "pcm"}
-OPUS_RATES = (8000, 12000, 16000, 24000, 48000)
+
+@dataclass(frozen=True)
+class AudioFormat:
+    """One audio format, everything every front end needs to know about it."""
+
+    name: str  # what --format, response_format and `Audio.save(format=)` take
+    suffixes: tuple[str, ...]  # file name endings that mean this format; the first is the one we write
+    media_type: str  # the HTTP Content-Type of a body in this format
+    # Can start before the audio's length is known (stdout, a streamed HTTP body, the WebSocket)?
+    # Streamed formats are 16-bit PCM, headed by `stream_header` (an open-ended WAV header) or headerless.
+    streamable: bool
+    encoder: tuple[str, str] | None  # libsndfile (format, subtype); None = headerless PCM16, written by us
+    served: bool = True  # offered as the HTTP API's response_format (where libsndfile can encode it)
+    stream_header: bool = False  # a streamed body starts with the open-ended WAV header
+    sample_rates: tuple[int, ...] = ()  # the only rates the encoder stores; () = any
+
+    @property
+    def extension(self) -> str:
+        return self.suffixes[0].lstrip(".")
+
+    def encode(self, pcm: np.ndarray, sample_rate: int) -> bytes:
+        """A complete file of the whole waveform (a WAV with exact sizes; 16-bit ones rounded by to_int16)."""
+        if self.encoder is None:
+            return to_int16(pcm).tobytes()
+        import soundfile as sf
+
+        buf = io.BytesIO()
+        data = to_int16(pcm) if self.encoder[1] == "PCM_16" else np.asarray(pcm, dtype=np.float32)
+        sf.write(buf, data, sample_rate, format=self.encoder[0], subtype=self.encoder[1])
+        return buf.getvalue()
+
+
+FORMATS: dict[str, AudioFormat] = {f.name: f for f in (
+    AudioFormat("wav", (".wav", ".wave"), "audio/wav", streamable=True, encoder=("WAV", "PCM_16"),
+                stream_header=True),
+    AudioFormat("flac", (".flac",), "audio/flac", streamable=False, encoder=("FLAC", "PCM_16")),
+    AudioFormat("mp3", (".mp3",), "audio/mpeg", streamable=False, encoder=("MP3", "MPEG_LAYER_III")),
+    AudioFormat("opus", (".opus",), "audio/opus", streamable=False, encoder=("OGG", "OPUS"), served=False,
+                sample_rates=(8000, 12000, 16000, 24000, 48000)),
+    AudioFormat("ogg", (".ogg",), "audio/ogg", streamable=False, encoder=("OGG", "VORBIS"), served=False),
+    AudioFormat("pcm", (".pcm", ".raw"), "audio/pcm", streamable=True, encoder=None),
+)}
+STREAMABLE = tuple(name for name, f in FORMATS.items() if f.streamable)
+
+
+def format_for_suffix(suffix: str) -> str | None:
+    """The format a file name ending names (".wave" -> "wav"), or None."""
+    suffix = suffix.lower()
+    return next((f.name for f in FORMATS.values() if suffix in f.suffixes), None)
+
+
 PART_SUFFIX = ".part"
 
 
@@ -53,10 +97,10 @@ def supported_formats() -> list[str]:
 
     available = sf.available_formats()
     names = []
-    for name, spec in _FORMATS.items():
-        if spec is None:
+    for name, f in FORMATS.items():
+        if f.encoder is None:
             names.append(name)
-        elif spec[0] in available and spec[1] in sf.available_subtypes(spec[0]):
+        elif f.encoder[0] in available and f.encoder[1] in sf.available_subtypes(f.encoder[0]):
             names.append(name)
     return names
 
@@ -69,21 +113,22 @@ def resolve_format(output: str | None, fmt: str | None, raw: bool) -> str:
         return "pcm"
     if fmt is not None:
         fmt = fmt.lower()
-        if fmt not in _FORMATS:
+        if fmt not in FORMATS:
             raise AudioOutputError(f"unknown audio format {fmt!r}; use one of "
                                    f"{', '.join(supported_formats())}.")
         if fmt not in supported_formats():
             raise AudioOutputError(f"this installation's libsndfile cannot encode {fmt}; use one of "
                                    f"{', '.join(supported_formats())}.")
-        named = _SUFFIXES.get(Path(output).suffix.lower()) if output and output != "-" else None
+        named = format_for_suffix(Path(output).suffix) if output and output != "-" else None
         if named is not None and named != fmt:
             raise AudioOutputError(f"--format {fmt} does not match the file name {output!r} ({named}); "
                                    f"name the file .{extension(fmt)} or drop --format.")
         return fmt
     if output and output != "-":
         suffix = Path(output).suffix.lower()
-        if suffix in _SUFFIXES:
-            return resolve_format(None, _SUFFIXES[suffix], False)
+        named = format_for_suffix(suffix)
+        if named is not None:
+            return resolve_format(None, named, False)
         if suffix:
             raise AudioOutputError(f"cannot tell the audio format from the file name {output!r}; add "
                                    f"--format ({', '.join(supported_formats())}) or use a known suffix.")
@@ -91,7 +136,8 @@ def resolve_format(output: str | None, fmt: str | None, raw: bool) -> str:
 
 
 def extension(fmt: str) -> str:
-    return {"pcm": "pcm"}.get(fmt, fmt)
+    """The file name ending (without the dot) we write `fmt` under."""
+    return FORMATS[fmt].extension
 
 
 class FileSink:
@@ -103,21 +149,22 @@ class FileSink:
         self.fmt = fmt
         self.part = self.path.with_name(self.path.name + PART_SUFFIX)
         self.samples = 0
-        if fmt == "opus" and sample_rate not in OPUS_RATES:
-            raise AudioOutputError(f"opus cannot store {sample_rate} Hz audio; use wav or flac.")
+        rates = FORMATS[fmt].sample_rates
+        if rates and sample_rate not in rates:
+            raise AudioOutputError(f"{fmt} cannot store {sample_rate} Hz audio; use wav or flac.")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            if fmt == "pcm":
+            if FORMATS[fmt].encoder is None:
                 self._raw: BinaryIO | None = open(self.part, "wb")  # noqa: SIM115 - closed in close()/abort()
                 self._sf = None
             else:
                 import soundfile as sf
 
-                spec = _FORMATS[fmt]
-                assert spec is not None
+                encoder = FORMATS[fmt].encoder
+                assert encoder is not None
                 self._raw = None
                 self._sf = sf.SoundFile(str(self.part), "w", samplerate=sample_rate, channels=1,
-                                        format=spec[0], subtype=spec[1])
+                                        format=encoder[0], subtype=encoder[1])
         except OSError as e:
             raise AudioOutputError(f"cannot write {self.path}: {e.strerror or e}; choose a writable "
                                    "location.") from None
@@ -174,11 +221,16 @@ def wav_header(sample_rate: int, data_bytes: int | None) -> bytes:
             + b"data" + struct.pack("<I", data_size))
 
 
+def stream_prefix(fmt: str, sample_rate: int) -> bytes:
+    """What a stream in `fmt` starts with: the open-ended WAV header, or nothing for raw PCM."""
+    return wav_header(sample_rate, None) if FORMATS[fmt].stream_header else b""
+
+
 class StreamSink:
     """WAV (unknown-length header) or raw PCM16 onto a binary stream such as stdout."""
 
     def __init__(self, stream: BinaryIO, sample_rate: int, fmt: str = "wav") -> None:
-        if fmt not in ("wav", "pcm"):
+        if not FORMATS[fmt].streamable:
             raise AudioOutputError(f"{fmt} cannot be streamed to standard output; use --format wav or "
                                    "--raw there, or give a file name with -o.")
         self.stream = stream
@@ -186,9 +238,9 @@ class StreamSink:
         self.fmt = fmt
         self.samples = 0
         self._header_at: int | None = None
-        if fmt == "wav":
+        if FORMATS[fmt].stream_header:
             self._header_at = _tell(stream)
-            self._put(wav_header(sample_rate, None))
+            self._put(stream_prefix(fmt, sample_rate))
 
     def _put(self, data: bytes) -> None:
         try:

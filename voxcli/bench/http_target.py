@@ -102,7 +102,7 @@ class HttpTarget(RealtimeTarget):
 def realtime_sim_target(model: str, gpu: str, overrides: list[str] | None, seed: int = 0,
                         name: str = "in-process") -> RealtimeTarget:
     """The in-process engine over the real-time simulated GPU (what `vox serve --executor sim` runs)."""
-    from voxcli.server.sessions import sim_session
+    from voxcli.session import sim_session
 
     session = sim_session(model, gpu, overrides)
     return EngineTarget(session.engine, name, seed)

@@ -8,37 +8,17 @@ from typing import Any
 
 from voxcli.bench.client import EngineTarget, SimTarget, Target
 from voxcli.bench.sweep import Variant
-from voxcli.config import ConfigError, EngineConfig, load_recipe, recipe_path
+from voxcli.config import ConfigError, EngineConfig
+from voxcli.session import EngineOptions, engine_config, open_session
 
 
 def model_config(
     model: str, executor: str, gpu: str = "", overrides: list[str] | None = None
 ) -> EngineConfig:
-    """Engine settings for `model`: its recipe in recipes/ when one exists by that name (e.g.
-    `qwen3-tts-1.7b`), else defaults with `model` as the checkpoint (a path or hub id); then the
-    executor/gpu, then `--set` overrides."""
-    try:
-        recipe_path(model)
-        cfg = load_recipe(model)
-    except ConfigError:
-        if executor == "sim":
-            from voxcli.models.registry import families
-
-            names = ", ".join(s.name for f in families() for s in f.sim.models)
-            raise ConfigError(
-                f"no recipe named {model!r} for the simulator: use a model recipe ({names}; "
-                "recipes/*.toml)"
-            ) from None
-        cfg = EngineConfig(model=model)
-    changes: dict[str, Any] = {"executor": executor}
-    if gpu:
-        changes["gpu"] = gpu
-    if executor == "cpu":
-        changes["device"] = "cpu"
-    if executor == "cuda" and not cfg.device.startswith("cuda"):
-        changes["device"] = "cuda"  # the model must live where the executor runs (--set may pick cuda:N)
-    cfg = cfg.replace(**changes)
-    return cfg.with_overrides(overrides)
+    """Engine settings for `model` on `executor` (and the sim's `gpu` profile), `--set` overrides applied:
+    the session layer's (`voxcli.session.engine_config`), so a bench measures what `vox say` and `vox
+    serve` run. `model` is a checkpoint (path, hub id, demo alias) or a model recipe (`qwen3-tts-1.7b`)."""
+    return engine_config(EngineOptions(model=model, executor=executor, gpu=gpu, sets=tuple(overrides or ())))
 
 
 def sim_target(config: EngineConfig, variant: Variant, seed: int = 0, profile: Any = None) -> Target:
@@ -48,27 +28,18 @@ def sim_target(config: EngineConfig, variant: Variant, seed: int = 0, profile: A
     cfg = config.with_overrides(variant.overrides)
 
     def make() -> Any:
-        from voxcli.engine.engine import Engine
-        from voxcli.engine.synthetic import SyntheticProgram
-
         # The stand-in has the model family's audio shape and, unless the recipe/--set gives a chunk
         # schedule, the family's sim schedule (the one the GPU profiles in recipes/gpus/ assume).
-        return Engine(SyntheticProgram.for_model(cfg.model), cfg, profile=profile)
+        return open_session(cfg, profile=profile, wall_clock=False).engine
 
     return SimTarget(make, variant.label, seed)
 
 
 def engine_target(config: EngineConfig, variant: Variant, seed: int = 0, program: Any = None) -> Target:
     """A real-clock engine; `program` (already loaded) is shared between variants to save the load."""
-    from voxcli.engine.engine import Engine
-
-    cfg = config.with_overrides(variant.overrides)
-    if program is None:
-        from voxcli.models import load_model
-
-        program = load_model(cfg.model, cfg.device, cfg.dtype)
-    voice = program.spec.voices[0] if program.spec.voices else None
-    return EngineTarget(Engine(program, cfg), variant.label, seed, voice=voice)
+    session = open_session(config.with_overrides(variant.overrides), program=program)
+    voices = session.spec.voices
+    return EngineTarget(session.engine, variant.label, seed, voice=voices[0] if voices else None)
 
 
 def dilate(config: EngineConfig, factor: float) -> EngineConfig:

@@ -9,5 +9,8 @@
     guard.py      API key, body size and time limits, one-sentence errors
     protocol.py   the uvicorn config and its h11 protocol with a header deadline (slowloris), JSON 400s
     delivery.py   whether a streamed body reached its client (done vs stopped_reading)
-    ray_app.py    scale-out: the same app as a Ray Serve deployment with N engine replicas
+    cli.py        `vox serve`: its flags, checked before anything loads, then one engine or the cluster
+
+The engine session comes from the session layer (`voxcli.session`); scale-out on Ray Serve lives in
+`voxcli.cluster`. Nothing here imports the `vox` CLI.
 """

@@ -9,9 +9,8 @@ from typing import Annotated
 
 import typer
 
+from voxcli.console import announce_demo, friendly_errors, say_line
 from voxcli.errors import VoxError
-
-SWITCH_INTERVAL_S = 0.0005
 
 SERVE_HELP = """Serve the OpenAI speech API (POST /v1/audio/speech) over the engine.
 
@@ -73,8 +72,6 @@ def serve(
         "--voice-map", help="OpenAI voice name -> model voice, e.g. alloy=ryan (repeatable or "
         "comma-separated; NAME=default: the model's default voice; off: no mapping).")] = None,
 ) -> None:
-    from voxcli.cli import _err, friendly_errors
-
     with friendly_errors():
         if not 0 < port < 65536:
             raise VoxError(f"--port must be 1..65535, got {port}.", 2)
@@ -94,10 +91,13 @@ def serve(
             import uvicorn
 
             from voxcli.server.app import create_app
-            from voxcli.server.service import Limits, SpeechService
+            from voxcli.server.service import SWITCH_INTERVAL_S, Limits, SpeechService
         except ImportError as e:
             raise VoxError(f"vox serve needs the serve extra ({e.name} is missing): pip install "
                            "'voxcli[serve]'.", 2) from None
+        from voxcli.session import open_session, runnable_config, serving_options
+
+        options = serving_options(model, executor, gpu, recipe, set_ or [], policy, device)
         chosen = None
         if placement is not None:
             from voxcli.placement import auto_placement, parse_placement
@@ -109,24 +109,22 @@ def serve(
             if voice_map:
                 raise VoxError("--voice-map works with one engine for now; a --placement uses the default "
                                "table (GET /v1/audio/voices shows it).", 2)
-            from voxcli.server.sessions import session_config
-
-            session_config(model, executor, gpu, recipe, set_ or [], policy, device)  # flags, before Ray
+            runnable_config(options)  # every flag mistake before Ray starts
             if chosen is None:
-                chosen, rps = auto_placement(model or "qwen3-tts-1.7b", gpu, replicas)
-                if not quiet:
-                    _err(f"--placement auto over {replicas} GPUs: {chosen.describe()} (predicted {rps:.1f} "
-                         "req/s by the throughput model of `vox profile`)")
-        if replicas == 1 and chosen is None:  # every flag mistake first (a busy port is not the first one)
-            from voxcli.server.sessions import session_config
+                from voxcli.models.registry import default_model
 
-            session_config(model, executor, gpu, recipe, set_ or [], policy, device)
+                chosen, rps = auto_placement(model or default_model(simulated=True), gpu, replicas)
+                if not quiet:
+                    say_line(f"--placement auto over {replicas} GPUs: {chosen.describe()} (predicted "
+                             f"{rps:.1f} req/s by the throughput model of `vox profile`)")
+        if replicas == 1 and chosen is None:  # every flag mistake first (a busy port is not the first one)
+            runnable_config(options)
         _check_port(host, port)  # before minutes of model loading, not after
         limits = Limits(max_input_chars=max_input_chars, max_body_bytes=max_body_bytes,
                         header_timeout_s=header_timeout, body_timeout_s=body_timeout)
         if chosen is not None:
-            from voxcli.server.ray_app import ReplicaSpec
-            from voxcli.server.ray_front import run_placement
+            from voxcli.cluster.ray_app import ReplicaSpec
+            from voxcli.cluster.ray_front import run_placement
 
             spec = ReplicaSpec(model=model, executor=executor, gpu=gpu, recipe=recipe, sets=set_ or [],
                                policy=policy, device=device, api_key=api_key, limits=asdict(limits))
@@ -136,17 +134,14 @@ def serve(
             if voice_map:
                 raise VoxError("--voice-map works with one engine for now; the replicas of --replicas use "
                                "the default table (GET /v1/audio/voices shows it).", 2)
-            from voxcli.server.ray_app import run_ray
+            from voxcli.cluster.ray_app import run_ray
 
             run_ray(replicas=replicas, model=model, executor=executor, gpu=gpu, recipe=recipe,
                     sets=set_ or [], policy=policy, device=device, host=host, port=port, api_key=api_key,
                     limits=limits, quiet=quiet)
             return
-        from voxcli.cli import announce_demo
-        from voxcli.server.sessions import open_session
-
         announce_demo(model, quiet)
-        session = open_session(model, executor, gpu, recipe, set_ or [], policy, device)
+        session = open_session(options)
         service = SpeechService(session, limits)
         if voice_map:
             from voxcli.server.voices import parse_voice_map
@@ -158,13 +153,11 @@ def serve(
                 raise
         app = create_app(service, api_key=api_key)
         if not quiet:
-            _err(f"serving {session.model} on http://{host}:{port} (POST /v1/audio/speech; Ctrl-C stops)")
+            say_line(f"serving {session.model} on http://{host}:{port} (POST /v1/audio/speech; Ctrl-C stops)")
             plan = getattr(session.engine, "memory_plan", None)
             if plan is not None:
-                _err(f"  {plan.summary()}")
-        # The engine's host loop shares the GIL with the event loop and the job threads: a waiting thread
-        # gets it only at the switch interval (5 ms by default), which a deadline scheduler feels.
-        sys.setswitchinterval(SWITCH_INTERVAL_S)
+                say_line(f"  {plan.summary()}")
+        sys.setswitchinterval(SWITCH_INTERVAL_S)  # the engine's host loop gets the GIL sooner (service.py)
         from voxcli.server.protocol import server_config
 
         uvicorn.Server(server_config(app, host, port, limits, log_level="warning" if quiet else "info")).run()

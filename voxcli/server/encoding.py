@@ -13,24 +13,23 @@ from __future__ import annotations
 
 import base64
 import functools
-import io
 import json
 from typing import Any
 
 import numpy as np
 
-from voxcli.audio import supported_formats, to_int16, wav_header
+from voxcli.audio import FORMATS, stream_prefix, supported_formats
 
-STREAMED = ("wav", "pcm")
-MEDIA_TYPES = {"wav": "audio/wav", "pcm": "audio/pcm", "flac": "audio/flac", "mp3": "audio/mpeg"}
-API_FORMATS = ("wav", "pcm", "flac", "mp3")
+__all__ = ["formats_here", "pcm_bytes", "stream_prefix", "encode_whole", "sse_event", "sse_delta", "sse_text",
+           "sse_done", "sse_error"]
 
 
 @functools.cache
 def formats_here() -> tuple[str, ...]:
-    """The response formats this installation can produce (asking libsndfile costs ~1 ms: once)."""
+    """The response formats this installation can produce: the table's served formats that this libsndfile
+    encodes (asking it costs ~1 ms: once)."""
     here = set(supported_formats())
-    return tuple(f for f in API_FORMATS if f in here)
+    return tuple(name for name, f in FORMATS.items() if f.served and name in here)
 
 
 def pcm_bytes(pcm: np.ndarray) -> bytes:
@@ -43,23 +42,9 @@ def pcm_bytes(pcm: np.ndarray) -> bytes:
     return x.astype("<i2").tobytes()
 
 
-def stream_prefix(fmt: str, sample_rate: int) -> bytes:
-    """What a streamed body starts with: the open-ended WAV header, or nothing for raw PCM."""
-    return wav_header(sample_rate, None) if fmt == "wav" else b""
-
-
 def encode_whole(pcm: np.ndarray, sample_rate: int, fmt: str) -> bytes:
     """A complete file in `fmt` (flac, mp3, or wav with exact sizes) from the whole waveform."""
-    import soundfile as sf
-
-    from voxcli.audio import _FORMATS
-
-    spec = _FORMATS[fmt]
-    assert spec is not None, fmt
-    buf = io.BytesIO()
-    data = to_int16(pcm) if spec[1] == "PCM_16" else np.asarray(pcm, dtype=np.float32)
-    sf.write(buf, data, sample_rate, format=spec[0], subtype=spec[1])
-    return buf.getvalue()
+    return FORMATS[fmt].encode(pcm, sample_rate)
 
 
 def sse_event(payload: dict[str, Any]) -> bytes:

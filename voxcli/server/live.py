@@ -26,8 +26,9 @@ import queue
 from typing import Any, Literal
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from voxcli.audio import STREAMABLE
 from voxcli.models.base import InputError, SynthesisRequest
 from voxcli.server import encoding
 from voxcli.server.guard import APIError
@@ -47,7 +48,7 @@ class LiveStart(BaseModel):
     voice: str | None = None
     language: str | None = None
     instructions: str | None = None
-    response_format: Literal["pcm", "wav"] = "pcm"
+    response_format: str = "pcm"  # a streamable format of voxcli.audio.FORMATS
     seed: int | None = None
     greedy: bool = False
     temperature: float | None = Field(default=None, gt=0)
@@ -56,6 +57,13 @@ class LiveStart(BaseModel):
     max_frames: int | None = Field(default=None, ge=1)
     cfg_scale: float | None = None
     options: dict[str, Any] | None = None
+
+    @field_validator("response_format")
+    @classmethod
+    def _streamable(cls, value: str) -> str:
+        if value not in STREAMABLE:
+            raise ValueError(f"Input should be {' or '.join(repr(f) for f in STREAMABLE)}")
+        return value
 
 
 LIVE_PATH = "/v1/audio/speech/live"

@@ -19,6 +19,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from voxcli.audio import FORMATS, STREAMABLE
 from voxcli.engine.stream import EngineClosed, RequestFailed, RequestRejected
 from voxcli.models.base import InputError, SamplingParams
 from voxcli.server import encoding
@@ -220,8 +221,8 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
         if fmt not in here:
             raise APIError(400, f"response_format {body.response_format!r} is not available here; use one of "
                                 f"{', '.join(here)}.", "response_format")
-        if body.stream_format == "sse" and fmt not in encoding.STREAMED:
-            raise APIError(400, f"stream_format sse carries wav or pcm audio, not {fmt}; use "
+        if body.stream_format == "sse" and not FORMATS[fmt].streamable:
+            raise APIError(400, f"stream_format sse carries {' or '.join(STREAMABLE)} audio, not {fmt}; use "
                                 "response_format pcm (or wav).", "stream_format")
         template = template_from(body, service)
         requests = service.requests_for(text, template, body.fixed_frames)
@@ -262,14 +263,14 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
         clock.chunk(first.pcm.size, first.t)  # type: ignore[union-attr]
         if clock.ttfa is not None:
             metrics.ttfa.observe(clock.ttfa)
-        if fmt not in encoding.STREAMED:
+        if not FORMATS[fmt].streamable:
             return await _whole_file(job, first, fmt, clock, metrics, watcher, shown)
         run = StreamRun(Delivery(request.scope, limits.write_stall_s, limits.max_unread_bytes))
         headers = {"Cache-Control": "no-store", "X-Sample-Rate": str(sr)}
         if shown is not None:  # the text written before the first audio (the body may carry more, sse)
             headers[TEXT_HEADER] = text_header(shown.all())
         body_iter = _stream(job, first, fmt, body.stream_format, clock, run, watcher, len(text), shown)
-        media = "text/event-stream" if body.stream_format == "sse" else encoding.MEDIA_TYPES[fmt]
+        media = "text/event-stream" if body.stream_format == "sse" else FORMATS[fmt].media_type
         if clock.ttfa is not None:
             headers["X-TTFA-Ms"] = f"{clock.ttfa * 1000:.1f}"
 
@@ -349,7 +350,7 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
         headers = {"Cache-Control": "no-store"}
         if shown is not None:
             headers[TEXT_HEADER] = text_header(shown.all())
-        return Response(data, media_type=encoding.MEDIA_TYPES[fmt], headers=headers)
+        return Response(data, media_type=FORMATS[fmt].media_type, headers=headers)
 
     @router.get("/v1/audio/voices")
     async def voices() -> dict[str, Any]:

@@ -24,6 +24,11 @@ from voxcli.models.base import SynthesisRequest
 from voxcli.speak import RequestTemplate, SpeechStats, Stopped, segment_requests, speak
 from voxcli.text_phase import Followed, TextTap
 
+# The engine's host loop shares the GIL with the event loop and the job threads: a waiting thread gets it
+# only at the switch interval (5 ms by default), which a deadline scheduler feels. Every process that
+# serves an engine (`vox serve`, each Ray replica) sets this one value.
+SWITCH_INTERVAL_S = 0.0005
+
 
 @dataclass
 class Limits:

@@ -19,8 +19,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from voxcli.server.service import Limits
+from voxcli.session import EngineOptions, serving_options
 
-ROUTER = "voxcli.server.ray_router:MostSlackRouter"
+ROUTER = "voxcli.cluster.ray_router:MostSlackRouter"
 
 
 @dataclass
@@ -36,6 +37,11 @@ class ReplicaSpec:
     device: str | None = None
     api_key: str | None = None
     limits: dict[str, float] = field(default_factory=dict)  # Limits as a dict (ints and seconds)
+
+    def options(self) -> EngineOptions:
+        """The replica's engine options; a real model queues every request as `vox serve` does."""
+        return serving_options(self.model, self.executor, self.gpu, self.recipe, self.sets, self.policy,
+                               self.device)
 
 
 def replica_resources(spec: ReplicaSpec) -> dict[str, float]:
@@ -59,7 +65,7 @@ def build_deployment(spec: ReplicaSpec, replicas: int, max_ongoing: int, name: s
             raise ImportError("the front door routes")
         from ray.serve.config import RequestRouterConfig
 
-        from voxcli.server import ray_router
+        from voxcli.cluster import ray_router
 
         options["request_router_config"] = RequestRouterConfig(
             request_router_class=ROUTER, request_routing_stats_period_s=ray_router.STATS_PERIOD_S,
@@ -72,13 +78,12 @@ def build_deployment(spec: ReplicaSpec, replicas: int, max_ongoing: int, name: s
         def __init__(self, spec_dict: dict[str, Any]) -> None:
             import sys
 
-            from voxcli.server.cli import SWITCH_INTERVAL_S
-            from voxcli.server.service import SpeechService
-            from voxcli.server.sessions import open_session
+            from voxcli.server.service import SWITCH_INTERVAL_S, SpeechService
+            from voxcli.session import open_session
 
             sys.setswitchinterval(SWITCH_INTERVAL_S)  # as in `vox serve`: the host loop gets the GIL sooner
             s = ReplicaSpec(**spec_dict)
-            session = open_session(s.model, s.executor, s.gpu, s.recipe, s.sets, s.policy, s.device)
+            session = open_session(s.options())
             self.service = SpeechService(session, Limits(**s.limits))
             self.api_key = s.api_key
             self.outcomes: Counter[str] = Counter()  # synthesize's requests by how they ended (metrics)
@@ -94,7 +99,7 @@ def build_deployment(spec: ReplicaSpec, replicas: int, max_ongoing: int, name: s
 
         def metrics(self) -> dict[str, Any]:
             """Counters and gauges for a placement's front door (ray_metrics.py)."""
-            from voxcli.server.ray_metrics import replica_metrics
+            from voxcli.cluster.ray_metrics import replica_metrics
 
             svc = self.service
             return replica_metrics({"queued_requests": svc.queued(), "running_requests": svc.active,
@@ -174,9 +179,9 @@ def serve_until_interrupted(message: str, quiet: bool) -> None:
     from ray import serve
 
     if not quiet:
-        from voxcli.cli import _err
+        from voxcli.console import say_line
 
-        _err(f"{message} (Ctrl-C stops)")
+        say_line(f"{message} (Ctrl-C stops)")
     try:
         while True:
             time.sleep(3600)
@@ -228,7 +233,7 @@ def batch_session(replicas: int, model: str | None, executor: str | None, recipe
         from voxcli.errors import VoxError
 
         raise VoxError("--replicas needs Ray Serve: pip install 'voxcli[ray]'.", 2) from None
-    from voxcli.cli import Session
+    from voxcli.session import Session
 
     spec = ReplicaSpec(model=model, executor=executor, recipe=recipe, sets=sets, policy=policy, device=device)
     if not ray.is_initialized():

@@ -24,13 +24,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from voxcli.engine.request import Timeline
-from voxcli.engine.roles import RoleEnd
-from voxcli.engine.stream import AudioChunk, AudioStream
-from voxcli.placement import Placement
-from voxcli.server.ray_app import ReplicaSpec, serve_until_interrupted
-from voxcli.server.ray_metrics import METRICS_PERIOD_S, ReplicaCollector, gather
-from voxcli.server.ray_roles import (
+from voxcli.cluster.ray_app import ReplicaSpec, serve_until_interrupted
+from voxcli.cluster.ray_metrics import METRICS_PERIOD_S, ReplicaCollector, gather
+from voxcli.cluster.ray_roles import (
     CALL_TIMEOUT_S,
     STATS_PERIOD_S,
     RelayStats,
@@ -39,6 +35,10 @@ from voxcli.server.ray_roles import (
     ray_init,
     ray_reason,
 )
+from voxcli.engine.request import Timeline
+from voxcli.engine.roles import RoleEnd
+from voxcli.engine.stream import AudioChunk, AudioStream
+from voxcli.placement import Placement
 
 
 @dataclass
@@ -346,8 +346,8 @@ class PlacementService:
     def build(front: PlacementEngine, model_spec: Any, model: str, frame_cap: Any, check_name: str,
               limits: Any) -> Any:
 
-        from voxcli.cli import Session
         from voxcli.server.service import SpeechService
+        from voxcli.session import Session
 
         session = Session(engine=front, spec=model_spec, model=model, check=remote_check(check_name),
                           frame_cap=frame_cap, backend="placement on Ray Serve")
@@ -416,7 +416,7 @@ def batch_placement_session(placement: Placement, spec: ReplicaSpec, quiet: bool
         ray_init(quiet)
         from ray import serve
 
-        from voxcli.cli import Session
+        from voxcli.session import Session
 
         serve.start(proxy_location="Disabled")
         front = None

@@ -23,10 +23,10 @@ from collections import Counter, deque
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from voxcli.cluster.ray_app import ReplicaSpec, build_deployment, replica_resources
+from voxcli.cluster.ray_metrics import replica_metrics
 from voxcli.engine.roles import CodeChunk, RoleEnd
 from voxcli.placement import Placement
-from voxcli.server.ray_app import ReplicaSpec, build_deployment, replica_resources
-from voxcli.server.ray_metrics import replica_metrics
 
 STATS_PERIOD_S = 0.2
 RELAY_KEEP = 100_000
@@ -59,14 +59,12 @@ class LMReplica:
     def __init__(self, spec_dict: dict[str, Any], pcm_scale: float = 0.0) -> None:
         import sys
 
-        from voxcli.server.cli import SWITCH_INTERVAL_S
-        from voxcli.server.service import SpeechService
-        from voxcli.server.sessions import open_session
+        from voxcli.server.service import SWITCH_INTERVAL_S, SpeechService
+        from voxcli.session import open_session
 
         sys.setswitchinterval(SWITCH_INTERVAL_S)
         s = ReplicaSpec(**spec_dict)
-        session = open_session(s.model, s.executor, s.gpu, s.recipe, s.sets, s.policy, s.device, role="lm",
-                               pcm_scale=pcm_scale)
+        session = open_session(s.options(), role="lm", pcm_scale=pcm_scale)
         self.service = SpeechService(session)  # its routing_stats: the LM's slack
         self.engine = session.engine
         _log_plan("lm", self.engine)
@@ -160,13 +158,12 @@ class CodecReplica:
                  idle_timeout_s: float = CODEC_IDLE_TIMEOUT_S) -> None:
         import sys
 
-        from voxcli.server.cli import SWITCH_INTERVAL_S
-        from voxcli.server.sessions import open_session
+        from voxcli.server.service import SWITCH_INTERVAL_S
+        from voxcli.session import open_session
 
         sys.setswitchinterval(SWITCH_INTERVAL_S)
         s = ReplicaSpec(**spec_dict)
-        self.engine = open_session(s.model, s.executor, s.gpu, s.recipe, s.sets, s.policy, s.device,
-                                   role="codec", pcm_scale=pcm_scale).engine
+        self.engine = open_session(s.options(), role="codec", pcm_scale=pcm_scale).engine
         _log_plan("codec", self.engine)
         self._opened: dict[str, Any] = {}  # key -> stream, until its `audio` call claims it
         self.outcomes: Counter[str] = Counter()

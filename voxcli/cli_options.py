@@ -1,0 +1,139 @@
+"""The flags `vox say` and `vox batch` share, and what they become: engine options, a request template.
+
+Typer `Annotated` aliases keep the command signatures readable; the checks are `voxcli.request_fields`'
+(one sentence naming the flag, before a model loads), and the engine opens through the session layer
+(`voxcli.session`), as every front end's does. Nothing heavy is imported until a command runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from voxcli.console import announce_demo
+from voxcli.errors import VoxError
+from voxcli.session import EngineOptions, Session, engine_config, opened
+
+# Common options (typer Annotated aliases keep the command signatures readable).
+ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Hub id, local checkpoint folder, or "
+                                              "'demo' (tiny, offline). Default: the recipe's model "
+                                              "(Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice).")]
+VoiceOpt = Annotated[str | None, typer.Option("--voice", "-v", help="Speaker name (see vox voices).")]
+LangOpt = Annotated[str | None, typer.Option("--lang", help="Language (see vox voices); default auto.")]
+InstrOpt = Annotated[str | None, typer.Option("--instructions", help="Style / voice description for "
+                                              "instructable models.")]
+SeedOpt = Annotated[int | None, typer.Option("--seed", help="Sampling seed, for repeatable output.")]
+GreedyOpt = Annotated[bool, typer.Option("--greedy", help="Greedy decoding with the model's own rules "
+                                         "(reproducible).")]
+TempOpt = Annotated[float | None, typer.Option("--temperature", help="Sampling temperature.")]
+TopKOpt = Annotated[int | None, typer.Option("--top-k", help="Top-k sampling (0 = off).")]
+TopPOpt = Annotated[float | None, typer.Option("--top-p", help="Top-p (nucleus) sampling.")]
+RepOpt = Annotated[float | None, typer.Option("--repetition-penalty", help="Repetition penalty.")]
+CfgOpt = Annotated[float | None, typer.Option("--cfg-scale", help="Classifier-free guidance scale for "
+                                              "models with CFG (Dia); 1 = off. Default: the model's.")]
+MaxFramesOpt = Annotated[int | None, typer.Option("--max-frames", help="Cap on audio frames per sentence.")]
+RecipeOpt = Annotated[str | None, typer.Option("--recipe", help="Engine recipe name or TOML file.")]
+SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Engine setting key=value (repeatable), "
+                                                   "e.g. --set policy=sync --set chunk.first=2.")]
+PolicyOpt = Annotated[str | None, typer.Option("--policy", help="Scheduling policy: sync, sync2, lanes, "
+                                               "full.")]
+ExecOpt = Annotated[str | None, typer.Option(
+    "--executor", help="Executor backend: auto (cuda when torch sees a GPU, else cpu), cpu, cuda, sim.")]
+DeviceOpt = Annotated[str | None, typer.Option("--device", help="Torch device: auto, cpu or cuda.")]
+DtypeOpt = Annotated[str | None, typer.Option("--dtype", help="Weights and KV: auto (bfloat16 on CUDA and on "
+                                              "CPUs with bfloat16 instructions, else float32), float32 or "
+                                              "bfloat16. Same as --set dtype=...")]
+
+
+FormatOpt = Annotated[str | None, typer.Option("--format", help="wav, flac, pcm (and mp3, opus, ogg when "
+                                               "libsndfile can encode them). Default: from the file name, "
+                                               "else wav.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress or timing lines on stderr.")]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", help="Add the memory plan (KV pages, positions, "
+                                          "codec slots, bytes) to the timing line.")]
+
+
+
+def engine_options(model: str | None, recipe: str | None, sets: list[str] | None, policy: str | None,
+                   executor: str | None, device: str | None, dtype: str | None) -> EngineOptions:
+    """Offline synthesis (say, batch) wants every request served, late or not: it queues them all (the
+    recipes' TTFA gate sheds load for serving) unless --set admission=... says otherwise. --dtype is
+    --set dtype=... (the config validates it, naming the values it accepts; Ray replicas get it so)."""
+    sets = [*(sets or ()), *([f"dtype={dtype}"] if dtype is not None else [])]
+    return EngineOptions(model=model, recipe=recipe, sets=tuple(sets), policy=policy, executor=executor,
+                         device=device, admission="deadline")
+
+
+@contextlib.contextmanager
+def open_cli_session(options: EngineOptions, quiet: bool) -> Iterator[Session]:
+    """The flags checked, the demo note said (unless --quiet), then the engine; closed on the way out."""
+    config = engine_config(options)
+    announce_demo(config.model, quiet)
+    with opened(config) as session:
+        yield session
+
+
+def request_template(voice: str | None, lang: str | None, instructions: str | None, seed: int | None,
+                     greedy: bool, temperature: float | None, top_k: int | None, top_p: float | None,
+                     repetition_penalty: float | None, max_frames: int | None,
+                     cfg_scale: float | None) -> Any:
+    """Every SynthesisRequest field the flags give, checked (the text comes later)."""
+    from voxcli.request_fields import check_max_frames, check_seed, sampling_params
+    from voxcli.speak import RequestTemplate
+
+    check_seed(seed, "--seed")
+    check_max_frames(max_frames, "--max-frames")
+    sampling = sampling_params(greedy, temperature, top_k, top_p, repetition_penalty, prefix="--")
+    return RequestTemplate(voice=voice, language=lang, instructions=instructions, seed=seed,
+                           sampling=sampling,
+                           max_frames=max_frames, cfg_scale=cfg_scale)
+
+
+def check_output_file(output: str | None) -> None:
+    """Fail before the model loads (not after the synthesis) when -o cannot become a file."""
+    if output is None or output == "-":
+        return
+    path = Path(output)
+    if path.is_dir():
+        raise VoxError(f"-o {output} is a directory; give a file name such as {path / 'speech.wav'}.", 2)
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise VoxError(f"-o {output}: {parent} is not a directory; choose another output path.", 2)
+
+
+def plan_line(engine: Any) -> str:
+    """`--verbose`: the engine's memory plan, as a second line of the timing line."""
+    plan = getattr(engine, "memory_plan", None)
+    return f"\n  {plan.summary()}" if plan is not None else "\n  memory plan: none (pools as configured)"
+
+
+def isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """A run killed politely (SIGTERM) stops as cleanly as one interrupted with Ctrl-C."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -1,0 +1,103 @@
+"""How the command-line front ends (`vox`, `vox serve`, `vox bench`, the Ray launchers) talk on stderr.
+
+Every error reaches the user as one line on stderr and a non-zero exit code (`friendly_errors`); `vox
+--debug …` shows the traceback instead (`STATE.debug`). This module sits below every front end and
+imports none of them, so `vox serve` and the cluster launchers report errors the way `vox say` does
+without importing the CLI. It imports nothing heavy: handling an error must not load numpy or torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import typer
+
+from voxcli.errors import VoxError
+
+
+@dataclass
+class _State:
+    debug: bool = False
+
+
+STATE = _State()
+DEMO_NOTE = "note: the demo model has tiny random weights; its audio is noise-like, not speech."
+
+
+def say_line(message: str) -> None:
+    """One line for the user on stderr, prefixed `vox: `."""
+    typer.echo(f"vox: {message}", err=True)
+
+
+def click_exception_type() -> type[Exception]:
+    """The ClickException class this typer raises for usage mistakes, found through typer's public
+    `BadParameter` (a ClickException subclass): click's own in typer < 0.20, typer's vendored copy in newer
+    ones. Never a private module path, so a typer that moves its internals cannot break error handling."""
+    return next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+# The error classes that read as one sentence: (module, class, a usage mistake -> exit 2 else 1). Looked
+# up only among modules already imported (a class whose module never loaded cannot have been raised),
+# so handling errors imports nothing: `vox --help` and `vox models` stay free of numpy and torch.
+KNOWN_ERRORS = (("voxcli.text", "TextInputError", True), ("voxcli.config", "ConfigError", True),
+                ("voxcli.audio", "AudioOutputError", False), ("voxcli.playback", "PlaybackError", False),
+                ("voxcli.models.base", "ModelError", False), ("voxcli.speak", "SpeechFailed", False))
+
+
+def known_error_types() -> tuple[tuple[type, ...], tuple[type, ...]]:
+    """(usage mistakes, failures) among the KNOWN_ERRORS whose modules are loaded."""
+    usage: list[type] = []
+    failure: list[type] = []
+    for module, name, is_usage in KNOWN_ERRORS:
+        cls = getattr(sys.modules.get(module), name, None)
+        if isinstance(cls, type):
+            (usage if is_usage else failure).append(cls)
+    return tuple(usage), tuple(failure)
+
+
+@contextlib.contextmanager
+def friendly_errors() -> Iterator[None]:
+    """Known failures -> one sentence on stderr + exit code; anything else too, with a hint to --debug."""
+    try:
+        yield
+    except (typer.Exit, typer.Abort, SystemExit):
+        raise
+    except Exception as e:
+        if isinstance(e, click_exception_type()):
+            raise
+        if STATE.debug:
+            raise
+        if isinstance(e, VoxError):
+            say_line(f"error: {e}")
+            raise typer.Exit(e.exit_code) from None
+        usage, failure = known_error_types()
+        if isinstance(e, usage + failure):
+            say_line(f"error: {e}")
+            raise typer.Exit(2 if isinstance(e, usage) else 1) from None
+        say_line(f"internal error: {type(e).__name__}: {e} (run vox --debug … for the traceback, and please "
+                 "report it).")
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        if STATE.debug:
+            raise
+        say_line("interrupted.")
+        raise typer.Exit(130) from None
+
+
+def announce_demo(model: str | None, quiet: bool) -> None:
+    """One note for a demo model (random weights), unless --quiet; the loader's own warning is then
+    suppressed, so the note is never said twice and --quiet means quiet (say, batch, serve)."""
+    if model is None:
+        return
+    from voxcli.models import is_demo
+
+    if not is_demo(model):
+        return
+    if not quiet:
+        say_line(DEMO_NOTE)
+    import voxcli.models as models
+
+    models._demo_warned.add(model)

@@ -1,0 +1,257 @@
+"""The session layer: the one place where a model and its options become a running engine.
+
+Every front end opens engines here and nowhere else: the CLI (`vox say`, `vox batch`), `vox serve`, the
+Ray replicas (`voxcli.cluster`), the bench's targets and the Python API (`voxcli.api`). Data flows one
+way: front ends -> this layer -> engine -> executors -> models; nothing here imports a front end.
+
+    EngineOptions    what a user chooses (the CLI's flags, `voxcli.load`'s keywords, a replica's spec)
+    serving_options  the options `vox serve` and its Ray replicas run with
+    engine_config    options -> checked EngineConfig, without loading anything (flag mistakes first);
+                     runnable_config adds what opening needs (the sim: a cost profile)
+    open_session     options or a config -> Session: the model loaded (or the simulated GPU), an engine
+    Session          the engine with what a front end needs beside it (spec, request check, frame cap)
+
+Settings from options, in order: the recipe (`recipe=`; else the one the model's family registers for
+it; else the shipped recipe the model names, as the sim's `--model qwen3-tts-1.7b` does; else the
+defaults), `admission=` (offline synthesis queues every request), `sets` (key=value) and `dtype=`, then
+model/policy/executor/device/gpu. A model named by its recipe keeps the recipe's checkpoint; a cpu or
+cuda executor without a device puts the model where the executor runs. No model named: the registry's
+default (`models.registry.default_model`). Imports stay light (no torch) until a session opens; tests
+replace `engine_factory` to run every front end over another engine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from voxcli.config import EngineConfig
+
+
+@dataclass
+class Session:
+    """An open engine and what a front end needs beside it."""
+
+    engine: Any
+    spec: Any  # ModelSpec
+    model: str
+    # The model's cheap request check (ModelProgram.check): voice, language, options... before synthesis.
+    check: Callable[[Any], None]
+    # Bounds generation when the request gives no max_frames: set for the demo models, whose random
+    # weights would otherwise run to the engine's hard cap (minutes of noise).
+    frame_cap: Any = None
+    backend: str = ""  # "cuda executor on cuda" / "cpu executor on cpu", shown in the timing line
+
+    def close(self) -> None:
+        close = getattr(self.engine, "close", None)
+        if close is not None:
+            close()
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """A user's engine choices; None = the recipe's (or the default) value."""
+
+    model: str | None = None  # hub id, checkpoint folder, demo alias, or (sim) a model recipe name
+    recipe: str | None = None  # shipped recipe name or TOML file
+    sets: Sequence[str] = ()  # `--set key=value` overrides
+    policy: str | None = None
+    executor: str | None = None  # cpu, cuda, sim (auto: cuda when torch sees a GPU)
+    device: str | None = None
+    gpu: str = ""  # the sim's cost profile (h100, h200, b200)
+    dtype: str | None = None  # same as a `dtype=` set
+    admission: str | None = None  # replaces the recipe's admission policy, before `sets`
+
+    @staticmethod
+    def sets_from(settings: Mapping[str, Any] | Sequence[str] | None) -> tuple[str, ...]:
+        """`{"policy": "sync"}` or `["policy=sync"]` -> the `--set` strings the config parses."""
+        if settings is None:
+            return ()
+        if isinstance(settings, str):  # one "key=value", not its characters
+            return (settings,)
+        if isinstance(settings, Mapping):
+            return tuple(f"{k}={_set_value(v)}" for k, v in settings.items())
+        return tuple(settings)
+
+
+def _set_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_set_value(v) for v in value) + "]"
+    return str(value)
+
+
+def serving_options(model: str | None, executor: str | None, gpu: str, recipe: str | None,
+                    sets: Sequence[str], policy: str | None, device: str | None) -> EngineOptions:
+    """What `vox serve` and each of its Ray replicas run: a real model queues every request (admission
+    deadline), as `vox say` does; the simulated GPU keeps its recipe's admission (the TTFA gate)."""
+    return EngineOptions(model=model, recipe=recipe, sets=tuple(sets), policy=policy, executor=executor,
+                         device=device, gpu=gpu, admission=None if executor == "sim" else "deadline")
+
+
+def engine_config(o: EngineOptions) -> EngineConfig:
+    """The engine settings `o` asks for, checked without loading a model or touching a device: every
+    mistake in the options is a ConfigError (one sentence) before anything slow starts."""
+    from voxcli.config import ConfigError, load_recipe, recipe_for_model, recipe_path, resolve_auto
+    from voxcli.models.registry import default_model, families
+
+    simulated = o.executor == "sim"
+    if simulated and o.recipe:
+        raise ConfigError("--recipe does not apply to --executor sim; --model names the recipe there.")
+    model = o.model or default_model(simulated)
+    recipe = o.recipe or recipe_for_model(model)
+    names_recipe = False  # the model is a shipped recipe's name (qwen3-tts-1.7b): the recipe names the model
+    if recipe is None:
+        try:
+            recipe_path(model)
+            recipe, names_recipe = model, True
+        except ConfigError:
+            if simulated:
+                names = ", ".join(s.name for f in families() for s in f.sim.models)
+                raise ConfigError(f"no recipe named {model!r} for the simulator: use a model recipe "
+                                  f"({names}; recipes/*.toml)") from None
+    cfg = load_recipe(recipe)
+    if o.admission is not None:
+        cfg = cfg.replace(admission=o.admission)
+    sets = [*o.sets, *([f"dtype={o.dtype}"] if o.dtype is not None else [])]
+    cfg = cfg.with_overrides(sets).validate()
+    changes: dict[str, Any] = {k: v for k, v in (("policy", o.policy), ("executor", o.executor),
+                                                 ("device", o.device)) if v is not None}
+    if o.model is not None and not names_recipe:
+        changes["model"] = o.model
+    if o.gpu:
+        changes["gpu"] = o.gpu
+    if o.device is None and o.executor in ("cpu", "cuda") and not cfg.device.startswith(o.executor):
+        changes["device"] = o.executor  # the model lives where the executor runs (a set may pick cuda:N)
+    cfg = cfg.replace(**changes) if changes else cfg
+    return cfg if simulated else resolve_auto(cfg)
+
+
+def runnable_config(o: EngineOptions) -> EngineConfig:
+    """`engine_config` plus what opening it needs beyond valid settings (the sim: a cost profile)."""
+    return _check_runnable(engine_config(o))
+
+
+def _check_runnable(config: EngineConfig, profile: Any = None) -> EngineConfig:
+    if config.executor == "sim" and not config.gpu and profile is None:
+        from voxcli.config import ConfigError
+
+        raise ConfigError("--executor sim needs --gpu h100, h200 or b200 (the cost profile to simulate).")
+    return config
+
+
+def default_engine_factory(config: EngineConfig) -> Session:
+    """Load the model and start an engine on it (the cpu executor unless the config says otherwise)."""
+    from voxcli.models_cmd import ensure_available
+
+    ensure_available(config.model)
+    from voxcli.models import is_demo, load_model
+
+    if config.threads:
+        import torch
+
+        torch.set_num_threads(config.threads)
+    program = load_model(config.model, config.device, config.dtype)
+    cap = None
+    if is_demo(config.model):
+        from voxcli.speak import speech_length_cap
+
+        cap = speech_length_cap(program.spec.frame_rate)
+    session = _program_session(program, config)
+    session.frame_cap = cap
+    return session
+
+
+# Tests may replace this (monkeypatch) to run every front end over a different engine.
+engine_factory: Callable[[EngineConfig], Session] = default_engine_factory
+
+
+def open_session(options: EngineOptions | EngineConfig, role: str = "both", pcm_scale: float = 0.0, *,
+                 program: Any = None, profile: Any = None, wall_clock: bool = True) -> Session:
+    """A Session on the model and engine `options` ask for (loads the model; may take a while).
+
+    `role` lm or codec: a role engine of a disaggregated placement (engine/roles.py); `pcm_scale`: the
+    sim's audio (frame index x scale; 0 = silence), for tests that read back which frames were heard.
+    For the bench: `program`, an already loaded ModelProgram to run (shared by the variants of a sweep);
+    `profile`, a CostProfile in place of recipes/gpus/<gpu>.toml; `wall_clock=False`, the sim on a virtual
+    clock (a capacity run that takes no wall time) instead of advancing with the wall clock."""
+    from voxcli.config import EngineConfig
+
+    if isinstance(options, EngineConfig):
+        config = _check_runnable(options, profile)
+    else:
+        config = _check_runnable(engine_config(options), profile)
+    if config.executor == "sim":  # named as the user named it (a model recipe), not by its checkpoint
+        from voxcli.models.registry import default_model
+
+        name = (options.model or default_model(True)) if isinstance(options, EngineOptions) else config.model
+        return _sim_session(config.replace(role=role), pcm_scale, name, profile, wall_clock)
+    if program is None and role == "both":
+        return engine_factory(config)
+    if program is None:
+        from voxcli.models import load_model
+
+        program = load_model(config.model, config.device, config.dtype)
+    return _program_session(program, config.replace(role=role))
+
+
+def _program_session(program: Any, config: EngineConfig) -> Session:
+    """An engine of `config.role` over a loaded model program."""
+    role = "" if config.role == "both" else f" ({config.role})"
+    return Session(engine=_engine_class(config.role)(program, config), spec=program.spec, model=config.model,
+                   check=program.check, backend=f"{config.executor} executor on {config.device}{role}")
+
+
+@contextlib.contextmanager
+def opened(options: EngineOptions | EngineConfig) -> Iterator[Session]:
+    """`open_session` for a `with` block: the engine is closed on the way out."""
+    session = open_session(options)
+    try:
+        yield session
+    finally:
+        session.close()
+
+
+def _sim_session(config: EngineConfig, pcm_scale: float, name: str, profile: Any,
+                 wall_clock: bool) -> Session:
+    """The sim's SyntheticProgram (audio of the right length; frame index x `pcm_scale`) on the profiled
+    device: advanced by the wall clock (RealtimeSimExecutor, what `vox serve --executor sim` runs) or, for
+    the bench, by the engine's own virtual clock."""
+    from voxcli.engine.synthetic import SyntheticProgram
+
+    # the model family's audio shape and sim chunk schedule, unless the recipe/--set gives one
+    program = SyntheticProgram.for_model(config.model, pcm_scale=pcm_scale)
+    engine_class = _engine_class(config.role)
+    if not wall_clock:
+        engine = engine_class(program, config, profile=profile)
+    else:
+        from voxcli.engine.estimates import load_profile
+        from voxcli.engine.executors.realtime_sim import RealtimeSimExecutor
+        from voxcli.engine.lanes import lane_layout
+
+        profile = profile if profile is not None else load_profile(config)
+        executor = RealtimeSimExecutor(program, profile, lane_layout(config))
+        engine = engine_class(program, config, executor=executor, profile=profile)
+    return Session(engine=engine, spec=program.spec, model=name, check=program.check,
+                   backend=f"sim executor on a simulated {config.gpu or 'device'}")
+
+
+def _engine_class(role: str) -> Any:
+    if role == "both":
+        from voxcli.engine.engine import Engine
+
+        return Engine
+    from voxcli.engine.roles import CodecEngine, LMEngine
+
+    return {"lm": LMEngine, "codec": CodecEngine}[role]
+
+
+def sim_session(model: str, gpu: str, sets: Sequence[str] | None = None, policy: str | None = None,
+                role: str = "both", pcm_scale: float = 0.0) -> Session:
+    """The real-time simulated `gpu` serving model recipe `model` (what `vox serve --executor sim` runs)."""
+    return open_session(EngineOptions(model=model, executor="sim", gpu=gpu, sets=tuple(sets or ()),
+                                      policy=policy), role, pcm_scale)
