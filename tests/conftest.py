@@ -55,10 +55,23 @@ def tiny_voice_design(tiny_root) -> Path:
 @pytest.fixture(scope="session")
 def audio_root(tmp_path_factory) -> Path:
     """The audio tests' shared case (speech tokenizer + speaker encoder weights, inputs), built once;
-    see tests/audio_case.py."""
-    from audio_case import audio_case
+    see tests/support/audio_case.py."""
+    from support.audio_case import audio_case
 
     r = tmp_path_factory.getbasetemp() / "audio_case"
     r.mkdir(exist_ok=True)
     audio_case(r)
     return r
+
+
+@pytest.fixture(scope="module")
+def cosyvoice_ckpt(tmp_path_factory):
+    """A tiny CosyVoice 3 checkpoint whose spk2info holds a second speaker (another prompt length and pad);
+    built once per module that asks (the codec tests, the role-binding tests)."""
+    from voxcli.models.cosyvoice3.tiny import SPEAKER, build_tiny, speaker_entry
+
+    d = build_tiny(tmp_path_factory.mktemp("cosy") / "ckpt")
+    spk = torch.load(d / "spk2info.pt", weights_only=True)
+    spk["second"] = speaker_entry(d, 22, torch.Generator().manual_seed(5))  # another prompt length / pad
+    torch.save({SPEAKER: spk[SPEAKER], "second": spk["second"]}, d / "spk2info.pt")
+    return d

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 import soundfile as sf
-from cli_fakes import SPEC, SR, FakeEngine
+from support.cli_fakes import SPEC, SR, FakeEngine
 from voxcli.models.base import InputError, SamplingParams
 
 import voxcli

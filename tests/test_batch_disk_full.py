@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cli_harness import DemoHarness
+from support.cli_harness import DemoHarness
 
 import voxcli.batch as batch_mod
 from voxcli.audio import FileSink

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-from cli_fakes import FakeDevice
+from support.cli_fakes import FakeDevice
 from typer.testing import CliRunner
 
 from voxcli import cli, playback

@@ -11,7 +11,7 @@ import struct
 
 import pytest
 import soundfile as sf
-from cli_fakes import SPEC, SR, FakeDevice, FakeEngine
+from support.cli_fakes import SPEC, SR, FakeDevice, FakeEngine
 from typer.testing import CliRunner
 from voxcli.models.base import check_voice_and_language
 

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 import soundfile as sf
-from cli_fakes import SR, FakeDevice, FakeEngine
+from support.cli_fakes import SR, FakeDevice, FakeEngine
 
 from voxcli.audio import AudioOutputError, FileSink, StreamSink, resolve_format, to_int16
 from voxcli.playback import Player

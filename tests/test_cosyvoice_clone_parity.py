@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import soundfile as sf
-from cosyvoice_oracle import require_audio_frontend, run_cases
+from oracle.drive_cosyvoice import require_audio_frontend, run_cases
 from typer.testing import CliRunner
 
 pytestmark = pytest.mark.oracle

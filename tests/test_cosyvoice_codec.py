@@ -12,14 +12,8 @@ from voxcli.models.base import CheckpointError, CodecItem, InputError, SamplingP
 
 
 @pytest.fixture(scope="module")
-def ckpt(tmp_path_factory):
-    from voxcli.models.cosyvoice3.tiny import SPEAKER, build_tiny, speaker_entry
-
-    d = build_tiny(tmp_path_factory.mktemp("cosy") / "ckpt")
-    spk = torch.load(d / "spk2info.pt", weights_only=True)
-    spk["second"] = speaker_entry(d, 22, torch.Generator().manual_seed(5))  # another prompt length / pad
-    torch.save({SPEAKER: spk[SPEAKER], "second": spk["second"]}, d / "spk2info.pt")
-    return d
+def ckpt(cosyvoice_ckpt):  # conftest.py: two speakers
+    return cosyvoice_ckpt
 
 
 @pytest.fixture(scope="module")

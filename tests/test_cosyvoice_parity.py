@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import soundfile as sf
-from cosyvoice_oracle import run_cases
+from oracle.drive_cosyvoice import run_cases
 from typer.testing import CliRunner
 from voxcli.models.base import CodecItem, Row, SamplingParams, SynthesisRequest
 

@@ -14,7 +14,7 @@ pytest.importorskip("fastapi", reason="the serve extra is not installed (pip ins
 httpx = pytest.importorskip("httpx", reason="httpx is not installed (the test extra)")
 sf = pytest.importorskip("soundfile")
 
-from serve_util import running_server  # noqa: E402
+from support.serve_util import running_server  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from voxcli import cli  # noqa: E402

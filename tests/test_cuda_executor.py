@@ -1,22 +1,20 @@
-"""The cuda executor's logic on the CPU: bucket selection, graph-table keys, lane placement, launch /
-event polling / finish, eager fallback, cross-stream ordering. Device operations are an eager stand-in
-(`FakeOps`); the real CUDA path is exercised by the CUDA-only test at the end and by gpu_check."""
+"""The cuda executor's logic on the CPU: bucket selection, graph-table keys, lane placement, launch / event
+polling / finish, eager fallback, cross-stream ordering. Device operations are an eager stand-in
+(`FakeOps`, tests/support/cuda_fakes.py); the real CUDA path is exercised by the CUDA-only test at the end
+and by gpu_check."""
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import time
-from dataclasses import dataclass
 
 import pytest
 import torch
+from support.cuda_fakes import FakeOps, FakeProgram, R, fake_lane_streams
 
 from voxcli.config import EngineConfig
 from voxcli.engine.executors.base import Work
 from voxcli.engine.executors.cuda import BucketError, CudaExecutor, GraphStage, graph_keys
 from voxcli.engine.lanes import lane_layout
-from voxcli.engine.partitions import LaneStreams
 
 # ---------------------------------------------------------------- the lane plan, as the executor reads it
 FULL = lane_layout(EngineConfig(policy="full"))
@@ -55,144 +53,6 @@ def test_unsplit_policies_keep_one_partition_name_per_lane_and_capture_no_urgent
     assert set(lane_layout(EngineConfig(policy="sync")).stream.values()) == {"lm"}
     assert lane_layout(EngineConfig(policy="sync2")).stream["background"] == "codec"
     assert (FULL.partition["urgent"], FULL.stream["urgent"]) == ("device", "device")
-
-
-# ---------------------------------------------------------------- fakes
-class FakeEvent:
-    def __init__(self):
-        self.stream, self.fired = None, False
-
-
-class FakeOps:
-    """Eager stand-in for TorchCudaOps. `hold` keeps recorded events pending until `release()`."""
-
-    device = torch.device("cpu")
-
-    def __init__(self, hold: bool = False):
-        self.hold, self.log, self.pending = hold, [], []
-        self.tls = threading.local()
-
-    @contextlib.contextmanager
-    def on(self, stream):
-        prev = getattr(self.tls, "stream", None)
-        self.tls.stream = stream
-        try:
-            yield
-        finally:
-            self.tls.stream = prev
-
-    def current(self):
-        return getattr(self.tls, "stream", None)
-
-    def event(self):
-        return FakeEvent()
-
-    def record(self, ev, stream):
-        ev.stream = stream
-        if self.hold:
-            self.pending.append(ev)
-        else:
-            ev.fired = True
-
-    def release(self):
-        for ev in self.pending:
-            ev.fired = True
-        self.pending.clear()
-
-    def done(self, ev):
-        return ev.fired
-
-    def wait_event(self, stream, ev):
-        self.log.append(("wait", stream, ev.stream))
-
-    def pool(self):
-        return object()
-
-    def capture(self, run, stream, pool):
-        self.log.append(("capture", stream, pool))
-        outs = run()
-        return run, outs
-
-    def replay(self, graph):
-        self.log.append(("replay", self.current()))
-        graph()
-
-    def host_mirror(self, t):
-        return torch.empty_like(t)
-
-    def synchronize(self):
-        pass
-
-
-@dataclass
-class R:
-    value: float
-    slot: int = -1
-
-
-class FakeProgram:
-    """decode: y = 2x per row; codec: y = x + 100. Static buffers per (stage, bucket, lane)."""
-
-    def __init__(self, graphed: bool = True, ops: FakeOps | None = None):
-        self.graphed, self.ops, self.loads, self.eager_calls = graphed, ops, [], []
-
-    def graph_stage(self, stage, bucket, lane, device):
-        if not self.graphed:
-            return None
-        x, y = torch.zeros(bucket), torch.zeros(bucket)
-
-        def run():
-            if stage == "decode":
-                torch.mul(x, 2, out=y)
-            else:
-                torch.add(x, 100, out=y)
-            return {"y": y}
-
-        def load(rows):
-            if any(r.value < 0 for r in rows):
-                raise ValueError("negative input")
-            self.loads.append((stage, bucket, lane, self.ops.current() if self.ops else None))
-            x.zero_()
-            x[: len(rows)] = torch.tensor([r.value for r in rows])
-
-        def finish(rows, host):
-            return [float(host["y"][i]) for i in range(len(rows))]
-
-        def accepts(rows):  # values >= 1000 stand for a batch the fixed shapes cannot hold
-            return all(r.value < 1000 for r in rows)
-
-        return GraphStage(run=run, load=load, finish=finish, accepts=accepts)
-
-    def _eager(self, name, rows):
-        self.eager_calls.append(
-            (name, self.ops.current() if self.ops else None, threading.current_thread().name)
-        )
-        if any(r.value < 0 for r in rows):
-            raise ValueError("negative input")
-        return [r.value * 10 for r in rows]
-
-    def prefill(self, rows):
-        return self._eager("prefill", rows)
-
-    def decode(self, rows):
-        return self._eager("decode", rows)
-
-    def codec(self, rows):
-        return self._eager("codec", rows)
-
-
-def fake_lane_streams(green=True):
-    return LaneStreams(
-        lm="s-lm",
-        codec="s-codec",
-        device="s-device",
-        green=green,
-        total_sms=132,
-        lm_sms=96 if green else 132,
-        codec_sms=32 if green else 132,
-        priorities={"device": -5, "lm": -4, "codec": 0},
-        prefill="s-prefill" if green else "s-lm",
-    )
 
 
 def make(policy="full", graphed=True, hold=False):

@@ -1,8 +1,8 @@
-"""The CUDA launch path on the CPU with stricter fakes (tests/launch_fakes.py): FlashInfer's run() needs
-a prior plan(), so the executor must prime each graph stage before warm-up and capture; preparing a
+"""The CUDA launch path on the CPU with stricter fakes (tests/support/launch_fakes.py): FlashInfer's run()
+needs a prior plan(), so the executor must prime each graph stage before warm-up and capture; preparing a
 launch (the stage's load + the attention plan) makes no synchronous host<->device copy; one FlashInfer
-workspace per lane; the decode graph's KV bound is the engine's, not the model's context; and the
-graphed decode through the FlashInfer path equals the eager decode."""
+workspace per lane; the decode graph's KV bound is the engine's, not the model's context; and the graphed
+decode through the FlashInfer path equals the eager decode."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import contextlib
 import numpy as np
 import pytest
 import torch
-from launch_fakes import CopyRecorder, DeviceLedger, StrictDecodeWrapper, strict_flashinfer
+from support.launch_fakes import CopyRecorder, DeviceLedger, StrictDecodeWrapper, strict_flashinfer
 from voxcli.models import paged_attention as A
 from voxcli.models.base import ResourceLimits, Row, SynthesisRequest
 from voxcli.models.qwen3_tts import graph_stages as GS
@@ -252,7 +252,7 @@ def test_prepared_ahead_steps_equal_eager_decode_as_rows_leave_and_reorder(cv):
 
 
 def test_the_executor_prepares_the_next_step_while_this_one_runs():
-    from test_cuda_executor import FakeOps, FakeProgram, R, fake_lane_streams
+    from support.cuda_fakes import FakeOps, FakeProgram, R, fake_lane_streams
 
     from voxcli.engine.executors.cuda import GraphStage
 

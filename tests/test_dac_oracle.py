@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from oracle_util import run_oracle
+from oracle.interpreters import run_oracle
 from voxcli.models.base import CodecItem
 from voxcli.models.dia.dac import DacCodec
 from voxcli.models.dia.dac_tiny import build_tiny_dac

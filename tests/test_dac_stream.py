@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from chunk_schedules import chunk_schedule, random_lead
+from support.chunk_schedules import chunk_schedule, random_lead
 from voxcli.models.base import CodecItem
 from voxcli.models.dia.dac import DacCodec
 from voxcli.models.dia.dac_config import DacCodecConfig

@@ -23,11 +23,11 @@ import dataclasses
 import hashlib
 import json
 import random
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.batch_recorder import record_batches
 from voxcli.models.base import SynthesisRequest
 
 from voxcli.config import ChunkSchedule, EngineConfig
@@ -70,23 +70,6 @@ def workload(n: int, seed: int) -> list[tuple[float, SynthesisRequest, float | N
         cfg_scale = 2.0 if i % 7 == 3 else None  # some CFG pairs (width 2)
         out.append((t, SynthesisRequest(text=text, fixed_frames=frames, cfg_scale=cfg_scale), cancel))
     return out
-
-
-def record_batches(eng: Any, sink: Callable[[tuple], None]) -> None:
-    """Hand `sink` every batch the engine launches, as it is decided: (time, lane, stage, bucket, rows),
-    rows being (request, chunk index, start, end, last) for a codec batch and (request, pages, slot) for
-    an LM batch. Wraps the executor's public `launch`: the seam every scheduler version goes through."""
-    launch = eng.executor.launch
-
-    def record(work: Any) -> Any:
-        if work.stage == "codec":
-            rows = [(ch.request.id, ch.index, ch.start, ch.end, ch.last) for ch in work.tag]
-        else:
-            rows = [(row.request_id, tuple(row.pages), row.slot) for row in work.rows]
-        sink((work.decided_at, work.lane, work.stage, work.bucket, rows))
-        return launch(work)
-
-    eng.executor.launch = record
 
 
 def digest(case: tuple[str, str, str, dict[str, Any], int], seed: int, n: int) -> str:

@@ -16,8 +16,8 @@ import json
 import numpy as np
 import pytest
 import soundfile as sf
-from dia_driver import run_alone
-from oracle_util import run_oracle
+from oracle.interpreters import run_oracle
+from support.dia_driver import run_alone
 from typer.testing import CliRunner
 from voxcli.models.base import CodecItem, SamplingParams, SynthesisRequest
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from dia_driver import run_alone
+from support.dia_driver import run_alone
 from voxcli.models.base import Row, SamplingParams, SynthesisRequest
 from voxcli.models.dia.shared_cross import uncond_constants
 

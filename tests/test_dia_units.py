@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from dia_driver import run_alone
+from support.dia_driver import run_alone
 from voxcli.models.base import InputError, Row, SamplingParams, SynthesisRequest
 from voxcli.models.dia.delay import DelayTracker, delayed_prefix
 from voxcli.models.dia.sampling import RowSampling, eos_channel_filter, eos_delay_force, process

@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 import pytest
-from engine_observer import Observer
+from support.engine_observer import Observer
 from voxcli.models.base import CodecItem, ModelProgram, Row, SamplingParams, StepOutput, SynthesisRequest
 
 from voxcli.config import ChunkSchedule, EngineConfig

@@ -4,7 +4,7 @@ and reference clips. For each: a non-zero exit; stderr is one line, neither "int
 traceback; nothing written outside the command's output place and no `.part` file anywhere; in a batch,
 every good line is still produced and every bad line costs exactly one manifest error record.
 
-All in-process (CliRunner) over one demo model loaded once (tests/cli_harness.py)."""
+All in-process (CliRunner) over one demo model loaded once (tests/support/cli_harness.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import random
 from pathlib import Path
 
 import pytest
-from cli_harness import DemoHarness, Outcome, tree
-from fuzz_inputs import (
+from support.cli_harness import DemoHarness, Outcome, tree
+from support.fuzz_inputs import (
     Case,
     batch_cases,
     batch_command_cases,

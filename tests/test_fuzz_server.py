@@ -1,9 +1,9 @@
-"""Fuzz `vox serve -m demo` over HTTP and WebSocket: over 1,000 seeded hostile clients (tests/fuzz_server.py)
-against the real command (a subprocess, a free port), in rounds of concurrent cases with a good greedy
-request beside them. For each case: a 4xx JSON sentence, or an error message and a close with a reason,
-or a clean close; never a 500. After each round: the gauges (active, queued, KV pages, codec slots) are
-back to 0, /health is ok, and the neighbour's audio equals the same request run alone. At the end the
-server's RSS growth over the run is printed (and bounded)."""
+"""Fuzz `vox serve -m demo` over HTTP and WebSocket: over 1,000 seeded hostile clients
+(tests/support/fuzz_server.py) against the real command (a subprocess, a free port), in rounds of
+concurrent cases with a good greedy request beside them. For each case: a 4xx JSON sentence, or an error
+message and a close with a reason, or a clean close; never a 500. After each round: the gauges (active,
+queued, KV pages, codec slots) are back to 0, /health is ok, and the neighbour's audio equals the same
+request run alone. At the end the server's RSS growth over the run is printed (and bounded)."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ import pytest
 pytest.importorskip("fastapi", reason="the serve extra is not installed (pip install 'voxcli[serve]')")
 httpx = pytest.importorskip("httpx", reason="httpx is not installed (the test extra)")
 ws_client = pytest.importorskip("websockets.sync.client", reason="websockets is not installed")
-from fuzz_server import GOOD, ServerCase, all_cases  # noqa: E402
-from serve_util import free_port, metric  # noqa: E402
+from support.fuzz_server import GOOD, ServerCase, all_cases  # noqa: E402
+from support.serve_util import free_port, metric  # noqa: E402
 from websockets.exceptions import ConnectionClosed  # noqa: E402
 
 SEED = 20261201

@@ -41,7 +41,7 @@ def _vox(*args: str):
 
 
 def test_vox_say_clones_from_a_clip_and_its_transcript(ckpt, program, tmp_path):
-    from dia_driver import run_alone
+    from support.dia_driver import run_alone
 
     clip = _clip(30000)
     sf.write(tmp_path / "ref.wav", clip, 24000, subtype="FLOAT")

@@ -170,7 +170,7 @@ def test_vox_serve_streams_what_vox_say_writes(ckpt, tmp_path, monkeypatch):
     httpx = pytest.importorskip("httpx", reason="httpx is not installed (the test extra)")
     import io
 
-    from serve_util import running_server
+    from support.serve_util import running_server
 
     from voxcli import cli
     from voxcli.server.service import SpeechService

@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from dia_driver import run_alone
+from support.dia_driver import run_alone
 from voxcli.models.base import CheckpointError, CodecItem, SamplingParams, SynthesisRequest
 
 GREEDY = SynthesisRequest(text="Hello there.", sampling=SamplingParams(greedy=True), max_frames=16)
@@ -80,7 +80,7 @@ def v3_oracle(ckpts, tmp_path_factory):
     """One oracle process: transformers' Qwen3Model on v3's backbone weights (hidden states of the greedy
     prompt) and the v2 delay processor stepped over random logits with a planted stream EOS on codebook 3
     at step 30 (any codebook starts the drain)."""
-    from higgs_oracle import run_higgs_oracle
+    from oracle.drive_higgs import run_higgs_oracle
     from safetensors.torch import load_file, save_file
 
     d = tmp_path_factory.mktemp("higgs_v3_oracle")

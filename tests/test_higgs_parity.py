@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 import torch
-from dia_driver import run_alone
-from higgs_oracle import run_higgs_oracle
+from oracle.drive_higgs import run_higgs_oracle
+from support.dia_driver import run_alone
 from typer.testing import CliRunner
 from voxcli.models.base import CodecItem, SamplingParams, SynthesisRequest
 

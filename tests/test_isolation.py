@@ -15,7 +15,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from sim_real import run_together
+from support.sim_real import run_together
 from voxcli.models.base import SamplingParams, StepOutput, SynthesisRequest
 
 from voxcli.config import ChunkSchedule

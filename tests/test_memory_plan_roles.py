@@ -103,17 +103,17 @@ def test_role_engines_allocate_only_their_pool(tiny_custom_voice, monkeypatch):
 
 def test_lm_role_admits_without_codec_slots():
     """An LM-only engine holds no codec slot: codec_slots=1 does not cap its running requests."""
-    from test_roles import _sim, _wait_until
+    from support.roles_harness import sim_role_engine, wait_until
 
-    lm = _sim("lm", codec_slots=1)
+    lm = sim_role_engine("lm", codec_slots=1)
     try:
         reqs = [SynthesisRequest(text=f"r{i}", fixed_frames=3000) for i in range(3)]
         streams = [lm.submit(r, key=f"k{i}") for i, r in enumerate(reqs)]
-        _wait_until(lambda: len(lm.scheduler.decoding) == 3)
+        wait_until(lambda: len(lm.scheduler.decoding) == 3)
         assert lm.scheduler.slots.used == 0
         assert all(r.slot == -1 for r in lm.scheduler.decoding.values())
         for s in streams:
             s.cancel()
-        _wait_until(lambda: lm.scheduler.kv.used == 0)
+        wait_until(lambda: lm.scheduler.kv.used == 0)
     finally:
         lm.close()

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from cli_harness import DemoHarness
-from sim_real import run_together
+from support.cli_harness import DemoHarness
+from support.sim_real import run_together
 from voxcli.models.base import NUMERIC_BOUNDS, InputError, SamplingParams, SynthesisRequest
 
 from voxcli.config import ChunkSchedule, EngineConfig

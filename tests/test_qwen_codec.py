@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from audio_case import ORACLE_FRAMES, audio_case, oracle_outputs
-from chunk_schedules import chunk_schedule, random_lead
 from safetensors.torch import load_file, save_file
+from support.audio_case import ORACLE_FRAMES, audio_case, oracle_outputs
+from support.chunk_schedules import chunk_schedule, random_lead
 from voxcli.models.base import CheckpointError, CodecItem
 from voxcli.models.qwen3_tts.codec import Qwen3TTSCodec
 

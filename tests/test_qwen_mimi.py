@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from audio_case import SR, audio_case, oracle_outputs
+from support.audio_case import SR, audio_case, oracle_outputs
 from voxcli.models.base import InputError
 from voxcli.models.qwen3_tts.mimi_encoder import MimiEncoderModel
 

@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from oracle_util import run_oracle
+from oracle.interpreters import run_oracle
 from voxcli.models.base import SamplingParams, SynthesisRequest
 from voxcli.models.qwen3_tts.program import Qwen3TTSProgram
 from voxcli.models.qwen3_tts.reference import Trace, decode_full, generate, teacher_forced

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 import torch
-from audio_case import SR, audio_case, oracle_outputs
 from safetensors.torch import save_file
+from support.audio_case import SR, audio_case, oracle_outputs
 from voxcli.models.base import CheckpointError, InputError
 from voxcli.models.qwen3_tts.speaker_encoder import (
     SpeakerEncoder,

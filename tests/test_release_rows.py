@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cli_harness import DemoHarness
+from support.cli_harness import DemoHarness
 from voxcli.models.base import InputError, SamplingParams, SynthesisRequest
 
 from voxcli.config import ChunkSchedule, EngineConfig
@@ -221,7 +221,7 @@ def test_row10_sim_bench_holds_no_pcm():
 def test_row12_observer_uses_the_decision_time():
     """A background chunk that was not urgent when `decide` ran but is by the (later) launch: the rule
     holds at decision time, so this is no violation; a Work without a decision time is one."""
-    from engine_observer import Observer, Violation, _Req
+    from support.engine_observer import Observer, Violation, _Req
     from voxcli.models.base import CodecItem
 
     from voxcli.engine.estimates import LatencyEstimator, default_profile

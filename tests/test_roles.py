@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 import pytest
+from support.roles_harness import sim_role_engine, split_submit, wait_until
 from voxcli.models.base import SamplingParams, SynthesisRequest
 
 from voxcli.config import ChunkSchedule, ConfigError, EngineConfig
@@ -15,40 +16,6 @@ from voxcli.engine.engine import Engine
 from voxcli.engine.lanes import lane_layout
 from voxcli.engine.roles import CodecEngine, CodeChunk, EpochClock, LMEngine, lm_items, relay
 from voxcli.engine.stream import RequestFailed, RequestRejected
-
-
-def _sim(role: str = "both", **sets):
-    """A real-time simulated H100 engine of `role` over the sim's program (PCM = frame index x 1)."""
-    from voxcli.engine.estimates import load_profile
-    from voxcli.engine.executors.realtime_sim import RealtimeSimExecutor
-    from voxcli.engine.synthetic import SyntheticProgram
-    from voxcli.session import EngineOptions, engine_config
-
-    options = EngineOptions(model="qwen3-tts-1.7b", executor="sim", gpu="h100",
-                            sets=EngineOptions.sets_from(sets))
-    config = engine_config(options).replace(role=role)
-    program = SyntheticProgram.for_model(config.model, pcm_scale=1.0)
-    profile = load_profile(config)
-    executor = RealtimeSimExecutor(program, profile, lane_layout(config))
-    cls = {"both": Engine, "lm": LMEngine, "codec": CodecEngine}[role]
-    return cls(program, config, executor=executor, profile=profile)
-
-
-def _split_submit(lm: LMEngine, codec: CodecEngine, request: SynthesisRequest, key: str):
-    """The front door's job in one process: submit to the LM, relay its chunks to the codec on a thread."""
-    out = codec.attach(key)
-    lm_stream = lm.submit(request, key=key)
-    t = threading.Thread(target=relay, args=(lm_items(lm_stream), codec, lm_stream.cancel), daemon=True)
-    t.start()
-    return out, lm_stream, t
-
-
-def _wait_until(cond, timeout: float = 10.0) -> None:
-    end = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > end:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.005)
 
 
 def test_role_lane_plans():
@@ -82,14 +49,14 @@ def test_role_engine_needs_a_real_clock():
 def test_split_sim_audio_equals_both_engine(policy):
     lengths = [1, 7, 23, 40, 61]
     requests = [SynthesisRequest(text=f"request {i}", fixed_frames=n) for i, n in enumerate(lengths)]
-    both = _sim(policy=policy)
+    both = sim_role_engine(policy=policy)
     try:
         ref = [s.wait(30) for s in [both.submit(r) for r in requests]]
     finally:
         both.close()
-    lm, codec = _sim("lm", policy=policy), _sim("codec", policy=policy)
+    lm, codec = sim_role_engine("lm", policy=policy), sim_role_engine("codec", policy=policy)
     try:
-        runs = [_split_submit(lm, codec, r, f"req-{i}") for i, r in enumerate(requests)]
+        runs = [split_submit(lm, codec, r, f"req-{i}") for i, r in enumerate(requests)]
         got = [out.wait(30) for out, _, _ in runs]
         for a, b, n in zip(got, ref, lengths, strict=True):
             assert a.shape == b.shape and np.array_equal(a, b), f"{n} frames: split audio differs"
@@ -98,7 +65,7 @@ def test_split_sim_audio_equals_both_engine(policy):
         assert [sum(c.frames for c in cs) for cs in chunks] == lengths
         # deadlines: chunk 0's is arrival + target; later ones follow the codec's first audio (fed back)
         assert all(c.deadline_epoch >= c.arrival_epoch for cs in chunks for c in cs)
-        _wait_until(lambda: lm.scheduler.kv.used == 0 and codec.scheduler.slots.used == 0
+        wait_until(lambda: lm.scheduler.kv.used == 0 and codec.scheduler.slots.used == 0
                     and lm.scheduler.slots.used == 0)
         assert codec.timelines[-1].ttfa is not None and codec.timelines[-1].status == "done"
     finally:
@@ -107,30 +74,30 @@ def test_split_sim_audio_equals_both_engine(policy):
 
 
 def test_split_cancel_and_failures_free_both_sides():
-    lm, codec = _sim("lm"), _sim("codec")
+    lm, codec = sim_role_engine("lm"), sim_role_engine("codec")
     try:
         long = SynthesisRequest(text="a long one", fixed_frames=2000)
-        out, lm_stream, t = _split_submit(lm, codec, long, "cancel-me")
+        out, lm_stream, t = split_submit(lm, codec, long, "cancel-me")
         next(iter(out))  # audio is flowing: pages held on the LM side, a slot on the codec side
         assert lm.scheduler.kv.used > 0 and codec.scheduler.slots.used == 1
         out.cancel()
         lm_stream.cancel()
         t.join(10)
         assert not t.is_alive()
-        _wait_until(lambda: lm.scheduler.kv.used == 0 and codec.scheduler.slots.used == 0)
+        wait_until(lambda: lm.scheduler.kv.used == 0 and codec.scheduler.slots.used == 0)
         assert out.status == "cancelled" and lm_stream.status == "cancelled"
 
         # the LM fails mid-request: the codec side ends with the LM's reason and frees its slot
         bad = SynthesisRequest(text="breaks [fail:decode@30]", fixed_frames=60)
-        out, lm_stream, t = _split_submit(lm, codec, bad, "lm-fails")
+        out, lm_stream, t = split_submit(lm, codec, bad, "lm-fails")
         with pytest.raises(RequestFailed, match="LM engine ended the request: failed.*injected decode"):
             out.wait(10)
         t.join(10)
-        _wait_until(lambda: lm.scheduler.kv.used == 0 and codec.scheduler.slots.used == 0)
+        wait_until(lambda: lm.scheduler.kv.used == 0 and codec.scheduler.slots.used == 0)
 
         # the LM's request dies before its first chunk: the attached codec stream still ends
         early = SynthesisRequest(text="breaks [fail:prefill]", fixed_frames=60)
-        out, lm_stream, t = _split_submit(lm, codec, early, "lm-fails-early")
+        out, lm_stream, t = split_submit(lm, codec, early, "lm-fails-early")
         with pytest.raises(RequestFailed, match="injected prefill failure"):
             out.wait(10)
         assert codec.scheduler.slots.used == 0
@@ -140,11 +107,11 @@ def test_split_cancel_and_failures_free_both_sides():
 
 
 def test_codec_requests_wait_for_a_slot():
-    lm, codec = _sim("lm"), _sim("codec", codec_slots=1)
+    lm, codec = sim_role_engine("lm"), sim_role_engine("codec", codec_slots=1)
     try:
         reqs = [SynthesisRequest(text=f"r{i}", fixed_frames=30) for i in range(3)]
         ref = np.concatenate([np.repeat(np.arange(30, dtype=np.float32), 1920)])
-        runs = [_split_submit(lm, codec, r, f"slot-{i}") for i, r in enumerate(reqs)]
+        runs = [split_submit(lm, codec, r, f"slot-{i}") for i, r in enumerate(reqs)]
         for out, _, _ in runs:
             audio = out.wait(30)
             assert audio.shape == ref.shape and np.array_equal(audio, ref)
@@ -177,7 +144,7 @@ def test_split_tiny_qwen_audio_equals_both_engine(qwen_programs):
         ref = [s.wait(120) for s in [both.submit(r) for r in reqs]]
     lm, codec = LMEngine(lm_p, cfg), CodecEngine(codec_p, cfg)
     try:
-        runs = [_split_submit(lm, codec, r, f"q{i}") for i, r in enumerate(reqs)]
+        runs = [split_submit(lm, codec, r, f"q{i}") for i, r in enumerate(reqs)]
         for (out, lm_stream, _), want, req in zip(runs, ref, reqs, strict=True):
             audio = out.wait(120)
             codes = np.concatenate([c.codes for c in lm_stream._chunks])
@@ -186,14 +153,14 @@ def test_split_tiny_qwen_audio_equals_both_engine(qwen_programs):
             # the codec batched these chunks with other requests' than the both engine did: float
             # rounding of a different batch composition, as in test_engine_cpu_qwen
             assert audio.shape == want.shape and np.abs(audio - want).max() < 1e-4
-        _wait_until(lambda: lm.scheduler.kv.used == 0 and codec.scheduler.slots.used == 0)
+        wait_until(lambda: lm.scheduler.kv.used == 0 and codec.scheduler.slots.used == 0)
     finally:
         lm.close()
         codec.close()
 
 
 def test_a_later_chunk_for_an_unknown_request_is_refused():
-    codec = _sim("codec")
+    codec = sim_role_engine("codec")
     try:
         chunk = CodeChunk(key="gone", index=3, start=30, codes=np.zeros((10, 16), np.int64), last=False,
                           deadline_epoch=0.0, arrival_epoch=time.time(), ttfa_target_s=0.2,
@@ -229,22 +196,22 @@ def test_codec_replica_reaps_requests_nobody_claims():
         assert asyncio.run(rep.feed([_chunk("orphan", 0, 0, 3, books)])) == [None]
         rep.open("never-fed")  # opened, nothing ever came
         rep.open("busy")
-        _wait_until(lambda: rep.engine.scheduler.slots.used == 1)
+        wait_until(lambda: rep.engine.scheduler.slots.used == 1)
         end = time.monotonic() + 1.2  # past the timeout, but "busy" keeps being fed
         start = 0
         while time.monotonic() < end:
             assert asyncio.run(rep.feed([_chunk("busy", start // 3, start, 3, books)])) == [None]
             start += 3
             time.sleep(0.1)
-        _wait_until(lambda: rep.reaped == 2)
-        _wait_until(lambda: rep.engine.scheduler.slots.used == 1)  # the orphan's slot is free, busy's held
+        wait_until(lambda: rep.reaped == 2)
+        wait_until(lambda: rep.engine.scheduler.slots.used == 1)  # the orphan's slot is free, busy's held
         assert rep.engine.holds("busy")
         assert not rep.engine.holds("orphan") and not rep.engine.holds("never-fed")
         m = rep.metrics()
         assert m["counters"]["reaped"] == 2 and m["outcomes"]["failed"] == 2
         assert "orphan" not in rep._opened and "never-fed" not in rep._opened
         rep.cancel("busy")
-        _wait_until(lambda: rep.engine.scheduler.slots.used == 0)
+        wait_until(lambda: rep.engine.scheduler.slots.used == 0)
         assert rep.reaped == 2  # a cancelled request is not reaped
     finally:
         rep.engine.close()
@@ -254,10 +221,10 @@ def test_a_later_sentence_is_admitted_against_the_earlier_audio_across_the_hop()
     """`playback_epoch` (what the front door sends for `continues=`): the LM admits the sentence as a
     continuation (queued ahead, never refused for load) and its chunk 0's deadline, on both sides of the
     hop, is the end of the earlier sentence's audio, as the single engine's `continues=` gives."""
-    lm, codec = _sim("lm", max_queue=1, max_running=1), _sim("codec")
+    lm, codec = sim_role_engine("lm", max_queue=1, max_running=1), sim_role_engine("codec")
     try:
         first = SynthesisRequest(text="the first sentence", fixed_frames=400)
-        out1, lm1, _ = _split_submit(lm, codec, first, "s1")
+        out1, lm1, _ = split_submit(lm, codec, first, "s1")
         next(iter(out1))
         blocker = lm.submit(SynthesisRequest(text="someone else", fixed_frames=10), key="other")
         # the queue is full (max_queue=1, the LM row busy): a new request is refused, a continuation is not
@@ -270,7 +237,7 @@ def test_a_later_sentence_is_admitted_against_the_earlier_audio_across_the_hop()
         t = threading.Thread(target=relay, args=(lm_items(lm2), codec, lm2.cancel), daemon=True)
         t.start()
         # submit hands the request to the engine's thread: wait until its scheduler holds it
-        _wait_until(lambda: any(r.user is lm2 for r in list(lm.scheduler.requests.values())))
+        wait_until(lambda: any(r.user is lm2 for r in list(lm.scheduler.requests.values())))
         r2 = next(r for r in list(lm.scheduler.requests.values()) if r.user is lm2)
         assert r2.continuation and list(lm.scheduler.waiting)[0] is r2  # ahead of the blocker
         assert abs(lm.clock.to_epoch(r2.deadline_of(0)) - due) < 0.01

@@ -10,8 +10,7 @@ import time
 
 import numpy as np
 import pytest
-from test_cosyvoice_codec import ckpt as cosy_ckpt  # noqa: F401 - a fixture: its tiny checkpoint
-from test_roles import _sim, _split_submit, _wait_until
+from support.roles_harness import sim_role_engine, split_submit, wait_until
 from voxcli.models.base import InputError, SamplingParams, SynthesisRequest
 
 from voxcli.config import ChunkSchedule, EngineConfig
@@ -32,10 +31,10 @@ def _both_and_split(programs, reqs, cfg=CFG):
         ref = [s.wait(120) for s in [both.submit(r) for r in reqs]]
     lm, codec = LMEngine(lm_p, cfg), CodecEngine(codec_p, cfg)
     try:
-        runs = [_split_submit(lm, codec, r, f"b{i}") for i, r in enumerate(reqs)]
+        runs = [split_submit(lm, codec, r, f"b{i}") for i, r in enumerate(reqs)]
         got = [out.wait(120) for out, _, _ in runs]
         chunks = [list(lm_stream._chunks) for _, lm_stream, _ in runs]
-        _wait_until(lambda: lm.scheduler.kv.used == 0 and codec.scheduler.slots.used == 0)
+        wait_until(lambda: lm.scheduler.kv.used == 0 and codec.scheduler.slots.used == 0)
     finally:
         lm.close()
         codec.close()
@@ -70,10 +69,10 @@ def test_split_qwen_voice_clone_audio_equals_both_engine(tiny_base_proj):
 
 
 @pytest.fixture(scope="module")
-def cosy_programs(cosy_ckpt):  # noqa: F811 - the imported fixture: tiny CosyVoice 3, a second speaker
+def cosy_programs(cosyvoice_ckpt):  # conftest.py: tiny CosyVoice 3 with a second speaker
     from voxcli.models import load_model
 
-    return [load_model(str(cosy_ckpt)) for _ in range(3)]
+    return [load_model(str(cosyvoice_ckpt)) for _ in range(3)]
 
 
 def test_split_cosyvoice_voice_and_mode_audio_equals_both_engine(cosy_programs):
@@ -92,7 +91,7 @@ def test_split_cosyvoice_voice_and_mode_audio_equals_both_engine(cosy_programs):
 
 
 def test_codec_state_that_cannot_travel_is_refused_at_submit():
-    lm = _sim("lm")
+    lm = sim_role_engine("lm")
     try:
         def cannot(prompt):
             raise InputError("this request's voice cannot leave its LM replica; serve it on a both replica")
@@ -108,7 +107,7 @@ def test_codec_state_that_cannot_travel_is_refused_at_submit():
 def test_a_slot_that_takes_no_state_fails_that_request_alone():
     """The codec program refuses the state sent (the sim's program binds none): that request fails with the
     reason and frees its slot; the neighbour waiting for that slot plays."""
-    codec = _sim("codec", codec_slots=1)
+    codec = sim_role_engine("codec", codec_slots=1)
     try:
         books = codec.spec.codebooks
 
@@ -122,6 +121,6 @@ def test_a_slot_that_takes_no_state_fails_that_request_alone():
         with pytest.raises(RequestFailed, match="codec slot could not take the request's state"):
             bad.wait(10)
         assert good.wait(10).shape[0] == 3 * 1920
-        _wait_until(lambda: codec.scheduler.slots.used == 0)
+        wait_until(lambda: codec.scheduler.slots.used == 0)
     finally:
         codec.close()

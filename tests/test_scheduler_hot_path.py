@@ -8,8 +8,8 @@ import hashlib
 
 import numpy as np
 import pytest
-from engine_workload import workload
-from test_decision_digests import record_batches  # the decision-digest test's batch recorder
+from support.batch_recorder import record_batches
+from support.engine_workload import workload
 from voxcli.models import registry
 from voxcli.models.base import Prompt, SynthesisRequest
 

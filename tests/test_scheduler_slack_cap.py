@@ -168,7 +168,7 @@ def test_a_deadline_launch_is_cut_like_any_other_batch():
 def test_a_starved_codec_partition_keeps_every_invariant_with_the_cap(late_urgent):
     # 24 codec SMs at 90 req/s: background batches do get cut, and the observer (which prices batches
     # itself) checks that none ends after what it owes its chunks and that every small batch had a reason
-    from engine_workload import check_outcomes, run_sim, workload
+    from support.engine_workload import check_outcomes, run_sim, workload
 
     cfg = EngineConfig(executor="sim", policy="full", admission="deadline", lm_sms=108, codec_sms=24,
                        late_urgent=late_urgent, kv_pages=65536, codec_slots=4096, max_running=4096,

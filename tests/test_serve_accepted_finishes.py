@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("fastapi", reason="the serve extra is not installed (pip install 'voxcli[serve]')")
 httpx = pytest.importorskip("httpx", reason="httpx is not installed (the test extra)")
 
-from serve_util import running_server, sim_service  # noqa: E402
+from support.serve_util import running_server, sim_service  # noqa: E402
 
 SAMPLES_PER_FRAME = 1920  # SyntheticProgram: 24 kHz, 12.5 frames/s
 TEXT = "The first sentence is here. The second one follows it. And the third one ends it."

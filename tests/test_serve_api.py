@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("fastapi", reason="the serve extra is not installed (pip install 'voxcli[serve]')")
 httpx = pytest.importorskip("httpx", reason="httpx is not installed (the test extra)")
 
-from serve_util import metric, running_server, sim_service, wait_until  # noqa: E402
+from support.serve_util import metric, running_server, sim_service, wait_until  # noqa: E402
 
 SAMPLES_PER_FRAME = 1920  # SyntheticProgram: 24 kHz, 12.5 frames/s
 MODEL = "qwen3-tts-1.7b"

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("fastapi", reason="the serve extra is not installed (pip install 'voxcli[serve]')")
 httpx = pytest.importorskip("httpx", reason="httpx is not installed (the test extra)")
 
-from serve_util import metric, running_server, sim_service, wait_until  # noqa: E402
+from support.serve_util import metric, running_server, sim_service, wait_until  # noqa: E402
 
 MODEL = "qwen3-tts-1.7b"
 HEADER_S, BODY_S = 1.0, 1.0  # short bounds so the test is quick; the defaults are 10 s each

@@ -94,7 +94,7 @@ def test_realtime_sim_advances_with_the_wall_clock():
 def test_websocket_speaks_the_first_sentence_before_the_text_ends():
     pytest.importorskip("fastapi", reason="the serve extra is not installed")
     ws_client = pytest.importorskip("websockets.sync.client", reason="websockets is not installed")
-    from serve_util import running_server, sim_service
+    from support.serve_util import running_server, sim_service
 
     service = sim_service()
     with running_server(service) as url:
@@ -127,7 +127,7 @@ def test_websocket_speaks_the_first_sentence_before_the_text_ends():
 def test_websocket_needs_the_key_and_a_start_message():
     pytest.importorskip("fastapi", reason="the serve extra is not installed")
     ws_client = pytest.importorskip("websockets.sync.client", reason="websockets is not installed")
-    from serve_util import running_server, sim_service
+    from support.serve_util import running_server, sim_service
     from websockets.exceptions import InvalidStatus
 
     with running_server(sim_service(), api_key="k") as url:
@@ -169,7 +169,7 @@ def test_speak_live_speaks_a_sentence_before_the_next_one_exists():
 
 
 def test_vox_say_stdin_empty_is_one_sentence(monkeypatch):
-    from cli_fakes import SPEC, FakeEngine
+    from support.cli_fakes import SPEC, FakeEngine
     from typer.testing import CliRunner
 
     from voxcli import cli
@@ -185,7 +185,7 @@ def test_vox_say_stdin_empty_is_one_sentence(monkeypatch):
 def test_websocket_client_leaving_cancels_and_frees_the_engine():
     pytest.importorskip("fastapi", reason="the serve extra is not installed")
     ws_client = pytest.importorskip("websockets.sync.client", reason="websockets is not installed")
-    from serve_util import running_server, sim_service, wait_until
+    from support.serve_util import running_server, sim_service, wait_until
 
     service = sim_service()
     sched = service.engine.scheduler

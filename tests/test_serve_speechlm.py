@@ -17,7 +17,7 @@ pytest.importorskip("fastapi", reason="the serve extra is not installed (pip ins
 httpx = pytest.importorskip("httpx", reason="httpx is not installed (the test extra)")
 sf = pytest.importorskip("soundfile")
 
-from serve_util import running_server  # noqa: E402
+from support.serve_util import running_server  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from voxcli import cli  # noqa: E402
@@ -92,7 +92,7 @@ def test_openai_route_streams_speechlm_audio_with_its_text(said):
 
 
 def test_show_text_on_a_model_without_a_text_phase_is_a_400():
-    from serve_util import sim_service
+    from support.serve_util import sim_service
 
     service = sim_service()
     with running_server(service) as url:

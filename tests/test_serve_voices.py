@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("fastapi", reason="the serve extra is not installed (pip install 'voxcli[serve]')")
 httpx = pytest.importorskip("httpx", reason="httpx is not installed (the test extra)")
 
-from serve_util import running_server  # noqa: E402
+from support.serve_util import running_server  # noqa: E402
 
 from voxcli.errors import VoxError  # noqa: E402
 from voxcli.server.voices import OPENAI_VOICES, default_table, map_voice, parse_voice_map  # noqa: E402
@@ -121,7 +121,7 @@ def test_serve_refuses_a_voice_map_to_a_voice_the_model_lacks(tmp_path):
     import subprocess
     import sys
 
-    from serve_util import free_port
+    from support.serve_util import free_port
 
     env = {**os.environ, "VOX_CACHE": str(tmp_path / "cache")}
     args = ["serve", "-m", "demo", "-q", "--port", str(free_port()), "--voice-map", "alloy=bob"]

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("fastapi", reason="the serve extra is not installed (pip install 'voxcli[serve]')")
 httpx = pytest.importorskip("httpx", reason="httpx is not installed (the test extra)")
 ws_client = pytest.importorskip("websockets.sync.client", reason="websockets is not installed")
-from serve_util import metric, running_server, sim_service, wait_until  # noqa: E402
+from support.serve_util import metric, running_server, sim_service, wait_until  # noqa: E402
 from websockets.exceptions import ConnectionClosed  # noqa: E402
 
 START = json.dumps({"type": "start", "response_format": "pcm", "max_frames": 6})

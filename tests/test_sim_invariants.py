@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from engine_workload import check_outcomes, run_sim, workload
+from support.engine_workload import check_outcomes, run_sim, workload
 
 from voxcli.config import EngineConfig
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import random
 
 import numpy as np
-from engine_observer import Observer
-from engine_workload import SPF, workload
+from support.engine_observer import Observer
+from support.engine_workload import SPF, workload
 from voxcli.models.base import SynthesisRequest
 
 from voxcli.config import EngineConfig

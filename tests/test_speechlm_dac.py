@@ -16,7 +16,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from oracle_util import oracle_python, run_oracle
+from oracle.interpreters import oracle_python, run_oracle
 from voxcli.models.base import CodecItem, SamplingParams, SynthesisRequest
 
 SPLITS = ([47], [1] * 47, [10, 25, 12], [3, 4, 40], [6, 1, 1, 39], [2, 2, 2, 2, 39], [5, 42])

@@ -95,7 +95,7 @@ def test_alone_equals_among_seven_others_in_other_phases(ckpt):
 
 
 def test_text_phase_steps_emit_no_frame_and_lead_steps_cover_them(ckpt):
-    from dia_driver import run_alone
+    from support.dia_driver import run_alone
     from voxcli.models import load_model
 
     program = load_model(str(ckpt))
@@ -173,7 +173,7 @@ def test_requests_it_cannot_serve_are_refused_with_a_sentence(ckpt):
 def test_shared_pad_prefix_is_exact(ckpt):
     """The companion's all-pad prefix comes from one shared cache instead of its own forward pass: the
     codes are the same as with the forward, and the companion's keys/values agree to float rounding."""
-    from dia_driver import run_alone
+    from support.dia_driver import run_alone
     from voxcli.models import load_model
     from voxcli.models.base import Row
 

@@ -19,8 +19,8 @@ import json
 
 import numpy as np
 import pytest
-from dia_driver import run_alone
-from oracle_util import oracle_python, run_oracle
+from oracle.interpreters import oracle_python, run_oracle
+from support.dia_driver import run_alone
 from voxcli.models.base import SamplingParams, SynthesisRequest
 
 pytestmark = pytest.mark.oracle

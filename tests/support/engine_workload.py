@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 
 import numpy as np
-from engine_observer import Observer
 from voxcli.models.base import SynthesisRequest
 
+from support.engine_observer import Observer
 from voxcli.config import EngineConfig
 from voxcli.engine.engine import Engine
 from voxcli.engine.estimates import LatencyEstimator, default_profile

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import subprocess
 
-from oracle_util import oracle_python, run_oracle
+from oracle.interpreters import oracle_python, run_oracle
 
 
 def higgs_oracle_python() -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from oracle_util import run_oracle
+from oracle.interpreters import run_oracle
 
 SR = 24000
 ORACLE_FRAMES = 320  # > 300 and > 72: the sliding window and the package's 300-frame chunking both matter

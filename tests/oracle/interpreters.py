@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-ORACLE_DIR = Path(__file__).resolve().parent / "oracle"
+REPO = Path(__file__).resolve().parents[2]
+ORACLE_DIR = Path(__file__).resolve().parent
 
 
 def oracle_python(env: str = "VOX_ORACLE_PYTHON", venv: str = ".oracle-venv",
