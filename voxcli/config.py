@@ -20,6 +20,7 @@ from typing import Any, Literal
 from voxcli.engine.admission_policies import ADMISSION_POLICIES
 from voxcli.engine.lane_policies import LANE_POLICIES
 from voxcli.models.base import ChunkSchedule  # noqa: F401 - the schedule lives at the model seam
+from voxcli.models.registry import default_model
 
 Policy = Literal["sync", "sync2", "lanes", "full"]
 Admission = Literal["ttfa-gate", "deadline", "prefill-first"]
@@ -66,7 +67,8 @@ def _check_types(cfg: EngineConfig) -> None:
 @dataclass(frozen=True)
 class EngineConfig:
     # --- which model and where ---------------------------------------------------------------
-    model: str = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
+    # the registry's default (its default family's first hub model): named in one place, models/registry.py
+    model: str = default_model()
     # "auto": the cuda executor on "cuda" when torch sees a CUDA device, else cpu (see `resolve_auto`)
     executor: ExecutorKind = "auto"
     device: str = "auto"

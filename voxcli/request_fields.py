@@ -10,11 +10,13 @@ Imports stay light: numpy and soundfile only when reference audio is read.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from voxcli.errors import VoxError
+from voxcli.models.base import SEED_MAX
 
 if TYPE_CHECKING:
     from voxcli.models.base import SamplingParams
@@ -28,11 +30,10 @@ class RequestFieldError(VoxError, ValueError):
 
 
 def check_seed(seed: Any, name: str = "seed") -> None:
-    from voxcli.text import SEED_MAX
-
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)
                              or not 0 <= seed <= SEED_MAX):
-        raise RequestFieldError(f"{name} must be a whole number from 0 to {SEED_MAX}, got {seed}.")
+        shown = json.dumps(seed) if isinstance(seed, bool | float | str) else seed  # as a JSONL line has it
+        raise RequestFieldError(f"{name} must be a whole number from 0 to {SEED_MAX}, got {shown}.")
 
 
 def check_max_frames(max_frames: Any, name: str = "max_frames") -> None:
@@ -42,7 +43,8 @@ def check_max_frames(max_frames: Any, name: str = "max_frames") -> None:
 
 
 def check_text_fields(fields: dict[str, Any]) -> None:
-    """The JSONL line's typed fields: strings, a number for cfg_scale, an object for options."""
+    """The JSONL line's typed fields (a `vox batch` line's and a Python call's alike): strings, a number for
+    cfg_scale, an object for options."""
     for name in ("voice", "lang", "language", "instructions", "ref_text"):
         if fields.get(name) is not None and not isinstance(fields[name], str):
             raise RequestFieldError(f"{name} must be a string.")

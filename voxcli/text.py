@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-SEED_MAX = 2**63 - 1  # as voxcli.engine.admission_check: what torch's generator takes
+from voxcli.request_fields import RequestFieldError, check_seed, check_text_fields
 
 
 class TextInputError(ValueError):
@@ -398,27 +398,15 @@ def _parse_json_line(line: str, where: str, default_id: str) -> BatchItem:
     if not isinstance(text, str):
         return BatchItem(str(obj.get("id", default_id)), "", where,
                          error=f"{where} needs a \"text\" string field.")
-    seed = obj.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)
-                             or not 0 <= seed <= SEED_MAX):
-        return BatchItem(str(obj.get("id", default_id)), "", where,
-                         error=f"{where}: seed must be a whole number from 0 to {SEED_MAX}, got "
-                               f"{json.dumps(seed)}.")
     ident = obj.get("id")
     if ident is not None and not isinstance(ident, str | int) or isinstance(ident, bool):
         return BatchItem(default_id, "", where, error=f"{where}: id must be a string or a number.")
-    cfg_scale = obj.get("cfg_scale")
-    if cfg_scale is not None and (isinstance(cfg_scale, bool) or not isinstance(cfg_scale, (int, float))):
-        return BatchItem(str(obj.get("id", default_id)), "", where,
-                         error=f"{where}: cfg_scale must be a number (1 = no guidance).")
-    for name in ("voice", "language", "lang", "instructions"):
-        if obj.get(name) is not None and not isinstance(obj[name], str):
-            return BatchItem(str(obj.get("id", default_id)), "", where,
-                             error=f"{where}: {name} must be a string.")
-    options = obj.get("options")
-    if options is not None and not isinstance(options, dict):
-        return BatchItem(str(obj.get("id", default_id)), "", where,
-                         error=f"{where}: options must be an object of the model's options.")
+    seed, cfg_scale, options = obj.get("seed"), obj.get("cfg_scale"), obj.get("options")
+    try:  # the same checks and sentences as a Python call's fields (voxcli.request_fields)
+        check_seed(seed)
+        check_text_fields(obj)
+    except RequestFieldError as e:
+        return BatchItem(str(obj.get("id", default_id)), "", where, error=f"{where}: {e}")
     return _make_item(str(obj.get("id") or default_id), text, where, voice=obj.get("voice"),
                       language=obj.get("language", obj.get("lang")), instructions=obj.get("instructions"),
                       seed=seed, options=options,
