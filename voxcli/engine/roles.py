@@ -12,7 +12,7 @@ only, codec only. The roles are lane plans (`config.role`, lanes.py), run by the
                   which travels with them; a request waits (FIFO) for a free slot.
 
 Something outside moves the chunks: `relay` in one process (tests), Ray Serve across processes and
-machines (voxcli/server/ray_roles.py). Only plain data crosses: `CodeChunk` pickles.
+machines (voxcli/cluster/ray_roles.py). Only plain data crosses: `CodeChunk` pickles.
 
 Codec slot state. What a both engine's prefill binds to a request's codec slot (a Qwen3-TTS voice clone's
 reference codes, a CosyVoice 3 voice and codec mode) the LM engine makes as plain data at submit
