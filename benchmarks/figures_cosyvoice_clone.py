@@ -17,20 +17,18 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from cosyvoice_oracle import run_cases  # noqa: E402
-from test_cosyvoice_clone_parity import (  # noqa: E402
+from cosyvoice_clone_case import (  # noqa: E402
     INSTRUCTION,
     REF_TEXT,
     TEXT,
     UPSTREAM_INSTRUCT,
     UPSTREAM_PROMPT,
-    _write_clip,
+    write_clip,
 )
+from cosyvoice_oracle import run_cases  # noqa: E402
 from voxcli.models import load_model  # noqa: E402
 from voxcli.models.base import CodecItem, Row, SamplingParams, SynthesisRequest  # noqa: E402
-from voxcli.models.cosyvoice3.clone import clip_prompt  # noqa: E402
-from voxcli.models.cosyvoice3.tiny import build_tiny  # noqa: E402
-from voxcli.models.cosyvoice3.tiny_onnx import write_tiny_onnx  # noqa: E402
+from voxcli.models.registry import get_tiny  # noqa: E402
 
 
 def synthesize(program, req: SynthesisRequest) -> np.ndarray:
@@ -60,10 +58,9 @@ def main() -> None:
     import soundfile as sf
 
     work = Path(sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="cosy-clone-fig-"))
-    ckpt = build_tiny(work / "ckpt")
-    write_tiny_onnx(ckpt)
+    ckpt = get_tiny("cosyvoice3").build(work / "ckpt", clone_models=True)  # + tiny random ONNX models
     clip = work / "c44.wav"
-    _write_clip(clip, 44100, 2)
+    write_clip(clip, 44100, 2)
     cases = [{"name": "fe", "kind": "frontend", "wav": str(clip), "prompt_text": UPSTREAM_PROMPT}]
     for stream in (True, False):
         tag = "stream" if stream else "offline"
@@ -91,7 +88,7 @@ def main() -> None:
     program = load_model(str(ckpt))
     data, rate = sf.read(str(clip), dtype="float32", always_2d=True)
     wav = np.ascontiguousarray(data.mean(axis=1), dtype=np.float32)
-    got = clip_prompt(ckpt, wav, rate, program.mel_params)
+    got = program.clips.get(program.root, wav, rate, program.mel_params)  # what a clone request runs
     fe = ref["fe"]
     print(
         f"prompt: {len(got.tokens)} tokens, equal: {got.tokens == fe['llm_tokens']}; "

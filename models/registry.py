@@ -6,7 +6,8 @@ this registry: `load_model` (by config.json `model_type`), the demo aliases, `vo
 descriptions), the recipe a model gets by default, the sim/bench defaults (frame rate, chunk
 schedule, model sizes for the cost profiles), the simulator calibration (`Family.calibration`,
 `python -m voxcli.bench.calibration --family NAME`), the random-weight builders (`Family.tiny`,
-`find_tiny`) and the voices `vox serve` maps OpenAI voice names to (`Family.openai_voices`).
+`find_tiny`), the reference generators parity checks compare with (`Family.reference`) and the voices
+`vox serve` maps OpenAI voice names to (`Family.openai_voices`).
 
 Listing families is cheap: `family.py` imports nothing heavy (no torch); `Family.load`, the demo and
 tiny builders and the calibration import their code when called.
@@ -19,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from .base import ChunkSchedule
@@ -119,6 +121,10 @@ class Family:
     # () -> its simulator calibration (models/sim_calibration.py; `python -m voxcli.bench.calibration
     # --family NAME`), imported when called; None: no GPU cost profile of its own
     calibration: Callable[[], Calibration] | None = None
+    # () -> its batch-1 reference generator module (`generate`, `teacher_forced`, `decode_full`, `Trace`:
+    # one request through the same stages the engine drives; parity checks and benchmarks compare against
+    # it), imported when called; None: the family has none
+    reference: Callable[[], ModuleType] | None = None
 
 
 @cache
@@ -146,6 +152,22 @@ def find_tiny(name: str) -> Tiny | None:
     """A random-weight builder by its name (`qwen3_tts`, `dia`, `higgs`, `higgs-v3`, `cosyvoice3`,
     `speechlm`)."""
     return next((t for f in families() for t in f.tiny if t.name == name), None)
+
+
+def get_reference(name: str) -> ModuleType:
+    """The reference generator of the family `name` names (as `find_family`), or ValueError."""
+    family = find_family(name)
+    if family is None or family.reference is None:
+        raise ValueError(f"no reference generator for {name!r}")
+    return family.reference()
+
+
+def get_tiny(name: str) -> Tiny:
+    """`find_tiny`, or ValueError naming the builders there are."""
+    found = find_tiny(name)
+    if found is None:
+        raise ValueError(f"no random-weight builder {name!r}; one of {', '.join(t.name for t in tinies())}")
+    return found
 
 
 def tinies() -> tuple[Tiny, ...]:

@@ -4,6 +4,7 @@ and the demo builder load when first used."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from ..base import ChunkSchedule
@@ -43,6 +44,12 @@ def tiny_sizes() -> tuple[str, ...]:
     from .tiny import ALL_SIZES
 
     return tuple(ALL_SIZES)
+
+
+def reference() -> ModuleType:
+    from . import reference as module
+
+    return module
 
 
 def calibration() -> Any:
@@ -99,6 +106,7 @@ FAMILY = Family(
     openai_voices=OPENAI_VOICES,
     tiny=(Tiny("qwen3_tts", build_tiny, tiny_sizes, options=("variant", "proj")),),
     calibration=calibration,
+    reference=reference,
     demos=(Demo("demo", build_demo, version="3", recipe="demo",
                 description="tiny random weights, offline; its audio is not speech"),),
     # 24 kHz PCM, 1920 samples (80 ms) per frame, 16 codebooks. The sim's chunks are the design paper's

@@ -19,10 +19,11 @@ decode emit identical codes. Padding rows attend to and write the program's scra
 Codec = the streaming decoder over [bucket, 16, max_frames] right-padded chunks; each item's slot state is
 gathered and scattered inside run() by a static index tensor, padding items use the scratch slot.
 
-Host cost per launch (scripts/bench_graph_load.py): settings are packed once per request, page tables
-converted once per request, uniforms drawn in blocks; a step whose rows are the previous step's rows in
-the same order copies that step's host outputs back in one call per field, and `prepare_next` (called
-by the executor while the previous step runs on the device) computes the rest of its host inputs ahead.
+Host cost per launch (`python -m benchmarks bench_graph_load`): settings are packed once per request,
+page tables converted once per request, uniforms drawn in blocks; a step whose rows are the previous
+step's rows in the same order copies that step's host outputs back in one call per field, and
+`prepare_next` (called by the executor while the previous step runs on the device) computes the rest of
+its host inputs ahead.
 
 Buffers are bound at construction: a CUDA graph captured over them keeps their addresses, so the KV
 pool and the codec slot table must be allocated (`init_kv`, `init_codec_slots`) BEFORE the stages are

@@ -68,8 +68,9 @@ def burst(n: int, utterances: Sequence[Utterance], seed: int, frame_rate: float 
           frames_scale: float = 1.0, max_frames: int | None = None) -> list[Arrival]:
     """`n` requests all sent at t=0 (the uncounted warm-up)."""
     order = seeded_order(list(utterances), seed + 7919)
-    return [Arrival(i, 0.0, order[i % len(order)], utterance_frames(order[i % len(order)], frame_rate,
-                                                                      frames_scale, max_frames)) for i in range(n)]
+    picked = [order[i % len(order)] for i in range(n)]
+    return [Arrival(i, 0.0, u, utterance_frames(u, frame_rate, frames_scale, max_frames))
+            for i, u in enumerate(picked)]
 
 
 def utterance_frames(u: Utterance, frame_rate: float | None, scale: float, cap: int | None) -> int:
