@@ -92,6 +92,10 @@ class Tiny:
     # () -> the sizes it builds, the small test one first (imports the builder)
     sizes: Callable[[], tuple[str, ...]]
     options: tuple[str, ...] = ()  # further keyword options `build` takes (variant, proj, clone_models...)
+    # (size, device, dtype, seed=) -> the family's program with random weights drawn where it runs, no
+    # checkpoint written (the device check's model: seconds on a GPU, not a minute of writing 4 GB);
+    # imports the builder when called. None: the family builds only checkpoints.
+    program: Callable[..., ModelProgram] | None = None
 
 
 @dataclass(frozen=True)

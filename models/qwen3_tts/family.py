@@ -40,6 +40,14 @@ def build_tiny(out: Path, size: str = "tiny", seed: int | None = None, **options
     return build(out, size=size, seed=SEED if seed is None else seed, **options)
 
 
+def random_program(size: str = "1.7b", device: Any = "cuda", dtype: Any = None, seed: int = 0) -> Any:
+    import torch
+
+    from .random_program import random_program as build
+
+    return build(size, device, torch.bfloat16 if dtype is None else dtype, seed)
+
+
 def tiny_sizes() -> tuple[str, ...]:
     from .tiny import ALL_SIZES
 
@@ -104,7 +112,7 @@ FAMILY = Family(
     ),
     voices=VOICES,
     openai_voices=OPENAI_VOICES,
-    tiny=(Tiny("qwen3_tts", build_tiny, tiny_sizes, options=("variant", "proj")),),
+    tiny=(Tiny("qwen3_tts", build_tiny, tiny_sizes, options=("variant", "proj"), program=random_program),),
     calibration=calibration,
     reference=reference,
     demos=(Demo("demo", build_demo, version="3", recipe="demo",

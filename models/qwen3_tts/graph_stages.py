@@ -181,6 +181,13 @@ class DecodeGraphStage:
         """All padding rows (scratch page, length 1, neutral settings): what warm-up and capture run on."""
         self.load([])
 
+    def plan_context(self, context: int) -> None:
+        """Every row of the bucket `context` positions deep on its own consecutive pages (GraphStage's
+        calibration hook: the attention of a replay then reads that much KV)."""
+        per = -(-(context + 1) // self.attn.page_size)
+        tables = [list(range(i * per, (i + 1) * per)) for i in range(self.bucket)]
+        self.attn.plan(tables, [context + 1] * self.bucket)
+
     def prepare_next(self, rows: list[Row]) -> None:
         """While this step runs on the device: the next step's host inputs for the same rows (each row
         one frame further), so the next load of exactly these rows only copies them. Nothing is consumed
