@@ -129,6 +129,9 @@ class Family:
     # one request through the same stages the engine drives; parity checks and benchmarks compare against
     # it), imported when called; None: the family has none
     reference: Callable[[], ModuleType] | None = None
+    # () -> (owner, attribute, op category) of the functions a per-op profiler of its decode step wraps
+    # (`python -m benchmarks profile_cfg`), imported when called; None: not profiled per op
+    profile_ops: Callable[[], tuple[tuple[Any, str, str], ...]] | None = None
 
 
 @cache
