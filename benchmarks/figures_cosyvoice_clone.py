@@ -8,6 +8,7 @@ usage: VOX_COSYVOICE_ORACLE_PYTHON=... python -m benchmarks figures_cosyvoice_cl
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 from pathlib import Path
@@ -57,7 +58,11 @@ def synthesize(program, req: SynthesisRequest) -> np.ndarray:
 def main() -> None:
     import soundfile as sf
 
-    work = Path(sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="cosy-clone-fig-"))
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("workdir", nargs="?", help="for the checkpoint, the clip and upstream outputs (default: "
+                    "a new temporary folder)")
+    args = ap.parse_args()
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="cosy-clone-fig-"))
     ckpt = get_tiny("cosyvoice3").build(work / "ckpt", clone_models=True)  # + tiny random ONNX models
     clip = work / "c44.wav"
     write_clip(clip, 44100, 2)
