@@ -6,11 +6,14 @@ this registry: `load_model` (by config.json `model_type`), the demo aliases, `vo
 descriptions), the recipe a model gets by default, the sim/bench defaults (frame rate, chunk
 schedule, model sizes for the cost profiles), the simulator calibration (`Family.calibration`,
 `python -m voxcli.bench.calibration --family NAME`), the random-weight builders (`Family.tiny`,
-`find_tiny`), the reference generators parity checks compare with (`Family.reference`) and the voices
-`vox serve` maps OpenAI voice names to (`Family.openai_voices`).
+`find_tiny` / `get_tiny`; `Tiny.program` draws a program's weights on the device, no checkpoint), the
+reference generators parity checks compare with (`Family.reference`), the functions a per-op profiler
+wraps (`Family.profile_ops`) and the voices `vox serve` maps OpenAI voice names to
+(`Family.openai_voices`). Code outside models/ (benchmarks, scripts) reaches a family's code only
+through these, never by its package name.
 
 Listing families is cheap: `family.py` imports nothing heavy (no torch); `Family.load`, the demo and
-tiny builders and the calibration import their code when called.
+tiny builders, the reference, the profiled ops and the calibration import their code when called.
 """
 
 from __future__ import annotations
