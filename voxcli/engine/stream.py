@@ -107,8 +107,8 @@ class AudioStream:
             self._status, self._reason, self.retry_after = status, reason, retry_after
             self._cond.notify_all()
 
-    # The Ray front (voxcli/server/ray_front.py) still calls the old names; it moves to voxcli/cluster/ in
-    # issue 28's API part, which switches it to deliver/end. Remove these two then.
+    # The Ray front (voxcli/server/ray_front.py here, voxcli/cluster/ray_front.py after issue 28's API part)
+    # still calls the old names; remove these two once it calls deliver/end.
     _push = deliver
     _finish = end
 
