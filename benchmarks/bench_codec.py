@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from voxcli.models import load_model
 from voxcli.models.base import CodecItem
-from voxcli.models.qwen3_tts.codec import Qwen3TTSCodec
-from voxcli.models.qwen3_tts.tiny_audio import build_speech_tokenizer
+from voxcli.models.registry import get_tiny
 
 
 def main() -> None:
@@ -31,8 +31,10 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
-        build_speech_tokenizer(Path(tmp), args.size)
-        codec = Qwen3TTSCodec.from_checkpoint(tmp, device=args.device)
+        # the size's whole random checkpoint (the talker too: the registry builds checkpoints, not parts);
+        # the program's codec loads from its speech_tokenizer/
+        get_tiny("qwen3_tts").build(Path(tmp), size=args.size)
+        codec = load_model(tmp, args.device, "float32").codec_model
     cfg = codec.cfg
     rng = np.random.RandomState(0)
     frame_s = codec.samples_per_frame / 24000

@@ -37,16 +37,12 @@ def oracle_python() -> str | None:
     return py if Path(py).exists() else None
 
 
-def engine_run(ckpt: Path, n: int) -> dict:
-    import torch
+def engine_run(program, n: int) -> dict:
     from voxcli.models.base import SamplingParams, SynthesisRequest
-    from voxcli.models.cosyvoice3.program import CosyVoice3Program
 
     from voxcli.config import EngineConfig
     from voxcli.engine.engine import Engine
 
-    torch.set_num_threads(1)
-    program = CosyVoice3Program.load(str(ckpt))
     conf = EngineConfig(executor="cpu", policy="full", kv_pages=8192, kv_page_size=16, codec_slots=n,
                         max_running=n, max_queue=4 * n, max_prefill_batch=n,
                         decode_buckets=(1, 2, 4, 8, 16, 32, 64), threads=1)
@@ -63,10 +59,8 @@ def engine_run(ckpt: Path, n: int) -> dict:
     return out
 
 
-def upstream_run(py: str, ckpt: Path, n: int, work: Path, upstream: str) -> dict:
-    from voxcli.models.cosyvoice3.tiny import SPEAKER
-
-    cases = [{"name": f"r{i}", "kind": "tts", "text": TEXTS[i % len(TEXTS)], "speaker": SPEAKER,
+def upstream_run(py: str, ckpt: Path, speaker: str, n: int, work: Path, upstream: str) -> dict:
+    cases = [{"name": f"r{i}", "kind": "tts", "text": TEXTS[i % len(TEXTS)], "speaker": speaker,
               "stream": True} for i in range(n)]
     (work / "cases.json").write_text(json.dumps(cases))
     env = dict(os.environ, VOX_COSYVOICE_UPSTREAM=upstream, OMP_NUM_THREADS="1")
@@ -91,15 +85,20 @@ def main() -> int:
                     or str(ROOT.parent / "shared" / "oracle" / "cosyvoice3"))
     a = ap.parse_args()
     sys.path.insert(0, str(ROOT))
-    from voxcli.models.cosyvoice3.tiny import build_tiny
+    import torch
+    from voxcli.models import load_model
+    from voxcli.models.registry import get_tiny
 
     py = oracle_python()
     load0 = os.getloadavg()[0]
     work = Path(tempfile.mkdtemp(prefix="cosy-e2e-"))
-    ckpt = build_tiny(work / "ckpt", size=a.size)
-    rows = {"engine": engine_run(ckpt, a.requests)}
-    if py:
-        rows["upstream"] = upstream_run(py, ckpt, a.upstream_requests, work, a.upstream)
+    ckpt = get_tiny("cosyvoice3").build(work / "ckpt", size=a.size)
+    torch.set_num_threads(1)
+    program = load_model(str(ckpt), "cpu", "float32")
+    rows = {"engine": engine_run(program, a.requests)}
+    if py:  # the tiny checkpoint's one saved speaker
+        rows["upstream"] = upstream_run(py, ckpt, program.spec.voices[0], a.upstream_requests, work,
+                                        a.upstream)
     load1 = os.getloadavg()[0]
     print(f"CosyVoice 3, size {a.size}, greedy, stream=True, 1 torch thread per side; load average "
           f"{load0:.1f} at the start, {load1:.1f} at the end (2-core machine)")

@@ -39,26 +39,17 @@ def main() -> None:
     ap.add_argument("--upstream", default=str(REPO.parent / "shared" / "oracle" / "cosyvoice3"))
     a = ap.parse_args()
     torch.set_num_threads(1)
+    from voxcli.models import load_model
     from voxcli.models.base import CodecItem, SynthesisRequest
-    from voxcli.models.cosyvoice3.codec import FIRST_HOP, HOP_SCALE, MAX_HOP
-    from voxcli.models.cosyvoice3.program import CosyVoice3Program
-    from voxcli.models.cosyvoice3.tiny import SPEAKER, build_tiny
+    from voxcli.models.registry import get_tiny
 
     work = Path(tempfile.mkdtemp(prefix="cosy-bench-"))
-    ckpt = build_tiny(work / "ckpt", size=a.size)
-    program = CosyVoice3Program.load(str(ckpt))
+    ckpt = get_tiny("cosyvoice3").build(work / "ckpt", size=a.size)
+    program = load_model(str(ckpt), "cpu", "float32")
+    speaker = program.spec.voices[0]  # the tiny checkpoint's one saved speaker
     n = int(a.seconds * 25)
     toks = np.random.RandomState(0).randint(0, 6561, n).astype(np.int64)
-    P = program.speakers[SPEAKER].voice.prompt_tokens.numel()
-    pad = -P % FIRST_HOP
-    ends, hop, end = [], FIRST_HOP, 0
-    while True:
-        this = hop + (pad if not ends else 0)
-        if end + this + 3 > n:
-            break
-        end += this
-        ends.append(end)
-        hop = min(MAX_HOP, hop * HOP_SCALE)
+    ends = program.codec_stage.stream_hop_ends(program.speakers[speaker].voice.prompt_tokens.numel(), n)
     feeds = [e + 3 for e in ends] + [n]
     program.init_codec_slots(1)
     program.bind_slot(0, program.prepare(SynthesisRequest(text="hi.")))
@@ -69,7 +60,7 @@ def main() -> None:
         ours.append(time.process_time() - t0)
         prev = f
     rerun = [rerun_hop(program, toks, e, last=False) for e in ends] + [rerun_hop(program, toks, n, last=True)]
-    upstream = run_upstream(a, ckpt, toks, work) if a.oracle else None
+    upstream = run_upstream(a, ckpt, speaker, toks, work) if a.oracle else None
     rows = []
     for k in sorted({1, 5, 10, 15, 20, len(feeds)}):
         if k <= len(feeds):
@@ -109,10 +100,8 @@ def rerun_hop(program, toks: np.ndarray, end: int, last: bool) -> float:
     return time.process_time() - t0
 
 
-def run_upstream(a, ckpt: Path, toks: np.ndarray, work: Path) -> list[float]:
-    from voxcli.models.cosyvoice3.tiny import SPEAKER
-
-    cases = [{"name": "t", "kind": "token2wav", "tokens": toks.tolist(), "speaker": SPEAKER, "stream": True}]
+def run_upstream(a, ckpt: Path, speaker: str, toks: np.ndarray, work: Path) -> list[float]:
+    cases = [{"name": "t", "kind": "token2wav", "tokens": toks.tolist(), "speaker": speaker, "stream": True}]
     (work / "cases.json").write_text(json.dumps(cases))
     env = dict(os.environ, VOX_COSYVOICE_UPSTREAM=a.upstream, OMP_NUM_THREADS="1")
     subprocess.run(

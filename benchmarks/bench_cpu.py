@@ -34,11 +34,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def checkpoint(size: str) -> Path:
-    from voxcli.models.qwen3_tts.tiny import build_tiny
+    from voxcli.models.registry import get_tiny
 
     out = ROOT / ".cache" / f"qwen3-tts-{size}"
     if not (out / "config.json").exists():
-        build_tiny(out, variant="custom_voice", size=size)
+        get_tiny("qwen3_tts").build(out, variant="custom_voice", size=size)
     return out
 
 

@@ -33,11 +33,11 @@ TEXTS = [
 
 
 def checkpoint(size: str) -> Path:
-    from voxcli.models.dia.tiny import build_tiny
+    from voxcli.models.registry import get_tiny
 
     out = ROOT / ".cache" / f"dia-{size}"
     if not (out / "config.json").exists():
-        build_tiny(out, size=size)
+        get_tiny("dia").build(out, size=size)
     return out
 
 

@@ -56,12 +56,12 @@ def _name(dtype) -> str:
 
 def greedy_codes(program, frames: int) -> np.ndarray:
     from voxcli.models.base import SamplingParams, SynthesisRequest
-    from voxcli.models.testing.qwen3_tts_reference import generate
+    from voxcli.models.registry import get_reference
 
     voice = program.spec.voices[0] if program.spec.voices else None
     req = SynthesisRequest(text="Hello there, this is a comparison.", voice=voice,
                            sampling=SamplingParams(greedy=True), max_frames=frames)
-    codes, _ = generate(program, req, with_wav=False)
+    codes, _ = get_reference("qwen3_tts").generate(program, req, with_wav=False)
     return codes
 
 

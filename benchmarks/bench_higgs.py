@@ -35,14 +35,14 @@ def main() -> None:
     torch.set_num_threads(1)
     from voxcli.models import load_model
     from voxcli.models.base import Row, SamplingParams, SynthesisRequest
-    from voxcli.models.higgs_audio.tiny import build_tiny
+    from voxcli.models.registry import get_tiny
 
     from voxcli.config import EngineConfig
     from voxcli.engine.engine import Engine
 
     ckpt = ROOT / ".cache" / f"higgs-{args.size}"
     if not (ckpt / "config.json").exists():
-        build_tiny(ckpt, size=args.size, max_new_tokens=args.frames + 8)
+        get_tiny("higgs").build(ckpt, size=args.size, max_new_tokens=args.frames + 8)
     program = load_model(str(ckpt))
     greedy = SamplingParams(greedy=True)
 

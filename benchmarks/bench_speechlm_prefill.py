@@ -58,7 +58,8 @@ def main() -> None:
 
     res: dict[bool, list[float]] = {True: [], False: []}
     for share in (True, False, True, False):
-        program.share_pad_prefix, program._pad_kv = share, None
+        program.share_pad_prefix = share
+        program.drop_pad_prefix()
         res[share].append(timed(3.0))
     base = timed(1.0)
     print(f"prefill of {a.requests} requests, {a.words}-word prompt, thread CPU s (median of {a.repeats}): "

@@ -8,6 +8,7 @@ usage: VOX_COSYVOICE_ORACLE_PYTHON=... python -m benchmarks figures_cosyvoice_cl
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 from pathlib import Path
@@ -17,20 +18,18 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from cosyvoice_oracle import run_cases  # noqa: E402
-from test_cosyvoice_clone_parity import (  # noqa: E402
+from oracle.drive_cosyvoice import run_cases  # noqa: E402
+from support.cosyvoice_clone_case import (  # noqa: E402
     INSTRUCTION,
     REF_TEXT,
     TEXT,
     UPSTREAM_INSTRUCT,
     UPSTREAM_PROMPT,
-    _write_clip,
+    write_clip,
 )
 from voxcli.models import load_model  # noqa: E402
 from voxcli.models.base import CodecItem, Row, SamplingParams, SynthesisRequest  # noqa: E402
-from voxcli.models.cosyvoice3.clone import clip_prompt  # noqa: E402
-from voxcli.models.cosyvoice3.tiny import build_tiny  # noqa: E402
-from voxcli.models.cosyvoice3.tiny_onnx import write_tiny_onnx  # noqa: E402
+from voxcli.models.registry import get_tiny  # noqa: E402
 
 
 def synthesize(program, req: SynthesisRequest) -> np.ndarray:
@@ -59,11 +58,14 @@ def synthesize(program, req: SynthesisRequest) -> np.ndarray:
 def main() -> None:
     import soundfile as sf
 
-    work = Path(sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="cosy-clone-fig-"))
-    ckpt = build_tiny(work / "ckpt")
-    write_tiny_onnx(ckpt)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("workdir", nargs="?", help="for the checkpoint, the clip and upstream outputs (default: "
+                    "a new temporary folder)")
+    args = ap.parse_args()
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="cosy-clone-fig-"))
+    ckpt = get_tiny("cosyvoice3").build(work / "ckpt", clone_models=True)  # + tiny random ONNX models
     clip = work / "c44.wav"
-    _write_clip(clip, 44100, 2)
+    write_clip(clip, 44100, 2)
     cases = [{"name": "fe", "kind": "frontend", "wav": str(clip), "prompt_text": UPSTREAM_PROMPT}]
     for stream in (True, False):
         tag = "stream" if stream else "offline"
@@ -91,7 +93,7 @@ def main() -> None:
     program = load_model(str(ckpt))
     data, rate = sf.read(str(clip), dtype="float32", always_2d=True)
     wav = np.ascontiguousarray(data.mean(axis=1), dtype=np.float32)
-    got = clip_prompt(ckpt, wav, rate, program.mel_params)
+    got = program.clips.get(program.root, wav, rate, program.mel_params)  # what a clone request runs
     fe = ref["fe"]
     print(
         f"prompt: {len(got.tokens)} tokens, equal: {got.tokens == fe['llm_tokens']}; "

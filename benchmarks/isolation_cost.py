@@ -36,10 +36,10 @@ def main() -> None:
 
     torch.set_num_threads(1)
     from voxcli.models import load_model
-    from voxcli.models.qwen3_tts.tiny import build_tiny
+    from voxcli.models.registry import get_tiny
 
     root = Path(tempfile.mkdtemp(prefix="vox-iso-")) / "tiny"
-    build_tiny(root, variant="custom_voice")
+    get_tiny("qwen3_tts").build(root, variant="custom_voice")
     program = load_model(str(root))
     timed: list[tuple[str, int, int, float]] = []  # (stage, rows, reruns, thread seconds)
     inner = sim_mod.run_work_isolated

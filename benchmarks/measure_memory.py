@@ -84,8 +84,8 @@ def batch_growth(lines: int, work: Path, max_frames: int) -> tuple[float, float,
 _LOAD = """
 import json, resource, sys
 import torch  # noqa: F401 - part of the baseline, not of loading
-from voxcli.models import load_model
-import voxcli.models.qwen3_tts.program  # noqa: F401
+from voxcli.models import describe_model, load_model
+describe_model(sys.argv[1])  # the family's code imported (its config read), no weights: part of the baseline
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 p = load_model(sys.argv[1], "cpu", sys.argv[2])
 codec = p.codec_model

@@ -109,7 +109,7 @@ def main() -> None:
     ap.add_argument("--token-ms", type=float, default=20.0)
     args = ap.parse_args()
     import httpx
-    from serve_util import running_server, sim_service
+    from support.serve_util import running_server, sim_service
 
     token_s = args.token_ms / 1000
     service = sim_service()

@@ -6,7 +6,8 @@ The Dia program's decode stage (bench-size random weights, N requests of benchma
 in one batch, one torch thread, prefill excluded) without CFG (`plain`), with CFG and no sharing
 (`off`), and with CFG and this checkout's sharing (`on`); the three configurations interleaved step by
 step as benchmarks/bench_cfg.py does. Every step's THREAD CPU time is split by wrapping the program's own
-functions (exclusive time: a wrapped call inside another counts for the inner one only):
+functions, the ones the family names (`Family.profile_ops`, models/dia/profile_ops.py; exclusive time: a
+wrapped call inside another counts for the inner one only):
 
     embed       the decoder's channel embedding          self-attn   DecoderLayer.self_attend (all layers)
     cross-attn  DecoderLayer.cross_attend (all layers)   mlp         DecoderLayer._finish (norm + MLP)
@@ -58,22 +59,13 @@ class Clock:
 
 
 def instrument(clock: Clock) -> None:
-    from voxcli.models.dia import layers, program, sampling
+    """Wrap every function Dia names as a step's op (`Family.profile_ops`, models/dia/profile_ops.py)."""
+    from voxcli.models.registry import find_family
 
-    targets = [
-        (layers.ChannelEmbedding, "forward", "embed"),
-        (layers.DecoderLayer, "self_attend", "self-attn"),
-        (layers.DecoderLayer, "cross_attend", "cross-attn"),
-        (layers.DecoderLayer, "_finish", "mlp"),
-        (layers.DiaWeights, "logits", "logits"),
-        (sampling, "cfg_combine", "combine"),
-        (program, "process", "sampling"),
-        (program, "draw", "sampling"),
-        (program.DiaProgram, "_paged", "setup"),
-        (program, "build_plans", "setup"),
-        (layers.DecoderLayer, "gather_cross_kv", "setup"),
-    ]
-    for owner, name, cat in targets:
+    family = find_family("dia")
+    if family is None or family.profile_ops is None:
+        raise SystemExit("the Dia family names no ops to profile")
+    for owner, name, cat in family.profile_ops():
         if hasattr(owner, name):
             setattr(owner, name, clock.wrap(getattr(owner, name), cat))
 

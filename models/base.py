@@ -290,6 +290,9 @@ class GraphStage:
     # it: prepare the host inputs of the NEXT step for the same rows (the usual next decode batch), so
     # that launch only uploads them. A later load() with other rows ignores what was prepared.
     prepare_next: Callable[[list[Any]], None] | None = None
+    # Optional (decode): plan every row of the bucket `context` KV positions deep, on consecutive pages,
+    # with no requests behind them: a calibration times a captured step at a context length this way.
+    plan_context: Callable[[int], None] | None = None
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,14 @@ this registry: `load_model` (by config.json `model_type`), the demo aliases, `vo
 descriptions), the recipe a model gets by default, the sim/bench defaults (frame rate, chunk
 schedule, model sizes for the cost profiles), the simulator calibration (`Family.calibration`,
 `python -m voxcli.bench.calibration --family NAME`), the random-weight builders (`Family.tiny`,
-`find_tiny`) and the voices `vox serve` maps OpenAI voice names to (`Family.openai_voices`).
+`find_tiny` / `get_tiny`; `Tiny.program` draws a program's weights on the device, no checkpoint), the
+reference generators parity checks compare with (`Family.reference`), the functions a per-op profiler
+wraps (`Family.profile_ops`) and the voices `vox serve` maps OpenAI voice names to
+(`Family.openai_voices`). Code outside models/ (benchmarks, scripts) reaches a family's code only
+through these, never by its package name.
 
 Listing families is cheap: `family.py` imports nothing heavy (no torch); `Family.load`, the demo and
-tiny builders and the calibration import their code when called.
+tiny builders, the reference, the profiled ops and the calibration import their code when called.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from .base import ChunkSchedule
@@ -90,6 +95,10 @@ class Tiny:
     # () -> the sizes it builds, the small test one first (imports the builder)
     sizes: Callable[[], tuple[str, ...]]
     options: tuple[str, ...] = ()  # further keyword options `build` takes (variant, proj, clone_models...)
+    # (size, device, dtype, seed=) -> the family's program with random weights drawn where it runs, no
+    # checkpoint written (the device check's model: seconds on a GPU, not a minute of writing 4 GB);
+    # imports the builder when called. None: the family builds only checkpoints.
+    program: Callable[..., ModelProgram] | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +128,13 @@ class Family:
     # () -> its simulator calibration (models/sim_calibration.py; `python -m voxcli.bench.calibration
     # --family NAME`), imported when called; None: no GPU cost profile of its own
     calibration: Callable[[], Calibration] | None = None
+    # () -> its batch-1 reference generator module (`generate`, `teacher_forced`, `decode_full`, `Trace`:
+    # one request through the same stages the engine drives; parity checks and benchmarks compare against
+    # it), imported when called; None: the family has none
+    reference: Callable[[], ModuleType] | None = None
+    # () -> (owner, attribute, op category) of the functions a per-op profiler of its decode step wraps
+    # (`python -m benchmarks profile_cfg`), imported when called; None: not profiled per op
+    profile_ops: Callable[[], tuple[tuple[Any, str, str], ...]] | None = None
 
 
 @cache
@@ -146,6 +162,22 @@ def find_tiny(name: str) -> Tiny | None:
     """A random-weight builder by its name (`qwen3_tts`, `dia`, `higgs`, `higgs-v3`, `cosyvoice3`,
     `speechlm`)."""
     return next((t for f in families() for t in f.tiny if t.name == name), None)
+
+
+def get_reference(name: str) -> ModuleType:
+    """The reference generator of the family `name` names (as `find_family`), or ValueError."""
+    family = find_family(name)
+    if family is None or family.reference is None:
+        raise ValueError(f"no reference generator for {name!r}")
+    return family.reference()
+
+
+def get_tiny(name: str) -> Tiny:
+    """`find_tiny`, or ValueError naming the builders there are."""
+    found = find_tiny(name)
+    if found is None:
+        raise ValueError(f"no random-weight builder {name!r}; one of {', '.join(t.name for t in tinies())}")
+    return found
 
 
 def tinies() -> tuple[Tiny, ...]:

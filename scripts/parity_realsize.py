@@ -101,12 +101,13 @@ def main() -> int:
 
     from voxcli.models import load_model
     from voxcli.models.base import SamplingParams, SynthesisRequest
-    from voxcli.models.qwen3_tts.reference import Trace, decode_full, generate, teacher_forced
+    from voxcli.models.registry import get_reference
 
+    reference = get_reference("qwen3_tts")
     program = load_model(args.checkpoint, "cpu", "float32")
     req = SynthesisRequest(text=args.text, sampling=SamplingParams(greedy=True), max_frames=args.frames)
-    trace = Trace(prompt=None)  # type: ignore[arg-type]
-    codes, _ = generate(program, req, with_wav=False, trace=trace)
+    trace = reference.Trace(prompt=None)  # type: ignore[arg-type]
+    codes, _ = reference.generate(program, req, with_wav=False, trace=trace)
     prefill = trace.prompt.data.emb.embeds
     pre_err = float((prefill - ref["prefill"]).abs().max()) if prefill.shape == ref["prefill"].shape else -1
     ok &= 0 <= pre_err <= 1e-5
@@ -128,13 +129,13 @@ def main() -> int:
             ok &= tie
             print(f"codes: first difference at frame {t}, codebook {g}; reference margin {_margin(row):.2e} "
                   f"({'a tie' if tie else 'NOT a tie'})")
-    tl, pl = teacher_forced(program, trace.prompt, ref_codes)
+    tl, pl = reference.teacher_forced(program, trace.prompt, ref_codes)
     rt, rp = ref["talker_logits"], ref["cp_logits"].view(-1, 15, ref["cp_logits"].shape[-1])
     t_err = float((tl - rt).abs().max() / rt.abs().max())
     p_err = float((pl - rp).abs().max() / rp.abs().max())
     ok &= t_err <= 1e-4 and p_err <= 1e-4
     print(f"teacher-forced logits: talker {t_err:.2e}, predictor {p_err:.2e} relative (<= 1e-4)")
-    ours = decode_full(program, ref_codes)
+    ours = reference.decode_full(program, ref_codes)
     w_err = float(np.abs(ours - ref_wav).max()) if ours.shape == ref_wav.shape else float("inf")
     ok &= w_err <= 1e-4
     print(f"waveform (our full decode of the reference codes): max |diff| {w_err:.2e} (<= 1e-4)")

@@ -14,29 +14,21 @@ import numpy as np
 import pytest
 import soundfile as sf
 from oracle.drive_cosyvoice import require_audio_frontend, run_cases
+from support.cosyvoice_clone_case import (
+    INSTRUCTION,
+    REF_TEXT,
+    TEXT,
+    UPSTREAM_INSTRUCT,
+    UPSTREAM_PROMPT,
+    write_clip,
+)
 from typer.testing import CliRunner
 
 pytestmark = pytest.mark.oracle
 pytest.importorskip("onnxruntime", reason="voice cloning needs onnxruntime (the test extra installs it)")
 pytest.importorskip("onnx", reason="the tiny ONNX models are exported with onnx (the test extra installs it)")
 
-TEXT = "Hello world. This is a test."
-REF_TEXT = "This is my voice."
-INSTRUCTION = "Please speak slowly."
-# upstream's CosyVoice 3 prompt formats (its examples and cosyvoice/utils/common.py instruct_list)
-UPSTREAM_PROMPT = "You are a helpful assistant.<|endofprompt|>This is my voice."
-UPSTREAM_INSTRUCT = "You are a helpful assistant. Please speak slowly.<|endofprompt|>"
 CLIPS = {"c16": (16000, 1), "c24": (24000, 1), "c44": (44100, 2)}
-
-
-def _write_clip(path, rate: int, channels: int, seconds: float = 1.9, seed: int = 0) -> None:
-    rs = np.random.RandomState(seed + rate)
-    t = np.arange(int(rate * seconds)) / rate
-    voiced = 0.3 * np.sin(2 * np.pi * (140 + 40 * np.sin(2 * np.pi * 1.5 * t)) * t)
-    x = voiced * (0.6 + 0.4 * np.sin(2 * np.pi * 3 * t)) + 0.03 * rs.randn(t.size)
-    if channels == 2:
-        x = np.stack([x, 0.7 * x + 0.02 * rs.randn(t.size)], axis=1)
-    sf.write(str(path), x.astype(np.float32), rate, subtype="FLOAT")  # float samples: both read them exactly
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +43,7 @@ def oracle(tmp_path_factory):
     clips = {}
     for name, (rate, ch) in CLIPS.items():
         clips[name] = d / f"{name}.wav"
-        _write_clip(clips[name], rate, ch)
+        write_clip(clips[name], rate, ch)
     cases = [
         {"name": name, "kind": "frontend", "wav": str(p), "prompt_text": UPSTREAM_PROMPT}
         for name, p in clips.items()

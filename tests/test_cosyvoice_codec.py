@@ -85,6 +85,16 @@ def test_cached_block_hops_equal_a_rerun_over_the_history(ckpt, dtype, tol):
     assert (full - rerun).abs().max().item() > 1e-5  # the two attentions really differ
 
 
+def test_stream_hop_ends_follow_upstreams_schedule(program):
+    """What `python -m benchmarks bench_cosyvoice_codec` feeds: 25 tokens + the prompt's pad, then 50, then
+    100 each, every hop waiting for the flow's 3 look-ahead tokens (prompt 15: pad 10, as above)."""
+    hops = program.codec_stage.stream_hop_ends
+    assert hops(15, 91) == [35, 85]
+    assert hops(15, 87) == [35]  # 85 + 3 look-ahead > 87
+    assert hops(25, 400) == [25, 75, 175, 275, 375]  # no pad; hops capped at 100
+    assert hops(15, 30) == []
+
+
 def test_interleaved_requests_and_reused_slots_give_the_same_audio(program):
     program.init_codec_slots(4)
     a, b = toks(100, 3), toks(70, 4)

@@ -194,6 +194,21 @@ def test_each_family_registers_its_calibration_and_random_weight_builders():
     assert registry.find_tiny("nope") is None
 
 
+def test_benchmarks_reach_family_code_through_the_registry():
+    """get_tiny / get_reference answer or name what there is; the profiled ops and the random-weight program
+    builder (the device check's model) are where their families say."""
+    assert registry.get_tiny("dia") is registry.find_tiny("dia")
+    with pytest.raises(ValueError, match="no random-weight builder 'nope'; one of qwen3_tts, "):
+        registry.get_tiny("nope")
+    reference = registry.get_reference("qwen3_tts")
+    assert callable(reference.generate) and callable(reference.teacher_forced)
+    with pytest.raises(ValueError, match="no reference generator for 'dia'"):
+        registry.get_reference("dia")
+    ops = registry.find_family("dia").profile_ops()
+    assert ops and all(callable(getattr(owner, name)) for owner, name, _ in ops)
+    assert [t.name for t in registry.tinies() if t.program is not None] == ["qwen3_tts"]
+
+
 def test_openai_voice_names_map_to_the_family_s_own_voices():
     from voxcli.server.voices import OPENAI_VOICES
 

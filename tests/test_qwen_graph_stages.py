@@ -253,3 +253,14 @@ def test_graph_stage_offers_decode_and_codec_only_and_checks_the_device(cv):
     assert cv.graph_stage("prefill", 1, "lm", torch.device("cpu")) is None  # variable length: eager
     with pytest.raises(RuntimeError, match="model lives on cpu"):
         cv.graph_stage("decode", 1, "lm", torch.device("meta"))
+
+
+def test_a_decode_stage_plans_a_context_without_requests_for_calibration(cv):
+    """`GraphStage.plan_context` (gpu_check's calibration): every row of the bucket that deep, on pages of
+    its own; a codec stage has no such hook."""
+    gs = cv.graph_stage("decode", 2, "calibrate", torch.device("cpu"))
+    gs.plan_context(9)  # 10 positions = 3 pages of 4 each
+    attn = cv.lane_attention("calibrate", torch.device("cpu"), cv.attention_backend)[2]
+    assert attn.kv_len.tolist() == [10, 10]
+    assert attn.page_table[:, :3].tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert cv.graph_stage("codec", 2, "calibrate", torch.device("cpu")).plan_context is None

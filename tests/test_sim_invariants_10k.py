@@ -59,21 +59,21 @@ class StreamLog:
     def __init__(self, monkeypatch) -> None:
         self.ends: dict[AudioStream, list[str]] = {}  # keeps the streams alive: no id reuse
         self.late: list[int] = []
-        push, finish = AudioStream._push, AudioStream._finish
+        deliver, end = AudioStream.deliver, AudioStream.end
         log = self
 
-        def _push(stream, chunk):
+        def logged_deliver(stream, chunk):
             if stream.finished:
                 log.late.append(stream.request_id)
-            push(stream, chunk)
+            deliver(stream, chunk)
 
-        def _finish(stream, status, *rest):
+        def logged_end(stream, status, *rest):
             if not stream.finished:
                 log.ends.setdefault(stream, []).append(status)
-            finish(stream, status, *rest)
+            end(stream, status, *rest)
 
-        monkeypatch.setattr(AudioStream, "_push", _push)
-        monkeypatch.setattr(AudioStream, "_finish", _finish)
+        monkeypatch.setattr(AudioStream, "deliver", logged_deliver)
+        monkeypatch.setattr(AudioStream, "end", logged_end)
 
 
 def _engine(program: TrackingProgram, cfg: EngineConfig, check_deferral: bool) -> tuple[Engine, Observer]:

@@ -33,7 +33,6 @@ def green_stream(drv: Any, groups: list[Any], priority: int, created: list) -> A
 def s_calibrate(args: Any, out: Path) -> tuple[bool | None, dict]:
     import torch
     from voxcli.models.base import Row, SynthesisRequest
-    from voxcli.models.qwen3_tts.graph_stages import CodecGraphStage, DecodeGraphStage
 
     from voxcli.bench.measured import Measurements, write_profile
     from voxcli.engine.partitions import check, destroy_handles, load_driver
@@ -55,41 +54,42 @@ def s_calibrate(args: Any, out: Path) -> tuple[bool | None, dict]:
     dec_b, cod_b, ctx = [1, 8, 64, 256], [1, 8, 32], 64
     ps, dev_t = program.page_size, torch.device("cuda", 0)
 
-    def set_context(gs: Any, bucket: int, context: int) -> None:
-        per = -(-(context + 1) // ps)
-        tables = [list(range(i * per, (i + 1) * per)) for i in range(bucket)]
-        gs.attn.plan(tables, [context + 1] * bucket)
+    def stage(kind: str, bucket: int) -> Any:
+        """The program's own graph stage (as the executor captures it), on a lane of its own."""
+        gs = program.graph_stage(kind, bucket, "calibrate", dev_t)
+        if gs is None or (kind == "decode" and gs.plan_context is None):
+            raise RuntimeError(f"the program offers no calibratable {kind} graph stage")
+        return gs
 
     decode: dict[int, list[float]] = {c: [] for c in stage_streams}
     codec: dict[int, list[float]] = {c: [] for c in stage_streams}
     context_ms: dict[int, dict[int, float]] = {64: {}, 1024: {}}
     try:
         for b in dec_b:
-            gs = DecodeGraphStage(program, b, dev_t, program.attention_backend, lane="calibrate")
+            gs = stage("decode", b)
             for c, st in stage_streams.items():
                 graph = capture(gs, st)
                 with torch.cuda.stream(st):
-                    set_context(gs, b, ctx)
+                    gs.plan_context(ctx)
                 decode[c].append(timed(graph.replay, st, reps=5))
                 if c == total and b in (8, 64):
                     context_ms[64][b] = decode[c][-1]
                     with torch.cuda.stream(st):
-                        set_context(gs, b, 1024)
+                        gs.plan_context(1024)
                     context_ms[1024][b] = timed(graph.replay, st, reps=5)
                 del graph
         for b in cod_b:
-            gs = CodecGraphStage(program, b, dev_t, program.limits.max_chunk_frames)
+            gs = stage("codec", b)
             for c, st in stage_streams.items():
                 graph = capture(gs, st)
                 codec[c].append(timed(graph.replay, st, reps=5))
                 del graph
         # Interference: real decode (64 rows) and codec (8 chunks) graphs on two plain streams at once.
         a, bstream = torch.cuda.Stream(), torch.cuda.Stream()
-        dgs = DecodeGraphStage(program, 64, dev_t, program.attention_backend, lane="calibrate")
-        cgs = CodecGraphStage(program, 8, dev_t, program.limits.max_chunk_frames)
+        dgs, cgs = stage("decode", 64), stage("codec", 8)
         dg, cg = capture(dgs, a), capture(cgs, bstream)
         with torch.cuda.stream(a):
-            set_context(dgs, 64, ctx)
+            dgs.plan_context(ctx)
         solo_d, solo_c = timed(dg.replay, a), timed(cg.replay, bstream)
         torch.cuda.synchronize()
         n = 20

@@ -78,6 +78,20 @@ class CosyCodec:
             self.slots[slot] = None
         self.voices.pop(slot, None)
 
+    def stream_hop_ends(self, prompt_tokens: int, total: int) -> list[int]:
+        """The token counts at which a streaming request of `total` tokens, voice prompt `prompt_tokens`
+        long, completes each block-causal hop before its final chunk (upstream's schedule, as `decode`
+        runs it: FIRST_HOP + the prompt's pad, then x HOP_SCALE up to MAX_HOP; each hop also waits for the
+        flow's look-ahead tokens). Benchmarks feed a codec these hops."""
+        lookahead = self.flow.cfg.pre_lookahead_len
+        pad = -prompt_tokens % FIRST_HOP
+        ends, hop, end = [], FIRST_HOP, 0
+        while end + hop + (0 if ends else pad) + lookahead <= total:
+            end += hop + (0 if ends else pad)
+            ends.append(end)
+            hop = min(MAX_HOP, hop * HOP_SCALE)
+        return ends
+
     def _open(self, slot: int) -> Slot:
         voice, mode = self.voices.get(slot) or (None, "")
         if voice is None:

@@ -160,13 +160,12 @@ def profile_toml(gpu_name: str, setting: str, dit_eff: float | None = None) -> s
     how = (f"dit_eff {t['dit_eff']!r}: FITTED so that {FIT_POLICY} {lm}/{cd} serves {FIT_CAPACITY:g} req/s "
            "at 90% (the paper's number); the only fitted parameter" if setting == "pessimistic"
            else f"dit_eff {t['dit_eff']!r}: the prior as is; nothing fitted")
-    # The first lines name where the shipped profiles were written from (scripts/calibrate_cosyvoice_sim.py,
-    # voxcli/bench/calibrate_cosyvoice.py, both now this module): kept verbatim so that rewriting the
-    # profiles leaves them byte-identical.
+    # The first lines name the command that writes the profile and the module holding its derivation.
     head = [
-        f"Written by scripts/calibrate_cosyvoice_sim.py: Fun-CosyVoice3-0.5B on {gpu_name}, {setting!r};",
+        "Written by `python -m voxcli.bench.calibration --family cosyvoice3`: Fun-CosyVoice3-0.5B on "
+        f"{gpu_name}, {setting!r};",
         how + ";",
-        "derivation in voxcli/bench/calibrate_cosyvoice.py.",
+        "derivation in models/cosyvoice3/sim.py.",
         f"{g.name}: {g.sms} SMs, {g.bandwidth / 1e12:.2f} TB/s, {g.flops / 1e12:.0f} TFLOP/s bf16",
         f"LM step reads {lm_params() / 1e6:.1f} M params; decode(b) = {t['floor_ms']:.3f} ms + b x "
         f"{t['row_ms']:.4f} ms (arithmetic row {t['arith_row_ms']:.4f} ms)",

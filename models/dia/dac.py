@@ -38,7 +38,7 @@ from .dac_config import DacCodecConfig
 from .dac_layers import END_UNKNOWN, DacNet, Stream
 
 DAC_HUB_ID = "descript/dac_44khz"
-_DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
            "float16": torch.float16}
 # Weight-norm spellings a DacModel checkpoint may carry instead of a plain `weight`: (magnitude, direction).
 _WEIGHT_NORM = (
@@ -72,8 +72,8 @@ class DacCodec:
     @classmethod
     def load(cls, root: Path, device: str = "cpu", dtype: str = "float32") -> DacCodec:
         root = Path(root)
-        if dtype not in _DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         if not root.is_dir():
             raise CheckpointError(f"DAC codec folder {root} does not exist")
         cfg = DacCodecConfig.read(root / "config.json")
@@ -81,7 +81,7 @@ class DacCodec:
             net = DacNet(cfg)
         state = read_dac_weights(net, root / "model.safetensors")
         net.load_state_dict(
-            {k: v.to(device=device, dtype=_DTYPES[dtype]) for k, v in state.items()}, strict=True, assign=True
+            {k: v.to(device=device, dtype=DTYPES[dtype]) for k, v in state.items()}, strict=True, assign=True
         )
         return cls(net)
 
@@ -237,7 +237,7 @@ def read_dac_weights(net: DacNet, file: Path) -> dict[str, torch.Tensor]:
             shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
             plan: dict[str, tuple[str, ...]] = {}
             for k, shape in expected.items():
-                plan[k] = _source_keys(k, shape, shapes, file)
+                plan[k] = source_keys(k, shape, shapes, file)
             used = {s for srcs in plan.values() for s in srcs}
             extra = sorted(set(shapes) - used)
             if extra:
@@ -252,14 +252,17 @@ def read_dac_weights(net: DacNet, file: Path) -> dict[str, torch.Tensor]:
                 for s, t in zip(srcs, ts, strict=True):
                     if t.is_floating_point() and not torch.isfinite(t).all():
                         raise CheckpointError(f"tensor {s!r} in {file} holds NaN or inf values")
-                out[k] = ts[0] if len(ts) == 1 else _fold_weight_norm(ts[0], ts[1])
+                out[k] = ts[0] if len(ts) == 1 else fold_weight_norm(ts[0], ts[1])
     except SafetensorError as e:
         raise CheckpointError(f"cannot read {file} (corrupt or truncated safetensors file?): {e}") from e
     return out
 
 
-def _source_keys(key: str, shape: tuple[int, ...], shapes: dict[str, tuple[int, ...]], file: Path
-                 ) -> tuple[str, ...]:
+def source_keys(key: str, shape: tuple[int, ...], shapes: dict[str, tuple[int, ...]], file: Path
+                ) -> tuple[str, ...]:
+    """The checkpoint tensors (names in `shapes`) that give module tensor `key` of `shape`: itself, or a
+    weight-normed pair (magnitude, direction) to fold (`fold_weight_norm`); CheckpointError when missing
+    or misshapen. The DAC-style codecs of other families (Higgs, X-Codec) load through it too."""
     if key in shapes:
         if shapes[key] != shape:
             raise CheckpointError(
@@ -287,7 +290,7 @@ def _source_keys(key: str, shape: tuple[int, ...], shapes: dict[str, tuple[int, 
     raise CheckpointError(f"checkpoint {file}: tensor {key!r} (shape {list(shape)}) is missing")
 
 
-def _fold_weight_norm(g: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def fold_weight_norm(g: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """weight = g * v / ||v|| with the norm over every dim but 0 (torch weight_norm's dim=0)."""
     norm = v.norm(dim=tuple(range(1, v.dim())), keepdim=True)
     return v * (g / norm)

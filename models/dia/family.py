@@ -56,6 +56,12 @@ def tiny_sizes() -> tuple[str, ...]:
     return tuple(SIZES)
 
 
+def profile_ops() -> tuple[tuple[Any, str, str], ...]:
+    from .profile_ops import profile_ops as ops
+
+    return ops()
+
+
 def calibration() -> Any:
     from .sim import CALIBRATION
 
@@ -71,6 +77,7 @@ FAMILY = Family(
     describe=describe,
     tiny=(Tiny("dia", build_tiny, tiny_sizes),),
     calibration=calibration,
+    profile_ops=profile_ops,
     hub_models=(
         HubModel("nari-labs/Dia-1.6B-0626", "English dialogue ([S1]/[S2]) with CFG; voice clone from "
                  "--ref-audio + --ref-text", "dia-1.6b"),

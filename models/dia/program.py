@@ -19,8 +19,8 @@ position of 9 delayed codebook channels per step. What the engine sees:
   the memory comes back with the row's pages the moment the LM finishes.
 * Frames. The engine receives ALIGNED frames only (delay.py undoes the delay pattern; the first frame
   arrives after max(delay) + 1 = 16 decoder steps, then one per step; the drain after EOS runs here).
-  TTFA therefore pays 15 extra decoder steps (measured by scripts/bench_dia.py: 16 steps to the first
-  frame), plus the DAC's ~9.3 frames of look-ahead before the first audible sample (dac.py).
+  TTFA therefore pays 15 extra decoder steps (measured by `python -m benchmarks bench_dia`: 16 steps to
+  the first frame), plus the DAC's ~9.3 frames of look-ahead before the first audible sample (dac.py).
 * Re-runnable stages (fault isolation, models/base.py): prefill rebuilds each row's state (delay tracker,
   generator) from its prompt and rewrites its self and cross pages; `_step` peeks the rows' uniforms and
   commits every row (uniforms, kv_len, EOS countdown, delay tracker) only after sampling the whole batch;
@@ -97,9 +97,9 @@ def peek_uniforms(st: DiaState, channels: int) -> torch.Tensor:
 class DiaProgram(ModelProgram):
     # The unconditional sequences of CFG pairs take one constant per layer for their cross-attention (no
     # encoder pass, no cross pages) and reuse their partner's layer-0 self-attention (shared_cross.py;
-    # exact up to float rounding). False runs every sequence on its own (scripts/bench_cfg.py measures
-    # both in one run). A request keeps the setting of its prefill (DiaState.shared); its pages must have
-    # been sized (`kv_tokens`) under the same setting.
+    # exact up to float rounding). False runs every sequence on its own (`python -m benchmarks bench_cfg`
+    # measures both in one run). A request keeps the setting of its prefill (DiaState.shared); its pages
+    # must have been sized (`kv_tokens`) under the same setting.
     share_uncond: bool = True
 
     def __init__(

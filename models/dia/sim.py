@@ -201,12 +201,11 @@ def profile_toml(gpu_name: str, setting: str) -> str:
     t = terms(gpu_name, setting)
     conv, act = dac_frame_flops()
     g = GPUS[gpu_name]
-    # The first two lines name where the shipped profiles were written from (scripts/calibrate_dia_sim.py,
-    # voxcli/bench/calibrate_dia.py, both now this module): kept verbatim so that rewriting the profiles
-    # leaves them byte-identical.
+    # The first two lines name the command that writes the profile and the module holding its derivation.
     head = [
-        f"Written by scripts/calibrate_dia_sim.py: Dia-1.6B on {gpu_name}, setting {setting!r}; NO fitted",
-        "parameter (nothing published to fit to); derivation in voxcli/bench/calibrate_dia.py.",
+        f"Written by `python -m voxcli.bench.calibration --family dia`: Dia-1.6B on {gpu_name}, setting "
+        f"{setting!r}; NO fitted",
+        "parameter (nothing published to fit to); derivation in models/dia/sim.py.",
         f"{g.name}: {g.sms} SMs, {g.bandwidth / 1e12:.2f} TB/s, {g.flops / 1e12:.0f} TFLOP/s bf16 "
         "(datasheet)",
         f"decoder step reads {decoder_step_params() / 1e6:.1f} M params; {kernels_per_step()} kernels x "

@@ -32,7 +32,7 @@ from torch import nn
 
 from ..base import CheckpointError
 from ..checkpoint import cached_snapshot, offline_note, read_json
-from ..dia.dac import _DTYPES, DacCodec, _fold_weight_norm, _source_keys
+from ..dia.dac import DTYPES, DacCodec, fold_weight_norm, source_keys
 from ..dia.dac_layers import Conv, ConvTranspose, DecoderBlock, Pos, ResidualUnit, Snake1d, Stream
 
 TOKENIZER_HUB_ID = "bosonai/higgs-audio-v2-tokenizer"
@@ -251,8 +251,8 @@ class HiggsCodec(DacCodec):
     @classmethod
     def load(cls, root: Path, device: str = "cpu", dtype: str = "float32") -> HiggsCodec:
         root = Path(root)
-        if dtype not in _DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         if not root.is_dir():
             raise CheckpointError(f"Higgs audio tokenizer folder {root} does not exist")
         cfg = HiggsCodecConfig.read(root / "config.json")
@@ -260,7 +260,7 @@ class HiggsCodec(DacCodec):
             net = HiggsDecoderNet(cfg)
         state = read_decoder_weights(net, root / "model.safetensors")
         net.load_state_dict(
-            {k: v.to(device=device, dtype=_DTYPES[dtype]) for k, v in state.items()}, strict=True, assign=True
+            {k: v.to(device=device, dtype=DTYPES[dtype]) for k, v in state.items()}, strict=True, assign=True
         )
         return cls(net)
 
@@ -276,7 +276,7 @@ class HiggsCodec(DacCodec):
             net = HiggsDecoderNet(cfg)
         state = pick_decoder_weights(net, shapes, sub.__getitem__, where)
         net.load_state_dict(
-            {k: v.to(device=device, dtype=_DTYPES[dtype]) for k, v in state.items()}, strict=True, assign=True
+            {k: v.to(device=device, dtype=DTYPES[dtype]) for k, v in state.items()}, strict=True, assign=True
         )
         return cls(net)
 
@@ -326,7 +326,7 @@ def pick_decoder_weights(
     no NaN/inf); parts only the encoder uses are skipped, any other tensor is refused. Errors name key and
     path."""
     expected = {k: tuple(v.shape) for k, v in net.state_dict().items()}
-    plan = {k: _source_keys(k, s, shapes, where) for k, s in expected.items()}
+    plan = {k: source_keys(k, s, shapes, where) for k, s in expected.items()}
     used = {s for srcs in plan.values() for s in srcs}
     extra = sorted(
         k
@@ -346,7 +346,7 @@ def pick_decoder_weights(
         for s, t in zip(srcs, ts, strict=True):
             if t.is_floating_point() and not torch.isfinite(t).all():
                 raise CheckpointError(f"tensor {s!r} in {where} holds NaN or inf values")
-        out[k] = ts[0] if len(ts) == 1 else _fold_weight_norm(ts[0], ts[1])
+        out[k] = ts[0] if len(ts) == 1 else fold_weight_norm(ts[0], ts[1])
     return out
 
 

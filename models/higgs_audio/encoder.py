@@ -26,7 +26,7 @@ from torch import nn
 
 from ..base import CheckpointError, InputError
 from ..checkpoint import read_json
-from ..dia.dac import _fold_weight_norm, _source_keys
+from ..dia.dac import fold_weight_norm, source_keys
 from ..dia.dac_layers import Conv, EncoderBlock, Snake1d
 from .codec import VectorQuantizer, read_tokenizer_weights
 from .hubert import Hubert, HubertConfig, fold_kernel_weight_norm
@@ -312,7 +312,7 @@ def pick_encoder_weights(net: HiggsEncoderNet, shapes: dict[str, tuple[int, ...]
         srcs = (
             _pos_conv_keys(shape, shapes, where)
             if k == POS_CONV and k not in shapes
-            else _source_keys(k, shape, shapes, where)
+            else source_keys(k, shape, shapes, where)
         )
         ts = [get(s) for s in srcs]
         for s, t in zip(srcs, ts, strict=True):
@@ -323,7 +323,7 @@ def pick_encoder_weights(net: HiggsEncoderNet, shapes: dict[str, tuple[int, ...]
         elif k == POS_CONV:
             out[k] = fold_kernel_weight_norm(ts[0].float(), ts[1].float())
         else:
-            out[k] = _fold_weight_norm(ts[0], ts[1])
+            out[k] = fold_weight_norm(ts[0], ts[1])
     return out
 
 

@@ -68,8 +68,8 @@ FAMILY = Family(
     model_types=("higgs_audio_v2", "higgs_audio", "higgs_multimodal_qwen3"),
     load=load,
     # the transformers layout of v2 and the v3 layout (models/higgs_audio/tiny.py)
-    tiny=(Tiny("higgs", _tiny("higgs"), _tiny_sizes("higgs")),
-          Tiny("higgs-v3", _tiny("higgs-v3"), _tiny_sizes("higgs-v3"))),
+    tiny=(Tiny("higgs", _tiny("higgs"), _tiny_sizes("higgs"), options=("max_new_tokens",)),
+          Tiny("higgs-v3", _tiny("higgs-v3"), _tiny_sizes("higgs-v3"), options=("max_new_tokens",))),
     calibration=calibration,
     hub_models=(
         HubModel(

@@ -165,11 +165,11 @@ def profile_toml(gpu_name: str, setting: str, row_ms: float | None = None) -> st
         "pessimistic": f"arithmetic row x {ROW_INEFFICIENCY:.1f} (Qwen's H100 fit), codec at half "
         "conv efficiency; nothing fitted",
     }[setting]
-    # The first line names the script the shipped profiles were written by (now this module): kept
-    # verbatim so that rewriting the profiles leaves them byte-identical.
+    # The first lines name the command that writes the profile and the module holding its derivation.
     head = [
-        f"Written by scripts/calibrate_higgs_sim.py: Higgs Audio v3 4B on {gpu_name}, setting {setting!r}",
-        f"row_ms {how}. Derivation in the script's docstring.",
+        "Written by `python -m voxcli.bench.calibration --family higgs_audio`: Higgs Audio v3 4B on "
+        f"{gpu_name}, setting {setting!r}",
+        f"row_ms {how}. Derivation in models/higgs_audio/sim.py's docstring.",
         f"{g.name}: {g.sms} SMs, {g.bandwidth / 1e12:.2f} TB/s, {g.flops / 1e12:.0f} TFLOP/s bf16 "
         "(datasheet)",
         f"a step reads {step_params() / 1e9:.3f} G params; {kernels_per_step()} kernels x {LAUNCH_US} us",

@@ -52,7 +52,7 @@ SIZES: dict[str, dict[str, Any]] = {
         head_dim=16,
         max_position_embeddings=2048,
     ),
-    # a CPU benchmark size (scripts/bench_higgs.py): big enough that the backbone is the work
+    # a CPU benchmark size (`python -m benchmarks bench_higgs`): big enough that the backbone is the work
     "bench": dict(
         hidden_size=256,
         intermediate_size=768,
@@ -492,7 +492,7 @@ def build_tiny_v3(out: Path, size: str = "tiny", seed: int = 0, max_new_tokens: 
     return out
 
 
-def build_sized(out: Path, family: str, size: str, seed: int = 0) -> Path:
+def build_sized(out: Path, family: str, size: str, seed: int = 0, max_new_tokens: int = 300) -> Path:
     """`scripts/make_tiny.py --family higgs|higgs-v3 --size ...`: the transformers-layout v2 (sizes tiny,
     v2-3b) or v3 (tiny, v3-4b) builder; `real` is the released size (v2-3b, v3-4b). Real sizes are built in
     bfloat16 (half the memory of float32)."""
@@ -506,7 +506,7 @@ def build_sized(out: Path, family: str, size: str, seed: int = 0) -> Path:
         torch.set_default_dtype(torch.bfloat16)
     try:
         if family == "higgs":
-            return build_tiny(out, size=size, seed=seed)
-        return build_tiny_v3(out, size=size, seed=seed)
+            return build_tiny(out, size=size, seed=seed, max_new_tokens=max_new_tokens)
+        return build_tiny_v3(out, size=size, seed=seed, max_new_tokens=max_new_tokens)
     finally:
         torch.set_default_dtype(old)

@@ -4,6 +4,7 @@ and the demo builder load when first used."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from ..base import ChunkSchedule
@@ -39,10 +40,24 @@ def build_tiny(out: Path, size: str = "tiny", seed: int | None = None, **options
     return build(out, size=size, seed=SEED if seed is None else seed, **options)
 
 
+def random_program(size: str = "1.7b", device: Any = "cuda", dtype: Any = None, seed: int = 0) -> Any:
+    import torch
+
+    from .random_program import random_program as build
+
+    return build(size, device, torch.bfloat16 if dtype is None else dtype, seed)
+
+
 def tiny_sizes() -> tuple[str, ...]:
     from .tiny import ALL_SIZES
 
     return tuple(ALL_SIZES)
+
+
+def reference() -> ModuleType:
+    from . import reference as module
+
+    return module
 
 
 def calibration() -> Any:
@@ -97,8 +112,9 @@ FAMILY = Family(
     ),
     voices=VOICES,
     openai_voices=OPENAI_VOICES,
-    tiny=(Tiny("qwen3_tts", build_tiny, tiny_sizes, options=("variant", "proj")),),
+    tiny=(Tiny("qwen3_tts", build_tiny, tiny_sizes, options=("variant", "proj"), program=random_program),),
     calibration=calibration,
+    reference=reference,
     demos=(Demo("demo", build_demo, version="3", recipe="demo",
                 description="tiny random weights, offline; its audio is not speech"),),
     # 24 kHz PCM, 1920 samples (80 ms) per frame, 16 codebooks. The sim's chunks are the design paper's

@@ -19,10 +19,11 @@ decode emit identical codes. Padding rows attend to and write the program's scra
 Codec = the streaming decoder over [bucket, 16, max_frames] right-padded chunks; each item's slot state is
 gathered and scattered inside run() by a static index tensor, padding items use the scratch slot.
 
-Host cost per launch (scripts/bench_graph_load.py): settings are packed once per request, page tables
-converted once per request, uniforms drawn in blocks; a step whose rows are the previous step's rows in
-the same order copies that step's host outputs back in one call per field, and `prepare_next` (called
-by the executor while the previous step runs on the device) computes the rest of its host inputs ahead.
+Host cost per launch (`python -m benchmarks bench_graph_load`): settings are packed once per request,
+page tables converted once per request, uniforms drawn in blocks; a step whose rows are the previous
+step's rows in the same order copies that step's host outputs back in one call per field, and
+`prepare_next` (called by the executor while the previous step runs on the device) computes the rest of
+its host inputs ahead.
 
 Buffers are bound at construction: a CUDA graph captured over them keeps their addresses, so the KV
 pool and the codec slot table must be allocated (`init_kv`, `init_codec_slots`) BEFORE the stages are
@@ -179,6 +180,13 @@ class DecodeGraphStage:
     def prime(self) -> None:
         """All padding rows (scratch page, length 1, neutral settings): what warm-up and capture run on."""
         self.load([])
+
+    def plan_context(self, context: int) -> None:
+        """Every row of the bucket `context` positions deep on its own consecutive pages (GraphStage's
+        calibration hook: the attention of a replay then reads that much KV)."""
+        per = -(-(context + 1) // self.attn.page_size)
+        tables = [list(range(i * per, (i + 1) * per)) for i in range(self.bucket)]
+        self.attn.plan(tables, [context + 1] * self.bucket)
 
     def prepare_next(self, rows: list[Row]) -> None:
         """While this step runs on the device: the next step's host inputs for the same rows (each row

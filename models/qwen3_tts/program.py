@@ -17,7 +17,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -47,6 +47,9 @@ from .talker import Qwen3TTSWeights
 from .text_tokenizer import TextTokenizer
 from .validate import QwenOptions, Validated, validate_request
 
+if TYPE_CHECKING:
+    from .codec import Qwen3TTSCodec
+
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -73,7 +76,10 @@ class Qwen3TTSProgram(ModelProgram):
         device: torch.device,
         dtype: torch.dtype,
         name: str,
+        codec: Qwen3TTSCodec | None = None,
     ) -> None:
+        """`codec`: a codec built elsewhere (random weights drawn on the device, random_program.py); None
+        reads the checkpoint's speech_tokenizer/ on first use (`codec_model`)."""
         self.root, self.cfg, self.gen, self.weights, self.tokenizer = root, cfg, gen, weights, tokenizer
         self.talker = weights.talker
         self.device, self.dtype = device, dtype
@@ -97,7 +103,7 @@ class Qwen3TTSProgram(ModelProgram):
             max_chunk_frames=max(DEFAULT_CHUNKS.first, *DEFAULT_CHUNKS.ramp, DEFAULT_CHUNKS.steady))
         self._lane_attention: dict[tuple[str, str], Any] = {}  # (lane, backend) -> LaneAttention
         self.attention_backend = "auto"  # graph decode attention: auto | flashinfer | torch
-        self._codec = None
+        self._codec = codec
         self._speaker_encoder = None
         self.slot_refs: dict[int, np.ndarray] = {}
 
@@ -284,7 +290,8 @@ class Qwen3TTSProgram(ModelProgram):
         else:
             return None
         return GraphStage(run=s.run, load=s.load, finish=s.finish, accepts=s.accepts, prime=s.prime,
-                          prepare_next=getattr(s, "prepare_next", None))
+                          prepare_next=getattr(s, "prepare_next", None),
+                          plan_context=getattr(s, "plan_context", None))
 
     def lane_attention(self, lane: str, device: torch.device, backend: str = "auto") -> Any:
         """The decode attention of one lane (one object per bucket, one FlashInfer workspace per lane),

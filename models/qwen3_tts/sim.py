@@ -199,8 +199,8 @@ def interference(gpu: GpuSpec) -> float:
 CODEC_WEIGHT_MB = 200.0
 CODEC_CHUNK_MB = 150.0
 NOISE_SIGMA = 0.1  # device time / table time, lognormal (the default; kernels vary ~10% run to run)
-# Host time per scheduler call (thread CPU time, `scripts/bench_scheduler.py --per-call` on the 2-core
-# dev box at 256 running rows, after vectorisation): a fixed part plus a part per row of the batch.
+# Host time per scheduler call (thread CPU time, `python -m benchmarks bench_scheduler --per-call` on the
+# 2-core dev box at 256 running rows, after vectorisation): a fixed part plus a part per row of the batch.
 HOST_CALL_US = 20.0
 HOST_ROW_US = 0.3
 
@@ -247,7 +247,7 @@ def sim_lines(gpu_name: str) -> list[str]:
         f"   codec = {CODEC_WEIGHT_MB:.0f} MB weights + {CODEC_CHUNK_MB:.0f} MB activations per chunk "
         "(assumed: no published codec traffic);",
         f"  host = profile: {HOST_CALL_US} us per scheduler call + {HOST_ROW_US} us per batch row, ~200 us",
-        "   per LM step at 256 rows (thread CPU time, scripts/bench_scheduler.py on the dev box);",
+        "   per LM step at 256 rows (thread CPU time, python -m benchmarks bench_scheduler, dev box);",
         "   host = \"measured\" charges each call's live thread CPU time instead (not reproducible);",
         f"  noise_sigma {NOISE_SIGMA}: each batch takes the table time x lognormal(mean 1, sigma), seeded by "
         "config.seed, so",

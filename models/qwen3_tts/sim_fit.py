@@ -269,6 +269,9 @@ def add_options(ap: argparse.ArgumentParser) -> None:
 
 # The shipped profiles' first lines: the calibration run's own header (what was fitted to what).
 SHIPPED_HEADER_LINES = 4
+# What the header names: the command that writes the profiles, and where their numbers come from.
+COMMAND = "python -m voxcli.bench.calibration --family qwen3_tts"
+DERIVATION = "models/qwen3_tts/sim.py; the fit: models/qwen3_tts/sim_fit.py"
 
 
 def rewrite(shipped: Mapping[str, str]) -> dict[str, str]:
@@ -371,14 +374,12 @@ def run(args: argparse.Namespace, sim: Simulator) -> dict[str, str]:
     files: dict[str, str] = {}
     if not args.no_write and not only:
         fitted = results[best]["fitted"]
-        # Worded as the shipped profiles' headers are (their provenance: scripts/calibrate_sim.py, now this
-        # module), so that a run reproducing a shipped value writes the shipped bytes.
+        # The run's own record: the command, what was fitted to what, where the rest is derived.
         header = [
-            f"Written by scripts/calibrate_sim.py. Calibration {best}: fitted parameter "
-            f"{FITTED_NAME[best]} = "
+            f"Written by `{COMMAND}`. Calibration {best}: fitted parameter {FITTED_NAME[best]} = "
             f"{fitted}, against",
             f"ONE point: {FITS[best][1]} serves {FITS[best][2]:g} req/s at 90% attainment on H100 (paper);",
-            "everything else is derived from micro facts (voxcli/bench/calibrate.py). Chosen over the other",
+            f"everything else is derived from micro facts ({DERIVATION}). Chosen over the other",
             "calibration for its smaller miss on the published points neither was fitted to",
             "(out/calibrate_v2.log).",
         ]

@@ -369,6 +369,11 @@ class SpeechLMProgram(ModelProgram):
         h = self.lm.forward_paged(self.lm.embed(x.to(d)).to(self.dtype), pb, self.k_pool, self.v_pool)
         return h[torch.arange(B, device=d), torch.tensor(counts, device=d) - 1]
 
+    def drop_pad_prefix(self) -> None:
+        """Forget the shared all-pad prefix's cached keys and values: the next CFG prefill that shares it
+        computes it again (a benchmark timing the sharing starts each setting cold)."""
+        self._pad_kv = None
+
     def _copy_pad_prefix(self, r: Row, n: int) -> None:
         """Positions [0, n) of row r's companion := the shared all-pad prefix's keys and values."""
         assert self.k_pool is not None and self.v_pool is not None

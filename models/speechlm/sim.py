@@ -174,12 +174,11 @@ def profile_toml(model: str, gpu_name: str, setting: str) -> str:
     s = sizes(model)
     first_chunk_ms = codec_call_ms(t["codec_c0_ms"], t["codec_frame_ms"], FRAMES_REF,
                                    FIRST_CHUNK / FRAMES_REF, gpu.sms)
-    # The first lines name the script the shipped profiles were written by (now this module): kept
-    # verbatim so that rewriting the profiles leaves them byte-identical.
+    # The first lines name the command that writes the profile and the module holding its derivation.
     head = [
-        f"Written by scripts/calibrate_speechlm_sim.py: {model} on {gpu_name}, setting {setting!r}; "
-        "NO fitted",
-        "parameter (nothing published to fit to); derivation and assumptions in that script.",
+        f"Written by `python -m voxcli.bench.calibration --family speechlm`: {model} on {gpu_name}, "
+        f"setting {setting!r}; NO fitted",
+        "parameter (nothing published to fit to); derivation and assumptions in models/speechlm/sim.py.",
         f"{gpu.name}: {gpu.sms} SMs, {gpu.bandwidth / 1e12:.2f} TB/s, {gpu.flops / 1e12:.0f} TFLOP/s bf16",
         f"step reads {(backbone_params(s) + head_params(s)) / 1e9:.2f} G params (head "
         f"{head_params(s) / 1e6:.0f} M: text + {s['streams']} x 1027 audio rows); {t['kernels']} kernels x "

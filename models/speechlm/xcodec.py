@@ -26,7 +26,7 @@ from torch import nn
 
 from ..base import CheckpointError
 from ..checkpoint import read_json
-from ..dia.dac import DacCodec, _fold_weight_norm, _source_keys
+from ..dia.dac import DacCodec, fold_weight_norm, source_keys
 from ..dia.dac_layers import Conv, ConvTranspose, DacNet, Decoder, Pos, ResidualUnit, Stream
 
 
@@ -151,12 +151,12 @@ def read_weights(net: XcodecNet, file: Path) -> dict[str, torch.Tensor]:
         with safe_open(str(file), framework="pt", device="cpu") as f:
             shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
             for k, v in net.state_dict().items():
-                srcs = _source_keys(file_key(k), tuple(v.shape), shapes, file)
+                srcs = source_keys(file_key(k), tuple(v.shape), shapes, file)
                 ts = [f.get_tensor(s) for s in srcs]
                 for s, t in zip(srcs, ts, strict=True):
                     if t.is_floating_point() and not torch.isfinite(t).all():
                         raise CheckpointError(f"tensor {s!r} in {file} holds NaN or inf values")
-                out[k] = ts[0] if len(ts) == 1 else _fold_weight_norm(ts[0], ts[1])
+                out[k] = ts[0] if len(ts) == 1 else fold_weight_norm(ts[0], ts[1])
     except SafetensorError as e:
         raise CheckpointError(f"cannot read {file} (corrupt or truncated safetensors file?): {e}") from e
     return out

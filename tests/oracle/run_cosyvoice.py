@@ -105,7 +105,8 @@ for case in cases:
             "llm_embedding": mi["llm_embedding"][0],
         }
         continue
-    case_wall, case_cpu = time.perf_counter(), time.process_time()  # scripts/bench_cosyvoice.py reads them
+    # `python -m benchmarks bench_cosyvoice` reads them
+    case_wall, case_cpu = time.perf_counter(), time.process_time()
     cosy = base
     if case.get("float64"):
         doubled = doubled or as_float64()

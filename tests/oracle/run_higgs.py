@@ -16,7 +16,7 @@ usage:
   run_higgs.py v3 CKPT QOUT.pt POUT.pt LOGITS.pt   both of the above in one process
   run_higgs.py throughput CKPT N FRAMES THREADS
                                           N sequential greedy generates + batch_decode
-                                          (scripts/bench_higgs.py)
+                                          (`python -m benchmarks bench_higgs`)
 A case: {"name", "text", "max_new"} (+ "ref_text" and "ref_codes" or "ref_wav", a .npy clip, for clone);
 the prompt is the documented single-speaker conversation (system
 "Generate audio following instruction.", scene "Audio is recorded from a quiet room.", the user text).

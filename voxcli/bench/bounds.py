@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from voxcli.bench.client import _frames
+from voxcli.bench.client import utterance_frames
 from voxcli.bench.metrics import TTFA_TARGET_S
 from voxcli.bench.workloads import Utterance
 from voxcli.bound import CapacityBound, capacity_bound, schedule_step_cap
@@ -36,7 +36,7 @@ def request_shape(model: str, utterances: Sequence[Utterance], frame_rate: float
     from voxcli.models.registry import sim_spec_for
 
     program = SyntheticProgram.for_model(model)
-    frames = [_frames(u, frame_rate, frames_scale, max_frames) for u in utterances]
+    frames = [utterance_frames(u, frame_rate, frames_scale, max_frames) for u in utterances]
     prompts = []
     for u in utterances:
         try:

@@ -386,23 +386,22 @@ def profile(
             prof = CostProfile.from_toml(path)
             source = f"profile {path.name} (calibrated simulation profile)"
         else:
+            from voxcli.models.sim_profile import toml_value
             from voxcli.profile import measure_cuda_profile
 
             data = measure_cuda_profile(model)
             prof = CostProfile.from_dict(data)
             out.mkdir(parents=True, exist_ok=True)
-            from voxcli.bench.calibrate import _toml_value
-
             lines = []
             for sect, table in (("gpu", data["gpu"]),):
-                lines += [f"[{sect}]"] + [f"{k} = {_toml_value(v)}" for k, v in table.items()]
+                lines += [f"[{sect}]"] + [f"{k} = {toml_value(v)}" for k, v in table.items()]
             for stage, table in data["stages"].items():
                 lines += ["", f"[stages.{stage}]"]
-                lines += [f"{k} = {_toml_value(v)}" for k, v in table.items() if not isinstance(v, dict)]
+                lines += [f"{k} = {toml_value(v)}" for k, v in table.items() if not isinstance(v, dict)]
                 sub = {k: v for k, v in table.items() if isinstance(v, dict)}
                 for k, v in sub.items():
                     lines += ["", f"[stages.{stage}.{k}]"] + [
-                        f"{kk} = {_toml_value(vv)}" for kk, vv in v.items()
+                        f"{kk} = {toml_value(vv)}" for kk, vv in v.items()
                     ]
             gpu = "measured"
             prof_path = out / "gpus" / "measured.toml"

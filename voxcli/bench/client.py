@@ -60,7 +60,7 @@ def schedule(rate: float, duration_s: float, seed: int, utterances: Sequence[Utt
     out = []
     for i, t in enumerate(poisson_times(rate, duration_s, seed)):
         u = order[i % len(order)]
-        out.append(Arrival(i, t, u, _frames(u, frame_rate, frames_scale, max_frames)))
+        out.append(Arrival(i, t, u, utterance_frames(u, frame_rate, frames_scale, max_frames)))
     return out
 
 
@@ -68,11 +68,14 @@ def burst(n: int, utterances: Sequence[Utterance], seed: int, frame_rate: float 
           frames_scale: float = 1.0, max_frames: int | None = None) -> list[Arrival]:
     """`n` requests all sent at t=0 (the uncounted warm-up)."""
     order = seeded_order(list(utterances), seed + 7919)
-    return [Arrival(i, 0.0, order[i % len(order)], _frames(order[i % len(order)], frame_rate, frames_scale,
-                                                             max_frames)) for i in range(n)]
+    picked = [order[i % len(order)] for i in range(n)]
+    return [Arrival(i, 0.0, u, utterance_frames(u, frame_rate, frames_scale, max_frames))
+            for i, u in enumerate(picked)]
 
 
-def _frames(u: Utterance, frame_rate: float | None, scale: float, cap: int | None) -> int:
+def utterance_frames(u: Utterance, frame_rate: float | None, scale: float, cap: int | None) -> int:
+    """The frames an arrival of `u` is given: its text's estimate scaled by `scale`, at least 1, at most
+    `cap` (when set). The sweep's arrivals and the capacity bounds (bench/bounds.py) share it."""
     n = max(1, round(estimate_frames(u.text, frame_rate) * scale))
     return min(n, cap) if cap else n
 

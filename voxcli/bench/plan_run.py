@@ -128,7 +128,8 @@ def progress_line(r: dict[str, Any], width: int = 24) -> str:
 
 def capacity_lines(rows: list[dict[str, Any]], reference: str = "") -> list[str]:
     """Per workload: capacity mean ± std over seeds, the ratio to `reference`, the bound and the fraction
-    of it reached, the late-chunk counts (the table scripts/sweep_policies.py printed)."""
+    of it reached, the late-chunk counts (the table `vox bench --plan experiments/sweep_policies.toml`
+    prints)."""
     out = []
     w = max([24, *(len(r["candidate"]) for r in rows)])
     for wl in dict.fromkeys(r["workload"] for r in rows):

@@ -210,13 +210,13 @@ class _Job:
         if playback.first_epoch is None:
             playback.first_epoch = time.time()
         playback.audio_s += len(pcm) / self.front.sample_rate
-        self.stream._push(AudioChunk(pcm, self.front.sample_rate, self.index, time.monotonic(), self.offset_s,
+        self.stream.deliver(AudioChunk(pcm, self.front.sample_rate, self.index, time.monotonic(), self.offset_s,
                                      False))
         self.index += 1
         self.offset_s += len(pcm) / self.front.sample_rate
 
     def _finish(self, status: str, reason: str | None) -> None:
-        self.stream._finish(status, reason)
+        self.stream.end(status, reason)
         self.front._done(self.stream.request_id)
 
     def run(self) -> None:

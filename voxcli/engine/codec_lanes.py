@@ -90,9 +90,9 @@ class CodecLanes(ChunkFlow):
     # (`_background_start`). With late_urgent off no lane would take a chunk near its deadline, so the
     # margin means nothing and a batch need only end by its chunks' deadlines; a chunk that cannot stays at
     # the head and launches with the batch, and only the chunks that can still be in time bind the cut
-    # (measured, scripts/late_chunks.py at 112/16: cutting at deadline - margin there starved the lane of
-    # batch size and stalled more than no cap at all). Durations are estimated at the bucket the batch
-    # runs in (padded rows cost like real ones, as the executors run them).
+    # (measured, experiments/late_chunks.toml at 112/16: cutting at deadline - margin there starved the
+    # lane of batch size and stalled more than no cap at all). Durations are estimated at the bucket the
+    # batch runs in (padded rows cost like real ones, as the executors run them).
     def _background_start(self, now: float, i: int | None = None) -> int:
         """Index in the deadline order of the background lane's first candidate: past the urgent prefix
         (`i`, when the caller has it) and, with the slack cap, past the chunks the urgent lane will

@@ -301,10 +301,10 @@ class Engine:
                 ch = ev.chunk
                 # where its PCM starts in the request's audio: a hold-back codec's later chunks begin with
                 # the samples the chunk before kept back (request.py)
-                stream._push(AudioChunk(ev.pcm, self.spec.sample_rate, ch.index, ev.t,
+                stream.deliver(AudioChunk(ev.pcm, self.spec.sample_rate, ch.index, ev.t,
                                         ev.request.audio_start_s(ch.start), ch.last))
             elif isinstance(ev, Ended):
-                stream._finish(ev.request.state.value, ev.request.reason, ev.request.retry_after)
+                stream.end(ev.request.state.value, ev.request.reason, ev.request.retry_after)
                 with self._lock:
                     self._streams.pop(ev.request.id, None)
             elif isinstance(ev, Released) and ev.request.row is not None:
@@ -420,4 +420,4 @@ class Engine:
             streams = list(self._streams.values())
             self._streams.clear()
         for s in streams:
-            s._finish(status, reason)
+            s.end(status, reason)

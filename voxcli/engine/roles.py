@@ -103,13 +103,13 @@ class WatchedStream(AudioStream):
 
     on_change: Callable[[], None] | None = None
 
-    def _push(self, chunk: Any) -> None:
-        super()._push(chunk)
+    def deliver(self, chunk: Any) -> None:
+        super().deliver(chunk)
         if self.on_change is not None:
             self.on_change()
 
-    def _finish(self, status: str, reason: str | None, retry_after: float | None = None) -> None:
-        super()._finish(status, reason, retry_after)
+    def end(self, status: str, reason: str | None, retry_after: float | None = None) -> None:
+        super().end(status, reason, retry_after)
         if self.on_change is not None:
             self.on_change()
 
@@ -241,7 +241,7 @@ class LMEngine(_RoleEngine):
                          continuation=r.continuation, binding=stream.binding if ch.index == 0 else None)
         if ch.index == 0:
             stream.binding = None
-        stream._push(item)  # type: ignore[arg-type]
+        stream.deliver(item)  # type: ignore[arg-type]
         if stream.sink is not None:
             stream.sink(item)
 
@@ -346,7 +346,7 @@ class CodecEngine(_RoleEngine):
             if key is not None:
                 self._by_key.pop(key, None)
         if stream is not None:
-            stream._finish(status, reason)
+            stream.end(status, reason)
             if key is not None and self.on_end is not None:
                 self.on_end(key, status, reason)
         return True

@@ -3,8 +3,8 @@
 The scheduler (engine/scheduler.py) is one object whose methods live in small files, one job each; each
 part is a class over this one, and `Scheduler` joins them. They share the fields below rather than
 passing them around because the decode hot path reads a dozen of them per step and an indirection per
-field would cost more than the step's own work (scripts/bench_scheduler.py measures it). Only this file
-creates fields; the parts read and update them.
+field would cost more than the step's own work (`python -m benchmarks bench_scheduler` measures it). Only
+this file creates fields; the parts read and update them.
 
 Fields other modules may read: config, spec, est, layout, kv, slots, requests, waiting, decoding,
 decoding_rows, prefilling, pending (dispatchable chunks by request id) and `chunks` (engine/pending.py,

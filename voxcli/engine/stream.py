@@ -90,7 +90,8 @@ class AudioStream:
             self._read = 0
 
     # --- engine side (host thread) -----------------------------------------------------------
-    def _push(self, chunk: AudioChunk) -> None:
+    def deliver(self, chunk: AudioChunk) -> None:
+        """A chunk of the request's audio, as the engine makes it (the stream turns `streaming`)."""
         with self._cond:
             if self._store:
                 self._chunks.append(chunk)
@@ -98,7 +99,8 @@ class AudioStream:
                 self._status = "streaming"
             self._cond.notify_all()
 
-    def _finish(self, status: str, reason: str | None, retry_after: float | None = None) -> None:
+    def end(self, status: str, reason: str | None, retry_after: float | None = None) -> None:
+        """The request is over with `status` (done, failed, cancelled, rejected); a second end is ignored."""
         with self._cond:
             if self._status in _DONE_STATES:
                 return

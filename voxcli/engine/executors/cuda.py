@@ -112,8 +112,10 @@ class CudaExecutor(Executor):
         if streams is None:
             from voxcli.engine.partitions import build_partitions
 
+            # green-context partitions only where the plan partitions SMs: a lane policy that declares an
+            # urgent lane (lane_policies.py), run by one engine for both roles (lanes.py builds it so)
             streams = build_partitions(config.lm_sms, config.codec_sms, device_index=device_index,
-                                       split=config.policy == "full" and config.role == "both")
+                                       split=self.plan.partitioned)
         self.streams = streams
         plan = self.plan
         self.stream_of: dict[LaneName, Any] = {

@@ -60,13 +60,6 @@ class RealtimeSimExecutor(Executor):
         """Wake a sleeping `wait` (a new request or a cancel arrived on another thread)."""
         self._wake.set()
 
-    def _next_completion(self) -> float | None:
-        running = self.device._running  # the sim's own bookkeeping: remaining solo seconds per lane
-        if not running:
-            return None
-        t = self.device.now()
-        return min(t + run.remaining * self.device._slowdown(lane) for lane, run in running.items())
-
     def wait(self, until: float | None) -> list[Completion]:
         while True:
             now = self.now()
@@ -76,7 +69,7 @@ class RealtimeSimExecutor(Executor):
                 return done
             if until is not None and now >= until:
                 return []
-            t_next = self._next_completion()
+            t_next = self.device.next_completion_at()
             if t_next is None and until is None:
                 return []
             wake_at = min(t for t in (t_next, until) if t is not None)

@@ -109,6 +109,13 @@ class SimExecutor(Executor):
         self._running[work.lane] = _Running(work, self._t, solo, result, error, mem)
         self.launches += 1
 
+    def next_completion_at(self) -> float | None:
+        """The sim time at which the first running batch ends if nothing else launches (None: none runs):
+        what a real-time wrapper (realtime_sim.py) sleeps until."""
+        if not self._running:
+            return None
+        return min(self._t + run.remaining * self._slowdown(lane) for lane, run in self._running.items())
+
     def _slowdown(self, lane: str) -> float:
         if len(self._running) < 2:
             return 1.0
