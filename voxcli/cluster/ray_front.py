@@ -210,8 +210,8 @@ class _Job:
         if playback.first_epoch is None:
             playback.first_epoch = time.time()
         playback.audio_s += len(pcm) / self.front.sample_rate
-        self.stream.deliver(AudioChunk(pcm, self.front.sample_rate, self.index, time.monotonic(), self.offset_s,
-                                     False))
+        self.stream.deliver(AudioChunk(pcm, self.front.sample_rate, self.index, time.monotonic(),
+                                       self.offset_s, False))
         self.index += 1
         self.offset_s += len(pcm) / self.front.sample_rate
 
