@@ -9,6 +9,11 @@ from typing import Annotated
 
 import typer
 
+from voxcli.models.registry import default_model
+
+# the registry's default model recipe for the sim (the size the GPU cost profiles were calibrated on)
+SIM_DEFAULT_MODEL = default_model(simulated=True)
+
 BENCH_HELP = """Open-loop SLO sweep: Poisson arrivals on an absolute schedule, attainment per offered rate
 (TTFA <= 200 ms and no stall >= 10 ms; rejected/failed requests are misses), capacity at 90% / 99%.
 
@@ -102,7 +107,7 @@ def bench(
             help="A model recipe (qwen3-tts-1.7b), a checkpoint path/hub id, or "
             "cpu-bench (random-weight Qwen3-TTS sized for this CPU)."
         ),
-    ] = "qwen3-tts-1.7b",
+    ] = SIM_DEFAULT_MODEL,
     policy: Annotated[str, typer.Option(help="Comma-separated policies: full, sync2, lanes, sync.")] = "full",
     rates: Annotated[str, typer.Option(help="Offered rates in req/s: start:stop:step or a list.")] = "2:60:2",
     duration: Annotated[float, typer.Option(help="Seconds of arrivals per rate.")] = 60.0,
@@ -156,7 +161,7 @@ def bench(
     from voxcli.bench.report import plot as plot_sweep
     from voxcli.bench.sweep import SweepSpec, Variant, parse_rates, run_sweep
     from voxcli.bench.targets import cpu_bench_checkpoint, engine_target, model_config, sim_target
-    from voxcli.cli import friendly_errors
+    from voxcli.console import friendly_errors
     from voxcli.models.registry import sim_spec_for
 
     console = _console()
@@ -279,7 +284,7 @@ def _run_plan(path: Path, overrides: list[str], out: Path) -> None:
 
     from voxcli.bench.plan import PlanError, load_plan
     from voxcli.bench.plan_run import run_plan
-    from voxcli.cli import friendly_errors
+    from voxcli.console import friendly_errors
 
     with friendly_errors():
         _check_out(out)
@@ -318,7 +323,7 @@ def profile(
             help="Load recipes/gpus/<gpu>.toml (h100, h200, b200) instead of measuring on a CUDA device."
         ),
     ] = "",
-    model: Annotated[str, typer.Option(help="Model recipe name or checkpoint.")] = "qwen3-tts-1.7b",
+    model: Annotated[str, typer.Option(help="Model recipe name or checkpoint.")] = SIM_DEFAULT_MODEL,
     target_rate: Annotated[
         float, typer.Option(help="Target load in req/s (0 = the highest load some split sustains).")
     ] = 0.0,
@@ -343,8 +348,8 @@ def profile(
     import json
 
     from voxcli.bench.workloads import estimate_frames
-    from voxcli.cli import friendly_errors
     from voxcli.config import ConfigError, recipe_path
+    from voxcli.console import friendly_errors
     from voxcli.engine.cost import CostProfile
     from voxcli.models.registry import sim_spec_for
     from voxcli.profile import (
