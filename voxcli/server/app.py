@@ -82,8 +82,10 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    message = {404: f"no such endpoint {request.url.path}; see GET /v1/models, POST /v1/audio/speech.",
-               405: f"method {request.method} is not allowed on {request.url.path}."}.get(
+    # a long path is quoted in part: the answer stays small
+    path = request.url.path if len(request.url.path) <= 200 else request.url.path[:200] + "..."
+    message = {404: f"no such endpoint {path}; see GET /v1/models, POST /v1/audio/speech.",
+               405: f"method {request.method} is not allowed on {path}."}.get(
         exc.status_code, str(exc.detail))
     if exc.status_code == 400 and message == "There was an error parsing the body":  # FastAPI's words
         message = ("the request body could not be read as JSON (it is not UTF-8, or nested too deeply); "
