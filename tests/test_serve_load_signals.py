@@ -49,7 +49,7 @@ def test_retry_after_just_after_startup_follows_the_completion_rate():
     assert refused, [r.status_code for r in answers]
     # the quick requests took well under a second each; two waiting at that rate is seconds, not 45
     assert all(1 <= int(r.headers["retry-after"]) <= 10 for r in refused), \
-        ([r.headers["retry-after"] for r in refused], list(service.completions._durations))
+        ([r.headers["retry-after"] for r in refused], service.retry.mean_duration())
 
 
 def test_a_reader_that_stops_is_counted_stopped_reading_and_dropped():
