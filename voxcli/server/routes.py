@@ -279,6 +279,7 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
             outcome = run.outcome
             if outcome == "generated":
                 outcome = "done" if await run.delivery.delivered() else "stopped_reading"
+            run.delivery.close()  # a stream cut short: our descriptor of its socket goes too
             metrics.requests.labels(outcome=outcome).inc()
             metrics.audio.inc(clock.audio_s)
             if outcome == "done":
