@@ -13,7 +13,8 @@ shape (431 for headers over the size limit, 414 for a request line over its own,
 buffered bytes before h11 parses them: `voxcli.server.header_bounds`). The connection's transport is
 handed to the app in `scope["extensions"]["vox.transport"]`, so a streamed response can tell a client
 that read all of it from one that stopped reading (`voxcli.server.delivery`). A WebSocket text frame
-that is not UTF-8 is closed with 1007 and a reason saying so.
+that is not UTF-8 is closed with 1007 and a reason saying so; a message over the size limit gets an
+`error` message before its close 1009.
 """
 
 from __future__ import annotations
@@ -133,6 +134,18 @@ class GuardedH11Protocol(H11Protocol):
         self.transport.close()
 
 
+def _server_text_frame(payload: bytes) -> bytes:
+    """One unmasked, uncompressed text frame (RFC 6455 5.2; valid with permessage-deflate too)."""
+    n = len(payload)
+    if n < 126:
+        head = bytes([0x81, n])
+    elif n < 1 << 16:
+        head = bytes([0x81, 126]) + n.to_bytes(2, "big")
+    else:
+        head = bytes([0x81, 127]) + n.to_bytes(8, "big")
+    return head + payload
+
+
 def _ws_protocol() -> type | None:
     """uvicorn's websockets (sans-I/O) protocol, closing a text frame that is not UTF-8 with 1007 and a
     reason that says so (uvicorn closes with no reason and logs a traceback for it)."""
@@ -141,7 +154,25 @@ def _ws_protocol() -> type | None:
     except ImportError:  # no websockets library: uvicorn's own choice
         return None
 
+    from websockets.exceptions import PayloadTooBig
+
     class GuardedWSProtocol(WebSocketsSansIOProtocol):
+        def data_received(self, data: bytes) -> None:
+            """uvicorn's, plus an `error` message before the close 1009 of a frame over the size limit
+            (the websockets parser closes with no message the client's app would show)."""
+            self.conn.receive_data(data)
+            exc = self.conn.parser_exc
+            if exc is None:
+                self.handle_events()
+                return
+            if isinstance(exc, PayloadTooBig) and not self.close_sent and not self.transport.is_closing():
+                limit = self.config.ws_max_size
+                message = (f"a WebSocket message is larger than this server accepts ({limit} bytes); send "
+                           "the text in smaller frames.")
+                body = json.dumps({"type": "error", "code": 413, "message": message}).encode()
+                self.transport.write(_server_text_frame(body))
+            self.handle_parser_exception()
+
         def send_receive_event_to_app(self) -> None:
             if self.curr_msg_data_type == "text" and not self.close_sent:
                 data = self.frames[0] if len(self.frames) == 1 else b"".join(self.frames)
