@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from voxcli.audio import PART_SUFFIX, AudioOutputError, FileSink, extension
+from voxcli.audio import PART_SUFFIX, AudioOutputError, DiskFullError, FileSink, extension
 from voxcli.errors import VoxError
 from voxcli.models.base import InputError, ModelSpec, SynthesisRequest
 from voxcli.speak import RequestTemplate, SpeechFailed, Stopped, segment_requests, speak
@@ -153,6 +153,8 @@ def out_of_space(e: BaseException, out_dir: Path) -> bool:
     """`e` was caused by a full disk: an OSError saying so, or a libsndfile error (it reports only
     "System error.") while the output's file system has less than a write's worth left."""
     while e is not None:
+        if isinstance(e, DiskFullError):  # the sink's own verdict (voxcli.audio.disk_full)
+            return True
         if isinstance(e, OSError) and e.errno in _NO_SPACE:
             return True
         if any(os.strerror(code) in str(e) for code in _NO_SPACE):  # e.g. AudioOutputError's sentence
