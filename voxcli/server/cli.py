@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from voxcli.console import announce_demo, friendly_errors, say_line
+from voxcli.console import announce_demo, friendly_errors, say_line, sigterm_as_interrupt
 from voxcli.errors import VoxError
 
 SERVE_HELP = """Serve the OpenAI speech API (POST /v1/audio/speech) over the engine.
@@ -128,7 +128,8 @@ def serve(
 
             spec = ReplicaSpec(model=model, executor=executor, gpu=gpu, recipe=recipe, sets=set_ or [],
                                policy=policy, device=device, api_key=api_key, limits=asdict(limits))
-            run_placement(chosen, spec, host, port, quiet)
+            with sigterm_as_interrupt():  # a start still waiting for its replicas stops too
+                run_placement(chosen, spec, host, port, quiet)
             return
         if replicas > 1:
             if voice_map:
