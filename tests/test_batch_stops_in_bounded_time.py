@@ -1,0 +1,73 @@
+"""Ctrl-C (or SIGTERM, the same KeyboardInterrupt) during `vox batch` with items stuck in an engine that
+cannot stop them: the batch ends within its stop bound instead of waiting 30 s per worker. The stuck
+streams block on an event that is never set (no timing decides the outcome: before, the workers were
+joined 30 s each; now all share one short deadline)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from voxcli.batch import BatchOptions, run_batch
+from voxcli.speak import RequestTemplate
+from voxcli.text import BatchItem
+
+
+class _Chunk:
+    def __init__(self) -> None:
+        self.pcm = np.zeros(240, dtype=np.float32)
+
+
+class _QuickStream:
+    def __iter__(self) -> Any:
+        yield _Chunk()
+
+    def cancel(self) -> None:
+        pass
+
+
+class _StuckStream:
+    """A request the engine never finishes and cannot cancel."""
+
+    def __init__(self, never: threading.Event) -> None:
+        self.never = never
+
+    def __iter__(self) -> Any:
+        self.never.wait()
+        yield _Chunk()
+
+    def cancel(self) -> None:
+        pass
+
+
+class _Engine:
+    def __init__(self) -> None:
+        self.never = threading.Event()
+        self.lock = threading.Lock()
+        self.submitted = 0
+
+    def submit(self, request: Any, continues: Any = None) -> Any:
+        with self.lock:
+            self.submitted += 1
+            first = self.submitted == 1
+        return _QuickStream() if first else _StuckStream(self.never)
+
+
+def test_an_interrupt_with_stuck_items_ends_within_the_stop_bound(tmp_path):
+    engine = _Engine()
+    spec = SimpleNamespace(sample_rate=24000, split_sentences=True)
+    items = [BatchItem(id=f"item{i}", text=f"Line number {i}.", source=f"in.txt:{i + 1}") for i in range(3)]
+    opts = BatchOptions(out_dir=tmp_path / "out", concurrency=3, progress=False, interrupt_after=1,
+                        stop_bound_s=0.5)
+    t0 = time.monotonic()
+    try:
+        result = run_batch(engine, spec, "fake", items, RequestTemplate(), opts)
+    finally:
+        engine.never.set()  # let the stuck workers go
+    took = time.monotonic() - t0
+    assert result.interrupted and result.done == 1, result
+    assert took < 20, took  # two stuck workers joined 30 s each took 60 s

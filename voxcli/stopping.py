@@ -1,0 +1,49 @@
+"""Stopping within a bound: a front end (`vox serve`, `vox batch`) told to stop (Ctrl-C, SIGTERM) must
+exit within a few seconds in every state, even when the engine cannot be stopped cleanly (a request
+stuck on the engine thread: its own watchdog is the engine's business).
+
+`close_within` runs a close on a helper thread and waits at most `seconds` for it; a caller whose
+close did not finish says so in one sentence and leaves with `exit_now` (a stuck non-daemon thread
+would otherwise hold the interpreter's exit forever).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable
+
+# what a stopping front end grants the engine's close and its own workers, in seconds
+STOP_BOUND_S = 5.0
+
+
+def close_within(close: Callable[[], object], seconds: float = STOP_BOUND_S) -> bool:
+    """Run `close`; True when it returned (or raised) within `seconds`. Its errors are re-raised."""
+    done = threading.Event()
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            close()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            failure.append(e)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="vox-close", daemon=True).start()
+    if not done.wait(seconds):
+        return False
+    if failure:
+        raise failure[0]
+    return True
+
+
+def exit_now(code: int) -> None:
+    """Leave the process at once (what is written is flushed; stuck threads are not waited for)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
