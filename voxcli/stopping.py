@@ -18,8 +18,9 @@ from collections.abc import Callable
 STOP_BOUND_S = 5.0
 
 
-def close_within(close: Callable[[], object], seconds: float = STOP_BOUND_S) -> bool:
-    """Run `close`; True when it returned (or raised) within `seconds`. Its errors are re-raised."""
+def close_within(close: Callable[[], object], seconds: float | None = None) -> bool:
+    """Run `close`; True when it returned (or raised) within `seconds` (`STOP_BOUND_S` when None, read
+    at the call). Its errors are re-raised."""
     done = threading.Event()
     failure: list[BaseException] = []
 
@@ -32,7 +33,7 @@ def close_within(close: Callable[[], object], seconds: float = STOP_BOUND_S) -> 
             done.set()
 
     threading.Thread(target=run, name="vox-close", daemon=True).start()
-    if not done.wait(seconds):
+    if not done.wait(STOP_BOUND_S if seconds is None else seconds):
         return False
     if failure:
         raise failure[0]

@@ -2,6 +2,9 @@
 
     app = create_app(SpeechService(session), api_key=None)
     uvicorn.run(app, host="127.0.0.1", port=8000)
+
+On shutdown the service (its engine) is closed, waited for at most `voxcli.stopping.STOP_BOUND_S`;
+`app.state.close_stuck` says it did not finish.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from voxcli.server.live import LIVE_PATH, build_live_router
 from voxcli.server.metrics import ServerMetrics
 from voxcli.server.routes import build_router
 from voxcli.server.service import SpeechService
+from voxcli.stopping import close_within
 
 
 def create_app(service: SpeechService, api_key: str | None = None, close_on_shutdown: bool = True) -> FastAPI:
@@ -27,9 +31,12 @@ def create_app(service: SpeechService, api_key: str | None = None, close_on_shut
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> Any:
+        app.state.close_stuck = False
         yield
-        if close_on_shutdown:
-            service.close()
+        if close_on_shutdown and not close_within(service.close):
+            # an engine that cannot stop (a request stuck on its thread) must not hold the shutdown:
+            # `vox serve` then leaves at once (voxcli.stopping)
+            app.state.close_stuck = True
 
     app = FastAPI(title="vox serve", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.service = service

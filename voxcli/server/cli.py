@@ -162,6 +162,12 @@ def serve(
         from voxcli.server.protocol import server_config
 
         uvicorn.Server(server_config(app, host, port, limits, log_level="warning" if quiet else "info")).run()
+        if getattr(app.state, "close_stuck", False):
+            from voxcli.stopping import STOP_BOUND_S, exit_now
+
+            say_line(f"error: the engine did not stop within {STOP_BOUND_S:g} s of the shutdown (a request "
+                     "is stuck on its thread); exiting without it.")
+            exit_now(1)
 
 
 def _check_port(host: str, port: int) -> None:
