@@ -5,13 +5,16 @@ joined 30 s each; now all share one short deadline)."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+import pytest
 
+import voxcli.stopping as stopping
 from voxcli.batch import BatchOptions, run_batch
 from voxcli.speak import RequestTemplate
 from voxcli.text import BatchItem
@@ -71,3 +74,33 @@ def test_an_interrupt_with_stuck_items_ends_within_the_stop_bound(tmp_path):
     took = time.monotonic() - t0
     assert result.interrupted and result.done == 1, result
     assert took < 20, took  # two stuck workers joined 30 s each took 60 s
+
+
+def test_an_engine_close_that_never_returns_does_not_hold_the_exit(monkeypatch):
+    """`vox batch`'s session exit (the engine's close) after an interrupt: waited for at most the bound,
+    then the process leaves with the run's status (exit_now stood in for, to see the code)."""
+    never = threading.Event()
+    codes: list[int] = []
+
+    def fake_exit(code: int) -> None:
+        codes.append(code)
+        raise SystemExit(code)
+
+    monkeypatch.setattr(stopping, "STOP_BOUND_S", 0.2)
+    monkeypatch.setattr(stopping, "exit_now", fake_exit)
+
+    @contextlib.contextmanager
+    def session() -> Any:
+        try:
+            yield "session"
+        finally:
+            never.wait()  # an engine close stuck on a request
+
+    try:
+        with pytest.raises(SystemExit), stopping.closed_within(session(), lambda: 130) as got:
+            assert got == "session"
+        with pytest.raises(SystemExit), stopping.closed_within(session(), lambda: 0):
+            raise KeyboardInterrupt
+    finally:
+        never.set()
+    assert codes == [130, 130]

@@ -48,6 +48,7 @@ from voxcli.cli_options import (
 from voxcli.console import friendly_errors, say_line
 from voxcli.errors import VoxError
 from voxcli.session import Session
+from voxcli.stopping import closed_within
 
 
 def _sentence_request(template: Any, frame_cap: Any) -> Any:
@@ -282,7 +283,10 @@ def batch(
                                    quiet)
         else:
             opened = open_cli_session(options, quiet)
-        with opened as session:
+        result: Any = None
+        # the engine's close after an interrupt is bounded: a request stuck in it must not hold the exit
+        status = lambda: 130 if result is not None and result.interrupted else 1  # noqa: E731
+        with closed_within(opened, status) as session:
             # command-wide flags fail the command (a placeholder text stands in for the items')
             session.check(template.request("(flags check)"))
             opts.frame_cap, opts.check = session.frame_cap, session.check

@@ -9,10 +9,15 @@ would otherwise hold the interpreter's exit forever).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import TypeVar
+
+T = TypeVar("T")
 
 # what a stopping front end grants the engine's close and its own workers, in seconds
 STOP_BOUND_S = 5.0
@@ -48,3 +53,25 @@ def exit_now(code: int) -> None:
         except (OSError, ValueError):
             pass
     os._exit(code)
+
+
+@contextlib.contextmanager
+def closed_within(opened: AbstractContextManager[T], code: Callable[[], int]) -> Iterator[T]:
+    """`with opened` whose exit (an engine's close) is waited for at most `STOP_BOUND_S`: past it, one
+    sentence and `exit_now(code())` (the caller's exit status for how the run went)."""
+    value = opened.__enter__()
+    try:
+        yield value
+    except BaseException as e:
+        if not close_within(lambda err=e: opened.__exit__(type(err), err, err.__traceback__)):
+            _stuck()
+            exit_now(130 if isinstance(e, KeyboardInterrupt) else 1)
+        raise
+    if not close_within(lambda: opened.__exit__(None, None, None)):
+        _stuck()
+        exit_now(code())
+
+
+def _stuck() -> None:
+    sys.stderr.write(f"vox: error: the engine did not stop within {STOP_BOUND_S:g} s (a request is stuck on "
+                     "its thread); exiting without it.\n")
