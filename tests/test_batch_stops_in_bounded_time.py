@@ -104,3 +104,38 @@ def test_an_engine_close_that_never_returns_does_not_hold_the_exit(monkeypatch):
     finally:
         never.set()
     assert codes == [130, 130]
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_vox_batch_stops_on_a_signal_within_seconds(tmp_path, sig):
+    """A real `vox batch -m demo` of many items: once the first item is in the manifest, the signal;
+    it exits within seconds with 130, nothing half-written kept."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    inp = tmp_path / "in.txt"
+    inp.write_text("".join(f"Line number {i} is spoken here.\n" for i in range(400)))
+    out = tmp_path / "out"
+    env = {**os.environ, "VOX_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.Popen([sys.executable, "-m", "voxcli", "batch", "-m", "demo", "-q", "--greedy",
+                             "--max-frames", "40", "-c", "2", str(inp), "-o", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    try:
+        manifest = out / "manifest.jsonl"
+        deadline = time.monotonic() + 120
+        while not (manifest.exists() and manifest.read_bytes().count(b"\n") >= 1):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.poll()
+            time.sleep(0.05)
+        proc.send_signal(getattr(signal, sig))
+        t0 = time.monotonic()
+        _, err = proc.communicate(timeout=30)
+        assert time.monotonic() - t0 < 15
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err.decode()
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".part")]

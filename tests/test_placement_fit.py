@@ -77,3 +77,24 @@ def test_a_deployment_that_runs_returns_and_its_errors_come_through():
 
     with pytest.raises(RuntimeError, match="serve.run said no"):
         run_bounded(boom, "bad", lambda name: ("", ""), timeout_s=600, poll_s=0.01)
+
+
+def test_sigterm_stops_a_start_waiting_for_its_replicas():
+    """The watch runs on the calling (main) thread: a SIGTERM mapped to an interrupt (as `vox serve` maps
+    it) ends the wait at once, sent here from inside the status poll itself (no timing involved)."""
+    import os
+    import signal
+
+    from voxcli.console import sigterm_as_interrupt
+
+    release = threading.Event()
+
+    def status(name: str) -> tuple[str, str]:
+        os.kill(os.getpid(), signal.SIGTERM)
+        return "DEPLOYING", UNSCHEDULED
+
+    try:
+        with pytest.raises(KeyboardInterrupt), sigterm_as_interrupt():
+            run_bounded(lambda: release.wait(60), "vox-both-0", status, timeout_s=600, poll_s=0)
+    finally:
+        release.set()
