@@ -98,3 +98,9 @@ def test_sigterm_stops_a_start_waiting_for_its_replicas():
             run_bounded(lambda: release.wait(60), "vox-both-0", status, timeout_s=600, poll_s=0)
     finally:
         release.set()
+
+
+def test_replicas_are_named_by_their_own_flag():
+    with pytest.raises(VoxError, match=r"^--replicas 100 needs 50 CPUs \(0.5 per replica\) but the Ray "
+                                       r"cluster has 2; place at most 4 replicas, or add nodes\.$"):
+        check_fits(Placement(both=100), {"num_cpus": 0.5}, {"CPU": 2.0}, flag="--replicas 100")

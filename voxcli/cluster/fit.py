@@ -45,8 +45,9 @@ def resource_needs(placement: Placement, per_replica: dict[str, float],
 
 
 def check_fits(placement: Placement, per_replica: dict[str, float], cluster: dict[str, float],
-               extra: dict[str, float] | None = None) -> None:
-    """Raise one sentence when the cluster's totals cannot hold the placement."""
+               extra: dict[str, float] | None = None, flag: str | None = None) -> None:
+    """Raise one sentence when the cluster's totals cannot hold the placement (`flag`: how the user
+    asked for it, `--placement ...` unless given)."""
     each, more = _by_resource(per_replica), _by_resource(extra or {})
     for resource, amount in resource_needs(placement, per_replica, extra).items():
         has = float(cluster.get(resource, 0.0))
@@ -55,7 +56,8 @@ def check_fits(placement: Placement, per_replica: dict[str, float], cluster: dic
         unit = _UNITS.get(resource, f"of resource {resource}")
         one = each.get(resource, 0.0)
         fits = max(0, math.floor((has - more.get(resource, 0.0)) / one + 1e-9)) if one else 0
-        raise VoxError(f"--placement {placement.describe()} needs {amount:g} {unit} ({one:g} per replica) "
+        asked = flag or f"--placement {placement.describe()}"
+        raise VoxError(f"{asked} needs {amount:g} {unit} ({one:g} per replica) "
                        f"but the Ray cluster has {has:g}; place at most {fits} replicas, or add nodes.", 2)
 
 

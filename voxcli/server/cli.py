@@ -137,9 +137,10 @@ def serve(
                                "the default table (GET /v1/audio/voices shows it).", 2)
             from voxcli.cluster.ray_app import run_ray
 
-            run_ray(replicas=replicas, model=model, executor=executor, gpu=gpu, recipe=recipe,
-                    sets=set_ or [], policy=policy, device=device, host=host, port=port, api_key=api_key,
-                    limits=limits, quiet=quiet)
+            with sigterm_as_interrupt():  # a start still waiting for its replicas stops too
+                run_ray(replicas=replicas, model=model, executor=executor, gpu=gpu, recipe=recipe,
+                        sets=set_ or [], policy=policy, device=device, host=host, port=port,
+                        api_key=api_key, limits=limits, quiet=quiet)
             return
         announce_demo(model, quiet)
         session = open_session(options)
