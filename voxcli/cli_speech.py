@@ -8,6 +8,7 @@ line per error (`voxcli.console`). They are plain functions; `voxcli.cli` regist
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -286,7 +287,10 @@ def batch(
         result: Any = None
         # the engine's close after an interrupt is bounded: a request stuck in it must not hold the exit
         status = lambda: 130 if result is not None and result.interrupted else 1  # noqa: E731
-        with closed_within(opened, status) as session:
+        # on Ray, SIGTERM while the replicas deploy is an interrupt too: Serve is shut down on the way out
+        # (killed outright, the Ray instance this process started would outlive it)
+        on_ray = sigterm_as_interrupt() if chosen is not None or replicas > 1 else contextlib.nullcontext()
+        with on_ray, closed_within(opened, status) as session:
             # command-wide flags fail the command (a placeholder text stands in for the items')
             session.check(template.request("(flags check)"))
             opts.frame_cap, opts.check = session.frame_cap, session.check
