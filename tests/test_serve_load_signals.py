@@ -106,14 +106,22 @@ def _post_raw(port: int, body: bytes, connection: str) -> socket.socket:
     return s
 
 
-@pytest.mark.parametrize("connection", ["close", "keep-alive"])
-def test_done_only_when_the_client_read_the_whole_stream_whatever_its_connection_header(connection):
-    """A stream small enough to fit the server's buffers (~580 KB: every chunk is handed over at once),
-    a reader that takes 100 KB and stops with its socket open: stopped_reading, never done (with
-    `Connection: close` the closing transport hid the unread bytes and it counted done)."""
+@pytest.mark.parametrize(("connection", "frames", "idle_s", "stall_s"), [
+    ("close", 150, 5.0, 1.0),
+    ("keep-alive", 150, 5.0, 1.0),
+    # the idle timer closes the kept-alive connection before the stall bound, ~200 KB unread
+    ("keep-alive", 78, 0.5, 3.0),
+])
+def test_done_only_when_the_client_read_the_whole_stream_whatever_its_connection_header(
+        connection, frames, idle_s, stall_s):
+    """A stream small enough to fit the server's buffers (every chunk is handed over at once), a reader
+    that takes 100 KB and stops with its socket open: stopped_reading, never done (with `Connection:
+    close`, or the keep-alive idle timer closing the connection, the closed transport hid the unread
+    bytes and it counted done)."""
     service = sim_service()
-    service.limits.write_stall_s = 1.0
-    body = json.dumps({"model": MODEL, "input": "A short one.", "fixed_frames": 150,
+    service.limits.write_stall_s = stall_s
+    service.limits.idle_timeout_s = idle_s
+    body = json.dumps({"model": MODEL, "input": "A short one.", "fixed_frames": frames,
                        "response_format": "pcm"}).encode()
     with running_server(service) as url:
         port = int(url.rsplit(":", 1)[1])
