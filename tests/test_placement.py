@@ -23,6 +23,10 @@ def test_parse_placements():
     ("both=1,gpu=2", "'gpu=2', which is not role=count"),
     ("lm", "'lm', which is not role=count"),
     ("both=x", "the count 'x', not a whole number"),
+    ("both=\u0661", "the count '\u0661', not a whole number in ASCII digits"),  # int() reads it as 1
+    ("both=1_0", "the count '1_0', not a whole number in ASCII digits"),  # int() reads 10
+    ("both=+1", "not a whole number in ASCII digits"),
+    ("both=" + "9" * 40, "not a whole number in ASCII digits"),
     ("both=-1", "negative count"),
     ("both=1,both=2", "names both twice"),
     ("both=0", "places no replica"),

@@ -180,3 +180,38 @@ def test_the_server_is_idle_and_healthy_after_the_hostile_clients(server):
     r = httpx.post(f"{url}/v1/audio/speech", json={"model": MODEL, "input": "Still fine.", "fixed_frames": 8,
                                                     "response_format": "pcm"}, timeout=30)
     assert r.status_code == 200 and len(r.content) == 2 * 8 * 1920
+
+
+_BIG_HEADER = b"x-big: " + b"a" * 20_000 + b"\r\n"
+_SMALL_HEADERS = b"".join(b"x-h%d: v\r\n" % i for i in range(2000))
+_HUGE_HEADER = b"x-big: " + b"a" * 64 * 1024 + b"\r\n"
+
+
+@pytest.mark.parametrize(("head", "status"), [
+    (b"GET /health HTTP/1.1\r\nhost: x\r\n" + _BIG_HEADER + b"\r\n", 431),
+    (b"GET /health HTTP/1.1\r\nhost: x\r\n" + _SMALL_HEADERS + b"\r\n", 431),
+    (b"GET /health HTTP/1.1\r\nhost: x\r\n" + _HUGE_HEADER + b"\r\n", 431),
+    (b"GET /" + b"p" * 100_000 + b" HTTP/1.1\r\nhost: x\r\n\r\n", 414),
+], ids=["20KB-header", "2000-headers", "64KB-header", "100KB-request-line"])
+def test_a_head_over_the_bound_is_refused_even_in_one_piece(server, head, status):
+    """Sent whole (one sendall): h11 alone bounds only an incomplete head and accepted these."""
+    url, _ = server
+    out = _raw(url, head)
+    assert out.startswith(f"HTTP/1.1 {status}".encode()), out[:200]
+    assert len(out) < 1000  # the request line is not echoed back
+    err = _json_body(out)["error"]
+    assert err["code"] == status and err["message"].endswith(".")
+
+
+def test_head_bounds_are_exact():
+    from voxcli.server.header_bounds import MAX_HEADER_BYTES, MAX_REQUEST_LINE_BYTES, head_problem
+
+    line = b"GET /" + b"p" * (MAX_REQUEST_LINE_BYTES - 14) + b" HTTP/1.1\r\n"  # the line at the bound
+    assert len(line) == MAX_REQUEST_LINE_BYTES + 2 and head_problem(line + b"host: x\r\n\r\n") is None
+    assert head_problem(b"GET /p" + line[5:] + b"host: x\r\n\r\n").status == 414
+    head = b"GET / HTTP/1.1\r\nhost: x\r\nx: "
+    filler = b"a" * (MAX_HEADER_BYTES - len(head) - 4)
+    assert head_problem(head + filler + b"\r\n\r\n") is None
+    assert head_problem(head + filler + b"a\r\n\r\n").status == 431
+    assert head_problem(head + filler + b"\r\n\r\n" + b"b" * 100_000) is None  # a pipelined body after it
+    assert head_problem(head + filler + b"a" * 5).status == 431  # incomplete and already over

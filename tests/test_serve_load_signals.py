@@ -49,7 +49,7 @@ def test_retry_after_just_after_startup_follows_the_completion_rate():
     assert refused, [r.status_code for r in answers]
     # the quick requests took well under a second each; two waiting at that rate is seconds, not 45
     assert all(1 <= int(r.headers["retry-after"]) <= 10 for r in refused), \
-        ([r.headers["retry-after"] for r in refused], list(service.completions._durations))
+        ([r.headers["retry-after"] for r in refused], service.retry.mean_duration())
 
 
 def test_a_reader_that_stops_is_counted_stopped_reading_and_dropped():
@@ -94,3 +94,60 @@ def test_a_reader_that_stops_is_counted_stopped_reading_and_dropped():
         assert r.status_code == 200
         assert wait_until(lambda: metric(httpx.get(f"{url}/metrics").text, "vox_requests_total",
                                          'outcome="done"') == 1, timeout=5)
+
+
+def _post_raw(port: int, body: bytes, connection: str) -> socket.socket:
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)  # a small window: what is unread stays ours
+    s.connect(("127.0.0.1", port))
+    s.sendall(b"POST /v1/audio/speech HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+              b"connection: " + connection.encode() + b"\r\n"
+              b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    return s
+
+
+@pytest.mark.parametrize(("connection", "frames", "idle_s", "stall_s"), [
+    ("close", 150, 5.0, 1.0),
+    ("keep-alive", 150, 5.0, 1.0),
+    # the idle timer closes the kept-alive connection before the stall bound, ~200 KB unread
+    ("keep-alive", 78, 0.5, 3.0),
+])
+def test_done_only_when_the_client_read_the_whole_stream_whatever_its_connection_header(
+        connection, frames, idle_s, stall_s):
+    """A stream small enough to fit the server's buffers (every chunk is handed over at once), a reader
+    that takes 100 KB and stops with its socket open: stopped_reading, never done (with `Connection:
+    close`, or the keep-alive idle timer closing the connection, the closed transport hid the unread
+    bytes and it counted done)."""
+    service = sim_service()
+    service.limits.write_stall_s = stall_s
+    service.limits.idle_timeout_s = idle_s
+    body = json.dumps({"model": MODEL, "input": "A short one.", "fixed_frames": frames,
+                       "response_format": "pcm"}).encode()
+    with running_server(service) as url:
+        port = int(url.rsplit(":", 1)[1])
+        s = _post_raw(port, body, connection)
+        got = 0
+        while got < 100_000:
+            got += len(s.recv(16384))
+
+        def outcome() -> str | None:
+            text = httpx.get(f"{url}/metrics").text
+            for name in ("done", "stopped_reading"):
+                if metric(text, "vox_requests_total", f'outcome="{name}"') == 1:
+                    return name
+            return None
+
+        assert wait_until(lambda: outcome() is not None, timeout=20), httpx.get(f"{url}/metrics").text
+        assert outcome() == "stopped_reading"
+        s.close()
+        # the same request read to its end is done
+        s = _post_raw(port, body, connection)
+        s.settimeout(20)
+        data = b""
+        while not data.endswith(b"0\r\n\r\n"):
+            chunk = s.recv(65536)
+            assert chunk, data[-100:]
+            data += chunk
+        assert wait_until(lambda: metric(httpx.get(f"{url}/metrics").text, "vox_requests_total",
+                                         'outcome="done"') == 1, timeout=20)
+        s.close()

@@ -206,3 +206,31 @@ def test_a_text_frame_that_is_not_utf8_is_closed_with_a_reason(server, before):
         code, reason = _close_frame(s)
     assert code == 1007 and "not UTF-8 (byte 0xff at offset 3)" in reason, (code, reason)
     assert wait_until(lambda: _settled(url), timeout=5)
+
+
+@pytest.mark.parametrize("started", [False, True])
+def test_a_frame_over_the_size_limit_gets_an_error_message_then_the_close(server, started):
+    """70,000 characters in one frame (the limit is 64 KiB): the client hears why, then 1009."""
+    ws_url, url, _ = server
+    with ws_client.connect(ws_url, max_size=None) as ws:
+        if started:
+            ws.send(START)
+        ws.send("word " * 14_000)
+        got, close = _until_closed(ws)
+    errors = [json.loads(m) for m in got if isinstance(m, str) and json.loads(m)["type"] == "error"]
+    assert errors and errors[-1]["code"] == 413 and "larger than this server accepts" in errors[-1]["message"]
+    assert close is not None and close.code == 1009, close
+    assert wait_until(lambda: _settled(url), timeout=5)
+
+
+@pytest.mark.parametrize("model", ["tts-1", "tts-1-hd", "gpt-4o-mini-tts"])
+def test_start_accepts_the_openai_model_names_as_http_does(server, model):
+    ws_url, url, _ = server
+    with ws_client.connect(ws_url) as ws:
+        ws.send(json.dumps({"type": "start", "model": model, "response_format": "pcm", "max_frames": 4}))
+        ws.send("Hello there.")
+        ws.send('{"type": "end"}')
+        got, close = _until_closed(ws)
+    assert json.loads(got[-1])["type"] == "done", got[-3:]
+    assert close is not None and close.code == 1000
+    assert wait_until(lambda: _settled(url), timeout=5)

@@ -13,8 +13,10 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import os
+import shutil
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +80,40 @@ PART_SUFFIX = ".part"
 
 class AudioOutputError(Exception):
     """An output that cannot be written; the message says what and what to do."""
+
+
+class DiskFullError(AudioOutputError):
+    """The output's file system has no room left (the message names the disk and its free space)."""
+
+
+NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+# libsndfile reports a failed write only as "System error.": it is a full disk when less than this is free
+NEARLY_FULL_BYTES = 256 * 1024
+
+
+def _free_bytes(directory: Path) -> int | None:
+    try:
+        return shutil.disk_usage(directory).free
+    except OSError:
+        return None
+
+
+def disk_full(e: BaseException, directory: Path) -> DiskFullError | None:
+    """The sentence for a write that failed on a full disk (None when `e` is something else): an OSError
+    saying so, or a libsndfile error while `directory`'s file system is nearly full."""
+    if isinstance(e, OSError) and e.errno in NO_SPACE_ERRNOS:
+        full = True
+    elif isinstance(e, RuntimeError):  # soundfile's LibsndfileError
+        free = _free_bytes(directory)
+        full = free is not None and free < NEARLY_FULL_BYTES
+    else:
+        full = False
+    if not full:
+        return None
+    free = _free_bytes(directory)
+    left = "free space unknown" if free is None else f"{free / 1024:.0f} KB free"
+    return DiskFullError(f"the disk holding {directory} is full ({left}); free some space or choose "
+                         "another output.")
 
 
 class AudioSink(Protocol):
@@ -165,19 +201,33 @@ class FileSink:
                 self._raw = None
                 self._sf = sf.SoundFile(str(self.part), "w", samplerate=sample_rate, channels=1,
                                         format=encoder[0], subtype=encoder[1])
-        except OSError as e:
-            raise AudioOutputError(f"cannot write {self.path}: {e.strerror or e}; choose a writable "
-                                   "location.") from None
-        except RuntimeError as e:  # libsndfile's "Error opening ..."
-            raise AudioOutputError(f"cannot write {self.path}: {e}; choose a writable location.") from None
-        except BaseException:  # interrupted (SIGTERM/Ctrl-C) between creating the .part and returning
+        except BaseException as e:  # the .part may exist already (a full disk fails its header): it goes
             self.part.unlink(missing_ok=True)
-            raise
+            full = disk_full(e, self.path.parent)
+            if full is not None:
+                raise full from None
+            if isinstance(e, OSError):
+                raise AudioOutputError(f"cannot write {self.path}: {e.strerror or e}; choose a writable "
+                                       "location.") from None
+            if isinstance(e, RuntimeError):  # libsndfile's "Error opening ..."
+                raise AudioOutputError(f"cannot write {self.path}: {e}; choose a writable "
+                                       "location.") from None
+            raise  # interrupted (SIGTERM/Ctrl-C) between creating the .part and returning
 
     def write(self, pcm: np.ndarray) -> None:
         pcm = np.asarray(pcm, dtype=np.float32).reshape(-1)
         if not pcm.size:
             return
+        try:
+            self._write(pcm)
+        except (OSError, RuntimeError) as e:
+            full = disk_full(e, self.path.parent)
+            if full is None:
+                raise
+            raise full from e  # said as the disk's state, not as the sentence being spoken's failure
+        self.samples += pcm.size
+
+    def _write(self, pcm: np.ndarray) -> None:
         if self._raw is not None:
             self._raw.write(to_int16(pcm).tobytes())
             self._raw.flush()  # progressive: readers of the .part file see audio as it streams
@@ -186,7 +236,6 @@ class FileSink:
             # (libsndfile's float->int conversion rounds differently); lossy codecs take float.
             self._sf.write(to_int16(pcm) if self._sf.subtype == "PCM_16" else pcm)
             self._sf.flush()
-        self.samples += pcm.size
 
     @property
     def duration_s(self) -> float:

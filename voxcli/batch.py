@@ -32,10 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from voxcli.audio import PART_SUFFIX, AudioOutputError, FileSink, extension
+from voxcli.audio import PART_SUFFIX, AudioOutputError, DiskFullError, FileSink, extension
 from voxcli.errors import VoxError
 from voxcli.models.base import InputError, ModelSpec, SynthesisRequest
 from voxcli.speak import RequestTemplate, SpeechFailed, Stopped, segment_requests, speak
+from voxcli.stopping import STOP_BOUND_S
 from voxcli.text import BatchItem
 from voxcli.text_phase import TextTap
 
@@ -55,6 +56,8 @@ class BatchOptions:
     check: Callable[[SynthesisRequest], None] | None = None
     # Test hook: behave as if Ctrl-C came after this many items finished in this run.
     interrupt_after: int | None = None
+    # Stopping (Ctrl-C, SIGTERM, a full disk): how long the workers get to end their items, all together
+    stop_bound_s: float = STOP_BOUND_S
     text: TextTap | None = None  # --show-text: where the model's text phase is collected per request
 
 
@@ -153,6 +156,8 @@ def out_of_space(e: BaseException, out_dir: Path) -> bool:
     """`e` was caused by a full disk: an OSError saying so, or a libsndfile error (it reports only
     "System error.") while the output's file system has less than a write's worth left."""
     while e is not None:
+        if isinstance(e, DiskFullError):  # the sink's own verdict (voxcli.audio.disk_full)
+            return True
         if isinstance(e, OSError) and e.errno in _NO_SPACE:
             return True
         if any(os.strerror(code) in str(e) for code in _NO_SPACE):  # e.g. AudioOutputError's sentence
@@ -312,8 +317,11 @@ def run_batch(engine: Any, spec: ModelSpec, model_name: str, items: list[BatchIt
         else:
             result.interrupted = True
         stop.set()
+        # one deadline for all: a worker stuck in a request the engine cannot stop is left behind
+        # (daemon) rather than waited for (30 s each made Ctrl-C take minutes)
+        deadline = time.monotonic() + opts.stop_bound_s
         for w in workers:
-            w.join(timeout=30)
+            w.join(timeout=max(0.0, deadline - time.monotonic()))
         # Items that finished while we were stopping are real results: keep them (if there is room).
         while not results.empty():
             rec = results.get()

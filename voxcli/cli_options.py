@@ -8,15 +8,13 @@ Typer `Annotated` aliases keep the command signatures readable; the checks are `
 from __future__ import annotations
 
 import contextlib
-import signal
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from voxcli.console import announce_demo
+from voxcli.console import announce_demo, sigterm_as_interrupt  # noqa: F401 - the CLI's import of it
 from voxcli.errors import VoxError
 from voxcli.session import EngineOptions, Session, engine_config, opened
 
@@ -120,20 +118,3 @@ def isatty(stream: Any) -> bool:
         return bool(stream.isatty())
     except (AttributeError, ValueError):
         return False
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """A run killed politely (SIGTERM) stops as cleanly as one interrupted with Ctrl-C."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)

@@ -8,6 +8,7 @@ line per error (`voxcli.console`). They are plain functions; `voxcli.cli` regist
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -48,6 +49,7 @@ from voxcli.cli_options import (
 from voxcli.console import friendly_errors, say_line
 from voxcli.errors import VoxError
 from voxcli.session import Session
+from voxcli.stopping import closed_within
 
 
 def _sentence_request(template: Any, frame_cap: Any) -> Any:
@@ -282,7 +284,13 @@ def batch(
                                    quiet)
         else:
             opened = open_cli_session(options, quiet)
-        with opened as session:
+        result: Any = None
+        # the engine's close after an interrupt is bounded: a request stuck in it must not hold the exit
+        status = lambda: 130 if result is not None and result.interrupted else 1  # noqa: E731
+        # on Ray, SIGTERM while the replicas deploy is an interrupt too: Serve is shut down on the way out
+        # (killed outright, the Ray instance this process started would outlive it)
+        on_ray = sigterm_as_interrupt() if chosen is not None or replicas > 1 else contextlib.nullcontext()
+        with on_ray, closed_within(opened, status) as session:
             # command-wide flags fail the command (a placeholder text stands in for the items')
             session.check(template.request("(flags check)"))
             opts.frame_cap, opts.check = session.frame_cap, session.check

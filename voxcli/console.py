@@ -9,9 +9,12 @@ without importing the CLI. It imports nothing heavy: handling an error must not 
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import typer
 
@@ -101,3 +104,20 @@ def announce_demo(model: str | None, quiet: bool) -> None:
     import voxcli.models as models
 
     models._demo_warned.add(model)
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """A run killed politely (SIGTERM) stops as cleanly as one interrupted with Ctrl-C."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

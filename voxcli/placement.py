@@ -5,17 +5,20 @@
                            workload over N GPUs (N = --replicas), from the throughput model (profile.py)
 
 A group of LM-only replicas shares the codec-only replicas (each request's chunks go to one of them), so
-LM-only and codec-only come together or not at all. Parse errors are one sentence naming the flag, before
-anything loads.
+LM-only and codec-only come together or not at all. Counts are ASCII digits. Parse errors are one sentence
+naming the flag, before anything loads; whether the counts fit the Ray cluster is `voxcli.cluster.fit`'s
+check, before anything is deployed.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from voxcli.errors import VoxError
 
 ROLE_NAMES = ("both", "lm", "codec")
+_ASCII_COUNT = re.compile(r"[0-9]{1,18}")  # bounded digits; what fits the cluster is checked later
 ACCEPTED = "role=count pairs over both, lm, codec (e.g. both=1,lm=2,codec=1), or auto"
 
 
@@ -51,13 +54,13 @@ def parse_placement(text: str) -> Placement | None:
             raise _bad(text, f"has {part!r}, which is not role=count")
         if name in counts:
             raise _bad(text, f"names {name} twice")
-        try:
-            n = int(value)
-        except ValueError:
-            raise _bad(text, f"gives {name} the count {value.strip()!r}, not a whole number") from None
-        if n < 0:
+        digits = value.strip()
+        if digits.startswith("-") and _ASCII_COUNT.fullmatch(digits[1:]):
             raise _bad(text, f"gives {name} a negative count")
-        counts[name] = n
+        # ASCII digits only: int() also reads "1_0" as 10 and other scripts' digits ("١") as theirs
+        if not _ASCII_COUNT.fullmatch(digits):
+            raise _bad(text, f"gives {name} the count {digits!r}, not a whole number in ASCII digits")
+        counts[name] = int(digits)
     p = Placement(**counts)
     if p.replicas < 1:
         raise _bad(text, "places no replica")

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from voxcli.audio import AudioOutputError
 from voxcli.models.base import SamplingParams, SynthesisRequest
 from voxcli.text import split_sentences
 
@@ -145,7 +146,8 @@ def speak(engine: Any, requests: Sequence[SynthesisRequest], on_audio: Callable[
                 s.cancel()
             except Exception:  # noqa: BLE001 - cancelling is best effort on the way out
                 pass
-        if isinstance(e, Exception) and not isinstance(e, Stopped | SpeechFailed):
+        # an output that cannot be written (a full disk) is no sentence's failure: said as it is
+        if isinstance(e, Exception) and not isinstance(e, Stopped | SpeechFailed | AudioOutputError):
             where = f"sentence {stats.segments + 1} of {len(requests)}: " if len(requests) > 1 else ""
             raise SpeechFailed(f"{where}{describe(e)}") from e
         raise

@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from voxcli.cluster.fit import check_fits, cluster_resources, run_bounded, serve_status
+from voxcli.placement import Placement
 from voxcli.server.service import Limits
 from voxcli.session import EngineOptions, serving_options
 
@@ -154,7 +156,14 @@ def start(spec: ReplicaSpec, replicas: int, host: str, port: int, max_ongoing: i
         ray.init(address=os.environ.get("RAY_ADDRESS") or None, include_dashboard=False,
                  log_to_driver=not quiet, logging_level="WARNING" if quiet else "INFO")
     serve.start(http_options={"host": host, "port": port})
-    serve.run(build_deployment(spec, replicas, max_ongoing), name="vox", route_prefix="/")
+    app = build_deployment(spec, replicas, max_ongoing)
+    try:  # as a placement's: what the cluster holds first, then the deployment bounded in time
+        check_fits(Placement(both=replicas), replica_resources(spec), cluster_resources(),
+                   flag=f"--replicas {replicas}")
+        run_bounded(lambda: serve.run(app, name="vox", route_prefix="/"), "vox", serve_status)
+    except BaseException:
+        serve.shutdown()
+        raise
 
 
 def run_ray(replicas: int, model: str | None, executor: str | None, gpu: str, recipe: str | None,
@@ -170,7 +179,10 @@ def run_ray(replicas: int, model: str | None, executor: str | None, gpu: str, re
         raise VoxError("--replicas needs Ray Serve: pip install 'voxcli[ray]'.", 2) from None
     spec = ReplicaSpec(model=model, executor=executor, gpu=gpu, recipe=recipe, sets=sets, policy=policy,
                        device=device, api_key=api_key, limits=asdict(limits))
-    start(spec, replicas, host, port, quiet=quiet)
+    try:
+        start(spec, replicas, host, port, quiet=quiet)
+    except KeyboardInterrupt:
+        return  # stopped while starting: start shut Serve down
     serve_until_interrupted(f"serving {replicas} replicas on http://{host}:{port} via Ray Serve", quiet)
 
 
@@ -241,8 +253,11 @@ def batch_session(replicas: int, model: str | None, executor: str | None, recipe
                  log_to_driver=not quiet, logging_level="WARNING" if quiet else "INFO")
     serve.start(proxy_location="Disabled")
     try:
-        handle = serve.run(build_deployment(spec, replicas, max_ongoing=256), name="vox-batch",
-                           route_prefix=None)
+        check_fits(Placement(both=replicas), replica_resources(spec), cluster_resources(),
+                   flag=f"--replicas {replicas}")
+        app = build_deployment(spec, replicas, max_ongoing=256)
+        run_bounded(lambda: serve.run(app, name="vox-batch", route_prefix=None), "vox-batch", serve_status)
+        handle = serve.get_app_handle("vox-batch")
         model_spec, name, cap = handle.describe.remote().result()
 
         def check(request: Any) -> None:  # on a replica: the model's InputError comes back as raised

@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from voxcli.cluster.fit import run_bounded, serve_status
 from voxcli.cluster.ray_app import ReplicaSpec, serve_until_interrupted
 from voxcli.cluster.ray_metrics import METRICS_PERIOD_S, ReplicaCollector, gather
 from voxcli.cluster.ray_roles import (
@@ -385,7 +386,10 @@ def _front_door(names: dict[str, list[str]], model_spec: Any, model: str, frame_
             return self.service.engine.relay().per_chunk()
 
     return serve.deployment(VoxFrontDoor, name="vox", num_replicas=1, max_ongoing_requests=4096,
-                            ray_actor_options={"num_cpus": 0.5}).bind()
+                            ray_actor_options=FRONT_DOOR_RESOURCES).bind()
+
+
+FRONT_DOOR_RESOURCES = {"num_cpus": 0.5}
 
 
 def start_placement(spec: ReplicaSpec, placement: Placement, host: str, port: int, quiet: bool,
@@ -395,16 +399,24 @@ def start_placement(spec: ReplicaSpec, placement: Placement, host: str, port: in
     from ray import serve
 
     serve.start(http_options={"host": host, "port": port})
-    names = deploy_replicas(spec, placement, pcm_scale=pcm_scale)
-    model_spec, model, cap = describe_first(names)
-    serve.run(_front_door(names, model_spec, model, cap, spec.api_key, spec.limits), name="vox",
-              route_prefix="/")
+    try:
+        names = deploy_replicas(spec, placement, pcm_scale=pcm_scale, extra=FRONT_DOOR_RESOURCES)
+        model_spec, model, cap = describe_first(names)
+        front = _front_door(names, model_spec, model, cap, spec.api_key, spec.limits)
+        run_bounded(lambda: serve.run(front, name="vox", route_prefix="/"), "vox", serve_status)
+    except BaseException:  # a start that fails (or is interrupted) leaves nothing deployed behind
+        serve.shutdown()
+        raise
     return names
 
 
 def run_placement(placement: Placement, spec: ReplicaSpec, host: str, port: int, quiet: bool) -> None:
-    """`vox serve --placement ...`: deploy, then serve until Ctrl-C."""
-    start_placement(spec, placement, host, port, quiet)
+    """`vox serve --placement ...`: deploy, then serve until Ctrl-C (SIGTERM too, where the caller
+    maps it: `vox serve` does); either stops a start still waiting for its replicas as well."""
+    try:
+        start_placement(spec, placement, host, port, quiet)
+    except KeyboardInterrupt:
+        return  # stopped while starting: start_placement shut Serve down
     serve_until_interrupted(f"serving placement {placement.describe()} on http://{host}:{port} via Ray Serve",
                             quiet)
 

@@ -23,6 +23,7 @@ from collections import Counter, deque
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from voxcli.cluster.fit import SCHEDULE_TIMEOUT_S, check_fits, cluster_resources, run_bounded, serve_status
 from voxcli.cluster.ray_app import ReplicaSpec, build_deployment, replica_resources
 from voxcli.cluster.ray_metrics import replica_metrics
 from voxcli.engine.roles import CodeChunk, RoleEnd
@@ -276,10 +277,15 @@ def _role_deployment(cls: type, name: str, spec: ReplicaSpec, pcm_scale: float, 
 
 
 def deploy_replicas(spec: ReplicaSpec, placement: Placement, prefix: str = "vox", max_ongoing: int = 2048,
-                    pcm_scale: float = 0.0) -> dict[str, list[str]]:
-    """Deploy one Serve application per replica; returns the app names by role."""
+                    pcm_scale: float = 0.0, extra: dict[str, float] | None = None,
+                    schedule_timeout_s: float | None = None) -> dict[str, list[str]]:
+    """Deploy one Serve application per replica; returns the app names by role. First whether the
+    cluster can hold them all (and `extra`, the front door's resources), then each deployment bounded
+    in time (`voxcli.cluster.fit`): one sentence instead of waiting for resources forever."""
     from ray import serve
 
+    check_fits(placement, replica_resources(spec), cluster_resources(), extra)
+    bound = SCHEDULE_TIMEOUT_S if schedule_timeout_s is None else schedule_timeout_s
     names: dict[str, list[str]] = {"both": [], "lm": [], "codec": []}
     for role, n in (("codec", placement.codec), ("lm", placement.lm), ("both", placement.both)):
         for i in range(n):
@@ -289,7 +295,8 @@ def deploy_replicas(spec: ReplicaSpec, placement: Placement, prefix: str = "vox"
             else:
                 app = _role_deployment(LMReplica if role == "lm" else CodecReplica, name, spec, pcm_scale,
                                        max_ongoing)
-            serve.run(app, name=name, route_prefix=None)
+            run_bounded(lambda app=app, name=name: serve.run(app, name=name, route_prefix=None), name,
+                        serve_status, timeout_s=bound)
             names[role].append(name)
     return names
 

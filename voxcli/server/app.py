@@ -2,6 +2,9 @@
 
     app = create_app(SpeechService(session), api_key=None)
     uvicorn.run(app, host="127.0.0.1", port=8000)
+
+On shutdown the service (its engine) is closed, waited for at most `voxcli.stopping.STOP_BOUND_S`;
+`app.state.close_stuck` says it did not finish.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from voxcli.server.live import LIVE_PATH, build_live_router
 from voxcli.server.metrics import ServerMetrics
 from voxcli.server.routes import build_router
 from voxcli.server.service import SpeechService
+from voxcli.stopping import close_within
 
 
 def create_app(service: SpeechService, api_key: str | None = None, close_on_shutdown: bool = True) -> FastAPI:
@@ -27,9 +31,12 @@ def create_app(service: SpeechService, api_key: str | None = None, close_on_shut
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> Any:
+        app.state.close_stuck = False
         yield
-        if close_on_shutdown:
-            service.close()
+        if close_on_shutdown and not close_within(service.close):
+            # an engine that cannot stop (a request stuck on its thread) must not hold the shutdown:
+            # `vox serve` then leaves at once (voxcli.stopping)
+            app.state.close_stuck = True
 
     app = FastAPI(title="vox serve", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.service = service
@@ -82,8 +89,10 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    message = {404: f"no such endpoint {request.url.path}; see GET /v1/models, POST /v1/audio/speech.",
-               405: f"method {request.method} is not allowed on {request.url.path}."}.get(
+    # a long path is quoted in part: the answer stays small
+    path = request.url.path if len(request.url.path) <= 200 else request.url.path[:200] + "..."
+    message = {404: f"no such endpoint {path}; see GET /v1/models, POST /v1/audio/speech.",
+               405: f"method {request.method} is not allowed on {path}."}.get(
         exc.status_code, str(exc.detail))
     if exc.status_code == 400 and message == "There was an error parsing the body":  # FastAPI's words
         message = ("the request body could not be read as JSON (it is not UTF-8, or nested too deeply); "

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from voxcli.console import announce_demo, friendly_errors, say_line
+from voxcli.console import announce_demo, friendly_errors, say_line, sigterm_as_interrupt
 from voxcli.errors import VoxError
 
 SERVE_HELP = """Serve the OpenAI speech API (POST /v1/audio/speech) over the engine.
@@ -128,7 +128,8 @@ def serve(
 
             spec = ReplicaSpec(model=model, executor=executor, gpu=gpu, recipe=recipe, sets=set_ or [],
                                policy=policy, device=device, api_key=api_key, limits=asdict(limits))
-            run_placement(chosen, spec, host, port, quiet)
+            with sigterm_as_interrupt():  # a start still waiting for its replicas stops too
+                run_placement(chosen, spec, host, port, quiet)
             return
         if replicas > 1:
             if voice_map:
@@ -136,9 +137,10 @@ def serve(
                                "the default table (GET /v1/audio/voices shows it).", 2)
             from voxcli.cluster.ray_app import run_ray
 
-            run_ray(replicas=replicas, model=model, executor=executor, gpu=gpu, recipe=recipe,
-                    sets=set_ or [], policy=policy, device=device, host=host, port=port, api_key=api_key,
-                    limits=limits, quiet=quiet)
+            with sigterm_as_interrupt():  # a start still waiting for its replicas stops too
+                run_ray(replicas=replicas, model=model, executor=executor, gpu=gpu, recipe=recipe,
+                        sets=set_ or [], policy=policy, device=device, host=host, port=port,
+                        api_key=api_key, limits=limits, quiet=quiet)
             return
         announce_demo(model, quiet)
         session = open_session(options)
@@ -161,6 +163,12 @@ def serve(
         from voxcli.server.protocol import server_config
 
         uvicorn.Server(server_config(app, host, port, limits, log_level="warning" if quiet else "info")).run()
+        if getattr(app.state, "close_stuck", False):
+            from voxcli.stopping import STOP_BOUND_S, exit_now
+
+            say_line(f"error: the engine did not stop within {STOP_BOUND_S:g} s of the shutdown (a request "
+                     "is stuck on its thread); exiting without it.")
+            exit_now(1)
 
 
 def _check_port(host: str, port: int) -> None:

@@ -33,7 +33,13 @@ from voxcli.models.base import InputError, SynthesisRequest
 from voxcli.server import encoding
 from voxcli.server.guard import APIError
 from voxcli.server.metrics import PlaybackClock, ServerMetrics
-from voxcli.server.routes import check_text_fields, classify_failure, stopped, template_from
+from voxcli.server.routes import (
+    OPENAI_MODEL_ALIASES,
+    check_text_fields,
+    classify_failure,
+    stopped,
+    template_from,
+)
 from voxcli.server.service import Item, SpeechJob, SpeechService
 from voxcli.speak import Stopped
 from voxcli.text import TextInputError, check_real_text, has_words
@@ -89,8 +95,9 @@ def build_live_router(service: SpeechService, metrics: ServerMetrics) -> APIRout
             start = await _start_message(ws, limits.ws_start_timeout_s)
             if start is None:
                 return  # the client left before starting
-            if start.model not in (None, service.model_id):
-                raise APIError(400, f"model {start.model!r} is not served here; use {service.model_id!r}.")
+            if start.model not in (None, service.model_id, *OPENAI_MODEL_ALIASES):  # as HTTP accepts
+                raise APIError(400, f"model {start.model!r} is not served here; use {service.model_id!r} (or "
+                                    f"one of the OpenAI names {', '.join(OPENAI_MODEL_ALIASES)}).")
             check_text_fields(start)
             template = template_from(start, service)
         except Violation as e:

@@ -9,10 +9,12 @@ JSON error. The body's own bound is the app's (`guard.GuardMiddleware`, `body_ti
 request that is not fully received within header_timeout_s + body_timeout_s is dropped.
 
 uvicorn answers a request h11 cannot parse with a plain-text 400; here it is the API's JSON error
-shape (431 for headers over the size limit, as h11 hints). The connection's transport is handed to the
-app in `scope["extensions"]["vox.transport"]`, so a streamed response can tell a client that read all
-of it from one that stopped reading (`voxcli.server.delivery`). A WebSocket text frame that is not
-UTF-8 is closed with 1007 and a reason saying so.
+shape (431 for headers over the size limit, 414 for a request line over its own, checked on the
+buffered bytes before h11 parses them: `voxcli.server.header_bounds`). The connection's transport is
+handed to the app in `scope["extensions"]["vox.transport"]`, so a streamed response can tell a client
+that read all of it from one that stopped reading (`voxcli.server.delivery`). A WebSocket text frame
+that is not UTF-8 is closed with 1007 and a reason saying so; a message over the size limit gets an
+`error` message before its close 1009.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-# h11's own default (uvicorn's too): request line + headers larger than this are refused
-MAX_HEADER_BYTES = 16 * 1024
+from voxcli.server.header_bounds import MAX_HEADER_BYTES, head_problem
+
 TRANSPORT_KEY = "vox.transport"
+# how long a refused request's connection still reads (and drops) its bytes before it is closed
+REFUSED_GRACE_S = 2.0
 
 
 def _raw_response(status: int, reason: str, message: str) -> bytes:
@@ -44,6 +48,7 @@ class GuardedH11Protocol(H11Protocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._header_timer: asyncio.TimerHandle | None = None
+        self._refused = False  # a refused head was answered: drop what else arrives until the close
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -54,6 +59,11 @@ class GuardedH11Protocol(H11Protocol):
         super().connection_lost(exc)
 
     def handle_events(self) -> None:
+        if self.conn.their_state is h11.IDLE:  # the next request's head: bounded before h11 parses it
+            problem = head_problem(self.conn.trailing_data[0])
+            if problem is not None:
+                self._refuse_head(*problem)
+                return
         cycle = self.cycle
         super().handle_events()
         if self.conn.their_state is not h11.IDLE:  # the request's headers are in (or it failed)
@@ -80,9 +90,28 @@ class GuardedH11Protocol(H11Protocol):
             detail = str(exc) if exc is not None else "malformed request"
             message = f"the request is not valid HTTP/1.1 ({detail}); check the client."
             status, reason = 400, "Bad Request"
-        if not self.transport.is_closing():
-            self.transport.write(_raw_response(status, reason, message))
+        self._refuse_head(status, reason, message)
+
+    def _refuse_head(self, status: int, reason: str, message: str) -> None:
+        """Answer a request whose head is refused and end the connection. Closing with the client's
+        bytes still unread would send a reset that can overtake the answer (a 64 KB head arrives in
+        several reads), so: answer, shut our side, drop whatever else comes, close after a grace."""
+        self._disarm_header_timer()
+        if self.transport.is_closing() or self._refused:
+            return
+        self._refused = True
+        self.transport.write(_raw_response(status, reason, message))
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+            self.flow.resume_reading()
+            self.loop.call_later(REFUSED_GRACE_S, self.transport.close)
+        else:
             self.transport.close()
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:  # answered already: the rest of the request is read and dropped
+            return
+        super().data_received(data)
 
     def _arm_header_timer(self) -> None:
         self._disarm_header_timer()
@@ -105,6 +134,18 @@ class GuardedH11Protocol(H11Protocol):
         self.transport.close()
 
 
+def _server_text_frame(payload: bytes) -> bytes:
+    """One unmasked, uncompressed text frame (RFC 6455 5.2; valid with permessage-deflate too)."""
+    n = len(payload)
+    if n < 126:
+        head = bytes([0x81, n])
+    elif n < 1 << 16:
+        head = bytes([0x81, 126]) + n.to_bytes(2, "big")
+    else:
+        head = bytes([0x81, 127]) + n.to_bytes(8, "big")
+    return head + payload
+
+
 def _ws_protocol() -> type | None:
     """uvicorn's websockets (sans-I/O) protocol, closing a text frame that is not UTF-8 with 1007 and a
     reason that says so (uvicorn closes with no reason and logs a traceback for it)."""
@@ -113,7 +154,25 @@ def _ws_protocol() -> type | None:
     except ImportError:  # no websockets library: uvicorn's own choice
         return None
 
+    from websockets.exceptions import PayloadTooBig
+
     class GuardedWSProtocol(WebSocketsSansIOProtocol):
+        def data_received(self, data: bytes) -> None:
+            """uvicorn's, plus an `error` message before the close 1009 of a frame over the size limit
+            (the websockets parser closes with no message the client's app would show)."""
+            self.conn.receive_data(data)
+            exc = self.conn.parser_exc
+            if exc is None:
+                self.handle_events()
+                return
+            if isinstance(exc, PayloadTooBig) and not self.close_sent and not self.transport.is_closing():
+                limit = self.config.ws_max_size
+                message = (f"a WebSocket message is larger than this server accepts ({limit} bytes); send "
+                           "the text in smaller frames.")
+                body = json.dumps({"type": "error", "code": 413, "message": message}).encode()
+                self.transport.write(_server_text_frame(body))
+            self.handle_parser_exception()
+
         def send_receive_event_to_app(self) -> None:
             if self.curr_msg_data_type == "text" and not self.close_sent:
                 data = self.frames[0] if len(self.frames) == 1 else b"".join(self.frames)

@@ -8,6 +8,7 @@ by the engine's admission can still be a 503 with Retry-After rather than a brok
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -26,6 +27,7 @@ from voxcli.server import encoding
 from voxcli.server.delivery import Delivery
 from voxcli.server.guard import APIError
 from voxcli.server.metrics import CONTENT_TYPE, PlaybackClock, ServerMetrics
+from voxcli.server.protocol import TRANSPORT_KEY
 from voxcli.server.service import Item, SpeechJob, SpeechService
 from voxcli.server.voices import map_voice, table_for
 from voxcli.speak import RequestTemplate, SpeechFailed, Stopped
@@ -171,8 +173,18 @@ class StreamRun:
         self.outcome = "cancelled"
 
 
+# the server log (uvicorn's): an expected failure is one line there, not a traceback
+LOG = logging.getLogger("uvicorn.error")
+
+
+class MidStreamFailure(Exception):
+    """The speech failed after its audio began: a raw audio body cannot carry an error, so the
+    response is cut (an incomplete chunked body tells the client)."""
+
+
 class CountedStreamingResponse(StreamingResponse):
-    """A StreamingResponse that runs `on_end` once it is over, however it ended."""
+    """A StreamingResponse that runs `on_end` once it is over, however it ended; a `MidStreamFailure`
+    cuts the connection with one log line (raised to uvicorn it cut it with an ASGI traceback)."""
 
     def __init__(self, content: Any, on_end: Callable[[], Awaitable[None]], **kwargs: Any) -> None:
         super().__init__(content, **kwargs)
@@ -181,6 +193,13 @@ class CountedStreamingResponse(StreamingResponse):
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         try:
             await super().__call__(scope, receive, send)
+        except MidStreamFailure as e:
+            transport = scope.get("extensions", {}).get(TRANSPORT_KEY)
+            if transport is None:  # another server: raising is the only way to cut the body
+                raise
+            LOG.warning("%s %s: %s", scope.get("method", ""), scope.get("path", ""), e)
+            transport.abort()
+            await asyncio.sleep(0)  # its connection_lost runs: uvicorn sees a client gone, not an app bug
         finally:
             await self._on_end()
 
@@ -279,6 +298,7 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
             outcome = run.outcome
             if outcome == "generated":
                 outcome = "done" if await run.delivery.delivered() else "stopped_reading"
+            run.delivery.close()  # a stream cut short: our descriptor of its socket goes too
             metrics.requests.labels(outcome=outcome).inc()
             metrics.audio.inc(clock.audio_s)
             if outcome == "done":
@@ -322,7 +342,7 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
                         yield encoding.sse_error(message)
                         return
                     # a raw audio body cannot carry an error: end it abruptly (incomplete chunked body)
-                    raise RuntimeError(f"speech failed mid-stream: {message}")
+                    raise MidStreamFailure(f"speech failed mid-stream: {message}")
         finally:
             watcher.cancel()
             job.cancel()  # no-op when finished; frees pages and slots when the client left early

@@ -12,7 +12,6 @@ import asyncio
 import math
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from voxcli.models.base import SynthesisRequest
+from voxcli.server.retry import RetryEstimator
 from voxcli.speak import RequestTemplate, SpeechStats, Stopped, segment_requests, speak
 from voxcli.text_phase import Followed, TextTap
 
@@ -85,7 +85,9 @@ class SpeechJob:
     """Requests spoken back to back on a thread; audio items come out of `next()` (asyncio side)."""
 
     def __init__(self, engine: Any, sample_rate: int, loop: asyncio.AbstractEventLoop,
-                 on_end: Callable[[SpeechJob], None] | None = None) -> None:
+                 on_end: Callable[[SpeechJob], None] | None = None,
+                 on_running: Callable[[SpeechJob], None] | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
         self.engine = engine
         self.sample_rate = sample_rate
         self.loop = loop
@@ -94,7 +96,10 @@ class SpeechJob:
         self.streams: list[Any] = []
         self._lock = threading.Lock()
         self._on_end = on_end
-        self.started = time.perf_counter()
+        self._on_running = on_running
+        self.started = clock()
+        self.completed = False  # it spoke everything (not refused, failed or cancelled)
+        self.produced = False  # it has produced audio: the engine runs it
 
     def put(self, item: Item) -> None:
         try:
@@ -111,6 +116,7 @@ class SpeechJob:
             try:
                 stats = run(_TrackedEngine(self.engine, self), requests, self._audio, self.sample_rate,
                             stop=self.stop)
+                self.completed = not self.stop.is_set()
                 self.put(Item("end", stats=stats))
             except BaseException as e:  # noqa: BLE001 - every outcome goes to the client side
                 self.put(Item("error", error=e))
@@ -121,6 +127,10 @@ class SpeechJob:
         _pool().submit(work)
 
     def _audio(self, pcm: np.ndarray) -> None:
+        if not self.produced:
+            self.produced = True
+            if self._on_running is not None:
+                self._on_running(self)
         self.put(Item("audio", pcm=pcm))
 
     async def next(self) -> Item:
@@ -150,42 +160,18 @@ def _pool() -> ThreadPoolExecutor:
         return _POOL
 
 
-class Completions:
-    """How fast the server finishes requests now, for a Retry-After when the admission gives none.
-
-    By Little's law: throughput = requests in the system / mean time one spends there. The time is
-    the mean over the last `keep` finished requests (arrival to end, queueing included), the count is
-    the requests in the system right now, so the estimate follows the current load at once and has no
-    window to fill: just after startup two finished requests are as good a sample as two hundred (a
-    count over a fixed 30 s window said 2 requests / 30 s there, and a Retry-After of 45 s)."""
-
-    def __init__(self, keep: int = 64) -> None:
-        self._durations: deque[float] = deque(maxlen=keep)
-        self._lock = threading.Lock()
-
-    def add(self, seconds: float) -> None:
-        with self._lock:
-            self._durations.append(max(0.0, seconds))
-
-    def rate(self, in_system: int) -> float:
-        """Requests per second finished at the current load (0 when nothing has finished yet)."""
-        with self._lock:
-            if not self._durations:
-                return 0.0
-            mean = sum(self._durations) / len(self._durations)
-        return max(1, in_system) / max(mean, 1e-3)
-
-
 class SpeechService:
     """The engine session behind the API: model name, spec, frame cap (demo), limits."""
 
-    def __init__(self, session: Any, limits: Limits | None = None, model_id: str | None = None) -> None:
+    def __init__(self, session: Any, limits: Limits | None = None, model_id: str | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
         self.session = session
         self.engine = session.engine
         self.spec = session.spec
         self.model_id = model_id or session.model
         self.limits = limits or Limits()
-        self.completions = Completions()
+        self.clock = clock  # arrival and end times of the jobs (a test's fake clock)
+        self.retry = RetryEstimator(clock=clock)
         self.active = 0  # jobs between start and end (the metrics read it)
         self._lock = threading.Lock()
         self._seq = 0
@@ -215,22 +201,24 @@ class SpeechService:
     def job(self, loop: asyncio.AbstractEventLoop) -> SpeechJob:
         with self._lock:
             self.active += 1
-        return SpeechJob(self.engine, self.spec.sample_rate, loop, on_end=self._ended)
+        return SpeechJob(self.engine, self.spec.sample_rate, loop, on_end=self._ended,
+                         on_running=self._running, clock=self.clock)
+
+    def _running(self, job: SpeechJob) -> None:
+        self.retry.running(id(job), job.started)
 
     def _ended(self, job: SpeechJob) -> None:
         with self._lock:
             self.active -= 1
-        self.completions.add(time.perf_counter() - job.started)
+        self.retry.ended(id(job), job.started, job.completed)
 
     def retry_after(self, estimate: float | None) -> int:
         """Seconds for Retry-After: the admission's own estimate when it gave one, else the time the
-        server needs to finish as many requests as are waiting now (and this one) at its current
-        completion rate (1 s when nothing has finished yet), clamped to [1, 60]."""
+        requests the server holds still need to make room for those waiting and this one
+        (`voxcli.server.retry`; 1 s with no basis yet), clamped to [1, 60]."""
         if estimate is None:
-            rate = self.completions.rate(self.active)
-            waiting = self.queued() + 1
-            estimate = waiting / rate if rate > 0 else 1.0
-        return int(min(60, max(1, math.ceil(estimate))))
+            estimate = self.retry.seconds(self.queued())
+        return int(min(60, max(1, math.ceil(estimate or 1.0))))
 
     def routing_stats(self, utilization: float = 0.6) -> dict[str, float]:
         """For the scale-out router: `slack` = how many more streams this engine's device can decode
