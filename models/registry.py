@@ -238,6 +238,15 @@ def find_sim_model(model: str) -> tuple[Family, SimModel] | None:
     return next(((f, s) for f in families() for s in f.sim.models if s.name in names), None)
 
 
+def sim_sizes(model: str) -> dict[str, Any]:
+    """The sizes a sim model declares (its family's cost arithmetic reads them); LookupError naming the
+    model when no family registers it."""
+    found = find_sim_model(model)
+    if found is None:
+        raise LookupError(f"no registered family has the sim model {model!r} (models/registry.py)")
+    return dict(found[1].sizes)
+
+
 def sim_spec_for(model: str | None) -> SimSpec:
     """The sim spec of the family `model` belongs to (a sim model name, hub id or demo alias); the
     default family's for None or a name no family claims."""

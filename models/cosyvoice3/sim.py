@@ -50,7 +50,7 @@ import argparse
 import re
 from collections.abc import Mapping
 
-from ..registry import find_sim_model, sim_spec_for
+from ..registry import sim_sizes, sim_spec_for
 from ..sim_calibration import Calibration, Probe, Simulator
 from ..sim_priors import BW_EFF, BYTES_BF16, FLOP_EFF, GPUS, LAUNCH_US, ROW_INEFFICIENCY
 from ..sim_profile import render_profile, stage_profile
@@ -67,9 +67,7 @@ HIFT_EFF_PESSIMISTIC = 0.25
 
 
 def sizes() -> dict:
-    found = find_sim_model(MODEL)
-    assert found is not None
-    return dict(found[1].sizes)
+    return sim_sizes(MODEL)
 
 
 def lm_params() -> int:

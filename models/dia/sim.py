@@ -60,7 +60,7 @@ import argparse
 from collections.abc import Mapping
 from typing import Any
 
-from ..registry import find_sim_model
+from ..registry import sim_sizes
 from ..sim_calibration import Calibration, Simulator
 from ..sim_priors import (
     BW_EFF,
@@ -84,10 +84,7 @@ SETTINGS = ("pessimistic", "optimistic")
 
 
 def sizes() -> dict[str, Any]:
-    found = find_sim_model(MODEL)
-    if found is None:
-        raise LookupError(f"no registered family has the sim model {MODEL!r} (models/registry.py)")
-    return found[1].sizes
+    return sim_sizes(MODEL)
 
 
 def decoder_step_params() -> int:

@@ -47,7 +47,7 @@ import argparse
 from collections.abc import Mapping
 from typing import Any
 
-from ..registry import find_sim_model, sim_spec_for
+from ..registry import sim_sizes, sim_spec_for
 from ..sim_calibration import Calibration, Probe, Simulator
 from ..sim_priors import (
     BW_EFF,
@@ -58,6 +58,7 @@ from ..sim_priors import (
     KERNELS_PER_MODEL,
     LAUNCH_US,
     ROW_INEFFICIENCY,
+    dac_decoder_frame,
 )
 from ..sim_profile import render_profile, stage_profile
 
@@ -77,10 +78,7 @@ SETTINGS = ("fitted", "optimistic", "pessimistic")
 
 
 def sizes() -> dict[str, Any]:
-    found = find_sim_model(MODEL)
-    if found is None:
-        raise LookupError(f"no registered family has the sim model {MODEL!r} (models/registry.py)")
-    return found[1].sizes
+    return sim_sizes(MODEL)
 
 
 def step_params() -> int:
@@ -102,18 +100,9 @@ def kernels_per_step() -> int:
 def codec_frame_cost() -> tuple[float, float]:
     """(conv FLOPs, activation bytes) per 960-sample frame of the tokenizer's decoder."""
     c = sizes()["codec"]
-    ch, positions = c["hidden"], 1
-    flops = 2.0 * c["latent"] * ch * 7 + 2.0 * c["rvq_hidden"] * c["latent"]  # conv1 + fc2
-    flops += c["codebooks"] * 2.0 * c["codebook_dim"] * c["rvq_hidden"]  # project_out per codebook
-    act = 0.0
-    for stride in c["rates"]:
-        out = ch // 2
-        flops += 2.0 * ch * out * 2 * stride * positions
-        positions *= stride
-        flops += 3 * 2.0 * (out * out * 7 + out * out) * positions
-        act += 3 * 5 * out * positions * BYTES_BF16
-        ch = out
-    return flops + 2.0 * ch * 7 * positions, act
+    head = 2.0 * c["latent"] * c["hidden"] * 7 + 2.0 * c["rvq_hidden"] * c["latent"]  # conv1 + fc2
+    head += c["codebooks"] * 2.0 * c["codebook_dim"] * c["rvq_hidden"]  # project_out per codebook
+    return dac_decoder_frame(c["hidden"], c["rates"], head)
 
 
 def arithmetic_row_ms(gpu_name: str) -> float:

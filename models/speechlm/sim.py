@@ -48,7 +48,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 
-from ..registry import find_sim_model
+from ..registry import sim_sizes
 from ..sim_calibration import Calibration, Simulator
 from ..sim_priors import (
     BW_EFF,
@@ -59,6 +59,7 @@ from ..sim_priors import (
     KERNELS_PER_MODEL,
     LAUNCH_US,
     ROW_INEFFICIENCY,
+    dac_decoder_frame,
 )
 from ..sim_profile import codec_call_ms, render_profile, stage_profile
 
@@ -80,10 +81,7 @@ def ctx_positions(setting: str) -> int:
 
 
 def sizes(model: str) -> dict:
-    found = find_sim_model(model)
-    if found is None:
-        raise LookupError(f"no registered family has the sim model {model!r} (models/registry.py)")
-    return dict(found[1].sizes)
+    return sim_sizes(model)
 
 
 def backbone_params(s: dict) -> int:
@@ -117,17 +115,8 @@ def head_row_params(s: dict, setting: str) -> float:
 
 def codec_frame(s: dict) -> tuple[float, float]:
     c = s["codec"]
-    ch, positions = c["hidden"], 1
-    flops = 2.0 * c["fc2_in"] * c["latent"] + 2.0 * c["latent"] * ch * 7
-    act = 0.0
-    for stride in c["rates"]:
-        out = ch // 2
-        flops += 2.0 * ch * out * 2 * stride * positions
-        positions *= stride
-        flops += 3 * 2.0 * (out * out * 7 + out * out) * positions
-        act += 3 * 5 * out * positions * BYTES_BF16
-        ch = out
-    return flops + 2.0 * ch * 7 * positions, act
+    head = 2.0 * c["fc2_in"] * c["latent"] + 2.0 * c["latent"] * c["hidden"] * 7  # fc2 + conv1
+    return dac_decoder_frame(c["hidden"], c["rates"], head)
 
 
 def terms(model: str, gpu_name: str, setting: str) -> dict[str, float]:
