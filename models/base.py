@@ -48,6 +48,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # annotations only: `vox models` / `vox voices` import this seam without numpy
     import numpy as np
 
+    from .options import OptionSchema
+
 
 @dataclass(frozen=True)
 class ChunkSchedule:
@@ -392,16 +394,29 @@ class ModelProgram(ABC):
     def check(self, request: SynthesisRequest) -> None:
         """Cheap validation, no tokenizing or audio encoding: what a CLI runs before synthesis for early
         errors. Raise InputError. The default checks voice and language against `spec`, refuses a
-        `cfg_scale` other than None/1 and any `options` (override when the family has them), and bounds
+        `cfg_scale` other than None/1 and any option its `option_schema` does not take, and bounds
         every numeric field (`check_numbers`; an override must call it too)."""
         check_numbers(request)
         check_voice_and_language(self.spec, request)
         if request.cfg_scale is not None and request.cfg_scale != 1:
             raise InputError(f"model {self.spec.name} has no classifier-free guidance: leave cfg_scale unset "
                              f"or 1, got {request.cfg_scale}")
-        if request.options:
-            given = ", ".join(map(repr, request.options))
-            raise InputError(f"model {self.spec.name} takes no options, got {given}")
+        self.options_of(request)
+
+    @property
+    def option_schema(self) -> OptionSchema:
+        """The family's options (models/options.py); a family with options sets its schema here, the
+        same object its `Family` registration lists. The default: no options."""
+        from .options import NO_OPTIONS
+
+        return NO_OPTIONS
+
+    def options_of(self, request: SynthesisRequest) -> dict[str, Any]:
+        """The request's options, checked against `option_schema` by the one validator, every absent one
+        at its default: the only way a family reads its options (none parses them itself)."""
+        from .options import validate_options
+
+        return validate_options(self.option_schema, request.options, f"model {self.spec.name}")
 
     # --- device resources, sized by the engine -------------------------------------------------
     limits: ResourceLimits | None = None

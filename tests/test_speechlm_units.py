@@ -124,9 +124,14 @@ def test_text_phase_options_are_checked(ckpt):
     from voxcli.models import load_model
 
     program = load_model(str(ckpt))
-    text, _ = program._rules(SynthesisRequest(text="w1", options={"text_temperature": 0, "text_top_k": 3}))
-    assert text.temperature == 0.0 and text.topk == 3
-    with pytest.raises(InputError, match="option text_top_k must be >= 1"):
-        program.prepare(SynthesisRequest(text="w1", options={"text_top_k": 0}))
-    with pytest.raises(InputError, match="option text_temperature must be a number"):
-        program.prepare(SynthesisRequest(text="w1", options={"text_temperature": "hot"}))
+    text, _ = program._rules(SynthesisRequest(text="w1", options={"text_temperature": 0.5, "text_top_k": 3}))
+    assert text.temperature == 0.5 and text.topk == 3
+    # the schema's sentences (models/speechlm/options.py); a greedy text phase is --greedy's
+    for options, words in (({"text_top_k": 0}, "options.text_top_k must be a whole number from 1"),
+                           ({"text_temperature": "hot"}, "options.text_temperature must be a finite number"),
+                           ({"text_temperature": 0}, "options.text_temperature must be a finite number from "
+                                                     "0.001"),
+                           ({"max_segments": 10 ** 12}, "options.max_segments must be a whole number from 1 "
+                                                        "to 64")):
+        with pytest.raises(InputError, match=words):
+            program.prepare(SynthesisRequest(text="w1", options=options))

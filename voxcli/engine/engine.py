@@ -181,7 +181,8 @@ class Engine:
         if at is not None and self.realtime:
             raise ValueError("submit(at=...) schedules virtual time; it needs the sim executor")
         arrival = self.executor.now() if at is None else float(at)
-        check_request(request)  # per request, before it can share (and fail) a batch
+        # per request, before it can share (and fail) a batch: the shared fields and the family's options
+        check_request(request, self.program.option_schema, f"model {self.spec.name}")
         prompt = self._prepare(request)
         with self._lock:
             rid = next(self._ids)
