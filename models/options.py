@@ -22,7 +22,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .base import NUMERIC_BOUNDS, InputError, NumberRange
+from .bounds import NUMERIC_BOUNDS, NumberRange
+from .errors import InputError
 
 Kind = Literal["number", "whole", "bool", "choice"]
 

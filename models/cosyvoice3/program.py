@@ -89,7 +89,7 @@ class CosyState:
 
 
 class CosyVoice3Program(ModelProgram):
-    option_schema = OPTIONS  # type: ignore[assignment]  # models/cosyvoice3/options.py
+    option_schema = OPTIONS  # models/cosyvoice3/options.py
     def __init__(
         self,
         root: Path,

@@ -67,7 +67,7 @@ def instruct_text(text: str) -> str:
 
 
 class Qwen3TTSProgram(ModelProgram):
-    option_schema = OPTIONS  # type: ignore[assignment]  # models/qwen3_tts/options.py
+    option_schema = OPTIONS  # models/qwen3_tts/options.py
     def __init__(
         self,
         root: Path,

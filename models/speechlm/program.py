@@ -76,7 +76,7 @@ class RowState:
 
 
 class SpeechLMProgram(ModelProgram):
-    option_schema = OPTIONS  # type: ignore[assignment]  # models/speechlm/options.py (max_segments...)
+    option_schema = OPTIONS  # models/speechlm/options.py (max_segments...)
 
     def __init__(self, cfg: SpeechLMConfig, lm, text: TextIO, device: torch.device, dtype: torch.dtype,
                  name: str) -> None:

@@ -66,7 +66,7 @@ class _RowState:
 
 
 class SyntheticProgram(ModelProgram):
-    option_schema: OptionSchema = NO_OPTIONS  # type: ignore[assignment]  # set per instance: its family's
+    option_schema: OptionSchema = NO_OPTIONS  # set per instance: its family's
 
     def __init__(self, sample_rate: float | None = None, frame_rate: float | None = None,
                  samples_per_frame: int | None = None, codebooks: int | None = None,
