@@ -104,6 +104,12 @@ def voices(model: ModelOpt = None, device: DeviceOpt = None) -> None:
         typer.echo(f"languages: {', '.join(languages)}")
         typer.echo(f"modes:     {', '.join(spec.modes)}")
         typer.echo(f"audio:     {spec.sample_rate} Hz, {spec.frame_rate:g} frames/s")
+        from voxcli.models_cmd import option_lines
+
+        lines = option_lines(source)  # from the family's schema (models/<family>/options.py)
+        typer.echo(f"options:   {lines[0] if lines else '(none)'}")
+        for line in lines[1:]:
+            typer.echo(f"           {line}")
 
 
 @models_app.callback()
