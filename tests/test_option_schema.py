@@ -132,3 +132,19 @@ def test_python_api_refuses_every_options_extreme_naming_the_option(served):
         else:
             failures.append(f"{option}={text} ({case}): accepted")
     assert not failures, "\n".join(failures)
+
+
+def test_websocket_start_refuses_every_options_extreme_naming_the_option(served):
+    """The live route's `start` goes through the same check: an error message naming the option."""
+    import json
+
+    _, family, client, _ = served
+    failures = []
+    cases = option_cases(family.options)
+    for option, text, case in cases:
+        with client.websocket_connect("/v1/audio/speech/live") as ws:
+            ws.send_text('{"type": "start", "options": {"' + option + '": ' + text + "}}")
+            reply = json.loads(ws.receive_text())
+        if reply.get("type") != "error" or reply.get("code") != 400 or option not in reply.get("message", ""):
+            failures.append(f"{option}={text} ({case}): {reply}")
+    assert not failures, f"{len(failures)} of {len(cases)} cases:\n" + "\n".join(failures)

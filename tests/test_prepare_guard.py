@@ -8,9 +8,9 @@ from __future__ import annotations
 import threading
 
 import pytest
+from voxcli.models.base import SynthesisRequest
 
 from voxcli.engine.prepare_guard import PrepareGuard, PrepareTimeout
-from voxcli.models.base import SynthesisRequest
 
 
 class DrivenDeadline:
