@@ -10,7 +10,7 @@ import threading
 import pytest
 from voxcli.models.base import SynthesisRequest
 
-from voxcli.engine.prepare_guard import PrepareGuard, PrepareTimeout
+from voxcli.engine.prepare_guard import PrepareClosed, PrepareGuard, PrepareTimeout
 
 
 class DrivenDeadline:
@@ -55,6 +55,35 @@ def test_a_stuck_work_fails_with_one_sentence_and_is_counted_until_it_ends():
     assert guard.run(lambda: 3) == 3  # and new work is taken again
 
 
+def test_close_releases_a_submitter_waiting_on_a_stuck_preparation_at_once():
+    """A shutdown does not wait out the limit: the waiter (on the real clock, a limit of 1000 s) is
+    released by close, and nothing new is taken."""
+    guard, gate, entered = PrepareGuard(limit_s=1000), threading.Event(), threading.Event()
+    raised: list[BaseException] = []
+
+    def stuck() -> None:
+        entered.set()
+        gate.wait()
+
+    def submit() -> None:
+        try:
+            guard.run(stuck)
+        except PrepareClosed as e:
+            raised.append(e)
+
+    t = threading.Thread(target=submit)
+    t.start()
+    assert entered.wait(30)
+    guard.close()
+    t.join(30)
+    try:
+        assert not t.is_alive() and len(raised) == 1 and str(raised[0]) == "the engine was closed"
+        with pytest.raises(PrepareClosed):
+            guard.run(lambda: 1)
+    finally:
+        gate.set()
+
+
 def test_a_request_whose_prepare_never_ends_fails_while_its_neighbour_completes():
     from voxcli.session import sim_session
 
@@ -90,10 +119,27 @@ def test_a_request_whose_prepare_never_ends_fails_while_its_neighbour_completes(
         assert len(failed) == 1 and str(failed[0]).startswith("preparing the request took longer than 10 s")
         chunks = list(neighbour)  # the loop goes on: the neighbour's audio comes whole
         assert chunks and chunks[-1].last
+        # one more stuck request, its limit not passed, while the engine closes: released as closed
+        from voxcli.engine.stream import EngineClosed
+
+        entered.clear()
+        engine.prepare_guard.wait = DrivenDeadline().wait  # a clock that never passes the limit
+        closed: list[BaseException] = []
+
+        def submit_while_closing() -> None:
+            try:
+                engine.submit(SynthesisRequest(text="stuck again"))
+            except EngineClosed as e:
+                closed.append(e)
+
+        t = threading.Thread(target=submit_while_closing)
+        t.start()
+        assert entered.wait(30)
         closer = threading.Thread(target=session.close)
         closer.start()
-        closer.join(30)  # close does not wait for the stuck preparation (still blocked on `gate`)
-        assert not closer.is_alive() and not gate.is_set()
+        closer.join(30)  # close does not wait for the stuck preparations (still blocked on `gate`)
+        t.join(30)
+        assert not closer.is_alive() and not gate.is_set() and len(closed) == 1
     finally:
         gate.set()
         session.close()

@@ -47,7 +47,7 @@ from voxcli.engine.events import Delivered, Ended, Event, Released
 from voxcli.engine.executors.base import Completion, Executor
 from voxcli.engine.lanes import LaneLayout, lane_layout
 from voxcli.engine.memory_plan import apply_memory_plan
-from voxcli.engine.prepare_guard import PrepareGuard
+from voxcli.engine.prepare_guard import PrepareClosed, PrepareGuard
 from voxcli.engine.request import Request, Timeline
 from voxcli.engine.scheduler import Scheduler
 from voxcli.engine.stream import (
@@ -188,9 +188,12 @@ class Engine:
         arrival = self.executor.now() if at is None else float(at)
         # per request, before it can share (and fail) a batch: the shared fields and the family's options
         check_request(request, self.program.option_schema, f"model {self.spec.name}")
-        prompt = self._prepare(request)
-        # its KV need is planned here too, not on the engine loop (the loop only reads the number)
-        kv_tokens = self.prepare_guard.run(lambda: self.program.kv_tokens(prompt), "planning the request")
+        try:
+            prompt = self._prepare(request)
+            # its KV need is planned here too, not on the engine loop (the loop only reads the number)
+            kv_tokens = self.prepare_guard.run(lambda: self.program.kv_tokens(prompt), "planning the request")
+        except PrepareClosed:
+            raise EngineClosed(self._dead or "the engine is closed") from None
         with self._lock:
             rid = next(self._ids)
         stream = self._new_stream(rid, request)
@@ -246,6 +249,7 @@ class Engine:
                 return
             self._closed = True
             self._wake.notify_all()
+        self.prepare_guard.close()  # a submitter waiting on a preparation is released now, not at its limit
         self._interrupt()
         if self._thread is not None:
             self._thread.join(timeout=30)

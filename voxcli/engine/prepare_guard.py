@@ -10,6 +10,8 @@ preparation never ends holds one abandoned daemon thread (it keeps running until
 then dropped), never the engine loop, another request, `Engine.close` or the process's exit. At most
 `max_stuck` abandoned preparations may still be running; past that new requests are refused with a
 sentence rather than piling up threads (the bound on what a stream of hostile requests can hold).
+`close()` (from `Engine.close`) releases every submitter still waiting at once with `PrepareClosed`, so
+a shutdown (SIGTERM, Ctrl-C) never waits out a preparation's limit.
 
 Preparation is also bounded by construction (every option bounded by its family's schema,
 models/options.py; planning loops sized by those bounds), so this guard should never fire; it is the
@@ -34,6 +36,10 @@ class PrepareTimeout(InputError):
     """A request whose preparation ran past the limit (or arrived while too many such still run)."""
 
 
+class PrepareClosed(RuntimeError):
+    """The engine closed while this request was being prepared."""
+
+
 def _wait(done: threading.Event, limit_s: float) -> bool:
     return done.wait(limit_s)
 
@@ -53,18 +59,32 @@ class PrepareGuard:
         self.inline = inline
         self._lock = threading.Lock()
         self.stuck = 0  # abandoned preparations still running
+        self._waiting: set[threading.Event] = set()  # the `done` of each preparation a submitter waits on
+        self._closed = False
+
+    def close(self) -> None:
+        """Release every submitter still waiting (their requests fail with PrepareClosed) and refuse new
+        work; the preparations themselves run on until they return (they cannot be stopped)."""
+        with self._lock:
+            self._closed = True
+            for done in self._waiting:
+                done.set()
 
     def run(self, work: Callable[[], T], what: str = "preparing the request") -> T:
         """`work()`'s result, or its exception, or PrepareTimeout when it does not end within the limit."""
         if self.inline:
             return work()
         with self._lock:
+            if self._closed:
+                raise PrepareClosed("the engine was closed")
             if self.stuck >= self.max_stuck:
                 raise PrepareTimeout(f"the engine still runs {self.stuck} request preparations that never "
                                      "ended, so it takes no new requests until one does; try again later.")
         done = threading.Event()
         box: dict[str, Any] = {}
         abandoned = threading.Event()
+        with self._lock:
+            self._waiting.add(done)
 
         def body() -> None:
             try:
@@ -78,13 +98,16 @@ class PrepareGuard:
                         self.stuck -= 1
 
         threading.Thread(target=body, name="vox-prepare", daemon=True).start()
-        if not self.wait(done, self.limit_s):
-            with self._lock:
-                if not done.is_set():  # still running: abandon it (it cannot be stopped, only left)
-                    abandoned.set()
-                    self.stuck += 1
-                    raise PrepareTimeout(f"{what} took longer than {self.limit_s:g} s, so the request was "
-                                         "abandoned; shorten its text or its options.")
+        self.wait(done, self.limit_s)  # True/False alike: `box` below says whether the work ended
+        with self._lock:
+            self._waiting.discard(done)
+            if not ("value" in box or "error" in box):  # still running: abandon it (it cannot be stopped)
+                abandoned.set()
+                self.stuck += 1
+                if self._closed:
+                    raise PrepareClosed("the engine was closed")
+                raise PrepareTimeout(f"{what} took longer than {self.limit_s:g} s, so the request was "
+                                     "abandoned; shorten its text or its options.")
         if "error" in box:
             raise box["error"]
         return box["value"]  # type: ignore[no-any-return]
