@@ -148,3 +148,8 @@ def test_websocket_start_refuses_every_options_extreme_naming_the_option(served)
         if reply.get("type") != "error" or reply.get("code") != 400 or option not in reply.get("message", ""):
             failures.append(f"{option}={text} ({case}): {reply}")
     assert not failures, f"{len(failures)} of {len(cases)} cases:\n" + "\n".join(failures)
+
+
+def test_python_api_lists_the_options_from_the_schema(served):
+    _, family, _, tts = served
+    assert tts.options() == family.options.describe()
