@@ -135,3 +135,32 @@ def test_text_phase_options_are_checked(ckpt):
                                                         "to 64")):
         with pytest.raises(InputError, match=words):
             program.prepare(SynthesisRequest(text="w1", options=options))
+
+
+def test_seq_positions_is_one_sum_per_enforced_segment_whatever_max_segments(ckpt):
+    """The closed form equals the per-segment loop it replaced (which, with max_segments 10^12, held the
+    engine thread for ever), for every max_segments the schema allows, with and without fixed_frames."""
+    from voxcli.models import load_model
+    from voxcli.models.speechlm.options import MAX_SEGMENTS
+
+    program = load_model(str(ckpt))
+    inf, N = program.cfg.inference, program.cfg.layout.audio_streams
+
+    def looped(prompt):  # the loop before issue 34
+        ph = prompt.data.phase
+        total = prompt.length
+        for n in range(ph.max_segments):
+            if n < len(inf.enforce_modality):
+                m = inf.enforce_modality[n]
+                steps = ph.fixed_frames + N - 1 if m == "audio" and ph.fixed_frames is not None \
+                    else ph.rules(m).max_step
+            else:
+                steps = max(ph.rules(m).max_step for m in inf.rules)
+            total += steps + 3
+        return total
+
+    for fixed in (None, 5):
+        for n in (1, 2, 3, 17, MAX_SEGMENTS):
+            request = SynthesisRequest(text="w1", fixed_frames=fixed, options={"max_segments": n})
+            prompt = program.prepare(request)
+            assert program.seq_positions(prompt) == looped(prompt)
