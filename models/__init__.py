@@ -71,20 +71,29 @@ def demo_checkpoint(name: str = DEMO) -> Path:
 def describe_model(source: str, device: str = "cpu", dtype: str = "float32") -> ModelSpec:
     """The spec (voices, languages, modes, rates) of a demo alias, local checkpoint or cached hub id,
     from its config files alone when its family can (no torch, no weights); otherwise by loading it."""
-    demo = registry.find_demo(source)
-    claimed = None if demo is not None else _claimed(source)
-    if demo is not None:
-        family, path = demo[0], demo_checkpoint(source)
-    elif claimed is not None:  # no config.json (CosyVoice 3, ESPnet SpeechLM): its files name the family
-        family, path = claimed
-    else:
-        from .locate import read_json, resolve
-
-        path = resolve(source)
-        family = registry.family_for_model_type(read_json(path / "config.json").get("model_type"))
+    family, path = _family_and_path(source)
     if family is None or family.describe is None:  # load_model names the unsupported model_type
         return load_model(source, device, dtype).spec
     return replace(family.describe(str(path)), name=source)
+
+
+def family_of(source: str) -> registry.Family | None:
+    """The family serving `source` (a demo alias, local checkpoint or cached hub id), from its files
+    alone; None when none claims it (`vox voices` then lists no options)."""
+    return _family_and_path(source)[0]
+
+
+def _family_and_path(source: str) -> tuple[registry.Family | None, Path]:
+    demo = registry.find_demo(source)
+    claimed = None if demo is not None else _claimed(source)
+    if demo is not None:
+        return demo[0], demo_checkpoint(source)
+    if claimed is not None:  # no config.json (CosyVoice 3, ESPnet SpeechLM): its files name the family
+        return claimed
+    from .locate import read_json, resolve
+
+    path = resolve(source)
+    return registry.family_for_model_type(read_json(path / "config.json").get("model_type")), path
 
 
 def load_model(source: str, device: str = "cpu", dtype: str = "float32") -> ModelProgram:

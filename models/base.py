@@ -39,14 +39,18 @@ make a batch raise in the first place.
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .bounds import INT32_MAX, NUMERIC_BOUNDS, SEED_MAX, NumberRange  # noqa: F401 - re-exported
+from .errors import CheckpointError, InputError, ModelError  # noqa: F401 - re-exported
+from .options import NO_OPTIONS, OptionSchema, validate_options
+
 if TYPE_CHECKING:  # annotations only: `vox models` / `vox voices` import this seam without numpy
     import numpy as np
+
 
 
 @dataclass(frozen=True)
@@ -71,18 +75,6 @@ class ChunkSchedule:
         for name, n in (("first", self.first), *(("ramp", r) for r in self.ramp), ("steady", self.steady)):
             if isinstance(n, bool) or not isinstance(n, int) or n < 1:
                 raise ValueError(f"chunk.{name} must be a whole number of frames >= 1, got {n!r}")
-
-
-class ModelError(Exception):
-    """Base of the errors a model program raises on purpose (never a bare torch traceback)."""
-
-
-class InputError(ModelError):
-    """The request cannot be served by this model: empty text, unknown voice, bad reference audio..."""
-
-
-class CheckpointError(ModelError):
-    """A checkpoint is missing, incomplete or does not match the architecture (names key and path)."""
 
 
 @dataclass(frozen=True)
@@ -295,53 +287,6 @@ class GraphStage:
     plan_context: Callable[[int], None] | None = None
 
 
-@dataclass(frozen=True)
-class NumberRange:
-    """The values a numeric request field may take: what the stages can compute with. Sampling runs in
-    float32 on logits of magnitude up to ~1e4, so a temperature or penalty outside [1e-3, 1e3] makes
-    inf/NaN scores (then codes outside the codebook, which the codec refuses); counts and seeds become
-    int64 tensors (a seed: torch.Generator.manual_seed), so they stay in int32 / int63 ranges."""
-
-    lo: float
-    hi: float
-    whole: bool = False  # integers only (bool is refused although Python counts it as an int)
-    lo_open: bool = False  # lo itself is excluded
-    hint: str = ""  # what the user should know about the field, e.g. "0 = no top-k filter"
-
-    def check(self, name: str, value: Any) -> None:
-        """Raise InputError naming `name` and the accepted range unless `value` is None or in range."""
-        if value is None:
-            return
-        if self.whole:
-            ok = isinstance(value, int) and not isinstance(value, bool) and self.lo <= value <= self.hi
-            what = f"a whole number from {self.lo:d} to {self.hi:d}"
-        else:
-            ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) \
-                and (value > self.lo if self.lo_open else value >= self.lo) and value <= self.hi
-            low = f"above {self.lo:g} and at most" if self.lo_open else f"from {self.lo:g} to"
-            what = f"a finite number {low} {self.hi:g}"
-        if not ok:
-            hint = f" ({self.hint})" if self.hint else ""
-            raise InputError(f"{name} must be {what}{hint}, got {value!r}")
-
-
-INT32_MAX = 2**31 - 1
-SEED_MAX = 2**63 - 1  # torch.Generator.manual_seed takes a signed or unsigned 64-bit value: stay in both
-# Every family checks its numeric fields against these (one place; a family may narrow a range, e.g. Dia's
-# cfg_scale >= 1, never widen it). Family options reuse them: Qwen's sub_temperature is a temperature.
-NUMERIC_BOUNDS: dict[str, NumberRange] = {
-    "temperature": NumberRange(1e-3, 1e3, hint="use greedy for deterministic output"),
-    "top_k": NumberRange(0, INT32_MAX, whole=True, hint="0 = no top-k filter"),
-    "top_p": NumberRange(0.0, 1.0, lo_open=True),
-    "repetition_penalty": NumberRange(1e-3, 1e3, hint="1 = no penalty"),
-    "seed": NumberRange(0, SEED_MAX, whole=True),
-    "max_frames": NumberRange(1, INT32_MAX, whole=True),
-    "fixed_frames": NumberRange(0, INT32_MAX, whole=True),  # 0: a request with no audio (tests, the sim)
-    "cfg_scale": NumberRange(0.0, 100.0, hint="1 = no guidance"),
-    "ref_sample_rate": NumberRange(1, 10**6, whole=True),
-}
-
-
 def check_number(name: str, value: Any, kind: str | None = None) -> None:
     """`value` against NUMERIC_BOUNDS[kind or name]; the message names `name` (e.g. "sub_top_k")."""
     NUMERIC_BOUNDS[kind or name].check(name, value)
@@ -392,16 +337,23 @@ class ModelProgram(ABC):
     def check(self, request: SynthesisRequest) -> None:
         """Cheap validation, no tokenizing or audio encoding: what a CLI runs before synthesis for early
         errors. Raise InputError. The default checks voice and language against `spec`, refuses a
-        `cfg_scale` other than None/1 and any `options` (override when the family has them), and bounds
+        `cfg_scale` other than None/1 and any option its `option_schema` does not take, and bounds
         every numeric field (`check_numbers`; an override must call it too)."""
         check_numbers(request)
         check_voice_and_language(self.spec, request)
         if request.cfg_scale is not None and request.cfg_scale != 1:
             raise InputError(f"model {self.spec.name} has no classifier-free guidance: leave cfg_scale unset "
                              f"or 1, got {request.cfg_scale}")
-        if request.options:
-            given = ", ".join(map(repr, request.options))
-            raise InputError(f"model {self.spec.name} takes no options, got {given}")
+        self.options_of(request)
+
+    # The family's options (models/options.py): a family with options sets its schema here, the same
+    # object its `Family` registration lists. The default: no options.
+    option_schema: OptionSchema = NO_OPTIONS
+
+    def options_of(self, request: SynthesisRequest) -> dict[str, Any]:
+        """The request's options, checked against `option_schema` by the one validator, every absent one
+        at its default: the only way a family reads its options (none parses them itself)."""
+        return validate_options(self.option_schema, request.options, f"model {self.spec.name}")
 
     # --- device resources, sized by the engine -------------------------------------------------
     limits: ResourceLimits | None = None

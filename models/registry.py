@@ -8,9 +8,9 @@ schedule, model sizes for the cost profiles), the simulator calibration (`Family
 `python -m voxcli.bench.calibration --family NAME`), the random-weight builders (`Family.tiny`,
 `find_tiny` / `get_tiny`; `Tiny.program` draws a program's weights on the device, no checkpoint), the
 reference generators parity checks compare with (`Family.reference`), the functions a per-op profiler
-wraps (`Family.profile_ops`) and the voices `vox serve` maps OpenAI voice names to
-(`Family.openai_voices`). Code outside models/ (benchmarks, scripts) reaches a family's code only
-through these, never by its package name.
+wraps (`Family.profile_ops`), the voices `vox serve` maps OpenAI voice names to
+(`Family.openai_voices`) and the request options its programs take (`Family.options`). Code outside
+models/ (benchmarks, scripts) reaches a family's code only through these, never by its package name.
 
 Listing families is cheap: `family.py` imports nothing heavy (no torch); `Family.load`, the demo and
 tiny builders, the reference, the profiled ops and the calibration import their code when called.
@@ -27,6 +27,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from .base import ChunkSchedule
+from .options import NO_OPTIONS, OptionSchema
 
 if TYPE_CHECKING:
     from .base import ModelProgram
@@ -135,6 +136,9 @@ class Family:
     # () -> (owner, attribute, op category) of the functions a per-op profiler of its decode step wraps
     # (`python -m benchmarks profile_cfg`), imported when called; None: not profiled per op
     profile_ops: Callable[[], tuple[tuple[Any, str, str], ...]] | None = None
+    # The request options its programs take (`SynthesisRequest.options`), declared once in the family's
+    # options.py (models/options.py): the one validator, `vox voices` and the fuzz suites read them.
+    options: OptionSchema = NO_OPTIONS
 
 
 @cache

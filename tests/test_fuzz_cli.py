@@ -28,8 +28,11 @@ from support.fuzz_inputs import (
     say_text_cases,
     set_cases,
 )
+from support.option_cases import NUMBER_CASES, WHOLE_ONLY, option_cases
+from voxcli.models.registry import families, find_family
 
 SEED = 20261130
+DEMOS = [f.demos[0].name for f in families() if f.demos]
 
 
 @pytest.fixture(scope="module")
@@ -151,3 +154,44 @@ def test_fuzz_total_is_over_a_thousand():
         "batch lines": sum(n for _, n, _ in batch_cases(random.Random(SEED + 5), 40, 9)) + 2,
     }
     assert sum(counts.values()) >= 1000, counts
+
+
+def schema_lines(model: str) -> tuple[list[str], list[tuple[str, str]]]:
+    """JSONL lines for `vox batch -m model`: two good ones and one per hostile value of each option of
+    the family's schema (tests/support/option_cases.py) and of the typed numeric fields a line carries
+    (seed, cfg_scale); returns the lines and (id, field the refusal must name) of the bad ones."""
+    family = find_family(model)
+    assert family is not None
+    lines = ['{"id": "good1", "text": "w1 w2."}', '{"id": "good2", "text": "w3 w4."}']
+    bad: list[tuple[str, str]] = []
+    for n, (option, text, _case) in enumerate(option_cases(family.options)):
+        lines.append(f'{{"id": "o{n}", "text": "w1.", "options": {{"{option}": {text}}}}}')
+        bad.append((f"o{n}", option))
+    for name in ("seed", "cfg_scale"):
+        for n, (text, case) in enumerate(NUMBER_CASES + (WHOLE_ONLY if name == "seed" else ())):
+            if name == "cfg_scale" and case == "tiny":
+                continue  # 1e-300 is a guidance scale the shared range holds (a family may refuse it)
+            lines.append(f'{{"id": "{name}{n}", "text": "w1.", "{name}": {text}}}')
+            bad.append((f"{name}{n}", name))
+    return lines, bad
+
+
+@pytest.mark.parametrize("model", DEMOS)
+def test_fuzz_batch_option_schema_of_every_family(harness, tmp_path, model):
+    """Every demo family's `vox batch`: each JSONL line holding a hostile option value (from the family's
+    schema) or a hostile seed / cfg_scale fails alone with a record naming the field; the good lines are
+    written; no internal error."""
+    lines, bad = schema_lines(model)
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    r = harness.run(["batch", "-m", model, "--greedy", "--max-frames", "4", "-q", str(src), "-o", str(out)])
+    where = f"{model}: exit {r.code}, stderr {r.stderr!r}"
+    assert r.exception is None and r.code == 1, where
+    assert "internal error" not in r.stderr and "Traceback" not in r.stderr, where
+    records = {rec["id"]: rec for rec in map(json.loads, (out / "manifest.jsonl").read_text().splitlines())}
+    assert records["good1"]["status"] == records["good2"]["status"] == "ok", where
+    wrong = [(i, name, records.get(i)) for i, name in bad
+             if records.get(i, {}).get("status") != "error" or name not in records[i]["error"]
+             or "internal" in records[i]["error"]]
+    assert not wrong, f"{len(wrong)} of {len(bad)} bad lines not refused naming the field: {wrong[:10]}"

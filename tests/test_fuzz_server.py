@@ -7,6 +7,7 @@ request run alone. At the end the server's RSS growth over the run is printed (a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -14,8 +15,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -23,8 +26,9 @@ import pytest
 pytest.importorskip("fastapi", reason="the serve extra is not installed (pip install 'voxcli[serve]')")
 httpx = pytest.importorskip("httpx", reason="httpx is not installed (the test extra)")
 ws_client = pytest.importorskip("websockets.sync.client", reason="websockets is not installed")
-from support.fuzz_server import GOOD, ServerCase, all_cases  # noqa: E402
+from support.fuzz_server import GOOD, MODEL, ServerCase, all_cases, schema_cases  # noqa: E402
 from support.serve_util import free_port, metric  # noqa: E402
+from voxcli.models.registry import families, find_family  # noqa: E402
 from websockets.exceptions import ConnectionClosed  # noqa: E402
 
 SEED = 20261201
@@ -37,12 +41,17 @@ MAX_LSB = 3
 NEIGHBOUR = {**GOOD, "input": "A neighbour speaks here, undisturbed.", "max_frames": 12}
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
+# every demo family but `demo` (the full run's): each family's schema cases against its own server
+OTHER_DEMOS = [(f.demos[0].name, f.options) for f in families() if f.demos and f.demos[0].name != MODEL]
+
+
+@contextlib.contextmanager
+def serving(model: str, tmp_path_factory) -> Iterator[tuple[str, int, subprocess.Popen, Any]]:
+    """`vox serve -m model` as a subprocess on a free port: (url, port, process, its log file)."""
     port = free_port()
-    env = {**os.environ, "VOX_CACHE": str(tmp_path_factory.mktemp("fuzz_serve_cache"))}
+    env = {**os.environ, "VOX_CACHE": str(tmp_path_factory.getbasetemp() / "fuzz_serve_cache")}
     log = open(tmp_path_factory.mktemp("fuzz_serve_log") / "serve.log", "w+")  # noqa: SIM115
-    proc = subprocess.Popen([sys.executable, "-m", "voxcli", "serve", "-m", "demo", "--port", str(port), "-q",
+    proc = subprocess.Popen([sys.executable, "-m", "voxcli", "serve", "-m", model, "--port", str(port), "-q",
                              "--header-timeout", str(HEADER_S), "--body-timeout", str(BODY_S)],
                             stdout=log, stderr=subprocess.STDOUT, env=env, cwd=Path(__file__).parent.parent)
     url = f"http://127.0.0.1:{port}"
@@ -55,15 +64,23 @@ def server(tmp_path_factory):
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
             log.seek(0)
-            pytest.fail(f"vox serve -m demo did not start: {log.read()[-2000:]}")
+            pytest.fail(f"vox serve -m {model} did not start: {log.read()[-2000:]}")
         time.sleep(0.2)
-    yield url, port, proc, log
-    proc.terminate()
     try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+        yield url, port, proc, log
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with serving(MODEL, tmp_path_factory) as running:
+        yield running
 
 
 def _rss_mb(pid: int) -> float:
@@ -250,7 +267,7 @@ def _neighbour(url: str) -> bytes:
 
 def test_fuzz_server_over_a_thousand_hostile_clients(server):
     url, port, proc, log = server
-    cases = all_cases(SEED)
+    cases = all_cases(SEED, find_family(MODEL).options)  # type: ignore[union-attr]
     assert len(cases) >= 1000
     random.Random(SEED).shuffle(cases)
     alone = _neighbour(url)
@@ -287,3 +304,27 @@ def test_fuzz_server_over_a_thousand_hostile_clients(server):
     assert not findings, f"{len(findings)} findings:\n" + "\n".join(findings[:25])
     assert "Traceback" not in server_log, server_log[-3000:]
     assert rss_end - rss_start < 400, (rss_start, rss_end)
+
+
+@pytest.mark.parametrize("model, schema", OTHER_DEMOS, ids=[m for m, _ in OTHER_DEMOS])
+def test_fuzz_every_family_with_its_option_schema(model, schema, tmp_path_factory):
+    """Every other demo family's server gets its own schema's cases (each option at each hostile value,
+    each shared numeric field at its extremes; HTTP and WebSocket): a 4xx sentence or an error and a
+    close each, then the server is settled and healthy, with nothing in its log but the lines it means."""
+    cases = schema_cases(model, schema)
+    with serving(model, tmp_path_factory) as (url, port, proc, log):
+        with ThreadPoolExecutor(max_workers=ROUND) as pool:
+            outcomes = list(pool.map(lambda c: (c, run_case(c, url, port)), cases))
+        findings = [f"{c.kind} {c.label}: {why}" for c, why in outcomes if why is not None]
+        deadline = time.monotonic() + 15
+        ok, state = _settled(url)
+        while not ok and time.monotonic() < deadline:
+            time.sleep(0.1)
+            ok, state = _settled(url)
+        assert proc.poll() is None, "the server died"
+        log.seek(0)
+        server_log = log.read()
+    print(f"\nfuzz {model}: {len(cases)} schema cases")
+    assert ok, f"not settled: {state}"
+    assert not findings, f"{len(findings)} of {len(cases)} findings:\n" + "\n".join(findings[:25])
+    assert "Traceback" not in server_log, server_log[-3000:]

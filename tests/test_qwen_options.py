@@ -36,9 +36,9 @@ def test_unknown_option_names_the_key_and_the_accepted_ones(cv):
 
 
 @pytest.mark.parametrize("options, words", [
-    ({"sub_top_k": True}, "sub_top_k must be an integer"),
-    ({"sub_top_k": 2.5}, "sub_top_k must be an integer"),
-    ({"sub_temperature": "hot"}, "sub_temperature must be a number"),
+    ({"sub_top_k": True}, "options.sub_top_k must be a whole number from 0 to 2147483647, got true"),
+    ({"sub_top_k": 2.5}, "sub_top_k must be a whole number"),
+    ({"sub_temperature": "hot"}, "sub_temperature must be a finite number"),
     ({"streaming_text": 1}, "streaming_text must be true or false"),
     ({"sub_temperature": 0.0}, "sub_temperature must be a finite number from 0.001 to 1000"),
     ({"sub_top_p": 1.5}, "sub_top_p must be a finite number above 0 and at most 1"),

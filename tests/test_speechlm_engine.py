@@ -165,7 +165,8 @@ def test_requests_it_cannot_serve_are_refused_with_a_sentence(ckpt):
     for req, msg in ((SynthesisRequest(text="  "), "text is empty"),
                      (SynthesisRequest(text="w1", voice="Vivian"), "no named voices"),
                      (SynthesisRequest(text="w1", cfg_scale=0.5), "cfg_scale must be"),
-                     (SynthesisRequest(text="w1", options={"bogus": 1}), "does not know option 'bogus'")):
+                     (SynthesisRequest(text="w1", options={"bogus": 1}),
+                      "has no option 'bogus'; its options are max_segments")):
         with pytest.raises(InputError, match=msg):
             program.prepare(req)
 

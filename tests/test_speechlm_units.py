@@ -124,9 +124,43 @@ def test_text_phase_options_are_checked(ckpt):
     from voxcli.models import load_model
 
     program = load_model(str(ckpt))
-    text, _ = program._rules(SynthesisRequest(text="w1", options={"text_temperature": 0, "text_top_k": 3}))
-    assert text.temperature == 0.0 and text.topk == 3
-    with pytest.raises(InputError, match="option text_top_k must be >= 1"):
-        program.prepare(SynthesisRequest(text="w1", options={"text_top_k": 0}))
-    with pytest.raises(InputError, match="option text_temperature must be a number"):
-        program.prepare(SynthesisRequest(text="w1", options={"text_temperature": "hot"}))
+    text, _ = program._rules(SynthesisRequest(text="w1", options={"text_temperature": 0.5, "text_top_k": 3}))
+    assert text.temperature == 0.5 and text.topk == 3
+    # the schema's sentences (models/speechlm/options.py); a greedy text phase is --greedy's
+    for options, words in (({"text_top_k": 0}, "options.text_top_k must be a whole number from 1"),
+                           ({"text_temperature": "hot"}, "options.text_temperature must be a finite number"),
+                           ({"text_temperature": 0}, "options.text_temperature must be a finite number from "
+                                                     "0.001"),
+                           ({"max_segments": 10 ** 12}, "options.max_segments must be a whole number from 1 "
+                                                        "to 64")):
+        with pytest.raises(InputError, match=words):
+            program.prepare(SynthesisRequest(text="w1", options=options))
+
+
+def test_seq_positions_is_one_sum_per_enforced_segment_whatever_max_segments(ckpt):
+    """The closed form equals the per-segment loop it replaced (which, with max_segments 10^12, held the
+    engine thread for ever), for every max_segments the schema allows, with and without fixed_frames."""
+    from voxcli.models import load_model
+    from voxcli.models.speechlm.options import MAX_SEGMENTS
+
+    program = load_model(str(ckpt))
+    inf, N = program.cfg.inference, program.cfg.layout.audio_streams
+
+    def looped(prompt):  # the loop before issue 34
+        ph = prompt.data.phase
+        total = prompt.length
+        for n in range(ph.max_segments):
+            if n < len(inf.enforce_modality):
+                m = inf.enforce_modality[n]
+                steps = ph.fixed_frames + N - 1 if m == "audio" and ph.fixed_frames is not None \
+                    else ph.rules(m).max_step
+            else:
+                steps = max(ph.rules(m).max_step for m in inf.rules)
+            total += steps + 3
+        return total
+
+    for fixed in (None, 5):
+        for n in (1, 2, 3, 17, MAX_SEGMENTS):
+            request = SynthesisRequest(text="w1", fixed_frames=fixed, options={"max_segments": n})
+            prompt = program.prepare(request)
+            assert program.seq_positions(prompt) == looped(prompt)

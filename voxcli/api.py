@@ -93,6 +93,13 @@ class TTS:
     def languages(self) -> list[str]:
         return list(self._session.spec.languages)
 
+    def options(self) -> list[str]:
+        """The `options={...}` the model takes, one line each (name, what it accepts, default, meaning),
+        from its family's schema (models/options.py): what an error about an option refers to."""
+        program = getattr(self._session.engine, "program", None)
+        schema = getattr(program, "option_schema", None)
+        return schema.describe() if schema is not None else []
+
     def say(self, text: str, **fields: Any) -> Audio:
         """The whole utterance for `text` (split into sentences as the model prefers), once complete."""
         pieces: list[np.ndarray] = []

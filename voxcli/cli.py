@@ -85,7 +85,9 @@ app.command(help=SAY_HELP)(say)
 app.command(help=BATCH_HELP)(batch)
 
 
-@app.command(help="List a model's voices, languages and modes.\n\n[bold]Examples[/bold]\n\n"
+@app.command(help="List a model's voices, languages, modes and request options (what a JSONL line's, an "
+                  "HTTP body's or a Python call's `options` may hold, from its family's schema)."
+                  "\n\n[bold]Examples[/bold]\n\n"
                   "  vox voices -m demo\n\n  vox voices -m Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice")
 def voices(model: ModelOpt = None, device: DeviceOpt = None) -> None:
     with friendly_errors():
@@ -104,6 +106,12 @@ def voices(model: ModelOpt = None, device: DeviceOpt = None) -> None:
         typer.echo(f"languages: {', '.join(languages)}")
         typer.echo(f"modes:     {', '.join(spec.modes)}")
         typer.echo(f"audio:     {spec.sample_rate} Hz, {spec.frame_rate:g} frames/s")
+        from voxcli.models_cmd import option_lines
+
+        lines = option_lines(source)  # from the family's schema (models/<family>/options.py)
+        typer.echo(f"options:   {lines[0] if lines else '(none)'}")
+        for line in lines[1:]:
+            typer.echo(f"           {line}")
 
 
 @models_app.callback()

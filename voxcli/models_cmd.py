@@ -107,3 +107,12 @@ def pull(repo_id: str) -> Path:
                        "(offline, or HF_HUB_OFFLINE=1); connect and retry, or use -m demo.") from None
     except HfHubHTTPError as e:
         raise VoxError(f"downloading {repo_id} failed: {e}; retry later.") from None
+
+
+def option_lines(model: str) -> list[str]:
+    """The request options `model`'s family takes, one line each, from its schema (`Family.options`):
+    what `vox voices` lists and a JSONL line's or a request's `options` may hold."""
+    from voxcli.models import family_of  # type: ignore[attr-defined]
+
+    family = family_of(model)
+    return [] if family is None else family.options.describe()

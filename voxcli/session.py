@@ -201,9 +201,12 @@ def open_session(options: EngineOptions | EngineConfig, role: str = "both", pcm_
 
 def _program_session(program: Any, config: EngineConfig) -> Session:
     """An engine of `config.role` over a loaded model program."""
+    from voxcli.engine.admission_check import program_check
+
     role = "" if config.role == "both" else f" ({config.role})"
     return Session(engine=_engine_class(config.role)(program, config), spec=program.spec, model=config.model,
-                   check=program.check, backend=f"{config.executor} executor on {config.device}{role}")
+                   check=program_check(program),
+                   backend=f"{config.executor} executor on {config.device}{role}")
 
 
 @contextlib.contextmanager
@@ -221,6 +224,7 @@ def _sim_session(config: EngineConfig, pcm_scale: float, name: str, profile: Any
     """The sim's SyntheticProgram (audio of the right length; frame index x `pcm_scale`) on the profiled
     device: advanced by the wall clock (RealtimeSimExecutor, what `vox serve --executor sim` runs) or, for
     the bench, by the engine's own virtual clock."""
+    from voxcli.engine.admission_check import program_check
     from voxcli.engine.synthetic import SyntheticProgram
 
     # the model family's audio shape and sim chunk schedule, unless the recipe/--set gives one
@@ -236,7 +240,7 @@ def _sim_session(config: EngineConfig, pcm_scale: float, name: str, profile: Any
         profile = profile if profile is not None else load_profile(config)
         executor = RealtimeSimExecutor(program, profile, lane_layout(config))
         engine = engine_class(program, config, executor=executor, profile=profile)
-    return Session(engine=engine, spec=program.spec, model=name, check=program.check,
+    return Session(engine=engine, spec=program.spec, model=name, check=program_check(program),
                    backend=f"sim executor on a simulated {config.gpu or 'device'}")
 
 

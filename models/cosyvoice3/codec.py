@@ -29,8 +29,8 @@ import torch
 from ..base import CodecItem, check_codec_batch
 from .flow import Flow, FlowRun
 from .hift import MARGIN, HiFT
+from .options import MODES  # the one list, declared with the option
 
-MODES = ("stream", "offline")
 FIRST_HOP, MAX_HOP, HOP_SCALE = 25, 100, 2  # CosyVoice3Model: token_hop_len, 4x it, stream_scale_factor
 
 

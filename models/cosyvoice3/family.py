@@ -9,6 +9,7 @@ from typing import Any
 
 from ..base import ChunkSchedule
 from ..registry import Demo, Family, HubModel, SimModel, SimSpec, Tiny
+from .options import OPTIONS
 
 
 def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
@@ -61,6 +62,7 @@ COSYVOICE3_0_5B = {
 }
 
 FAMILY = Family(
+    options=OPTIONS,
     name="CosyVoice 3",
     model_types=("cosyvoice3",),
     load=load,

@@ -34,11 +34,12 @@ from ..base import (
     Row,
     StepOutput,
     SynthesisRequest,
+    check_numbers,
 )
 from ..qwen3_tts.layers import PagedBatch
 from .checkpoint import load_module, read_pt, resolve
 from .clone import ClipCache, check_clip, check_onnx, has_clone_models, instruct_text, zero_shot_text
-from .codec import MODES, CosyCodec, VoiceState
+from .codec import CosyCodec, VoiceState
 from .config import QWEN_DIR, YAML, CosyVoice3Config, parse_config
 from .features import MelParams
 from .flow import Flow, FlowWeights
@@ -46,6 +47,7 @@ from .frontend import ENDOFPROMPT, endofprompt_ok, load_tokenizer, normalize
 from .hift import HiFT, HiFTWeights, fold_weight_norm
 from .lm import CosyVoice3LMWeights
 from .noise import construction_noise
+from .options import OPTIONS
 from .sampling import choose
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
@@ -87,6 +89,7 @@ class CosyState:
 
 
 class CosyVoice3Program(ModelProgram):
+    option_schema = OPTIONS  # models/cosyvoice3/options.py
     def __init__(
         self,
         root: Path,
@@ -174,23 +177,12 @@ class CosyVoice3Program(ModelProgram):
         )
 
     def _mode(self, request: SynthesisRequest) -> str:
-        mode = request.options.get("codec_mode", "stream")
-        if mode not in MODES:
-            raise InputError(
-                f"codec_mode must be one of {', '.join(MODES)} (stream = upstream's stream=True "
-                f"output, offline = its stream=False output), got {mode!r}"
-            )
-        return mode
+        return str(self.options_of(request)["codec_mode"])
 
     def check(self, request: SynthesisRequest) -> None:
         if not request.text or not request.text.strip():
             raise InputError("the text is empty; give something to say")
-        extra = set(request.options) - {"codec_mode"}
-        if extra:
-            raise InputError(
-                f"model {self.spec.name} takes only the option codec_mode, got "
-                f"{', '.join(map(repr, sorted(extra)))}"
-            )
+        check_numbers(request)
         self._mode(request)
         if request.cfg_scale is not None and request.cfg_scale != 1:
             raise InputError(

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..base import InputError, SynthesisRequest, check_numbers
+from ..options import NO_OPTIONS, validate_options
 from .config import DiaConfig, GenerationDefaults
 from .sampling import RowSampling
 from .tokenizer import encode
@@ -67,8 +68,7 @@ def validate(cfg: DiaConfig, req: SynthesisRequest, text: str) -> list[int]:
         raise InputError(f"Dia speaks English only; language must be auto or english, got {req.language!r}")
     if req.instructions:
         raise InputError("Dia takes no instructions; describe delivery in the text, e.g. (laughs)")
-    if req.options:
-        raise InputError(f"Dia has no family options; got {', '.join(sorted(req.options))}")
+    validate_options(NO_OPTIONS, req.options, "Dia")  # the one validator: Dia takes no options
     if req.ref_audio is not None and not (req.ref_text and req.ref_text.strip()):
         raise InputError("voice clone with Dia needs --ref-text: the transcript of the reference clip")
     if req.ref_audio is None and req.ref_text:

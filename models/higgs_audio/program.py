@@ -34,6 +34,7 @@ from ..base import (
     Row,
     StepOutput,
     SynthesisRequest,
+    check_numbers,
 )
 from ..checkpoint import (
     check_state_dict,
@@ -271,10 +272,8 @@ class HiggsProgram(ModelProgram):
                 f"model {self.spec.name} has no classifier-free guidance: leave cfg_scale unset "
                 f"or 1, got {request.cfg_scale}"
             )
-        if request.options:
-            raise InputError(
-                f"model {self.spec.name} takes no options, got {', '.join(map(repr, request.options))}"
-            )
+        check_numbers(request)
+        self.options_of(request)  # the one validator: Higgs takes no options
         if request.language not in (None, "auto"):
             raise InputError(
                 f"Higgs Audio picks the language from the text; leave language unset or auto, got "

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..base import ChunkSchedule
 from ..registry import Demo, Family, HubModel, SimModel, SimSpec, Tiny
+from .options import OPTIONS
 from .sizes import SPEAKERS
 
 
@@ -97,6 +98,7 @@ def _sizes(hidden: int, mlp: int) -> dict[str, dict[str, int]]:
 
 
 FAMILY = Family(
+    options=OPTIONS,
     name="Qwen3-TTS 12 Hz",
     model_types=("qwen3_tts",),
     load=load,

@@ -39,6 +39,7 @@ from ..checkpoint import checkpoint_entries, fill_module, read_json, resolve
 from ..device_memory import pool_zeros
 from .config import GenerationDefaults, Qwen3TTSConfig, parse_config
 from .layers import PagedBatch
+from .options import OPTIONS
 from .prompt import PromptEmbeds, build_prompt
 from .row_state import MIN_NEW_TOKENS, RowState, next_uniforms, peek_uniforms
 from .sampling import BatchSampling, RowSampling, select, talker_masks
@@ -66,6 +67,7 @@ def instruct_text(text: str) -> str:
 
 
 class Qwen3TTSProgram(ModelProgram):
+    option_schema = OPTIONS  # models/qwen3_tts/options.py
     def __init__(
         self,
         root: Path,

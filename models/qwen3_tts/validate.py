@@ -5,7 +5,7 @@ Base model...) we refuse instead, so a user never gets audio that quietly ignore
 Everything here is cheap (no tokenizing, no audio encoding): `Qwen3TTSProgram.check` runs it before any
 work, and `prepare` runs it again as its first step.
 
-Family options (`SynthesisRequest.options`, see `OPTIONS`): the depth transformer's ("sub-talker")
+Family options (`SynthesisRequest.options`, declared in options.py): the depth transformer's ("sub-talker")
 sampling, separately from the talker's, and the text mode. Unknown keys and wrong types are refused.
 Qwen3-TTS has no classifier-free guidance: `cfg_scale` must be unset or 1.
 """
@@ -18,8 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from ..base import InputError, SynthesisRequest, check_number, check_numbers
+from ..base import InputError, SynthesisRequest, check_numbers
+from ..options import validate_options
 from .config import Qwen3TTSConfig
+from .options import OPTIONS
 
 REF_SAMPLE_RATE = 24000
 
@@ -35,34 +37,12 @@ class QwenOptions:
     streaming_text: bool | None = None  # text fed as generation goes (default: Base models only)
 
 
-# option -> (accepted python types, what to tell the user)
-OPTIONS: dict[str, tuple[tuple[type, ...], str]] = {
-    "sub_greedy": ((bool,), "true or false"),
-    "sub_temperature": ((int, float), "a number > 0"),
-    "sub_top_k": ((int,), "an integer >= 0 (0 = off)"),
-    "sub_top_p": ((int, float), "a number in (0, 1]"),
-    "streaming_text": ((bool,), "true or false"),
-}
-assert set(OPTIONS) == {f.name for f in fields(QwenOptions)}
+assert set(OPTIONS.names) == {f.name for f in fields(QwenOptions)}  # declared once: options.py
 
 
 def parse_options(options: Mapping[str, Any] | None) -> QwenOptions:
-    options = dict(options or {})
-    accepted = ", ".join(OPTIONS)
-    for key, value in options.items():
-        if key not in OPTIONS:
-            raise InputError(f"Qwen3-TTS has no option {key!r}; its options are: {accepted}")
-        types, what = OPTIONS[key]
-        bad_bool = isinstance(value, bool) and bool not in types  # True is an int to Python, not to us
-        if value is not None and (bad_bool or not isinstance(value, types)):
-            raise InputError(f"option {key} must be {what}, got {value!r}")
-    for key, kind in OPTION_BOUNDS.items():  # the shared ranges (models/base.py NUMERIC_BOUNDS)
-        check_number(key, options.get(key), kind)
-    return QwenOptions(**options)
-
-
-# numeric option -> the shared bound it takes (the sub-talker samples exactly as the talker does)
-OPTION_BOUNDS = {"sub_temperature": "temperature", "sub_top_k": "top_k", "sub_top_p": "top_p"}
+    """The request's options through the one validator (models/options.py), typed."""
+    return QwenOptions(**validate_options(OPTIONS, options, "Qwen3-TTS"))
 
 
 def check_cfg_scale(scale: float | None) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 from ..base import ChunkSchedule
 from ..dia.dac_config import decoder_lookahead_frames
 from ..registry import Demo, Family, HubModel, SimModel, SimSpec, Tiny
+from .options import OPTIONS
 
 
 def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
@@ -63,6 +64,7 @@ def calibration() -> Any:
 # No named voices (the text plan and a reference clip make the voice): no OpenAI voice mapping, so
 # `vox serve` takes every OpenAI name as the model's default voice.
 FAMILY = Family(
+    options=OPTIONS,
     name="ESPnet SpeechLM (unified text+audio)",
     model_types=(),
     load=load,

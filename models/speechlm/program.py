@@ -42,10 +42,12 @@ from ..base import (
     Row,
     StepOutput,
     SynthesisRequest,
+    check_numbers,
 )
 from ..qwen3_tts.layers import PagedBatch
 from .config import ASSISTANT, BOS, EOS, EOT, SPECIAL_ID, SpeechLMConfig, is_speechlm_dir, load_config
 from .head import CandidateHead
+from .options import MAX_SEGMENTS, OPTIONS
 from .phases import DETECT, Masks, Phase, special
 from .text import TextIO
 from .weights import load_lm
@@ -54,9 +56,6 @@ log = logging.getLogger(__name__)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # X-Codec at 50 frames/s: a 10-frame first chunk (200 ms), then larger chunks once playback is buffered.
 DEFAULT_CHUNKS = ChunkSchedule(first=10, ramp=(25,), steady=50)
-# Request options: segments before the request stops (the reference loops while segments end in <eot>);
-# the text phase's own sampling (temperature / top_k / --greedy set the audio's; inference.yaml the rest).
-OPTIONS = ("max_segments", "text_temperature", "text_top_k")
 
 
 @dataclass
@@ -77,6 +76,8 @@ class RowState:
 
 
 class SpeechLMProgram(ModelProgram):
+    option_schema = OPTIONS  # models/speechlm/options.py (max_segments...)
+
     def __init__(self, cfg: SpeechLMConfig, lm, text: TextIO, device: torch.device, dtype: torch.dtype,
                  name: str) -> None:
         self.cfg, self.lm, self.text_io = cfg, lm, text
@@ -146,10 +147,8 @@ class SpeechLMProgram(ModelProgram):
             raise InputError(f"model {self.spec.name} has no named voices; drop the voice")
         if request.ref_audio is not None:
             raise InputError(f"model {self.spec.name} takes no reference audio (text-to-speech only)")
-        unknown = sorted(set(request.options) - set(OPTIONS))
-        if unknown:
-            raise InputError(f"model {self.spec.name} does not know option {unknown[0]!r}; it takes "
-                             f"{', '.join(OPTIONS)}")
+        check_numbers(request)
+        self.options_of(request)
         w = request.cfg_scale
         if w is not None and not (math.isfinite(w) and w >= 1):
             raise InputError(f"cfg_scale must be a number >= 1, got {request.cfg_scale}")
@@ -178,12 +177,11 @@ class SpeechLMProgram(ModelProgram):
                     raise InputError(f"max_frames must be >= 1, got {request.max_frames}")
                 audio = replace(audio, max_step=min(audio.max_step,
                                                     request.max_frames + self.cfg.layout.audio_streams - 1))
-        opts = request.options
-        if text is not None and "text_temperature" in opts:
-            t = _number(opts["text_temperature"], "text_temperature", 0.0)
-            text = replace(text, temperature=t)
-        if text is not None and "text_top_k" in opts:
-            text = replace(text, topk=int(_number(opts["text_top_k"], "text_top_k", 1.0)))
+        opts = self.options_of(request)  # checked and bounded by the schema (options.py)
+        if text is not None and opts["text_temperature"] is not None:
+            text = replace(text, temperature=float(opts["text_temperature"]))
+        if text is not None and opts["text_top_k"] is not None:
+            text = replace(text, topk=int(opts["text_top_k"]))
         if s.greedy:
             audio = audio and replace(audio, temperature=0.0)
             text = text and replace(text, temperature=0.0)
@@ -212,9 +210,9 @@ class SpeechLMProgram(ModelProgram):
         text_rules, audio_rules = self._rules(request)
         tokens, n_text = self.prompt_tokens(request)
         inf = self.cfg.inference
-        max_segments = int(request.options.get("max_segments", max(2, len(inf.enforce_modality))))
-        if max_segments < 1:
-            raise InputError(f"option max_segments must be >= 1, got {max_segments}")
+        asked = self.options_of(request)["max_segments"]  # 1..MAX_SEGMENTS (options.py)
+        default = min(MAX_SEGMENTS, max(2, len(inf.enforce_modality)))
+        max_segments = int(asked) if asked is not None else default
         width = 2 if audio_rules.cfg > 1 or (text_rules is not None and text_rules.cfg > 1) else 1
         if request.fixed_frames is not None and request.fixed_frames < 1:
             raise InputError(f"fixed_frames must be >= 1, got {request.fixed_frames}")
@@ -256,19 +254,21 @@ class SpeechLMProgram(ModelProgram):
     # --- device resources ------------------------------------------------------------------------
     def seq_positions(self, prompt: Prompt) -> int:
         """Positions one sequence reaches at most: prompt, <assistant>, and per segment its modality token,
-        max_step tokens, the final-token pass and the next <assistant>."""
+        max_step tokens, the final-token pass and the next <assistant>. Bounded work by construction: one
+        term per enforced modality (the checkpoint's list), then one product for the free segments, so
+        the cost does not grow with `max_segments` (itself at most MAX_SEGMENTS)."""
         p: PreparedSpeechLM = prompt.data
         ph = p.phase
         inf = self.cfg.inference
         total = prompt.length
-        for n in range(ph.max_segments):
-            if n < len(inf.enforce_modality):
-                m = inf.enforce_modality[n]
-                steps = ph.fixed_frames + self.cfg.layout.audio_streams - 1 \
-                    if m == "audio" and ph.fixed_frames is not None else ph.rules(m).max_step
-            else:
-                steps = max(ph.rules(m).max_step for m in inf.rules)
+        forced = inf.enforce_modality[:ph.max_segments]
+        for m in forced:
+            steps = ph.fixed_frames + self.cfg.layout.audio_streams - 1 \
+                if m == "audio" and ph.fixed_frames is not None else ph.rules(m).max_step
             total += steps + 3
+        free = ph.max_segments - len(forced)
+        if free > 0:
+            total += free * (max(ph.rules(m).max_step for m in inf.rules) + 3)
         return total
 
     def kv_tokens(self, prompt: Prompt) -> int:
@@ -446,7 +446,9 @@ class SpeechLMProgram(ModelProgram):
         bench = modality == "audio"  # fixed_frames (bench): exactly that many frames, never eos/eot
         late = torch.tensor([ph.step >= ru.min_step and not (bench and ph.fixed_frames is not None)
                              for ph, ru in zip(phases, rules, strict=True)], device=self.device)
-        k_min = max([ru.topk for ru in rules if ru.temperature > 0] + [1])
+        # a top-k past the candidates keeps them all: clamp, so the logits table never grows with k
+        width = self.head.width(modality)
+        k_min = max([min(ru.topk, width) for ru in rules if ru.temperature > 0] + [1])
         W, E = self.lm.lm_head.weight, self.lm.stream_emb.weight
         lg = self.head.logits(W, E, torch.stack([hidden[(i, 0)] for i in at]), modality, late, k_min)
         cfg = [j for j, ph in enumerate(phases) if ph.cfg_on]
@@ -466,7 +468,7 @@ class SpeechLMProgram(ModelProgram):
         for j, (ph, ru) in enumerate(zip(phases, rules, strict=True)):
             if ru.temperature == 0:
                 continue
-            vals, pos = torch.topk(lg[j], ru.topk)
+            vals, pos = torch.topk(lg[j], min(ru.topk, lg.shape[-1]))
             probs = torch.softmax(vals / ru.temperature, dim=-1)
             inner = torch.multinomial(probs.float().cpu(), num_samples=1, generator=ph.gen).to(pos.device)
             out[j] = self.head.to_ids(modality, torch.gather(pos, -1, inner).squeeze(-1)).cpu().numpy()
@@ -504,16 +506,6 @@ class SpeechLMProgram(ModelProgram):
         if row.slot >= 0 and self._codec is not None:
             self._codec.release_slot(row.slot)
         row.state = None
-
-
-def _number(value: object, name: str, low: float) -> float:
-    try:
-        v = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise InputError(f"option {name} must be a number, got {value!r}") from None
-    if not math.isfinite(v) or v < low:
-        raise InputError(f"option {name} must be >= {low:g}, got {value!r}")
-    return v
 
 
 __all__ = ["SpeechLMProgram", "EOS", "EOT", "ASSISTANT"]

@@ -56,6 +56,7 @@ class DemoHarness:
         return self._command if app is cli.app else typer.main.get_command(app)
 
     def factory(self, config: Any) -> Any:
+        from voxcli.engine.admission_check import program_check
         from voxcli.engine.engine import Engine
         from voxcli.speak import speech_length_cap
 
@@ -63,7 +64,7 @@ class DemoHarness:
             return session.default_engine_factory(config)
         self.engines += 1
         return session.Session(engine=Engine(self.program, config), spec=self.program.spec, model="demo",
-                           check=self.program.check,
+                           check=program_check(self.program),  # the sessions' own check
                            frame_cap=speech_length_cap(self.program.spec.frame_rate))
 
     def run(self, args: list[str], input: bytes | str | None = None) -> Outcome:

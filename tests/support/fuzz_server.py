@@ -7,8 +7,9 @@ A case is (kind, label, payload); `expect` says what a correct server does with 
              reason (WebSocket)
     "close"  the client leaves; nothing to read, the server just has to free everything
     "ok"     a well-formed session (a WebSocket that ends cleanly with `done`)
-Numeric extremes of sampling and model options (temperature 1e-300, sub_top_k 10**30) are left to the
-engine-side validation's own tests."""
+`schema_cases(model, schema)`: every option of a family's schema (models/<family>/options.py) at every
+hostile value of tests/support/option_cases.py, in an HTTP body and as a WebSocket start, and the shared
+numeric fields' extremes; the suite runs them against every demo family."""
 # ruff: noqa: E501 - case tables read best one case per line
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ import json
 import random
 from dataclasses import dataclass, field
 from typing import Any
+
+from voxcli.models.options import REQUEST_FIELDS, OptionSchema
+
+from support.option_cases import NUMBER_CASES, WHOLE_ONLY, option_cases
 
 MODEL = "demo"
 GOOD = {"model": MODEL, "input": "Hello there.", "greedy": True, "max_frames": 4, "response_format": "pcm"}
@@ -256,7 +261,32 @@ def ws_cases(rng: random.Random, n_random: int) -> list[ServerCase]:
     return out
 
 
-def all_cases(seed: int) -> list[ServerCase]:
+# the shared numeric fields a speech body and a WebSocket start carry
+SHARED_FIELDS = ("temperature", "top_k", "top_p", "seed", "max_frames", "cfg_scale")
+
+
+def schema_cases(model: str, schema: OptionSchema) -> list[ServerCase]:
+    """Each option of `schema` at each of its hostile values, and each shared numeric field at its
+    extremes (a value its range holds is left out: not hostile), over HTTP and as a WebSocket start."""
+    good = json.dumps({**GOOD, "model": model})[:-1]
+    out: list[ServerCase] = []
+    for option, text, case in option_cases(schema):
+        out.append(ServerCase("json", f"{model} options.{option} {case}", f'{good}, "options": {{"{option}": {text}}}}}'))
+        out.append(ServerCase("ws", f"{model} start options.{option} {case}", ['{"type": "start", "options": {"' + option + '": ' + text + "}}"]))
+    for name in SHARED_FIELDS:
+        spec = REQUEST_FIELDS.get(name)
+        assert spec is not None and spec.range is not None
+        for text, case in NUMBER_CASES + (WHOLE_ONLY if spec.kind == "whole" else ()):
+            if case == "tiny" and spec.range.lo <= 1e-300:
+                continue
+            out.append(ServerCase("json", f"{model} {name} {case}", f'{good}, "{name}": {text}}}'))
+            out.append(ServerCase("ws", f"{model} start {name} {case}", ['{"type": "start", "' + name + '": ' + text + "}"]))
+    return out
+
+
+def all_cases(seed: int, schema: OptionSchema | None = None) -> list[ServerCase]:
+    """The `demo` run: every generator, and `schema`'s cases (the demo family's options)."""
     rng = random.Random(seed)
     return (json_field_cases(rng) + raw_body_cases(rng) + method_cases(rng) + raw_protocol_cases(rng)
-            + slow_cases(8, 8) + leave_cases(rng, 40) + ws_cases(rng, 360))
+            + slow_cases(8, 8) + leave_cases(rng, 40) + ws_cases(rng, 360)
+            + (schema_cases(MODEL, schema) if schema is not None else []))

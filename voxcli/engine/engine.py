@@ -10,9 +10,11 @@ Chunk schedule: `config.chunk` when a recipe or override set it, else the model'
 
 Real-clock executors (cpu, cuda): one host thread runs the loop (decide -> launch -> wait -> complete);
 `submit`, `cancel` and `close` are thread-safe and may be called from any number of threads.
-`submit` runs `program.prepare` on the caller's thread, so a bad request raises `InputError` right
-there with the model's message. A refusal (queue full, request larger than the KV pool) is decided on
-the host thread and fails the stream: iterating it or `wait()` raises `RequestRejected(reason)`.
+`submit` runs `program.prepare` (and the request's KV planning) for the caller, on a worker with a
+deadline (engine/prepare_guard.py: a preparation that never ends fails that request alone, never the
+loop), so a bad request raises `InputError` right there with the model's message. A refusal (queue
+full, request larger than the KV pool) is decided on the host thread and fails the stream: iterating it
+or `wait()` raises `RequestRejected(reason)`.
 
 Virtual time (sim executor): nothing runs in the background. `submit(request, at=t)` schedules an
 arrival at virtual time t, `cancel(id, at=t)` a cancel, and `run(until=None)` drives the loop until
@@ -45,6 +47,7 @@ from voxcli.engine.events import Delivered, Ended, Event, Released
 from voxcli.engine.executors.base import Completion, Executor
 from voxcli.engine.lanes import LaneLayout, lane_layout
 from voxcli.engine.memory_plan import apply_memory_plan
+from voxcli.engine.prepare_guard import PrepareClosed, PrepareGuard
 from voxcli.engine.request import Request, Timeline
 from voxcli.engine.scheduler import Scheduler
 from voxcli.engine.stream import (
@@ -132,6 +135,8 @@ class Engine:
                               f"do not fit in memory ({str(e).splitlines()[0][:120]}); lower them") from None
         self.executor = executor or make_executor(config, program, self.profile, self.layout)
         self.realtime: bool = getattr(self.executor, "realtime", True)
+        # a request's preparation runs off the engine loop, with a deadline (engine/prepare_guard.py)
+        self.prepare_guard = PrepareGuard(inline=not self.realtime)
         self.scheduler = Scheduler(config, program.spec, self.estimator, program.kv_tokens, self.layout)
         self.spec = program.spec
         self._ids = itertools.count(1)
@@ -181,12 +186,19 @@ class Engine:
         if at is not None and self.realtime:
             raise ValueError("submit(at=...) schedules virtual time; it needs the sim executor")
         arrival = self.executor.now() if at is None else float(at)
-        check_request(request)  # per request, before it can share (and fail) a batch
-        prompt = self._prepare(request)
+        # per request, before it can share (and fail) a batch: the shared fields and the family's options
+        check_request(request, self.program.option_schema, f"model {self.spec.name}")
+        try:
+            prompt = self._prepare(request)
+            # its KV need is planned here too, not on the engine loop (the loop only reads the number)
+            kv_tokens = self.prepare_guard.run(lambda: self.program.kv_tokens(prompt), "planning the request")
+        except PrepareClosed:
+            raise EngineClosed(self._dead or "the engine is closed") from None
         with self._lock:
             rid = next(self._ids)
         stream = self._new_stream(rid, request)
         r = self.scheduler.new_request(rid, prompt, arrival, request, stream)
+        r.need_pages = self.scheduler.kv.pages_for(kv_tokens)
         stream.timeline = r.timeline
         sentences.chain(r, stream, continues, playback_from)
         with self._wake:
@@ -237,6 +249,7 @@ class Engine:
                 return
             self._closed = True
             self._wake.notify_all()
+        self.prepare_guard.close()  # a submitter waiting on a preparation is released now, not at its limit
         self._interrupt()
         if self._thread is not None:
             self._thread.join(timeout=30)
@@ -265,8 +278,9 @@ class Engine:
                           stacklevel=2)
 
     def _prepare(self, request: SynthesisRequest) -> Prompt:
-        """The program's prompt for `request` (a role engine adds what crosses to the other role)."""
-        return self.program.prepare(request)
+        """The program's prompt for `request` (a role engine adds what crosses to the other role), made on
+        a worker with a deadline: a preparation that never ends fails this request alone."""
+        return self.prepare_guard.run(lambda: self.program.prepare(request))
 
     def __enter__(self) -> Engine:
         return self

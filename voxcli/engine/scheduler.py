@@ -71,7 +71,8 @@ class Scheduler(LmLane, LmCompletion, CodecLanes, RemoteRole):
     def add(self, r: Request, now: float) -> list[Event]:
         if r.id in self.requests:
             raise ValueError(f"request id {r.id} is already in the engine")
-        r.need_pages = self.kv.pages_for(self.kv_tokens(r.prompt))
+        if not r.need_pages:  # Engine.submit planned it off the loop; a direct caller (tests) did not
+            r.need_pages = self.kv.pages_for(self.kv_tokens(r.prompt))
         width = r.prompt.width
         cap = min(self.config.max_running, self.max_decode, self.config.max_prefill_batch)
         if width > cap:

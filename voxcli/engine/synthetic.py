@@ -42,6 +42,7 @@ from voxcli.models.base import (
     SynthesisRequest,
     check_numbers,
 )
+from voxcli.models.options import NO_OPTIONS, OptionSchema
 
 _FAIL = re.compile(r"\[fail:(prefill|input|decode@(\d+)|codec@(\d+))\]")
 
@@ -65,6 +66,8 @@ class _RowState:
 
 
 class SyntheticProgram(ModelProgram):
+    option_schema: OptionSchema = NO_OPTIONS  # set per instance: its family's
+
     def __init__(self, sample_rate: float | None = None, frame_rate: float | None = None,
                  samples_per_frame: int | None = None, codebooks: int | None = None,
                  chunk: ChunkSchedule | None = None, max_context: int = 4096, chars_per_second: float = 15.0,
@@ -90,13 +93,18 @@ class SyntheticProgram(ModelProgram):
         self._slot_plan: dict[int, _Plan] = {}  # slot -> the plan of the request holding it
         self.kv_pages = 0
         self.slots = 0
+        self.option_schema = registry.default_family().options  # as for_model's
 
     @classmethod
     def for_model(cls, model: str | None, **kw) -> SyntheticProgram:  # type: ignore[no-untyped-def]
         """The sim's stand-in for `model`: its family's audio shape and sim chunk schedule."""
         sim = registry.sim_spec_for(model)
         kw.setdefault("chunk", sim.chunk)
-        return cls(sim=sim, **kw)
+        program = cls(sim=sim, **kw)
+        family = registry.find_family(model) if model else None
+        # the family's options, so the sim refuses what the real model would (models/options.py)
+        program.option_schema = (family or registry.default_family()).options
+        return program
 
     @classmethod
     def load(cls, source: str, device: str = "cpu", dtype: str = "float32") -> SyntheticProgram:

@@ -47,7 +47,8 @@ from voxcli.textstream import SentenceBuffer, speak_live
 
 
 class LiveStart(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: a number field takes a number (not true, not "1"), a whole one not 1.0 (issue 34)
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     type: Literal["start"] = "start"
     model: str | None = None

@@ -41,7 +41,8 @@ OPENAI_MODEL_ALIASES = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 class SpeechBody(BaseModel):
     """POST /v1/audio/speech. OpenAI's fields, then our extensions."""
 
-    model_config = ConfigDict(extra="forbid")
+    # strict: a number field takes a number (not true, not "1"), a whole one not 1.0 (issue 34)
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     model: str
     input: str
