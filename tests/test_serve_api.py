@@ -82,8 +82,8 @@ def test_sse_framing(server):
     ({"input": "Refuse me [fail:input]"}, 400, "this request asked to be refused"),  # the model's check
     ({"stream_format": "sse", "response_format": "flac"}, 400, "stream_format sse carries wav or pcm"),
     ({"colour": "blue"}, 422, "field colour is not a field"),
-    ({"fixed_frames": "many"}, 422, "field fixed_frames"),
-    ({"stream_format": "smoke"}, 422, "field stream_format"),
+    ({"fixed_frames": "many"}, 400, "field fixed_frames"),
+    ({"stream_format": "smoke"}, 400, "field stream_format"),
 ])
 def test_bad_input_is_one_sentence_400_or_422(server, fields, status, needle):
     url, _ = server

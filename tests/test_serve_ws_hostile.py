@@ -75,7 +75,7 @@ def test_bad_first_frames(server, frames, status, needle):
     ([b"\xff\xfe"], 400, "binary frames carry no text"),
     (["Hello there. ", b"bin"], 400, "binary frames carry no text"),
     (['{"type": "start"}'], 400, "not allowed while text streams in"),
-    (['{"type": "text", "text": 5}'], 422, "must be a string"),
+    (['{"type": "text", "text": 5}'], 400, "must be a string"),
     (['{"type": "text", "text": "bad \\udc00 one"}'], 400, "surrogate"),
     (["Some text. ", '{"type": "end"}', "more after the end"], 400, "already ended"),
     (["Hello"], 408, "no text for"),  # then silence

@@ -18,7 +18,13 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from voxcli import __version__
-from voxcli.server.guard import APIError, GuardMiddleware, api_error_handler, error_response
+from voxcli.server.guard import (
+    APIError,
+    GuardMiddleware,
+    api_error_handler,
+    error_response,
+    field_error_status,
+)
 from voxcli.server.live import LIVE_PATH, build_live_router
 from voxcli.server.metrics import ServerMetrics
 from voxcli.server.routes import build_router
@@ -84,7 +90,7 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     else:
         message = f"field {field}: {e.get('msg', 'invalid value')}."
     more = f" ({len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
-    return error_response(422, message + more, param=field)
+    return error_response(field_error_status(kind, field), message + more, param=field)
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:

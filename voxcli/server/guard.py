@@ -1,8 +1,10 @@
 """Who may call and how much: the API key, the body size limit, and the one-sentence JSON errors.
 
 Errors use the OpenAI shape `{"error": {"message", "type", "param", "code"}}` so OpenAI clients show the
-message. A user mistake is 400 (bad value), 401 (key), 404, 408 (body too slow), 413 (body too large) or
-422 (a field of the wrong type or missing); overload is 503 with Retry-After; 500 is only for our own bugs.
+message. A user mistake is 400 (a bad value: out of range, NaN or infinite, or of the wrong type, such as a
+bool or a string for a number), 401 (key), 404, 408 (body too slow), 413 (body too large) or 422 (a body
+that is not a JSON object, a field missing or not of the endpoint); overload is 503 with Retry-After; 500 is
+only for our own bugs.
 """
 
 from __future__ import annotations
@@ -16,6 +18,19 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 OPEN_PATHS = frozenset({"/health"})  # load balancers probe without credentials
+
+
+# pydantic's error kinds that say the body's shape is wrong (422); any other kind is a known field holding a
+# bad value (400), the same answer a value out of range gets, so a field's value is refused alike however
+# it is bad (issue 34).
+SHAPE_ERRORS = frozenset({"missing", "extra_forbidden", "json_invalid", "model_type",
+                          "model_attributes_type"})
+
+
+def field_error_status(kind: str, field: str) -> int:
+    """The status for pydantic's first error of `kind` at `field` ("body" / "message": the HTTP body or
+    the WebSocket message itself; "type": a WebSocket message of another kind than expected)."""
+    return 422 if kind in SHAPE_ERRORS or field in ("body", "message", "type") else 400
 
 
 def error_response(status: int, message: str, kind: str = "invalid_request_error", param: str | None = None,

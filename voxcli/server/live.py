@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from voxcli.audio import STREAMABLE
 from voxcli.models.base import InputError, SynthesisRequest
 from voxcli.server import encoding
-from voxcli.server.guard import APIError
+from voxcli.server.guard import APIError, field_error_status
 from voxcli.server.metrics import PlaybackClock, ServerMetrics
 from voxcli.server.routes import (
     OPENAI_MODEL_ALIASES,
@@ -212,7 +212,8 @@ async def _start_message(ws: WebSocket, timeout_s: float) -> LiveStart | None:
     except ValidationError as e:
         err = e.errors()[0]
         field = ".".join(str(x) for x in err.get("loc", ())) or "message"
-        raise Violation(422, f"the first message must be a start object; field {field}: "
+        raise Violation(field_error_status(err.get("type", ""), field),
+                        f"the first message must be a start object; field {field}: "
                              f"{err.get('msg', 'invalid')}.") from None
 
 
@@ -282,7 +283,7 @@ def parse_fragment(message: dict[str, Any]) -> tuple[str, bool]:
                                      "{\"type\": \"end\"}.")
             value = obj.get("text", "")
             if not isinstance(value, str):
-                raise Violation(422, f"field text must be a string, got {type(value).__name__}.")
+                raise Violation(400, f"field text must be a string, got {type(value).__name__}.")
             fragment, end = value, kind == "end"
     try:
         check_real_text(fragment, "field text")
