@@ -139,3 +139,26 @@ def test_vox_batch_stops_on_a_signal_within_seconds(tmp_path, sig):
     assert proc.returncode == 130, err
     assert "interrupted" in err.decode()
     assert not [p.name for p in out.iterdir() if p.name.endswith(".part")]
+
+
+def test_a_stop_whose_cleanup_never_ends_still_exits_130():
+    """The hard exit a stop signal arms: the interrupt lands, the cleanup it starts never ends (a close
+    stuck in a lock's wait, as a real Ctrl-C on `vox batch` once did), and the process still leaves with
+    130 once the bound (shortened here) has passed. Nothing here is timed but the generous cap."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os, signal, threading\n"
+        "import voxcli.console as console\n"
+        "console.HARD_STOP_S = 0.5\n"
+        "with console.sigterm_as_interrupt():\n"
+        "    try:\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "        threading.Event().wait(60)\n"
+        "    except KeyboardInterrupt:\n"
+        "        threading.Event().wait(600)  # a cleanup that never ends\n"
+        "print('not reached')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 130 and "not reached" not in proc.stdout, (proc.returncode, proc.stderr)

@@ -85,6 +85,7 @@ def test_sigterm_stops_a_start_waiting_for_its_replicas():
     import os
     import signal
 
+    from voxcli import stopping
     from voxcli.console import sigterm_as_interrupt
 
     release = threading.Event()
@@ -96,7 +97,9 @@ def test_sigterm_stops_a_start_waiting_for_its_replicas():
     try:
         with pytest.raises(KeyboardInterrupt), sigterm_as_interrupt():
             run_bounded(lambda: release.wait(60), "vox-both-0", status, timeout_s=600, poll_s=0)
+        assert stopping.hard_exit_armed()  # the signal also set the bound on how long leaving may take
     finally:
+        stopping.disarm_hard_exit()  # this process (the test run) goes on
         release.set()
 
 

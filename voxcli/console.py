@@ -18,7 +18,12 @@ from typing import Any
 
 import typer
 
+from voxcli import stopping
 from voxcli.errors import VoxError
+
+# after a stop signal, the longest a front end may take to leave: its workers' and the engine's bounds
+# (stopping.STOP_BOUND_S each) plus a margin
+HARD_STOP_S = 2 * stopping.STOP_BOUND_S + 2.0
 
 
 @dataclass
@@ -108,16 +113,24 @@ def announce_demo(model: str | None, quiet: bool) -> None:
 
 @contextlib.contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
-    """A run killed politely (SIGTERM) stops as cleanly as one interrupted with Ctrl-C."""
+    """A run told to stop (SIGTERM, or Ctrl-C's SIGINT) stops as cleanly as it can, and within a bound
+    whatever it was doing: the first signal raises KeyboardInterrupt (the run's own cleanup: cancels,
+    .part files, the engine's close) and arms a hard exit `HARD_STOP_S` later, for an interrupt that
+    lands where cleanup cannot finish (inside a lock's wait, a stuck close); a second signal exits at
+    once. Both leave with status 130."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum: int, frame: Any) -> None:
+        if stopping.hard_exit_armed():
+            stopping.exit_now(130)  # told twice: no more waiting
+        stopping.arm_hard_exit(HARD_STOP_S, 130)
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, old in previous.items():
+            signal.signal(sig, old)

@@ -45,6 +45,32 @@ def close_within(close: Callable[[], object], seconds: float | None = None) -> b
     return True
 
 
+_hard_exit: list[threading.Timer] = []  # the armed timer, at most one
+
+
+def arm_hard_exit(seconds: float, code: int) -> None:
+    """Leave with `code` `seconds` from now unless the process has ended by then (a daemon timer: a
+    process that finishes its cleanup in time exits as usual). Arming twice keeps the first timer."""
+    if _hard_exit:
+        return
+    timer = threading.Timer(seconds, exit_now, args=(code,))
+    timer.daemon = True
+    timer.name = "vox-hard-stop"
+    _hard_exit.append(timer)
+    timer.start()
+
+
+def hard_exit_armed() -> bool:
+    return bool(_hard_exit)
+
+
+def disarm_hard_exit() -> None:
+    """Cancel an armed hard exit (a process that goes on after handling a stop: a test sending itself a
+    signal, say)."""
+    while _hard_exit:
+        _hard_exit.pop().cancel()
+
+
 def exit_now(code: int) -> None:
     """Leave the process at once (what is written is flushed; stuck threads are not waited for)."""
     for stream in (sys.stdout, sys.stderr):
