@@ -15,7 +15,7 @@ import random
 
 import numpy as np
 from support.engine_observer import Observer
-from support.engine_workload import SPF, workload
+from support.engine_workload import SPF, submit_observed, workload
 from voxcli.models.base import SynthesisRequest
 
 from voxcli.config import EngineConfig
@@ -109,15 +109,7 @@ def test_ten_thousand_requests_with_closes_mid_run(monkeypatch):
         cfg = EngineConfig(policy=policy, admission=admission, **pools)
         eng, obs = _engine(program, cfg, check_deferral=pools is AMPLE)
         reqs = workload(per, rate=40.0, seed=100 + seg, cancel_frac=0.08, fail_frac=0.08)
-        streams = []
-        for t, req, cancel in reqs:
-            s = eng.submit(req, at=t)
-            obs.note_arrival(s.request_id, t)
-            obs.streams[s.request_id] = s
-            if cancel is not None:
-                eng.cancel(s.request_id, at=cancel)
-                obs.note_cancel(s.request_id, cancel)
-            streams.append(s)
+        streams = submit_observed(eng, obs, reqs)
         last = reqs[-1][0]
         # close mid-run (the last segment runs to the end first, then closes an idle engine)
         close_at = last * rng.uniform(0.35, 0.9) if seg < SEGMENTS - 1 else None

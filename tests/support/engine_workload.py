@@ -49,6 +49,14 @@ def run_sim(config: EngineConfig, reqs, check_deferral: bool = True):
     obs = Observer(inner, config, LatencyEstimator(profile, config, layout), program.spec.frame_seconds,
                    check_deferral)
     eng = Engine(program, config, executor=obs, profile=profile)
+    streams = submit_observed(eng, obs, reqs)
+    eng.run()
+    return eng, obs, streams
+
+
+def submit_observed(eng: Engine, obs: Observer, reqs) -> list:
+    """Schedule each (arrival time, request, cancel time or None) on the engine's virtual clock and tell
+    the observer; returns the streams in order."""
     streams = []
     for t, req, cancel in reqs:
         s = eng.submit(req, at=t)
@@ -58,8 +66,7 @@ def run_sim(config: EngineConfig, reqs, check_deferral: bool = True):
             eng.cancel(s.request_id, at=cancel)
             obs.note_cancel(s.request_id, cancel)
         streams.append(s)
-    eng.run()
-    return eng, obs, streams
+    return streams
 
 
 def check_outcomes(eng: Engine, obs: Observer, streams, reqs) -> dict[str, int]:
