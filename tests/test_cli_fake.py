@@ -277,7 +277,7 @@ def test_models_lists_known_and_cached(hf_cache):
     r = vox("models")
     assert r.exit_code == 0, r.output
     rows = {line.split()[0]: line.split()[1] for line in r.stdout.splitlines()[1:] if line.strip()
-            and not line.startswith(" ")}
+            and not line.startswith((" ", "─"))}  # a row's first line; not the rule under the header
     assert rows["Qwen/Qwen3-TTS-12Hz-0.6B-Base"] == "yes"
     assert rows["Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"] == "no" and rows["demo"] == "no"
 

@@ -7,7 +7,7 @@ cannot fit. Here the widths are chosen at render time, for the width the console
   word), so a figure is never cut and a header wraps between words, never inside one;
 - when even those widths do not fit, the columns are dealt into several tables one under the other, each
   repeating the first column (the row's key: a rate, a split, a policy), instead of cutting anything;
-- the box has no vertical borders (a character per column saved).
+- the box has no vertical borders and no edges (a character per column saved, and two per table).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ PROSE_MIN = 16  # a prose column narrows to this before the table is dealt into 
 
 
 # what a table adds to its columns' widths: a pad either side of each column but the outer two (pad_edge
-# False), a divider between columns and an edge either side (box.SIMPLE_HEAD draws them as spaces)
+# False) and a divider between columns (box.SIMPLE_HEAD draws it as a space; no edges: show_edge False)
 def _overhead(columns: int) -> int:
-    return 3 * columns - 1
+    return 3 * columns - 3
 
 
 class FigureTable(Table):
@@ -35,7 +35,8 @@ class FigureTable(Table):
     def __init__(self, title: str, headers: Sequence[str], rows: Sequence[Sequence[str]],
                  left: Sequence[str] = (), widths: Sequence[int] | None = None,
                  prose: Sequence[str] = ()) -> None:
-        super().__init__(title=title or None, box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+        super().__init__(title=title or None, box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
+                         show_edge=False)
         self._spec = (title, tuple(headers), [tuple(str(c) for c in r) for r in rows], tuple(left),
                       tuple(prose))
         texts = [(h, *(r[i] for r in self._spec[2])) for i, h in enumerate(headers)]  # per column
