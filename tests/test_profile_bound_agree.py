@@ -113,7 +113,9 @@ def test_a_capacity_above_its_bound_names_the_assumption_that_differs():
     (promoted,) = {n for n in bound_notes([tried(b.rps * 1.15, 500)], bounds, 10.0) if "@90%" in n}
     assert "assumption 4" in promoted and "500 later chunks" in promoted
     (window,) = {n for n in bound_notes([tried(b.rps * 1.15, 0)], bounds, 10.0) if "@90%" in n}
-    assert "sustained" in window and "--sim-duration" in window
+    assert "sustained" in window and "--sim-duration" in window and "assumption 4" not in window
+    (long,) = bound_notes([tried(b.rps * 1.15, 500)], bounds, 600.0)  # a window of many request lives
+    assert "assumption 4" in long and "--sim-duration" not in long
     within = VariantSweep(Variant("80/48"), results=[_rate(b.rps * 0.9, b.rps * 0.9)])
     within.per_seed = [within.results]
     assert bound_notes([SimulatedSplit(tried(0, 0).point, 80, 48, within)], bounds, 10.0) == []
