@@ -119,3 +119,12 @@ def test_a_capacity_above_its_bound_names_the_assumption_that_differs():
     within = VariantSweep(Variant("80/48"), results=[_rate(b.rps * 0.9, b.rps * 0.9)])
     within.per_seed = [within.results]
     assert bound_notes([SimulatedSplit(tried(0, 0).point, 80, 48, within)], bounds, 10.0) == []
+
+
+def test_a_model_that_writes_text_first_is_bounded_at_its_recipes_slo():
+    bounds, cfg = _bounds("bagpiper-8b")
+    assert bounds.ttfa_s == cfg.ttfa_target_s == 1.0  # its text plan alone takes longer than 200 ms
+    prof, shape = load_profile(cfg), _shape("bagpiper-8b")
+    assert max_sustainable_rate(prof, shape, capacities=bounds.capacities) > 0.5
+    # a split whose bound is 0 keeps up with nothing, not even a target load of 0
+    assert not any(p.keeps_up for p in split_points(prof, 0.0, shape, capacities=lambda lm, c: (0.0, 5.0)))

@@ -12,6 +12,9 @@ backbone the most throughput while the codec still keeps up with the background 
 load. If no split keeps up, choose the one with the highest sustainable load (codec-bound models end up
 giving the codec most of the SMs). `--gpus N` ranks role placements (both / LM-only / codec-only) from
 per-role throughputs (paper §3.3: backbones sharing a codec sustain min(codec, sum of backbones)).
+`vox profile` passes `split_points` the capacity bound of the model's recipe at each split (`capacities`,
+voxcli/bench/bounds.py SplitBounds) in place of this module's own per-lane capacities, so "keeps up", the
+bound table, the simulation and the recipe it writes share one config per split.
 """
 
 from __future__ import annotations
@@ -202,7 +205,8 @@ def split_points(
             lm_cap, cd_cap = lm_capacity_rps(profile, lm, shape), codec_capacity_rps(profile, codec, shape)
         out.append(
             SplitPoint(
-                lm, codec, lm_batch, cb, lm_fps, cd_cps, lm_cap, cd_cap, cd_cap >= rate and lm_cap >= rate,
+                lm, codec, lm_batch, cb, lm_fps, cd_cps, lm_cap, cd_cap,
+                rate > 0 and cd_cap >= rate and lm_cap >= rate,  # a zero bound keeps up with nothing
                 spare_sms=total - lm - codec,
             )
         )
@@ -391,12 +395,12 @@ def recipe_text(model: str, gpu: str, chosen: SplitPoint, rate: float, base: Eng
     simulated and bounded for this split (voxcli/bench/split_search.py, bounds.py SplitBounds)."""
     from voxcli.config import recipe_toml
 
-    origin = f"recipe {source}" if source else "the default settings (the model has no shipped recipe)"
+    origin = f"recipe {source}'s" if source else "a default (the model has no shipped recipe)"
     return "\n".join(
         [
             f"# written by `vox profile`: {model} on {gpu}, split chosen at a target load of "
             f"{rate:.1f} req/s",
-            f"# every setting is {origin}'s except lm_sms and codec_sms (was {base.lm_sms}/"
+            f"# every setting is {origin} except lm_sms and codec_sms (was {base.lm_sms}/"
             f"{base.codec_sms})",
             f"# backbone {chosen.lm_frames_s:.0f} frames/s at batch {chosen.lm_batch:.1f}; codec "
             f"{chosen.codec_chunks_s:.0f} chunks/s at batch {chosen.codec_batch:.1f}",

@@ -106,6 +106,9 @@ class SplitBounds:
 
         self.config = config.replace(policy="full")
         self.profile = profile
+        # the SLO: the recipe's own TTFA target (1 s for a model that writes a text plan first), as the
+        # simulation of the split counts it (bench/cli.py _simulate_splits)
+        self.ttfa_s = self.config.ttfa_target_s
         self.utterances = utterances
         self.frame_rate = frame_rate
         first = self.config.chunk_or(sim_spec_for(self.config.model).chunk).first  # full: an urgent lane
@@ -119,7 +122,7 @@ class SplitBounds:
         key = (lm_sms, codec_sms)
         if key not in self._memo:
             bound = config_bound(self.config_for(lm_sms, codec_sms), self.utterances, self.frame_rate,
-                                 shape=self.shape, profile=self.profile)
+                                 ttfa_s=self.ttfa_s, shape=self.shape, profile=self.profile)
             if bound is None:
                 raise ValueError("a split's bound needs a cost profile: the config names no gpu")
             self._memo[key] = bound
@@ -144,7 +147,7 @@ def split_bounds_table(bounds: SplitBounds, points):
                      str(b.best_codec_batch), f"{b.rps:.1f}", b.binding])
     shape, cfg = bounds.shape, bounds.config
     return figure_table(f"capacity bound per split ({shape.frames:.0f} frames, {shape.tokens:.0f} prompt "
-                        f"tokens per request, TTFA <= {TTFA_TARGET_S * 1e3:.0f} ms, first chunk "
+                        f"tokens per request, TTFA <= {bounds.ttfa_s * 1e3:.0f} ms, first chunk "
                         f"{cfg.chunk_or(_model_chunk(cfg.model)).first} frames; voxcli/bound.py)",
                         ("split", "LM bound", "at rows", "codec bound", "at chunks", "bound req/s", "binds"),
                         rows, left=("binds",))

@@ -517,7 +517,8 @@ def profile(
         console.print(f"plot: {png if png is not None else 'none; ' + PLOT_HINT.split(' (or')[0]}",
                       markup=False)
         # unwrapped, one command a line: pasted from an 80-column terminal they still run
-        sim_line = f"  vox bench --executor sim --gpu {gpu} --recipe {recipe}\n"
+        slo = f" --ttfa-slo {base.ttfa_target_s:g}" if base.ttfa_target_s != 0.2 else ""  # the SLO it met
+        sim_line = f"  vox bench --executor sim --gpu {gpu}{slo} --recipe {recipe}\n"
         bench_line = sim_line if gpu != "measured" else ""
         typer.echo(f"recipe: {recipe} (the model's recipe with this split), to use with:\n{bench_line}"
                    f"  vox serve --recipe {recipe}")
@@ -582,14 +583,17 @@ def _simulate_splits(console, prof, gpu: str, model: str, workload: str, utts, p
     from voxcli.models.registry import sim_spec_for
 
     # request lengths at the model's own frame rate, as `vox bench` sets them
-    spec = SweepSpec(rates=rates, duration_s=duration, seeds=seeds, frame_rate=sim_spec_for(model).frame_rate)
+    # the SLO of the recipe (its TTFA target), as the bound of every split counts it (SplitBounds)
+    spec = SweepSpec(rates=rates, duration_s=duration, seeds=seeds, frame_rate=sim_spec_for(model).frame_rate,
+                     ttfa_target_s=bounds.ttfa_s)
+    slo = f" --ttfa-slo {bounds.ttfa_s:g}" if bounds.ttfa_s != 0.2 else ""
     candidates = prune(points, keep)
     own = [p for p in points if p.codec_sms == config.codec_sms]  # the recipe's own split: a baseline
     if own and own[0] not in candidates:
         candidates = sorted([*candidates, own[0]], key=lambda p: p.codec_sms)
     console.print(f"simulating {len(candidates)} splits (`vox bench --executor sim --gpu {gpu} --model "
-                  f"{model} --workload {workload} --rates {text} --duration {duration:g} --seeds {seeds} "
-                  "--set lm_sms=L --set codec_sms=C` on each):", markup=False)
+                  f"{model} --workload {workload} --rates {text} --duration {duration:g} --seeds {seeds}"
+                  f"{slo} --set lm_sms=L --set codec_sms=C` on each):", markup=False)
 
     # progress on stderr while it runs (minutes for a full profile): a line per split, then per rate
     def starting(i: int, n: int, p) -> None:
