@@ -92,9 +92,10 @@ def test_the_bound_and_late_chunk_tables_fit_80_columns():
     from dataclasses import asdict
 
     from tests.test_tables_80 import _rr, cut_words
-    from voxcli.bench.bounds import split_bounds_table
+    from voxcli.bench.bounds import SplitBounds, split_bounds_table
     from voxcli.bench.report import bound_table, capacity_table, late_chunk_tables
     from voxcli.bench.sweep import SweepResult, SweepSpec, Variant, VariantSweep
+    from voxcli.bench.targets import model_config
     from voxcli.bench.workloads import load_workload
     from voxcli.config import recipe_path
     from voxcli.profile import LoadShape, split_points
@@ -109,7 +110,8 @@ def test_the_bound_and_late_chunk_tables_fit_80_columns():
     assert len(late) == 1
     prof = CostProfile.from_toml(recipe_path("gpus/h100"))
     points = split_points(prof, 40.0, LoadShape(frames_per_request=98.0, chunks_per_request=10.0))
-    table = split_bounds_table(prof, points, "qwen3-tts-1.7b", load_workload("libritts")[:50], 12.5)
+    bounds = SplitBounds(model_config("qwen3-tts-1.7b", "sim", "h100"), load_workload("libritts")[:50], 12.5)
+    table = split_bounds_table(bounds, points)
     for t in [capacity_table(result), bound_table(result), *late, table]:
         cut, widest = cut_words(t)
         assert not cut and widest <= 80, (t.title, cut[:5])

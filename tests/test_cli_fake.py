@@ -226,6 +226,16 @@ def test_batch_resume_retries_failed_and_redoes_changed(fake, tmp_path):
     assert [q.text for q in fake.submitted[before:]] == ["Hello there, changed."]
 
 
+def test_quiet_batch_with_failures_says_what_failed_but_not_the_timing(fake, tmp_path):
+    src = tmp_path / "in.tsv"
+    src.write_text("a\tHello there friend.\nb\tfail-input please\n")
+    r = vox("batch", str(src), "-o", str(tmp_path / "out"), "-q")
+    assert r.exit_code == 1 and "1 written, 1 failed, 0 already done" in r.stderr, r.stderr
+    assert "failed b" in r.stderr and " s audio in " not in r.stderr and "RTF" not in r.stderr
+    r = vox("batch", str(src), "-o", str(tmp_path / "out2"))
+    assert " s audio in " in r.stderr  # without -q the timing is there
+
+
 def test_batch_stale_part_files_are_removed(fake, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
@@ -277,7 +287,7 @@ def test_models_lists_known_and_cached(hf_cache):
     r = vox("models")
     assert r.exit_code == 0, r.output
     rows = {line.split()[0]: line.split()[1] for line in r.stdout.splitlines()[1:] if line.strip()
-            and not line.startswith(" ")}
+            and not line.startswith((" ", "─"))}  # a row's first line; not the rule under the header
     assert rows["Qwen/Qwen3-TTS-12Hz-0.6B-Base"] == "yes"
     assert rows["Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"] == "no" and rows["demo"] == "no"
 

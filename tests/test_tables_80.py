@@ -1,5 +1,7 @@
-"""No table of `vox bench` / `vox profile` cuts a figure in an 80-column terminal (issue 23: "100." and
-"50." were cut). Every word of every cell must appear whole on one line of the rendered table."""
+"""No table of `vox bench` / `vox profile` / `vox models` cuts a figure in an 80-column terminal (issue 23:
+"100." and "50." were cut; issue 32: the per-rate table printed 100 as "10", dropped its last column and
+broke headers mid-word, "rej/ect/ed"). Every word of every cell and header must appear whole on one line of
+the rendered table, through rich's own rendering at the console's width."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ def cut_words(table, width: int = 80) -> tuple[list[str], int]:
     buf = io.StringIO()
     Console(file=buf, width=width).print(table)
     lines = buf.getvalue().splitlines()
-    words = [w for col in table.columns for cell in col._cells for w in str(cell).split()]
+    words = [w for col in table.columns for cell in (col.header, *col._cells) for w in str(cell).split()]
     return [w for w in words if not any(w in line.split() for line in lines)], max(map(len, lines))
 
 
@@ -68,3 +70,58 @@ def test_vox_profile_with_columns_80_cuts_no_figure(tmp_path):
     assert table_lines and all(len(line) <= 80 for line in table_lines)
     assert "…" not in p.stdout
     assert any(line.lstrip().startswith("*") for line in table_lines)  # the chosen split's row
+
+
+def _wide(rate, att):  # five-digit counts and latencies, each figure a word no other cell has
+    return RateResult(rate, 12001, round(12001 * att), 11900, 1234, 7, att, 119.8, 119.9, 0.1234, 1.2345,
+                      12.345, 1.0, 12, 60.0)
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_the_per_rate_table_keeps_every_figure_and_header_word_whole(width):
+    from voxcli.bench.report import RATE_HEADERS, rate_tables
+
+    sw = VariantSweep(Variant.policy("full"), results=[_wide(120, 1.0), _wide(140, 0.97)])
+    (table,) = rate_tables(SweepResult(SweepSpec(rates=[120, 140]), [sw]))
+    cut, widest = cut_words(table, width)
+    assert not cut and widest <= width, cut[:5]
+    buf = io.StringIO()
+    Console(file=buf, width=width).print(table)
+    text = buf.getvalue()
+    assert all(w in text.split() for h in RATE_HEADERS for w in h.split())  # no column dropped
+    assert text.split().count("100") == 2  # audio < 1 s: 100% at both rates, never "10"
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_vox_models_table_fits_and_shows_the_cached_demos_size(width, tmp_path, monkeypatch):
+    from voxcli.models_cmd import list_models, models_table
+
+    monkeypatch.setenv("VOX_CACHE", str(tmp_path))
+    demo = tmp_path / "demo"
+    demo.mkdir()
+    (demo / "config.json").write_text("{}")
+    (demo / "model.safetensors").write_bytes(b"\0" * 2_500_000)
+    entries = list_models()
+    assert {e.name: e.size_bytes for e in entries}["demo"] == 2_500_002
+    table = models_table(entries)
+    cut, widest = cut_words(table, width)
+    # a description may fold a word longer than its column (a hub id); a name or a size never does
+    figures = [w for col in table.columns[:3] for cell in (col.header, *col._cells)
+               for w in str(cell).split()]
+    assert not set(cut) & set(figures) and widest <= width, cut[:5]
+    buf = io.StringIO()
+    Console(file=buf, width=width).print(table)
+    assert "2.5MB" in buf.getvalue().split()
+
+
+def test_a_table_too_wide_for_the_terminal_is_dealt_into_parts_repeating_its_key():
+    from voxcli.tables import figure_table
+
+    headers = [f"column{i:02d}" for i in range(12)]
+    table = figure_table("wide", ["key", *headers], [["k1", *(f"{1000 * i}.5" for i in range(12))]])
+    buf = io.StringIO()
+    Console(file=buf, width=80).print(table)
+    lines = buf.getvalue().splitlines()
+    assert max(map(len, lines)) <= 80 and "wide (continued)" in buf.getvalue()
+    assert sum(line.split()[:1] == ["k1"] for line in lines) >= 2  # the row's key in every part
+    assert not cut_words(table)[0]

@@ -121,18 +121,10 @@ def models_list(ctx: typer.Context) -> None:
         return
     with friendly_errors():
         from rich.console import Console
-        from rich.table import Table
 
-        from voxcli.models_cmd import list_models
+        from voxcli.models_cmd import list_models, models_table
 
-        table = Table(box=None, pad_edge=False)
-        table.add_column("model", no_wrap=True)
-        for name in ("cached", "size", "about"):
-            table.add_column(name)
-        for e in list_models():
-            size = f"{e.size_bytes / 1e9:.1f} GB" if e.size_bytes else ""
-            table.add_row(e.name, "yes" if e.cached else "no", size, e.description)
-        Console(soft_wrap=True).print(table)
+        Console().print(models_table(list_models()))
 
 
 @models_app.command("pull", help="Download a model into the Hugging Face cache.\n\n[bold]Example[/bold]\n\n"

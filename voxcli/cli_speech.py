@@ -300,12 +300,12 @@ def batch(
             plan = plan_line(session.engine) if verbose else ""
             with sigterm_as_interrupt():
                 result = run_batch(session.engine, session.spec, session.model, items, template, opts)
-        summary = (f"{result.done} written, {result.failed} failed, {result.skipped} already done "
-                   f"({result.audio_s:.1f} s audio in {result.wall_s:.1f} s"
-                   + (f", RTF {result.rtf:.2f}" if result.rtf else "")
-                   + (f", {backend}" if backend else "") + f") → {out_dir}{plan}")
-        if not quiet or result.failed:  # -q silences progress, never the news that items failed
-            say_line(summary)
+        counts = f"{result.done} written, {result.failed} failed, {result.skipped} already done"
+        timing = (f" ({result.audio_s:.1f} s audio in {result.wall_s:.1f} s"
+                  + (f", RTF {result.rtf:.2f}" if result.rtf else "")
+                  + (f", {backend}" if backend else "") + ")")
+        if not quiet or result.failed:  # -q silences progress and timing, never the news that items failed
+            say_line(f"{counts}{'' if quiet else timing} → {out_dir}{'' if quiet else plan}")
             for line in result.errors[:20]:
                 say_line(f"  failed {line}")
             if len(result.errors) > 20:

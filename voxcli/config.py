@@ -353,3 +353,47 @@ def load_recipe(name: str | None, overrides: dict[str, Any] | list[str] | None =
         cfg = _merge(cfg, data.get("engine", {k: v for k, v in data.items() if not isinstance(v, dict)
                                               or k == "chunk"}))
     return cfg.with_overrides(overrides).validate()
+
+
+def model_recipe_config(model: str) -> tuple[EngineConfig, str | None]:
+    """The settings `model` runs with when the user names no recipe, and the recipe they come from, as the
+    session layer picks them (voxcli/session.py `engine_config`, before executor, gpu and --set): its
+    family's registered recipe with `model` in it; else the shipped recipe the name itself names (the
+    sim's `qwen3-tts-1.7b`: that recipe's checkpoint); else the defaults with `model` (recipe None)."""
+    recipe = recipe_for_model(model)
+    if recipe is not None:
+        return load_recipe(recipe).replace(model=model), recipe
+    try:
+        recipe_path(model)
+    except ConfigError:
+        return EngineConfig(model=model).validate(), None
+    return load_recipe(model), model
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple | list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, str):
+        import json
+
+        return json.dumps(value)  # a TOML basic string: the same escapes as JSON's
+    return repr(value)
+
+
+def recipe_toml(cfg: EngineConfig, always: tuple[str, ...] = ("model",)) -> str:
+    """`cfg` as a recipe's `[engine]` table: every setting that differs from EngineConfig's defaults (and
+    those named in `always`), the chunk schedule when it is explicit. `load_recipe` of the text gives
+    `cfg` back exactly (a round trip: the tests check it)."""
+    defaults = EngineConfig()
+    lines = ["[engine]"]
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if f.name == "chunk" or (value == getattr(defaults, f.name) and f.name not in always):
+            continue
+        lines.append(f"{f.name} = {_toml_value(value)}")
+    if cfg.chunk is not None:
+        lines += ["", "[engine.chunk]"] + [f"{k} = {_toml_value(v)}"
+                                           for k, v in dataclasses.asdict(cfg.chunk).items()]
+    return "\n".join(lines) + "\n"

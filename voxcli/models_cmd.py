@@ -52,8 +52,9 @@ def list_models() -> list[ModelEntry]:
     entries = []
     for demo in registry.demos():
         folder = demo_dir(demo.name)
-        entries.append(ModelEntry(demo.name, demo.description, (folder / "config.json").exists(),
-                                  str(folder), None))
+        cached = (folder / "config.json").exists()
+        entries.append(ModelEntry(demo.name, demo.description, cached, str(folder),
+                                  _dir_size(folder) if cached else None))
     for m in registry.hub_models():
         snap = cached_snapshot(m.id)
         entries.append(ModelEntry(m.id, m.description, snap is not None,
@@ -64,6 +65,27 @@ def list_models() -> list[ModelEntry]:
 def _dir_size(path: Path) -> int:
     # Snapshot files are symlinks into blobs/; stat follows them to the real sizes.
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def size_text(size_bytes: int | None) -> str:
+    """A size on disk for `vox models`: "-" when nothing is cached, else in kB, MB or GB as one word (a
+    demo's few MB read "4.2MB", never "0.0 GB"; one word never wraps in a narrow table)."""
+    if size_bytes is None:
+        return "-"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size_bytes >= scale:
+            return f"{size_bytes / scale:.1f}{unit}"
+    return f"{size_bytes}B"
+
+
+def models_table(entries: list[ModelEntry]):
+    """`vox models`: every known model, whether it is cached here and its size on disk, and what it is;
+    a table that no terminal width cuts (voxcli/tables.py)."""
+    from voxcli.tables import figure_table
+
+    rows = [[e.name, "yes" if e.cached else "no", size_text(e.size_bytes), e.description] for e in entries]
+    return figure_table("", ("model", "cached", "size", "about"), rows,
+                        left=("model", "cached", "about"), prose=("about",))
 
 
 def ensure_available(source: str) -> None:

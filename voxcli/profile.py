@@ -12,17 +12,24 @@ backbone the most throughput while the codec still keeps up with the background 
 load. If no split keeps up, choose the one with the highest sustainable load (codec-bound models end up
 giving the codec most of the SMs). `--gpus N` ranks role placements (both / LM-only / codec-only) from
 per-role throughputs (paper §3.3: backbones sharing a codec sustain min(codec, sum of backbones)).
+`vox profile` passes `split_points` the capacity bound of the model's recipe at each split (`capacities`,
+voxcli/bench/bounds.py SplitBounds) in place of this module's own per-lane capacities, so "keeps up", the
+bound table, the simulation and the recipe it writes share one config per split.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from voxcli.engine.cost import CostProfile
 from voxcli.models.base import ChunkSchedule
+
+if TYPE_CHECKING:
+    from voxcli.config import EngineConfig
 
 GRANULARITY = 8  # SMs per green-context group on compute capability 9.0+ (gpu-notes.md)
 
@@ -171,9 +178,19 @@ def backbone_sms(total: int, codec: int, granularity: int = GRANULARITY) -> int:
     return left - left % granularity
 
 
+# (lm_sms, codec_sms) -> (backbone, codec) req/s: the capacity bound of the config a split runs
+# (voxcli/bench/bounds.py SplitBounds.capacities), in place of this module's own throughput model
+Capacities = Callable[[int, int], tuple[float, float]]
+
+
 def split_points(
-    profile: CostProfile, rate: float, shape: LoadShape, granularity: int = GRANULARITY
+    profile: CostProfile, rate: float, shape: LoadShape, granularity: int = GRANULARITY,
+    capacities: Capacities | None = None,
 ) -> list[SplitPoint]:
+    """Every split with its expected batches and throughputs at `rate` (paper Fig. 3b) and the most req/s
+    each lane sustains: `capacities` when given (`vox profile` passes the capacity bound of the config it
+    simulates and writes, so "keeps up" and the bound table can never disagree), else the throughput
+    model's `lm_capacity_rps` / `codec_capacity_rps`."""
     total = profile.sms
     lm_batch = expected_decode_batch(profile, rate, shape)
     out = []
@@ -182,11 +199,14 @@ def split_points(
         cb = expected_codec_batch(profile, rate, shape, codec)
         lm_fps = lm_batch / (decode_ms(profile, lm_batch, lm) / 1e3)
         cd_cps = cb / (codec_ms(profile, cb, codec, shape.frames_per_chunk) / 1e3)
-        lm_cap = lm_capacity_rps(profile, lm, shape)
-        cd_cap = codec_capacity_rps(profile, codec, shape)
+        if capacities is not None:
+            lm_cap, cd_cap = capacities(lm, codec)
+        else:
+            lm_cap, cd_cap = lm_capacity_rps(profile, lm, shape), codec_capacity_rps(profile, codec, shape)
         out.append(
             SplitPoint(
-                lm, codec, lm_batch, cb, lm_fps, cd_cps, lm_cap, cd_cap, cd_cap >= rate and lm_cap >= rate,
+                lm, codec, lm_batch, cb, lm_fps, cd_cps, lm_cap, cd_cap,
+                rate > 0 and cd_cap >= rate and lm_cap >= rate,  # a zero bound keeps up with nothing
                 spare_sms=total - lm - codec,
             )
         )
@@ -215,18 +235,19 @@ def choose_split(points: list[SplitPoint]) -> SplitPoint:
     return max(points, key=lambda p: (p.sustainable_rps, p.codec_sms))
 
 
-def max_sustainable_rate(profile: CostProfile, shape: LoadShape, granularity: int = GRANULARITY) -> float:
-    """The highest load (req/s) some split sustains (backbone within its step budget, codec at its
-    largest background batch)."""
+def max_sustainable_rate(profile: CostProfile, shape: LoadShape, granularity: int = GRANULARITY,
+                         capacities: Capacities | None = None) -> float:
+    """The highest load (req/s) some split sustains: by `capacities` when given (the capacity bound), else
+    by the throughput model (backbone within its step budget, codec at its largest background batch)."""
     total = profile.sms
-    return max(
-        (
-            min(lm_capacity_rps(profile, backbone_sms(total, c, granularity), shape),
-                codec_capacity_rps(profile, c, shape))
-            for c in range(granularity, total - granularity + 1, granularity)
-        ),
-        default=0.0,
-    )
+
+    def sustained(codec: int) -> float:
+        lm = backbone_sms(total, codec, granularity)
+        if capacities is not None:
+            return min(capacities(lm, codec))
+        return min(lm_capacity_rps(profile, lm, shape), codec_capacity_rps(profile, codec, shape))
+
+    return max((sustained(c) for c in range(granularity, total - granularity + 1, granularity)), default=0.0)
 
 
 # --- placements over several GPUs (paper §3.3) ----------------------------------------------------------
@@ -305,15 +326,17 @@ SPLIT_HEADERS = ("split", "spare", "dec. batch", "codec batch", "LM frames/s", "
                  "LM max req/s", "codec max req/s", "keeps up")
 
 
-def split_table(points: list[SplitPoint], chosen: SplitPoint, rate: float):
+def split_table(points: list[SplitPoint], chosen: SplitPoint, rate: float,
+                capacities: str = "the throughput model"):
+    """The splits at `rate`; `capacities` says where the max req/s columns (and so "keeps up") come from."""
     from voxcli.tables import figure_table
 
     rows = [[f"{'*' if p == chosen else ''}{p.name}", str(p.spare_sms), f"{p.lm_batch:.1f}",
              f"{p.codec_batch:.1f}", f"{p.lm_frames_s:.0f}", f"{p.codec_chunks_s:.0f}",
              f"{p.lm_capacity_rps:.1f}", f"{p.codec_capacity_rps:.1f}", "yes" if p.keeps_up else "no"]
             for p in points]
-    return figure_table(f"SM splits (backbone/codec) at a target load of {rate:.1f} req/s; * = chosen",
-                        SPLIT_HEADERS, rows)
+    return figure_table(f"SM splits (backbone/codec) at a target load of {rate:.1f} req/s; * = chosen; "
+                        f"max req/s: {capacities}", SPLIT_HEADERS, rows)
 
 
 def plot_splits(
@@ -363,20 +386,26 @@ def plot_splits(
     return path
 
 
-def recipe_text(model: str, gpu: str, chosen: SplitPoint, rate: float, profile_ref: str) -> str:
-    """An engine recipe with the chosen split, under the same name the tables and the plot give it."""
+def recipe_text(model: str, gpu: str, chosen: SplitPoint, rate: float, base: EngineConfig,
+                source: str | None) -> str:
+    """The engine recipe `model` runs with (`base`, from the recipe `source`: admission, chunk schedule,
+    decode buckets and all) with only the split changed to `chosen` (and policy full, the one policy with
+    a split: every shipped recipe's), under the name the tables and the plot give it. Written in full:
+    loading it gives `base` with the chosen split, nothing else changed: the config `vox profile`
+    simulated and bounded for this split (voxcli/bench/split_search.py, bounds.py SplitBounds)."""
+    from voxcli.config import recipe_toml
+
+    origin = f"recipe {source}'s" if source else "a default (the model has no shipped recipe)"
     return "\n".join(
         [
             f"# written by `vox profile`: {model} on {gpu}, split chosen at a target load of "
             f"{rate:.1f} req/s",
+            f"# every setting is {origin} except lm_sms and codec_sms (was {base.lm_sms}/"
+            f"{base.codec_sms})",
             f"# backbone {chosen.lm_frames_s:.0f} frames/s at batch {chosen.lm_batch:.1f}; codec "
             f"{chosen.codec_chunks_s:.0f} chunks/s at batch {chosen.codec_batch:.1f}",
             f"# split {chosen.described}",
-            "[engine]",
-            f'gpu = "{profile_ref}"',
-            f"lm_sms = {chosen.lm_sms}",
-            f"codec_sms = {chosen.codec_sms}",
-            "",
+            recipe_toml(base.replace(policy="full", lm_sms=chosen.lm_sms, codec_sms=chosen.codec_sms)),
         ]
     )
 

@@ -13,6 +13,7 @@ from voxcli.bench.metrics import TTFA_TARGET_S
 from voxcli.bench.workloads import Utterance
 from voxcli.bound import CapacityBound, capacity_bound, schedule_step_cap
 from voxcli.config import ChunkSchedule, EngineConfig
+from voxcli.engine.cost import CostProfile
 
 
 class RequestShape(NamedTuple):
@@ -62,20 +63,25 @@ def schedule_sizes(schedule: ChunkSchedule, frames: float) -> list[int]:
 
 def config_bound(config: EngineConfig, utterances: Sequence[Utterance], frame_rate: float,
                  frames_scale: float = 1.0, max_frames: int | None = None,
-                 ttfa_s: float = TTFA_TARGET_S) -> CapacityBound | None:
+                 ttfa_s: float = TTFA_TARGET_S, shape: RequestShape | None = None,
+                 profile: CostProfile | None = None) -> CapacityBound | None:
     """The bound of `config` (its gpu profile, policy's lane split, buckets, first chunk) for the workload
-    at the SLO's `ttfa_s`; None when the config names no cost profile (a cpu/cuda run without --gpu)."""
-    if not config.gpu:
+    at the SLO's `ttfa_s`; None when the config names no cost profile (a cpu/cuda run without --gpu).
+    `shape`: the workload's request shape when already computed for this config's model and first chunk
+    (SplitBounds: one shape for every split); `profile`: a cost profile in place of the config's gpu's
+    (`vox profile` on a measured one)."""
+    if not config.gpu and profile is None:
         return None
     from voxcli.engine.estimates import load_profile
     from voxcli.engine.lanes import lane_layout
     from voxcli.models.registry import sim_spec_for
 
-    profile = load_profile(config)
+    profile = profile if profile is not None else load_profile(config)
     layout = lane_layout(config)
     schedule = config.chunk_or(sim_spec_for(config.model).chunk)
     first = schedule.first if "urgent" in layout.lanes else 0
-    shape = request_shape(config.model, utterances, frame_rate, frames_scale, max_frames, first)
+    if shape is None:
+        shape = request_shape(config.model, utterances, frame_rate, frames_scale, max_frames, first)
     bound = capacity_bound(profile, lm_sms=layout.sms["lm"], codec_sms=layout.sms["background"],
                            frames_per_request=shape.frames, prompt_tokens=shape.tokens, width=shape.width,
                            lead_steps=shape.lead, urgent_frames=shape.urgent,
@@ -89,23 +95,65 @@ def config_bound(config: EngineConfig, utterances: Sequence[Utterance], frame_ra
     return dataclasses.replace(bound, schedule_cap_s=cap)
 
 
-def split_bounds_table(profile, points, model: str, utterances: Sequence[Utterance], frame_rate: float):
-    """`vox profile`: the backbone's and the codec's bound (req/s) on every split (policy full: the urgent
-    lane decodes first chunks; the SLO's TTFA caps the step), and which binds."""
-    from voxcli.models.registry import sim_spec_for
+class SplitBounds:
+    """`vox profile`'s bound per split: `config_bound` of the very config `vox profile` simulates and
+    writes for a split (the model's recipe, policy full, lm_sms/codec_sms set: split_search.split_overrides),
+    so the split table, the bound table, the simulation and the written recipe share every assumption."""
+
+    def __init__(self, config: EngineConfig, utterances: Sequence[Utterance], frame_rate: float,
+                 profile: CostProfile | None = None) -> None:
+        from voxcli.models.registry import sim_spec_for
+
+        self.config = config.replace(policy="full")
+        self.profile = profile
+        # the SLO: the recipe's own TTFA target (1 s for a model that writes a text plan first), as the
+        # simulation of the split counts it (bench/cli.py _simulate_splits)
+        self.ttfa_s = self.config.ttfa_target_s
+        self.utterances = utterances
+        self.frame_rate = frame_rate
+        first = self.config.chunk_or(sim_spec_for(self.config.model).chunk).first  # full: an urgent lane
+        self.shape = request_shape(self.config.model, utterances, frame_rate, first_chunk=first)
+        self._memo: dict[tuple[int, int], CapacityBound] = {}
+
+    def config_for(self, lm_sms: int, codec_sms: int) -> EngineConfig:
+        return self.config.replace(lm_sms=lm_sms, codec_sms=codec_sms)
+
+    def __call__(self, lm_sms: int, codec_sms: int) -> CapacityBound:
+        key = (lm_sms, codec_sms)
+        if key not in self._memo:
+            bound = config_bound(self.config_for(lm_sms, codec_sms), self.utterances, self.frame_rate,
+                                 ttfa_s=self.ttfa_s, shape=self.shape, profile=self.profile)
+            if bound is None:
+                raise ValueError("a split's bound needs a cost profile: the config names no gpu")
+            self._memo[key] = bound
+        return self._memo[key]
+
+    def capacities(self, lm_sms: int, codec_sms: int) -> tuple[float, float]:
+        """(backbone, codec) req/s of the split: what `voxcli.profile.split_points` takes per split."""
+        b = self(lm_sms, codec_sms)
+        return b.lm_rps, b.codec_rps
+
+
+def split_bounds_table(bounds: SplitBounds, points):
+    """`vox profile`: the backbone's and the codec's bound (req/s) on every split, for the config it
+    simulates and writes (policy full: the urgent lane decodes first chunks; the SLO's TTFA caps the
+    step), and which binds."""
     from voxcli.tables import figure_table
 
-    first = sim_spec_for(model).chunk.first
-    shape = request_shape(model, utterances, frame_rate, first_chunk=first)
     rows = []
     for p in points:
-        b = capacity_bound(profile, lm_sms=p.lm_sms, codec_sms=p.codec_sms, frames_per_request=shape.frames,
-                           prompt_tokens=shape.tokens, width=shape.width, lead_steps=shape.lead,
-                           urgent_frames=shape.urgent, ttfa_s=TTFA_TARGET_S, first_frames=first,
-                           frame_s=1 / frame_rate, cfg_shared=shape.cfg_shared)
+        b = bounds(p.lm_sms, p.codec_sms)
         rows.append([p.name, f"{b.lm_rps:.1f}", str(b.best_decode_batch), f"{b.codec_rps:.1f}",
                      str(b.best_codec_batch), f"{b.rps:.1f}", b.binding])
+    shape, cfg = bounds.shape, bounds.config
     return figure_table(f"capacity bound per split ({shape.frames:.0f} frames, {shape.tokens:.0f} prompt "
-                        f"tokens per request, TTFA <= {TTFA_TARGET_S * 1e3:.0f} ms; voxcli/bound.py)",
+                        f"tokens per request, TTFA <= {bounds.ttfa_s * 1e3:.0f} ms, first chunk "
+                        f"{cfg.chunk_or(_model_chunk(cfg.model)).first} frames; voxcli/bound.py)",
                         ("split", "LM bound", "at rows", "codec bound", "at chunks", "bound req/s", "binds"),
                         rows, left=("binds",))
+
+
+def _model_chunk(model: str) -> ChunkSchedule:
+    from voxcli.models.registry import sim_spec_for
+
+    return sim_spec_for(model).chunk

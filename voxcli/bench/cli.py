@@ -102,12 +102,18 @@ def bench(
     ] = "sim",
     gpu: Annotated[str, typer.Option(help="Cost profile for the sim: h100, h200 or b200.")] = "",
     model: Annotated[
-        str,
+        str | None,
         typer.Option(
             help="A model recipe (qwen3-tts-1.7b), a checkpoint path/hub id, or "
-            "cpu-bench (random-weight Qwen3-TTS sized for this CPU)."
+            f"cpu-bench (random-weight Qwen3-TTS sized for this CPU). Default: {SIM_DEFAULT_MODEL}, or the "
+            "model --recipe names."
         ),
-    ] = SIM_DEFAULT_MODEL,
+    ] = None,
+    recipe: Annotated[
+        str | None,
+        typer.Option(help="Engine recipe (a TOML file such as the one `vox profile` writes, or a shipped "
+                     "recipe name); its model is benched unless --model names one."),
+    ] = None,
     policy: Annotated[str, typer.Option(help="Comma-separated policies: full, sync2, lanes, sync.")] = "full",
     rates: Annotated[str, typer.Option(help="Offered rates in req/s: start:stop:step or a list.")] = "2:60:2",
     duration: Annotated[float, typer.Option(help="Seconds of arrivals per rate.")] = 60.0,
@@ -155,6 +161,7 @@ def bench(
         bound_table,
         capacity_table,
         late_chunk_tables,
+        model_slug,
         rate_tables,
         write_json,
     )
@@ -189,7 +196,7 @@ def bench(
             _fail(f"--policy {policy!r} names no policy; give one or more of full, sync2, lanes, sync")
         if executor not in ("sim", "cpu", "cuda"):
             _fail(f"--executor must be sim, cpu or cuda, got {executor!r}")
-        if executor == "sim" and not gpu and not (url and not compare):
+        if executor == "sim" and not gpu and not recipe and not (url and not compare):
             _fail("--executor sim needs --gpu h100, h200 or b200 (the cost profile to simulate)")
         if executor == "cuda":
             import torch
@@ -200,15 +207,29 @@ def bench(
                     f"build: {torch.version.cuda or 'none'}): run on a GPU machine, or use --executor cpu, "
                     "or --executor sim --gpu h100"
                 )
-        model_name = model  # for the file names ("cpu-bench", not the folder it is built in)
+        if recipe is not None and url and executor != "sim":
+            _fail("--recipe sets up an in-process engine; with --url the server's own recipe decides (give "
+                  "it to `vox serve --recipe`)")
+        if recipe is not None:
+            from voxcli.config import recipe_path
+
+            recipe_path(recipe)  # a missing file is one sentence, before anything else
+        # for the file names: "cpu-bench", not the folder it is built in; a recipe file by its name
+        model_name = model or (model_slug(Path(recipe).stem) if recipe else SIM_DEFAULT_MODEL)
+        if model is None and recipe is None:
+            model = SIM_DEFAULT_MODEL
         if model == "cpu-bench":
             model = str(cpu_bench_checkpoint(Path(".cache")))
+        config = model_config(model, executor, gpu, set_, recipe=recipe)
+        if executor == "sim" and not config.gpu and not (url and not compare):
+            _fail("--executor sim needs --gpu h100, h200 or b200 (the cost profile to simulate)")
+        # what the sim names its model by (a model recipe: the --recipe file itself), else the checkpoint
+        model = recipe if recipe is not None and executor == "sim" else (model or config.model)
         if url:
             from voxcli.bench.http_target import url_sweep_targets
 
-            names, make_url_target = url_sweep_targets(url, api_key, executor, gpu, model, set_, compare,
-                                                        seed)
-        config = model_config(model, executor, gpu, set_)
+            names, make_url_target = url_sweep_targets(url, api_key, executor, config.gpu, model, set_,
+                                                        compare, seed)
         for name in [] if url else names:
             config.replace(policy=name)  # a clear ConfigError for an unknown policy, before any run
         utts = _load_workload(workload)
@@ -248,7 +269,7 @@ def bench(
 
         meta = {
             "executor": executor,
-            "gpu": gpu,
+            "gpu": config.gpu if executor == "sim" else gpu,
             "model": model,
             "workload": workload,
             "policies": names,
@@ -269,10 +290,11 @@ def bench(
         console.print(capacity_table(result))
         if (bounds := bound_table(result)) is not None:
             console.print(bounds)
-        stem = bench_stem(model_name, executor, gpu, bool(url))
+        stem = bench_stem(model_name, executor, config.gpu if executor == "sim" else gpu, bool(url))
         console.print(f"JSON: {write_json(result, out / f'{stem}.json')}")
         if plot and _has_matplotlib():
-            console.print(f"plot: {plot_sweep(result, out / f'{stem}.png', f'{model} on {executor} {gpu}')}")
+            title = f"{model} on {executor} {meta['gpu']}"
+            console.print(f"plot: {plot_sweep(result, out / f'{stem}.png', title)}")
         elif plot:
             console.print(f"no plot: {PLOT_HINT}", markup=False)
 
@@ -332,12 +354,13 @@ def profile(
     simulate: Annotated[
         bool,
         typer.Option(help="Choose the split by simulating the best candidates (as `vox bench` would) "
-                     "instead of by the throughput model alone."),
+                     "instead of by their capacity bound alone."),
     ] = True,
-    keep: Annotated[int, typer.Option(help="Candidates the throughput model keeps for simulation.")] = 4,
+    keep: Annotated[int, typer.Option(help="Candidates (the highest bounds) kept for simulation.")] = 4,
     sim_rates: Annotated[
         str, typer.Option(help="Offered rates of each simulated sweep (start:stop:step or a list; "
-                          "default 4 req/s steps up to 1.25x the throughput model's best).")
+                          "default: a quarter of the best bound, then steps of 1/20 of it or finer from "
+                          "half the bound to 1.25x).")
     ] = "",
     sim_duration: Annotated[float, typer.Option(help="Seconds of arrivals per rate (simulation).")] = 10.0,
     sim_seeds: Annotated[int, typer.Option(help="Arrival seeds per rate in the simulation.")] = 3,
@@ -347,8 +370,9 @@ def profile(
 ) -> None:
     import json
 
+    from voxcli.bench.bounds import SplitBounds
     from voxcli.bench.workloads import estimate_frames
-    from voxcli.config import ConfigError, recipe_path
+    from voxcli.config import ConfigError, model_recipe_config, recipe_path
     from voxcli.console import friendly_errors
     from voxcli.engine.cost import CostProfile
     from voxcli.models.registry import sim_spec_for
@@ -426,19 +450,25 @@ def profile(
         )
         for t in profile_tables(prof, shape):
             console.print(t)
-        rate = target_rate or max_sustainable_rate(prof, shape)
-        points = split_points(prof, rate, shape)
+        # The config every split runs with: the model's own recipe (what `vox bench` runs), only the split
+        # changed. The bound of that config decides "keeps up", the target load and the simulated rates,
+        # and that config is what the recipe file holds: one set of assumptions throughout.
+        base, base_recipe = model_recipe_config(model)
+        bounds = SplitBounds(base, utts, sim.frame_rate, profile=prof)
+        best_bound = max_sustainable_rate(prof, shape, capacities=bounds.capacities)
+        rate = target_rate or best_bound
+        points = split_points(prof, rate, shape, capacities=bounds.capacities)
         chosen = choose_split(points)
         simulated = None
         if simulate:
-            simulated, tried = _simulate_splits(console, prof, gpu, model, workload, utts, points, keep,
-                                                sim_rates, sim_duration, sim_seeds,
-                                                max_sustainable_rate(prof, shape))
+            simulated, tried, step = _simulate_splits(console, prof, gpu, model, workload, utts, points, keep,
+                                                      sim_rates, sim_duration, sim_seeds, best_bound, bounds)
             chosen = simulated.point
-        console.print(split_table(points, chosen, rate))  # after the choice: * marks the split chosen
+        console.print(split_table(points, chosen, rate, "the capacity bound (voxcli/bound.py) of the recipe "
+                                  "with that split"))  # after the choice: * marks the split chosen
         from voxcli.bench.bounds import split_bounds_table
 
-        console.print(split_bounds_table(prof, points, model, utts, sim.frame_rate))
+        console.print(split_bounds_table(bounds, points))
         out.mkdir(parents=True, exist_ok=True)
         stem = f"{Path(model).name}-{gpu}"
         png = plot_splits(
@@ -449,28 +479,28 @@ def profile(
             f"{model} on {prof.name} at {rate:.1f} req/s",
         ) if _has_matplotlib() else None
         recipe = out / f"{stem}.toml"
-        recipe.write_text(recipe_text(model, gpu, chosen, rate, gpu))
+        recipe.write_text(recipe_text(model, gpu, chosen, rate, base, base_recipe))
         summary = summary_dict(points, chosen, rate)
         if simulated is not None:
-            summary["simulated"] = {"chosen": simulated.to_dict(), "candidates": [t.to_dict() for t in tried]}
+            summary["simulated"] = {"chosen": simulated.to_dict(), "candidates": [t.to_dict() for t in tried],
+                                    "rate_step": step}
             from voxcli.bench.report import capacity_cell
 
             console.print(
                 f"chosen split: {chosen.described}: the highest simulated capacity, "
                 f"{capacity_cell(simulated.sweep, 0.90)} req/s at 90% and "
-                f"{capacity_cell(simulated.sweep, 0.99)} at 99% (throughput model: "
-                f"{chosen.sustainable_rps:.1f} req/s)"
+                f"{capacity_cell(simulated.sweep, 0.99)} at 99% (bound: {chosen.sustainable_rps:.1f} req/s)"
             )
         else:
             note = "" if chosen.keeps_up else " (no split sustains this load)"
             console.print(
-                f"chosen split: {chosen.described} at a target load of {rate:.1f} req/s: backbone up to "
+                f"chosen split: {chosen.described} at a target load of {rate:.1f} req/s: backbone bound "
                 f"{chosen.lm_capacity_rps:.1f} req/s, "
-                f"codec up to {chosen.codec_capacity_rps:.1f} req/s{note}"
+                f"codec bound {chosen.codec_capacity_rps:.1f} req/s{note}"
             )
         if not target_rate and simulated is None:
             console.print(
-                "[dim]target load = the highest load any split sustains (an upper bound); pass "
+                "[dim]target load = the highest bound of any split (an upper bound); pass "
                 "--target-rate with your expected load to size the split for it[/dim]"
             )
         if gpus > 1:
@@ -484,8 +514,14 @@ def profile(
                 console.print(f"  {i}. {p.describe():40s} {p.rps:7.1f} req/s")
             summary["placements"] = [{"placement": p.describe(), "rps": p.rps} for p in ranked]
         (out / f"{stem}.json").write_text(json.dumps(summary, indent=1))
-        console.print(f"plot: {png if png is not None else 'none; ' + PLOT_HINT.split(' (or')[0]}\n"
-                      f"recipe: {recipe} (use with --recipe or load_recipe)", markup=False)
+        console.print(f"plot: {png if png is not None else 'none; ' + PLOT_HINT.split(' (or')[0]}",
+                      markup=False)
+        # unwrapped, one command a line: pasted from an 80-column terminal they still run
+        slo = f" --ttfa-slo {base.ttfa_target_s:g}" if base.ttfa_target_s != 0.2 else ""  # the SLO it met
+        sim_line = f"  vox bench --executor sim --gpu {gpu}{slo} --recipe {recipe}\n"
+        bench_line = sim_line if gpu != "measured" else ""
+        typer.echo(f"recipe: {recipe} (the model's recipe with this split), to use with:\n{bench_line}"
+                   f"  vox serve --recipe {recipe}")
 
 
 def _check_profile_model(model: str) -> None:
@@ -510,12 +546,18 @@ def _check_profile_model(model: str) -> None:
 
 
 def _simulate_splits(console, prof, gpu: str, model: str, workload: str, utts, points, keep: int,
-                     sim_rates: str, duration: float, seeds: int, best_rps: float):
-    """Second pass of `vox profile`: simulate the throughput model's best `keep` splits (voxcli/bench/
-    split_search.py); returns (the one with the highest simulated capacity, all of them)."""
-    import math
-
-    from voxcli.bench.split_search import choose_simulated, prune, simulate_splits
+                     sim_rates: str, duration: float, seeds: int, best_rps: float, bounds):
+    """Second pass of `vox profile`: simulate the best `keep` splits by their bound (voxcli/bench/
+    split_search.py) on a rate grid fine enough for the bound; returns (the one with the highest simulated
+    capacity, all of them, the grid's step)."""
+    from voxcli.bench.split_search import (
+        bound_notes,
+        choose_simulated,
+        prune,
+        rate_grid,
+        simulate_splits,
+        simulated_table,
+    )
     from voxcli.bench.sweep import SweepSpec, parse_rates
     from voxcli.bench.targets import model_config, sim_target
 
@@ -525,30 +567,33 @@ def _simulate_splits(console, prof, gpu: str, model: str, workload: str, utts, p
         _fail(f"--sim-seeds must be >= 1, got {seeds}")
     if duration <= 0:
         _fail(f"--sim-duration must be > 0 s, got {duration}")
-    text = sim_rates or f"4:{max(8, 4 * math.ceil(1.25 * best_rps / 4))}:4"
+    if best_rps <= 0:
+        _fail(f"no split of {prof.name} serves {model} within the TTFA target (every split's capacity bound "
+              "is 0 req/s); nothing to simulate")
     try:
-        rates = parse_rates(text)
+        if sim_rates:
+            rates = parse_rates(sim_rates)
+            step = min((b - a for a, b in zip(rates, rates[1:], strict=False)), default=rates[0])
+        else:
+            rates, step = rate_grid(best_rps)
     except ValueError as e:
         _fail(f"--sim-rates: {e}")
+    text = sim_rates or ",".join(f"{r:g}" for r in rates)
     config = model_config(model, "sim", gpu if gpu != "measured" else "", None)
     from voxcli.models.registry import sim_spec_for
 
     # request lengths at the model's own frame rate, as `vox bench` sets them
-    spec = SweepSpec(rates=rates, duration_s=duration, seeds=seeds, frame_rate=sim_spec_for(model).frame_rate)
+    # the SLO of the recipe (its TTFA target), as the bound of every split counts it (SplitBounds)
+    spec = SweepSpec(rates=rates, duration_s=duration, seeds=seeds, frame_rate=sim_spec_for(model).frame_rate,
+                     ttfa_target_s=bounds.ttfa_s)
+    slo = f" --ttfa-slo {bounds.ttfa_s:g}" if bounds.ttfa_s != 0.2 else ""
     candidates = prune(points, keep)
     own = [p for p in points if p.codec_sms == config.codec_sms]  # the recipe's own split: a baseline
     if own and own[0] not in candidates:
         candidates = sorted([*candidates, own[0]], key=lambda p: p.codec_sms)
     console.print(f"simulating {len(candidates)} splits (`vox bench --executor sim --gpu {gpu} --model "
-                  f"{model} --workload {workload} --rates {text} --duration {duration:g} --seeds {seeds} "
-                  "--set lm_sms=L --set codec_sms=C` on each):")
-
-    from voxcli.bench.report import capacity_cell
-
-    def show(s) -> None:
-        console.print(f"  {s.point.name:>7s} throughput model {s.point.sustainable_rps:6.1f} req/s  "
-                      f"simulated capacity @90% {capacity_cell(s.sweep, 0.90)}  @99% "
-                      f"{capacity_cell(s.sweep, 0.99)}")
+                  f"{model} --workload {workload} --rates {text} --duration {duration:g} --seeds {seeds}"
+                  f"{slo} --set lm_sms=L --set codec_sms=C` on each):", markup=False)
 
     # progress on stderr while it runs (minutes for a full profile): a line per split, then per rate
     def starting(i: int, n: int, p) -> None:
@@ -560,8 +605,11 @@ def _simulate_splits(console, prof, gpu: str, model: str, workload: str, utts, p
                    err=True)
 
     tried = simulate_splits(config, candidates, utts, spec,
-                            lambda cfg, v: sim_target(cfg, v, 0, profile=prof), show, starting, rate_done)
-    return choose_simulated(tried), tried
+                            lambda cfg, v: sim_target(cfg, v, 0, profile=prof), None, starting, rate_done)
+    console.print(simulated_table(tried, bounds, step))  # each split's capacity beside its bound
+    for note in bound_notes(tried, bounds, duration):
+        console.print(f"  {note}", markup=False)
+    return choose_simulated(tried), tried, step
 
 
 def register(app: typer.Typer) -> None:

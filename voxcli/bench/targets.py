@@ -13,12 +13,24 @@ from voxcli.session import EngineOptions, engine_config, open_session
 
 
 def model_config(
-    model: str, executor: str, gpu: str = "", overrides: list[str] | None = None
+    model: str | None, executor: str, gpu: str = "", overrides: list[str] | None = None,
+    recipe: str | None = None,
 ) -> EngineConfig:
     """Engine settings for `model` on `executor` (and the sim's `gpu` profile), `--set` overrides applied:
     the session layer's (`voxcli.session.engine_config`), so a bench measures what `vox say` and `vox
-    serve` run. `model` is a checkpoint (path, hub id, demo alias) or a model recipe (`qwen3-tts-1.7b`)."""
-    return engine_config(EngineOptions(model=model, executor=executor, gpu=gpu, sets=tuple(overrides or ())))
+    serve` run. `model` is a checkpoint (path, hub id, demo alias) or a model recipe (`qwen3-tts-1.7b`);
+    `recipe` (a TOML file or shipped recipe name) replaces the model's own recipe. On the sim a recipe
+    names its model (as `--model qwen3-tts-1.7b` does): a `model` beside it must be the same one."""
+    sets = tuple(overrides or ())
+    if recipe is None or executor != "sim":
+        return engine_config(EngineOptions(model=model, recipe=recipe, executor=executor, gpu=gpu, sets=sets))
+    config = engine_config(EngineOptions(model=recipe, executor=executor, gpu=gpu, sets=sets))
+    if model is not None:
+        named = engine_config(EngineOptions(model=model, executor=executor, gpu=gpu, sets=sets)).model
+        if named != config.model:
+            raise ConfigError(f"--model {model} is {named} but --recipe {recipe} runs {config.model}; give "
+                              "one of them (the recipe names its model)")
+    return config
 
 
 def sim_target(config: EngineConfig, variant: Variant, seed: int = 0, profile: Any = None) -> Target:
