@@ -38,6 +38,8 @@ from voxcli.text_phase import Followed, NoTextPhase
 OPENAI_MODEL_ALIASES = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 
 
+SPEECH_PATH = "/v1/audio/speech"
+
 class SpeechBody(BaseModel):
     """POST /v1/audio/speech. OpenAI's fields, then our extensions."""
 
@@ -219,7 +221,7 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
     limits = service.limits
     sr = service.spec.sample_rate
 
-    @router.post("/v1/audio/speech")
+    @router.post(SPEECH_PATH)
     async def speech(body: SpeechBody, request: Request) -> Response:
         arrived = time.perf_counter()
         accepted = (service.model_id, *OPENAI_MODEL_ALIASES)
