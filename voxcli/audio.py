@@ -319,10 +319,17 @@ class StreamSink:
             return
         # A regular file behind stdout (vox say - -o - > x.wav) gets exact sizes; a pipe keeps the
         # unknown-length header, which players and libsndfile accept.
+        header = wav_header(self.sample_rate, self.samples * 2)
         try:
+            self.stream.flush()
+            if _appends(self.stream):  # `>> x.wav`: every write lands at the end; write through a new handle
+                with open(f"/proc/self/fd/{self.stream.fileno()}", "r+b") as again:
+                    again.seek(self._header_at)
+                    again.write(header)
+                return
             end = self.stream.tell()
             self.stream.seek(self._header_at)
-            self.stream.write(wav_header(self.sample_rate, self.samples * 2))
+            self.stream.write(header)
             self.stream.seek(end)
             self.stream.flush()
         except (OSError, ValueError, AttributeError):
@@ -333,6 +340,16 @@ class StreamSink:
             self.stream.flush()
         except (OSError, ValueError):
             pass
+
+
+def _appends(stream: BinaryIO) -> bool:
+    """Whether `stream`'s file was opened for appending (O_APPEND: a seek does not move where writes go)."""
+    try:
+        import fcntl
+
+        return bool(fcntl.fcntl(stream.fileno(), fcntl.F_GETFL) & os.O_APPEND)
+    except (OSError, ValueError, AttributeError, ImportError):
+        return False
 
 
 def _tell(stream: BinaryIO) -> int | None:
