@@ -105,3 +105,15 @@ def test_describe_matches_the_loaded_spec_for_higgs_and_speechlm(demos, monkeypa
     for demo in ("demo-higgs", "demo-speechlm"):
         spec = describe_config(demo)
         assert spec is not None and spec == load_model(demo).spec, demo
+
+
+def test_cosyvoice_voices_come_from_spk2info_without_torch(tmp_path, cosyvoice_ckpt):
+    """CosyVoice 3's saved voices live in a torch pickle (spk2info.pt): read for their names alone."""
+    from voxcli.models import describe_config, load_model
+
+    rc, out, err, loaded = run_vox(["voices", "-m", str(cosyvoice_ckpt)], tmp_path, tmp_path / "cache")
+    assert rc == 0 and not err.strip(), err
+    assert "torch" not in loaded and "numpy" not in loaded
+    spec = load_model(str(cosyvoice_ckpt)).spec
+    assert f"voices:    {', '.join(spec.voices)}" in out and len(spec.voices) == 2
+    assert describe_config(str(cosyvoice_ckpt)) == spec

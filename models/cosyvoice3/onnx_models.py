@@ -16,9 +16,7 @@ import numpy as np
 import torch
 
 from ..base import CheckpointError, InputError
-
-SPEECH_TOKENIZER = "speech_tokenizer_v3.onnx"
-CAMPPLUS = "campplus.onnx"
+from .spec import CAMPPLUS, SPEECH_TOKENIZER  # noqa: E402,F401 - named once, without torch (describe)
 
 
 def _onnxruntime() -> Any:
