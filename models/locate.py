@@ -48,20 +48,19 @@ def locate_component(name: str, root: Path, what: str, folder: str | None = None
     transformers finds it, in this order: `name` as a path when it is an existing folder (what
     `save_pretrained` writes for a part loaded from disk), `name` inside the checkpoint `root`, the
     checkpoint's own `folder` for it, then `name`'s snapshot in the local hub cache. Never downloads. The
-    error lists every place tried. `need`: the file the folder must hold."""
+    error lists every place tried. `need`: the file a named folder must hold."""
     tried: list[str] = []
 
-    def usable(p: Path) -> bool:
+    def usable(p: Path, own: bool = False) -> bool:
         tried.append(str(p))
-        return p.is_dir() and (p / need).exists()
+        return p.is_dir() and (own or (p / need).exists())  # the checkpoint's own folder is what it is
 
     given = Path(name).expanduser()
-    candidates = [given] if given.is_absolute() else [given, root / given]
-    if folder is not None:
-        candidates.append(root / folder)
-    for p in dict.fromkeys(candidates):  # in order, each once
+    for p in dict.fromkeys([given] if given.is_absolute() else [given, root / given]):  # in order, once each
         if usable(p):
             return p
+    if folder is not None and usable(root / folder, own=True):
+        return root / folder
     if looks_like_hub_id(name):
         tried.append(f"the Hugging Face cache ({name})")
         snap = cached_snapshot(name, need)
@@ -70,7 +69,7 @@ def locate_component(name: str, root: Path, what: str, folder: str | None = None
     get = fetch_hint or (f"download it with `vox models pull {name}`" if looks_like_hub_id(name) else
                          "point the checkpoint at an existing folder")
     where = f" or put its folder at {root / folder}" if folder is not None else ""
-    found = ("is neither a folder here nor in the local Hugging Face cache" if looks_like_hub_id(name) else
+    found = ("is not a folder here and not in the local Hugging Face cache" if looks_like_hub_id(name) else
              "is not a folder here")
     raise CheckpointError(f"{what} {name!r} {found}{offline_note()} (tried {'; '.join(tried)}: a folder "
                           f"holding {need}); {get}{where}")

@@ -78,6 +78,10 @@ def test_an_unknown_voice_or_language_is_refused_before_the_model_loads(tmp_path
     rc, _, err, loaded = say("--voice", "dylann")
     _one_line(rc, err, 2, "no voice 'dylann'", "did you mean dylan?")
     assert "torch" not in loaded
+    higgs = ["say", "-m", "demo-higgs", "--voice", "ryan", "hi", "-o", "x.wav"]
+    rc, _, err, loaded = run_vox(higgs, tmp_path, demos)
+    _one_line(rc, err, 2, "no named voices", "drop --voice")
+    assert "torch" not in loaded
     rc, _, err, loaded = say("--lang", "englsh")
     _one_line(rc, err, 2, "language 'englsh'", "did you mean english?")
     assert "torch" not in loaded

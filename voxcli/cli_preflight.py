@@ -68,6 +68,9 @@ def check_voice_and_language(spec: Any, voice: str | None, language: str | None)
     """`voice` among the checkpoint's named voices and `language` among its languages (case-insensitive,
     "auto" always), each refused with the closest name and the list."""
     name = spec.name
+    if voice is not None and not spec.voices:  # every family refuses a voice it does not have
+        raise VoxError(f"model {name} has no named voices (its modes: {', '.join(spec.modes) or 'none'}); "
+                       "drop --voice.", 2)
     if voice is not None and spec.voices and voice.lower() not in {v.lower() for v in spec.voices}:
         raise VoxError(f"model {name} has no voice {voice!r}{did_you_mean(voice, spec.voices)}; choose one "
                        f"of {', '.join(spec.voices)} (see vox voices -m {name}).", 2)
