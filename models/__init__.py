@@ -71,10 +71,17 @@ def demo_checkpoint(name: str = DEMO) -> Path:
 def describe_model(source: str, device: str = "cpu", dtype: str = "float32") -> ModelSpec:
     """The spec (voices, languages, modes, rates) of a demo alias, local checkpoint or cached hub id,
     from its config files alone when its family can (no torch, no weights); otherwise by loading it."""
+    spec = describe_config(source)
+    return spec if spec is not None else load_model(source, device, dtype).spec
+
+
+def describe_config(source: str) -> ModelSpec | None:
+    """The spec from the config files alone (no torch), or None where the family cannot describe this
+    checkpoint so (load_model then names an unsupported model_type; a family may describe some layouts
+    only)."""
     family, path = _family_and_path(source)
-    if family is None or family.describe is None:  # load_model names the unsupported model_type
-        return load_model(source, device, dtype).spec
-    return replace(family.describe(str(path)), name=source)
+    spec = family.describe(str(path)) if family is not None and family.describe is not None else None
+    return None if spec is None else replace(spec, name=source)
 
 
 def family_of(source: str) -> registry.Family | None:
@@ -131,7 +138,7 @@ def load_model(source: str, device: str = "cpu", dtype: str = "float32") -> Mode
 def _claimed(source: str) -> tuple[registry.Family, Path] | None:
     """A family that recognises `source` (a local folder, or a hub id in the local cache) by its files
     rather than by a config.json `model_type` (see Family.claims)."""
-    from .checkpoint import cached_snapshot, looks_like_hub_id
+    from .locate import cached_snapshot, looks_like_hub_id  # no torch: `vox voices` stays light
 
     for family in registry.families():
         if family.claims is None:

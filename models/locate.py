@@ -42,6 +42,39 @@ def resolve(source: str) -> Path:
     return snap
 
 
+def locate_component(name: str, root: Path, what: str, folder: str | None = None,
+                     need: str = "config.json", fetch_hint: str | None = None) -> Path:
+    """A part a checkpoint names (Higgs' audio tokenizer, Dia's codec, a SpeechLM codec...) found the way
+    transformers finds it, in this order: `name` as a path when it is an existing folder (what
+    `save_pretrained` writes for a part loaded from disk), `name` inside the checkpoint `root`, the
+    checkpoint's own `folder` for it, then `name`'s snapshot in the local hub cache. Never downloads. The
+    error lists every place tried. `need`: the file a named folder must hold."""
+    tried: list[str] = []
+
+    def usable(p: Path, own: bool = False) -> bool:
+        tried.append(str(p))
+        return p.is_dir() and (own or (p / need).exists())  # the checkpoint's own folder is what it is
+
+    given = Path(name).expanduser()
+    for p in dict.fromkeys([given] if given.is_absolute() else [given, root / given]):  # in order, once each
+        if usable(p):
+            return p
+    if folder is not None and usable(root / folder, own=True):
+        return root / folder
+    if looks_like_hub_id(name):
+        tried.append(f"the Hugging Face cache ({name})")
+        snap = cached_snapshot(name, need)
+        if snap is not None:
+            return snap
+    get = fetch_hint or (f"download it with `vox models pull {name}`" if looks_like_hub_id(name) else
+                         "point the checkpoint at an existing folder")
+    where = f" or put its folder at {root / folder}" if folder is not None else ""
+    found = ("is not a folder here and not in the local Hugging Face cache" if looks_like_hub_id(name) else
+             "is not a folder here")
+    raise CheckpointError(f"{what} {name!r} {found}{offline_note()} (tried {'; '.join(tried)}: a folder "
+                          f"holding {need}); {get}{where}")
+
+
 def cached_snapshot(repo_id: str, need: str = "config.json") -> Path | None:
     """The local hub-cache snapshot of `repo_id` holding `need`, or None. Never downloads."""
     from huggingface_hub import snapshot_download

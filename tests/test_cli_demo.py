@@ -104,7 +104,7 @@ def test_voices_lists_the_demo_model(vox):
 def test_unknown_voice_and_language_are_sentences(vox):
     for args, needle in ((["-v", "nobody"], "no voice 'nobody'"), (["--lang", "klingon"], "klingon")):
         r = vox("say", *FAST, "Hello.", "-o", "-", *args)
-        assert r.exit_code == 1 and r.stderr.count("\n") == 1 and needle in r.stderr, r.output
+        assert r.exit_code == 2 and r.stderr.count("\n") == 1 and needle in r.stderr, r.output
 
 
 def _mixed_lines() -> list[str]:

@@ -165,7 +165,7 @@ def base(tiny_base_proj) -> Qwen3TTSProgram:
     [
         (dict(), "reference recording"),
         (dict(ref_audio=np.zeros(0, np.float32), ref_sample_rate=24000), "empty"),
-        (dict(ref_audio=np.zeros(16000, np.float32), ref_sample_rate=16000), "resample to 24000 Hz"),
+        (dict(ref_audio=np.zeros(16000, np.float32), ref_sample_rate=0), "ref_sample_rate"),
         (
             dict(ref_audio=np.zeros(24000, np.float32), ref_sample_rate=24000, voice="serena"),
             "no named voices",
@@ -179,6 +179,21 @@ def base(tiny_base_proj) -> Qwen3TTSProgram:
 def test_base_refuses_bad_requests(base, kw, words):
     with pytest.raises(InputError, match=words):
         base.prepare(SynthesisRequest(text="hello", **kw))
+
+
+def test_base_resamples_a_clip_at_another_rate(base):
+    """One sample-rate behaviour for every family (issue 32): a 16 kHz clip is resampled to the model's
+    24 kHz (as Higgs does), not refused; its prompt is the one the resampled clip gives."""
+    import torch
+    from voxcli.models.higgs_audio.resample import resample
+
+    t = np.arange(16000) / 16000
+    clip16 = (0.1 * np.sin(2 * np.pi * 180 * t)).astype(np.float32)
+    clip24 = resample(torch.from_numpy(clip16), 16000, 24000).numpy()
+    got = base.prepare(SynthesisRequest(text="hi", ref_audio=clip16, ref_sample_rate=16000, ref_text="hi"))
+    want = base.prepare(SynthesisRequest(text="hi", ref_audio=clip24, ref_sample_rate=24000, ref_text="hi"))
+    assert got.length == want.length and torch.equal(got.data.emb.embeds, want.data.emb.embeds)
+    assert np.array_equal(got.data.emb.ref_codes, want.data.emb.ref_codes)
 
 
 def test_base_modes_and_default_text_mode(base):

@@ -82,6 +82,11 @@ class AudioOutputError(Exception):
     """An output that cannot be written; the message says what and what to do."""
 
 
+class AudioFormatError(AudioOutputError):
+    """The format asked for cannot be written where asked (unknown, not encodable here, or at odds with the
+    file name): a usage mistake, refused before anything is generated."""
+
+
 class DiskFullError(AudioOutputError):
     """The output's file system has no room left (the message names the disk and its free space)."""
 
@@ -145,19 +150,23 @@ def resolve_format(output: str | None, fmt: str | None, raw: bool) -> str:
     """The format to write: --raw, then --format, then the output's suffix, then wav."""
     if raw:
         if fmt not in (None, "pcm"):
-            raise AudioOutputError(f"--raw writes headerless PCM; it cannot be combined with --format {fmt}.")
+            raise AudioFormatError(f"--raw writes headerless PCM; it cannot be combined with --format {fmt}.")
+        named = format_for_suffix(Path(output).suffix) if output and output != "-" else None
+        if named not in (None, "pcm"):  # headerless PCM in a .wav would be a file no player opens right
+            raise AudioFormatError(f"--raw writes headerless PCM, which {output!r} ({named}) would not be; "
+                                   f"name the file .{extension('pcm')} or drop --raw.")
         return "pcm"
     if fmt is not None:
         fmt = fmt.lower()
         if fmt not in FORMATS:
-            raise AudioOutputError(f"unknown audio format {fmt!r}; use one of "
+            raise AudioFormatError(f"unknown audio format {fmt!r}; use one of "
                                    f"{', '.join(supported_formats())}.")
         if fmt not in supported_formats():
-            raise AudioOutputError(f"this installation's libsndfile cannot encode {fmt}; use one of "
+            raise AudioFormatError(f"this installation's libsndfile cannot encode {fmt}; use one of "
                                    f"{', '.join(supported_formats())}.")
         named = format_for_suffix(Path(output).suffix) if output and output != "-" else None
         if named is not None and named != fmt:
-            raise AudioOutputError(f"--format {fmt} does not match the file name {output!r} ({named}); "
+            raise AudioFormatError(f"--format {fmt} does not match the file name {output!r} ({named}); "
                                    f"name the file .{extension(fmt)} or drop --format.")
         return fmt
     if output and output != "-":
@@ -166,7 +175,7 @@ def resolve_format(output: str | None, fmt: str | None, raw: bool) -> str:
         if named is not None:
             return resolve_format(None, named, False)
         if suffix:
-            raise AudioOutputError(f"cannot tell the audio format from the file name {output!r}; add "
+            raise AudioFormatError(f"cannot tell the audio format from the file name {output!r}; add "
                                    f"--format ({', '.join(supported_formats())}) or use a known suffix.")
     return "wav"
 
@@ -187,7 +196,7 @@ class FileSink:
         self.samples = 0
         rates = FORMATS[fmt].sample_rates
         if rates and sample_rate not in rates:
-            raise AudioOutputError(f"{fmt} cannot store {sample_rate} Hz audio; use wav or flac.")
+            raise AudioFormatError(f"{fmt} cannot store {sample_rate} Hz audio; use wav or flac.")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             if FORMATS[fmt].encoder is None:
@@ -310,10 +319,17 @@ class StreamSink:
             return
         # A regular file behind stdout (vox say - -o - > x.wav) gets exact sizes; a pipe keeps the
         # unknown-length header, which players and libsndfile accept.
+        header = wav_header(self.sample_rate, self.samples * 2)
         try:
+            self.stream.flush()
+            if _appends(self.stream):  # `>> x.wav`: every write lands at the end; write through a new handle
+                with open(f"/proc/self/fd/{self.stream.fileno()}", "r+b") as again:
+                    again.seek(self._header_at)
+                    again.write(header)
+                return
             end = self.stream.tell()
             self.stream.seek(self._header_at)
-            self.stream.write(wav_header(self.sample_rate, self.samples * 2))
+            self.stream.write(header)
             self.stream.seek(end)
             self.stream.flush()
         except (OSError, ValueError, AttributeError):
@@ -324,6 +340,16 @@ class StreamSink:
             self.stream.flush()
         except (OSError, ValueError):
             pass
+
+
+def _appends(stream: BinaryIO) -> bool:
+    """Whether `stream`'s file was opened for appending (O_APPEND: a seek does not move where writes go)."""
+    try:
+        import fcntl
+
+        return bool(fcntl.fcntl(stream.fileno(), fcntl.F_GETFL) & os.O_APPEND)
+    except (OSError, ValueError, AttributeError, ImportError):
+        return False
 
 
 def _tell(stream: BinaryIO) -> int | None:

@@ -78,18 +78,23 @@ class BatchResult:
         return self.wall_s / self.audio_s if self.audio_s else None
 
 
-def prepare_out_dir(out_dir: Path) -> None:
-    """Create the output directory and prove it is writable before any audio is generated."""
+def prepare_out_dir(out_dir: Path, mkdir: bool = False) -> None:
+    """Create the output directory and prove it is writable before any audio is generated. Its parent
+    must exist unless `mkdir` (--mkdir): a typo'd path is refused, not created. Exit 2: the path given
+    cannot be used (a usage mistake), named with the system's reason."""
+    if not out_dir.parent.exists() and not mkdir:
+        raise VoxError(f"-o {out_dir}: the folder {out_dir.parent} does not exist; create it, or add "
+                       "--mkdir.", 2)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         probe = out_dir / f".vox-write-test-{os.getpid()}"
         probe.write_bytes(b"")
         probe.unlink()
     except FileExistsError:
-        raise VoxError(f"output {out_dir} exists and is not a directory; choose another -o.") from None
+        raise VoxError(f"output {out_dir} exists and is not a directory; choose another -o.", 2) from None
     except OSError as e:
         raise VoxError(f"cannot write to output directory {out_dir}: {e.strerror or e}; choose a writable "
-                       "directory with -o.") from None
+                       "directory with -o.", 2) from None
 
 
 def read_manifest(path: Path) -> dict[str, dict[str, Any]]:

@@ -13,17 +13,16 @@ import sys
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperGroup
 
 from voxcli import __version__, console
 from voxcli.cli_options import DeviceOpt, ModelOpt
-from voxcli.cli_speech import BATCH_HELP, SAY_HELP, batch, say
-from voxcli.console import click_exception_type, friendly_errors
+from voxcli.cli_speech import BATCH_EXAMPLES, BATCH_HELP, SAY_EXAMPLES, SAY_HELP, batch, say
+from voxcli.console import ExamplesGroup, click_exception_type, friendly_errors, with_examples
 
 __all__ = ["app", "main", "friendly_errors"]  # friendly_errors: what `vox bench` reports errors with
 
 
-class OneLineErrors(TyperGroup):
+class OneLineErrors(ExamplesGroup):
     """Usage mistakes (a bad option value, a missing argument, an unknown flag) as ONE line on stderr —
     `vox: error: Invalid value for '--seed': ... (see vox say --help)` — instead of click's usage box,
     so every user mistake reads the same way, in a terminal and in a log."""
@@ -53,18 +52,18 @@ class OneLineErrors(TyperGroup):
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
-app = typer.Typer(name="vox", cls=OneLineErrors, no_args_is_help=True, add_completion=False,
-                  rich_markup_mode="rich",
+app = typer.Typer(name="vox", no_args_is_help=True, add_completion=False, rich_markup_mode="rich",
+                  cls=with_examples('vox say -m demo "Hello there." -o hello.wav',
+                                    'echo "Hello. How are you?" | vox say -m demo - -o hello.wav',
+                                    "vox batch -m demo lines.txt -o out/",
+                                    "vox voices -m demo", base=OneLineErrors),
                   context_settings={"help_option_names": ["-h", "--help"]},
-                  help="Streaming text-to-speech with speech language models.\n\n"
-                       "[bold]Examples[/bold]\n\n"
-                       "  vox say -m demo \"Hello there.\" -o hello.wav\n\n"
-                       "  echo \"Hello. How are you?\" | vox say - --play\n\n"
-                       "  vox batch lines.txt -o out/\n\n"
-                       "  vox voices -m demo")
-models_app = typer.Typer(help="Known models and the local cache.\n\n[bold]Examples[/bold]\n\n"
-                              "  vox models\n\n  vox models pull Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice",
-                         invoke_without_command=True, no_args_is_help=False)
+                  help="Streaming text-to-speech with speech language models.")
+models_app = typer.Typer(help="Known models and the local cache.", invoke_without_command=True,
+                         no_args_is_help=False,
+                         cls=with_examples("vox models",
+                                           "vox models pull Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice",
+                                           base=ExamplesGroup))
 app.add_typer(models_app, name="models")
 
 
@@ -81,21 +80,21 @@ def _main(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks f
     console.STATE.debug = debug
 
 
-app.command(help=SAY_HELP)(say)
-app.command(help=BATCH_HELP)(batch)
+app.command(help=SAY_HELP, cls=with_examples(*SAY_EXAMPLES))(say)
+app.command(help=BATCH_HELP, cls=with_examples(*BATCH_EXAMPLES))(batch)
 
 
 @app.command(help="List a model's voices, languages, modes and request options (what a JSONL line's, an "
-                  "HTTP body's or a Python call's `options` may hold, from its family's schema)."
-                  "\n\n[bold]Examples[/bold]\n\n"
-                  "  vox voices -m demo\n\n  vox voices -m Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice")
+                  "HTTP body's or a Python call's `options` may hold, from its family's schema).",
+             cls=with_examples("vox voices -m demo", "vox voices -m Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"))
 def voices(model: ModelOpt = None, device: DeviceOpt = None) -> None:
     with friendly_errors():
+        from voxcli.cli_preflight import check_model
         from voxcli.models.registry import default_model
-        from voxcli.models_cmd import ensure_available
 
         source = model or default_model()
-        ensure_available(source)
+        check_model(source)  # a name that names nothing: "did you mean", at once
+        console.announce_demo(source, quiet=True)  # a listing: no note, and no loader warning either
         from voxcli.models import describe_model
 
         # from config.json alone where the family can (no torch): `vox voices` answers at once
@@ -127,8 +126,8 @@ def models_list(ctx: typer.Context) -> None:
         Console().print(models_table(list_models()))
 
 
-@models_app.command("pull", help="Download a model into the Hugging Face cache.\n\n[bold]Example[/bold]\n\n"
-                                 "  vox models pull Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice")
+@models_app.command("pull", help="Download a model into the Hugging Face cache.",
+                    cls=with_examples("vox models pull Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"))
 def models_pull(model_id: Annotated[str, typer.Argument(help="Hugging Face model id.")]) -> None:
     with friendly_errors():
         from voxcli.models_cmd import pull

@@ -45,14 +45,16 @@ ExecOpt = Annotated[str | None, typer.Option(
     "--executor", help="Executor backend: auto (cuda when torch sees a GPU, else cpu), cpu, cuda, sim.")]
 DeviceOpt = Annotated[str | None, typer.Option("--device", help="Torch device: auto, cpu or cuda.")]
 DtypeOpt = Annotated[str | None, typer.Option("--dtype", help="Weights and KV: auto (bfloat16 on CUDA and on "
-                                              "CPUs with bfloat16 instructions, else float32), float32 or "
-                                              "bfloat16. Same as --set dtype=...")]
+                                              "CPUs with bfloat16 instructions, else float32), float32, "
+                                              "bfloat16 or float16. Same as --set dtype=...")]
 
 
 FormatOpt = Annotated[str | None, typer.Option("--format", help="wav, flac, pcm (and mp3, opus, ogg when "
                                                "libsndfile can encode them). Default: from the file name, "
                                                "else wav.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress or timing lines on stderr.")]
+MkdirOpt = Annotated[bool, typer.Option("--mkdir", help="Create the output's missing folders (otherwise a "
+                                       "missing folder is refused: it is usually a typo).")]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", help="Add the memory plan (KV pages, positions, "
                                           "codec slots, bytes) to the timing line.")]
 
@@ -69,12 +71,27 @@ def engine_options(model: str | None, recipe: str | None, sets: list[str] | None
 
 
 @contextlib.contextmanager
-def open_cli_session(options: EngineOptions, quiet: bool) -> Iterator[Session]:
+def open_cli_session(options: EngineOptions, quiet: bool, voice: str | None = None,
+                     language: str | None = None) -> Iterator[Session]:
     """The flags checked, the demo note said (unless --quiet), then the engine; closed on the way out."""
+    preflight_model(options, voice, language)
     config = engine_config(options)
     announce_demo(config.model, quiet)
     with opened(config) as session:
         yield session
+
+
+def preflight_model(options: EngineOptions, voice: str | None, language: str | None) -> None:
+    """The model's name, --voice and --lang checked from config files alone, before torch loads
+    (`voxcli.cli_preflight`). Only for the model the real loader will load: a test's engine factory
+    serves a model of its own, and the simulator has no checkpoint."""
+    from voxcli import session as sessions
+
+    if options.executor == "sim" or sessions.engine_factory is not sessions.default_engine_factory:
+        return
+    from voxcli.cli_preflight import preflight
+
+    preflight(engine_config(options, resolve_devices=False).model, voice, language)
 
 
 def request_template(voice: str | None, lang: str | None, instructions: str | None, seed: int | None,
@@ -93,18 +110,46 @@ def request_template(voice: str | None, lang: str | None, instructions: str | No
                            max_frames=max_frames, cfg_scale=cfg_scale)
 
 
-def check_output_file(output: str | None) -> None:
-    """Fail before the model loads (not after the synthesis) when -o cannot become a file."""
+def check_output_file(output: str | None, mkdir: bool = False) -> None:
+    """Fail before the model loads (not after the synthesis) when -o cannot become a file: a folder, a
+    missing folder (a typo is never created silently: --mkdir creates it), or one this process cannot
+    write to, named with the system's reason ("Read-only file system", "Permission denied")."""
     if output is None or output == "-":
         return
     path = Path(output)
     if path.is_dir():
         raise VoxError(f"-o {output} is a directory; give a file name such as {path / 'speech.wav'}.", 2)
     parent = path.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
+    if not parent.exists():
+        if not mkdir:
+            existing = parent
+            while not existing.exists() and existing != existing.parent:
+                existing = existing.parent
+            if existing.exists() and not existing.is_dir():
+                raise VoxError(f"-o {output}: {existing} is not a directory; choose another output path.", 2)
+            raise VoxError(f"-o {output}: the folder {parent} does not exist; create it, or add --mkdir.", 2)
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise VoxError(f"-o {output}: a file in the way of {parent} is not a directory; choose another "
+                           "output path.", 2) from None
+        except OSError as e:
+            raise VoxError(f"-o {output}: cannot create the folder {parent}: {e.strerror or e}.", 2) from None
+    elif not parent.is_dir():
         raise VoxError(f"-o {output}: {parent} is not a directory; choose another output path.", 2)
+    check_writable(parent, f"-o {output}")
+
+
+def check_writable(folder: Path, what: str) -> None:
+    """Prove `folder` takes a new file (what the output's .part will be), or say why not."""
+    import tempfile
+
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".vox-write-test-"):
+            pass
+    except OSError as e:
+        raise VoxError(f"{what}: cannot write in {folder}: {e.strerror or e}; choose a writable location.",
+                       2) from None
 
 
 def plan_line(engine: Any) -> str:

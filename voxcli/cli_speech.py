@@ -25,6 +25,7 @@ from voxcli.cli_options import (
     InstrOpt,
     LangOpt,
     MaxFramesOpt,
+    MkdirOpt,
     ModelOpt,
     PolicyOpt,
     QuietOpt,
@@ -43,6 +44,7 @@ from voxcli.cli_options import (
     isatty,
     open_cli_session,
     plan_line,
+    preflight_model,
     request_template,
     sigterm_as_interrupt,
 )
@@ -61,11 +63,14 @@ def _sentence_request(template: Any, frame_cap: Any) -> Any:
     return make
 
 
-SAY_HELP = ("Speak text: to the speakers, a file, or stdout.\n\n[bold]Examples[/bold]\n\n"
-            "  vox say -m demo \"Hello there.\" -o hello.wav\n\n"
-            "  vox say \"Hello there.\" --voice Ryan --play\n\n"
-            "  echo \"Hello. How are you?\" | vox say -m demo - -o - > hello.wav\n\n"
-            "  vox say -m demo \"Raw audio.\" --raw -o - | aplay -r 24000 -f S16_LE -c 1")
+SAY_HELP = "Speak text: to the speakers, a file, or stdout."
+SAY_EXAMPLES = (
+    'vox say -m demo "Hello there." -o hello.wav',
+    "# the default model (vox models pull Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice), through the speakers",
+    'vox say "Hello there." --voice Ryan --play',
+    'echo "Hello. How are you?" | vox say -m demo - -o - > hello.wav',
+    'vox say -m demo "Raw audio." --raw -o - | aplay -r 24000 -f S16_LE -c 1',
+)
 
 
 def say(
@@ -88,7 +93,7 @@ def say(
     top_p: TopPOpt = None, repetition_penalty: RepOpt = None, max_frames: MaxFramesOpt = None,
     cfg_scale: CfgOpt = None, recipe: RecipeOpt = None, set_: SetOpt = None, policy: PolicyOpt = None,
     executor: ExecOpt = None, device: DeviceOpt = None, quiet: QuietOpt = False, verbose: VerboseOpt = False,
-    dtype: DtypeOpt = None,
+    dtype: DtypeOpt = None, mkdir: MkdirOpt = False,
     show_text: Annotated[bool, typer.Option("--show-text", help="Print what a unified text+audio model "
                                             "writes before it speaks (its text phase) to stderr.")] = False,
 ) -> None:
@@ -119,7 +124,7 @@ def say(
         if output == "-" and audio_format not in STREAMABLE:
             raise VoxError(f"--format {audio_format} cannot be streamed to standard output; use wav or --raw "
                            "there, or give a file name with -o.", 2)
-        check_output_file(output)
+        check_output_file(output, mkdir)
         template = request_template(voice, lang, instructions, seed, greedy, temperature, top_k, top_p,
                                     repetition_penalty, max_frames, cfg_scale)
         template.ref_audio, template.ref_sample_rate = read_ref_audio(ref_audio, "--ref-audio")
@@ -129,7 +134,7 @@ def say(
 
             check_playback()  # before minutes of model loading, not after
         options = engine_options(model, recipe, set_, policy, executor, device, dtype)
-        with open_cli_session(options, quiet) as session, sigterm_as_interrupt():
+        with open_cli_session(options, quiet, voice, lang) as session, sigterm_as_interrupt():
             if show_text:
                 _show_text(session)
             requests: Any = segment_requests(words, template, frame_cap=session.frame_cap,
@@ -206,10 +211,12 @@ BATCH_HELP = ("Synthesize many lines into one file each, resumably.\n\n"
               "({\"id\", \"text\", \"voice\", \"language\", \"instructions\", \"seed\", \"options\"}), "
               "or '-' for stdin. "
               "Outputs <id>.<format> and manifest.jsonl in DIR; rerunning the same command skips "
-              "finished items and retries failed ones.\n\n[bold]Examples[/bold]\n\n"
-              "  vox batch lines.txt -o out/\n\n"
-              "  vox batch -m demo prompts.jsonl -o out/ --format flac --concurrency 16\n\n"
-              "  cat lines.txt | vox batch - -o out/")
+              "finished items and retries failed ones.")
+BATCH_EXAMPLES = (
+    "vox batch -m demo lines.txt -o out/",
+    "vox batch -m demo prompts.jsonl -o out/ --format flac --concurrency 16",
+    "cat lines.txt | vox batch -m demo - -o out/",
+)
 
 
 def batch(
@@ -223,7 +230,7 @@ def batch(
     top_p: TopPOpt = None, repetition_penalty: RepOpt = None, max_frames: MaxFramesOpt = None,
     cfg_scale: CfgOpt = None, recipe: RecipeOpt = None, set_: SetOpt = None, policy: PolicyOpt = None,
     executor: ExecOpt = None, device: DeviceOpt = None, quiet: QuietOpt = False, verbose: VerboseOpt = False,
-    dtype: DtypeOpt = None,
+    dtype: DtypeOpt = None, mkdir: MkdirOpt = False,
     replicas: Annotated[int, typer.Option(help="Spread the items over this many engine replicas on Ray "
                                           "Serve (the ray extra; 1 = this process).")] = 1,
     placement: Annotated[str | None, typer.Option(
@@ -245,7 +252,7 @@ def batch(
         template = request_template(voice, lang, instructions, seed, greedy, temperature, top_k, top_p,
                                     repetition_penalty, max_frames, cfg_scale)
         items = read_batch_inputs(inputs)
-        prepare_out_dir(out_dir)  # fail before loading a model
+        prepare_out_dir(out_dir, mkdir)  # fail before loading a model
         hook = os.environ.get("VOX_TEST_INTERRUPT_AFTER")  # tests: simulate Ctrl-C after N items
         opts = BatchOptions(out_dir=out_dir, fmt=audio_format, concurrency=concurrency, force=force,
                             progress=not quiet, interrupt_after=int(hook) if hook else None)
@@ -269,8 +276,10 @@ def batch(
                 say_line(f"0 written, 0 failed, {len(items)} already done → {out_dir}")
             return
         options = engine_options(model, recipe, set_, policy, executor, device, dtype)
-        if chosen is not None:
+        if chosen is not None or replicas > 1:
             engine_config(options)  # every flag mistake before Ray starts
+            preflight_model(options, voice, lang)
+        if chosen is not None:
             from voxcli.cluster.ray_app import ReplicaSpec
             from voxcli.cluster.ray_front import batch_placement_session
 
@@ -283,7 +292,7 @@ def batch(
             opened = batch_session(replicas, model, executor, recipe, list(options.sets), policy, device,
                                    quiet)
         else:
-            opened = open_cli_session(options, quiet)
+            opened = open_cli_session(options, quiet, voice, lang)
         result: Any = None
         # the engine's close after an interrupt is bounded: a request stuck in it must not hold the exit
         status = lambda: 130 if result is not None and result.interrupted else 1  # noqa: E731

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import typer
+import typer.core
 
 from voxcli import stopping
 from voxcli.errors import VoxError
@@ -40,6 +41,64 @@ def say_line(message: str) -> None:
     typer.echo(f"vox: {message}", err=True)
 
 
+# --- help examples -----------------------------------------------------------------------------------
+# Examples are printed after rich's help, as plain lines: rich wraps and pads its text to the terminal's
+# width, so a command it printed could break in two at 80 columns, or carry spaces after a `\` that stop
+# the continuation when pasted. Here each example is one whole line (a terminal wraps it softly, and
+# copies it as one line); a line starting with `#` says what the next one does (a shell comment, so a
+# pasted block still runs).
+EXAMPLES_HEADING = "Examples:"
+
+
+def examples_text(examples: tuple[str, ...]) -> str:
+    return "\n".join([EXAMPLES_HEADING, *(f"  {line}" for line in examples)]) + "\n"
+
+
+def _no_flag_placeholders(command: Any, ctx: Any) -> None:
+    """A flag takes no value: typer's help would still show a `<bool>` placeholder beside it."""
+    for param in command.get_params(ctx):
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+
+
+def _print_examples(examples: tuple[str, ...], formatter: Any, before: int) -> None:
+    if not examples:
+        return
+    if len(formatter.getvalue()) > before:  # click's plain formatter (no rich): into its buffer
+        formatter.write("\n" + examples_text(examples))
+    else:  # rich printed the help itself
+        typer.echo(examples_text(examples))
+
+
+class ExamplesCommand(typer.core.TyperCommand):
+    """A command whose help ends with `examples`, printed whole (see examples_text)."""
+
+    examples: tuple[str, ...] = ()
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _no_flag_placeholders(self, ctx)
+        before = len(formatter.getvalue())
+        super().format_help(ctx, formatter)
+        _print_examples(self.examples, formatter, before)
+
+
+class ExamplesGroup(typer.core.TyperGroup):
+    """A command group (`vox`, `vox models`) whose help ends with `examples`."""
+
+    examples: tuple[str, ...] = ()
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _no_flag_placeholders(self, ctx)
+        before = len(formatter.getvalue())
+        super().format_help(ctx, formatter)
+        _print_examples(self.examples, formatter, before)
+
+
+def with_examples(*examples: str, base: type = ExamplesCommand) -> Any:
+    """The `cls=` for a Typer command (or group: base=ExamplesGroup or a subclass) with these examples."""
+    return type(base.__name__, (base,), {"examples": tuple(examples)})
+
+
 def click_exception_type() -> type[Exception]:
     """The ClickException class this typer raises for usage mistakes, found through typer's public
     `BadParameter` (a ClickException subclass): click's own in typer < 0.20, typer's vendored copy in newer
@@ -50,7 +109,13 @@ def click_exception_type() -> type[Exception]:
 # The error classes that read as one sentence: (module, class, a usage mistake -> exit 2 else 1). Looked
 # up only among modules already imported (a class whose module never loaded cannot have been raised),
 # so handling errors imports nothing: `vox --help` and `vox models` stay free of numpy and torch.
+#
+# The rule for exit codes: 2 when the command as typed cannot work (a flag, an argument, a model name, a
+# voice, an output path, the input text, a request field the model refuses), 1 when it was fine but
+# running it failed (model files missing or broken, not downloaded, synthesis, a full disk, no audio
+# device), 130 when interrupted. tests/test_exit_codes.py holds the rule over many cases.
 KNOWN_ERRORS = (("voxcli.text", "TextInputError", True), ("voxcli.config", "ConfigError", True),
+                ("voxcli.audio", "AudioFormatError", True), ("voxcli.models.errors", "InputError", True),
                 ("voxcli.audio", "AudioOutputError", False), ("voxcli.playback", "PlaybackError", False),
                 ("voxcli.models.base", "ModelError", False), ("voxcli.speak", "SpeechFailed", False))
 
@@ -84,7 +149,9 @@ def friendly_errors() -> Iterator[None]:
         usage, failure = known_error_types()
         if isinstance(e, usage + failure):
             say_line(f"error: {e}")
-            raise typer.Exit(2 if isinstance(e, usage) else 1) from None
+            # a sentence the model refused (SpeechFailed around an InputError) is the input's mistake too
+            refused = type(e).__name__ == "SpeechFailed" and any(isinstance(c, usage) for c in _causes(e))
+            raise typer.Exit(2 if isinstance(e, usage) or refused else 1) from None
         say_line(f"internal error: {type(e).__name__}: {e} (run vox --debug … for the traceback, and please "
                  "report it).")
         raise typer.Exit(1) from None
@@ -93,6 +160,16 @@ def friendly_errors() -> Iterator[None]:
             raise
         say_line("interrupted.")
         raise typer.Exit(130) from None
+
+
+def _causes(e: BaseException) -> list[BaseException]:
+    """What `e` was raised from, nearest first (a few levels: the engine wraps a model's error once)."""
+    out: list[BaseException] = []
+    cause = e.__cause__
+    while cause is not None and len(out) < 4:
+        out.append(cause)
+        cause = cause.__cause__
+    return out
 
 
 def announce_demo(model: str | None, quiet: bool) -> None:

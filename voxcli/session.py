@@ -93,9 +93,10 @@ def serving_options(model: str | None, executor: str | None, gpu: str, recipe: s
                          device=device, gpu=gpu, admission=None if executor == "sim" else "deadline")
 
 
-def engine_config(o: EngineOptions) -> EngineConfig:
+def engine_config(o: EngineOptions, resolve_devices: bool = True) -> EngineConfig:
     """The engine settings `o` asks for, checked without loading a model or touching a device: every
-    mistake in the options is a ConfigError (one sentence) before anything slow starts."""
+    mistake in the options is a ConfigError (one sentence) before anything slow starts. `resolve_devices
+    =False` leaves "auto" executor/device/dtype unresolved (resolving asks torch for a GPU: seconds)."""
     from voxcli.config import ConfigError, load_recipe, recipe_for_model, recipe_path, resolve_auto
     from voxcli.models.registry import default_model, families
 
@@ -128,7 +129,7 @@ def engine_config(o: EngineOptions) -> EngineConfig:
     if o.device is None and o.executor in ("cpu", "cuda") and not cfg.device.startswith(o.executor):
         changes["device"] = o.executor  # the model lives where the executor runs (a set may pick cuda:N)
     cfg = cfg.replace(**changes) if changes else cfg
-    return cfg if simulated else resolve_auto(cfg)
+    return cfg if simulated or not resolve_devices else resolve_auto(cfg)
 
 
 def runnable_config(o: EngineOptions) -> EngineConfig:

@@ -381,8 +381,10 @@ def _parse_json_line(line: str, where: str, default_id: str) -> BatchItem:
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as e:
+        # some messages end in "at" themselves ("Unterminated string starting at"): one "at", not two
+        reason = e.msg.removesuffix(" at")
         return BatchItem(default_id, "", where,
-                         error=f"{where} is not valid JSON ({e.msg} at column {e.colno}).")
+                         error=f"{where} is not valid JSON ({reason} at column {e.colno}).")
     if not isinstance(obj, dict):
         return BatchItem(default_id, "", where, error=f"{where} must be a JSON object with a \"text\" field.")
     unknown = sorted(set(obj) - set(JSONL_FIELDS))

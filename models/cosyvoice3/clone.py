@@ -73,10 +73,6 @@ def check_clip(wav: np.ndarray | None, rate: int | None) -> None:
         raise InputError(f"the reference audio is {seconds * 1000:.0f} ms; give at least 25 ms of speech")
 
 
-def has_clone_models(root: Path) -> bool:
-    return (root / SPEECH_TOKENIZER).is_file() and (root / CAMPPLUS).is_file()
-
-
 def check_onnx(root: Path) -> None:
     """The two ONNX models load (onnxruntime installed, files present): before synthesis."""
     session(root / SPEECH_TOKENIZER)

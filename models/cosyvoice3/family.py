@@ -12,6 +12,12 @@ from ..registry import Demo, Family, HubModel, SimModel, SimSpec, Tiny
 from .options import OPTIONS
 
 
+def describe(path: str) -> Any:
+    from .spec import describe as from_files
+
+    return from_files(path)
+
+
 def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
     from .program import CosyVoice3Program
 
@@ -100,5 +106,6 @@ FAMILY = Family(
         models=(SimModel("cosyvoice3-0.5b", COSYVOICE3_0_5B, gpu_profile="{gpu}-cosyvoice3-0.5b"),),
     ),
     claims=lambda root: (root / "cosyvoice3.yaml").is_file(),
+    describe=describe,
     claim_file="cosyvoice3.yaml",
 )

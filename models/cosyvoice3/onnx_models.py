@@ -16,9 +16,7 @@ import numpy as np
 import torch
 
 from ..base import CheckpointError, InputError
-
-SPEECH_TOKENIZER = "speech_tokenizer_v3.onnx"
-CAMPPLUS = "campplus.onnx"
+from .spec import CAMPPLUS, SPEECH_TOKENIZER  # noqa: E402,F401 - named once, without torch (describe)
 
 
 def _onnxruntime() -> Any:
@@ -36,8 +34,10 @@ def _onnxruntime() -> Any:
 def session(path: Path) -> Any:
     if not path.is_file():
         raise InputError(
-            f"{path} is missing; voice cloning from --ref-audio needs the checkpoint's {path.name} "
-            "(use a saved voice instead: vox voices)"
+            f"{path} is missing; voice cloning from --ref-audio needs the checkpoint's {path.name}, which "
+            "the released checkpoint has and the demo never does (offline, build a random-weight checkpoint "
+            "with it: python scripts/make_tiny.py OUT --family cosyvoice3 --clone-models, which needs the "
+            "onnx package; then -m OUT), or use a saved voice instead (vox voices)"
         )
     ort = _onnxruntime()
     opts = ort.SessionOptions()

@@ -24,12 +24,10 @@ import torch
 
 from ..base import (
     CheckpointError,
-    ChunkSchedule,
     CodecItem,
     InputError,
     MemoryNeeds,
     ModelProgram,
-    ModelSpec,
     Prompt,
     Row,
     StepOutput,
@@ -38,7 +36,7 @@ from ..base import (
 )
 from ..qwen3_tts.layers import PagedBatch
 from .checkpoint import load_module, read_pt, resolve
-from .clone import ClipCache, check_clip, check_onnx, has_clone_models, instruct_text, zero_shot_text
+from .clone import ClipCache, check_clip, check_onnx, instruct_text, zero_shot_text
 from .codec import CosyCodec, VoiceState
 from .config import QWEN_DIR, YAML, CosyVoice3Config, parse_config
 from .features import MelParams
@@ -49,13 +47,11 @@ from .lm import CosyVoice3LMWeights
 from .noise import construction_noise
 from .options import OPTIONS
 from .sampling import choose
+from .spec import DEFAULT_CHUNKS, cosyvoice_spec  # noqa: F401 - DEFAULT_CHUNKS re-exported
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
 SILENT_TOKENS = frozenset({1, 2, 28, 29, 55, 248, 494, 2241, 2242, 2322, 2323})  # CosyVoice3Model's FSQ set
 MAX_SILENT_RUN = 5
-# Upstream's streaming hops (25 + pad, 50, 100 tokens, each + 3 look-ahead) as engine chunks: a chunk
-# whose tokens do not complete a hop waits in the codec slot for the next one.
-DEFAULT_CHUNKS = ChunkSchedule(first=28, ramp=(50,), steady=100)
 
 
 @dataclass
@@ -114,19 +110,7 @@ class CosyVoice3Program(ModelProgram):
         self.mel_params = MelParams.from_yaml(cfg.raw, str(root / YAML))
         self.clips = ClipCache()
         self.codec_stage = CosyCodec(flow, hift)
-        self.spec = ModelSpec(
-            name=name,
-            sample_rate=cfg.sample_rate,
-            frame_rate=float(cfg.token_frame_rate),
-            samples_per_frame=cfg.sample_rate // cfg.token_frame_rate,
-            codebooks=1,
-            chunk=DEFAULT_CHUNKS,
-            max_context=cfg.lm.qwen.max_position_embeddings,
-            voices=tuple(speakers),
-            languages=("english",),
-            modes=("zero_shot", *(("clone",) if has_clone_models(root) else ()), "instruct"),
-            split_sentences=False,
-        )
+        self.spec = cosyvoice_spec(root, cfg, tuple(speakers), name)
         self.k_pool: torch.Tensor | None = None
         self.v_pool: torch.Tensor | None = None
         self.page_size = 0

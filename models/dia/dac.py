@@ -32,8 +32,8 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from ..base import CheckpointError, CodecItem, InputError, check_codec_batch
-from ..checkpoint import cached_snapshot, offline_note
 from ..device_memory import pool_zeros
+from ..locate import locate_component
 from .dac_config import DacCodecConfig
 from .dac_layers import END_UNKNOWN, DacNet, Stream
 
@@ -298,15 +298,6 @@ def fold_weight_norm(g: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 
 def resolve_codec(dia_root: Path) -> Path:
     """The codec folder for a Dia checkpoint: `dia_root/codec` when present (tests, the demo), else the
-    local hub cache snapshot of descript/dac_44khz. Never downloads."""
-    local = Path(dia_root) / "codec"
-    if local.is_dir():
-        return local
-    snap = cached_snapshot(DAC_HUB_ID)
-    if snap is None:
-        raise CheckpointError(
-            f"the DAC codec {DAC_HUB_ID!r} that Dia decodes with is not in the local Hugging Face cache"
-            f"{offline_note()}; download it with `vox models pull {DAC_HUB_ID}` or put a "
-            f"DacModel.save_pretrained folder at {local}"
-        )
-    return snap
+    local hub cache snapshot of descript/dac_44khz (models/locate.py: the error lists what was tried).
+    Never downloads."""
+    return locate_component(DAC_HUB_ID, Path(dia_root), "the DAC codec that Dia decodes with", folder="codec")

@@ -198,18 +198,24 @@ class DiaProgram(ModelProgram):
         text = request.text
         if request.ref_audio is not None:
             text = clone_text(request.ref_text or "", request.text)
-            if request.ref_sample_rate is not None and request.ref_sample_rate != self.spec.sample_rate:
-                raise InputError(
-                    f"the reference audio is {request.ref_sample_rate} Hz but Dia's DAC codec needs "
-                    f"{self.spec.sample_rate} Hz; resample the clip first"
-                )
+            if request.ref_sample_rate is not None and request.ref_sample_rate <= 0:
+                raise InputError(f"the reference audio's sample rate must be positive, got "
+                                 f"{request.ref_sample_rate}")
         validate(self.cfg, request, text)
         resolve_sampling(self.gen, request)
 
     def reference_codes(self, wav: np.ndarray, sample_rate: int | None) -> np.ndarray:
         if sample_rate is None:
             raise InputError("the reference audio needs its sample rate")
-        codes = self.codec_model.encode(np.asarray(wav, dtype=np.float32), sample_rate)
+        clip = np.asarray(wav, dtype=np.float32)
+        if sample_rate != self.spec.sample_rate and clip.ndim == 1:
+            # a clip at another rate is resampled to the DAC's (as every family does), not refused
+            from ..higgs_audio.resample import resample
+
+            clip = resample(torch.from_numpy(np.ascontiguousarray(clip)), sample_rate,
+                            self.spec.sample_rate).numpy()
+            sample_rate = self.spec.sample_rate
+        codes = self.codec_model.encode(clip, sample_rate)
         codes = np.asarray(codes, dtype=np.int64)
         if codes.ndim != 2 or codes.shape[1] != self.cfg.decoder.num_channels or codes.shape[0] < 1:
             raise InputError("the reference audio is too short to give one codec frame")

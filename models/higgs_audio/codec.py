@@ -18,9 +18,7 @@ flushes the held-back tail against the same zero padding the offline decode uses
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -31,76 +29,11 @@ from safetensors import SafetensorError, safe_open
 from torch import nn
 
 from ..base import CheckpointError
-from ..checkpoint import cached_snapshot, offline_note, read_json
+from ..checkpoint import read_json
 from ..dia.dac import DTYPES, DacCodec, fold_weight_norm, source_keys
 from ..dia.dac_layers import Conv, ConvTranspose, DecoderBlock, Pos, ResidualUnit, Snake1d, Stream
-
-TOKENIZER_HUB_ID = "bosonai/higgs-audio-v2-tokenizer"
-
-
-@dataclass(frozen=True)
-class HiggsCodecConfig:
-    """What decoding needs from the tokenizer's config.json (transformers field names)."""
-
-    sampling_rate: int = 24000
-    upsampling_ratios: tuple[int, ...] = (8, 5, 4, 2, 3)
-    decoder_hidden_size: int = 1024
-    acoustic_hidden: int = 256  # acoustic_model_config.hidden_size (the DAC latent width)
-    hidden_size: int = 1024  # acoustic + semantic hidden: the quantizer's width
-    codebook_dim: int = 64
-    codebook_size: int = 1024
-    n_codebooks: int = 8  # num_quantizers, from target_bandwidths
-
-    @property
-    def hop_length(self) -> int:
-        return math.prod(self.upsampling_ratios)
-
-    @property
-    def frame_rate(self) -> float:
-        return self.sampling_rate / self.hop_length
-
-    @classmethod
-    def read(cls, path: Path) -> HiggsCodecConfig:
-        d = read_json(path)
-        if d.get("model_type") not in (None, "higgs_audio_v2_tokenizer"):
-            raise CheckpointError(
-                f"{path}: model_type is {d.get('model_type')!r}, the Higgs audio tokenizer "
-                "needs 'higgs_audio_v2_tokenizer'"
-            )
-        ac = d.get("acoustic_model_config") or {}
-        sem = d.get("semantic_model_config") or {}
-        try:
-            down = [int(x) for x in ac.get("downsampling_ratios", [8, 5, 4, 2, 3])]
-            up = tuple(int(x) for x in ac.get("upsampling_ratios", down[::-1]))
-            sr = int(d.get("sample_rate", 24000))
-            acoustic = int(ac.get("hidden_size", 256))
-            hidden = acoustic + int(sem.get("hidden_size", 768))
-            bands = [float(b) for b in d.get("target_bandwidths", [0.5, 1, 1.5, 2])]
-            size = int(d.get("codebook_size", 1024))
-            frame_rate = math.ceil(sr / math.prod(down))
-            nq = int(1000 * bands[-1] // (frame_rate * math.ceil(math.log2(size))))
-            cfg = cls(
-                sampling_rate=sr,
-                upsampling_ratios=up,
-                decoder_hidden_size=int(ac.get("decoder_hidden_size", 1024)),
-                acoustic_hidden=acoustic,
-                hidden_size=hidden,
-                codebook_dim=int(d.get("codebook_dim", 64)),
-                codebook_size=size,
-                n_codebooks=nq,
-            )
-        except (TypeError, ValueError) as e:
-            raise CheckpointError(f"{path}: invalid audio tokenizer setting ({e})") from None
-        if math.prod(down) != cfg.hop_length:
-            raise CheckpointError(
-                f"{path}: upsampling_ratios {list(up)} must multiply to the encoder hop {math.prod(down)}"
-            )
-        if cfg.decoder_hidden_size % 2 ** len(up):
-            raise CheckpointError(
-                f"{path}: decoder_hidden_size {cfg.decoder_hidden_size} must divide by "
-                f"2**{len(up)} (it halves at every upsampling block)"
-            )
-        return cfg
+from ..locate import locate_component
+from .codec_config import TOKENIZER_HUB_ID, HiggsCodecConfig  # noqa: F401 - torch-free (describe reads it)
 
 
 class PaddedConvTranspose(ConvTranspose):
@@ -391,20 +324,14 @@ def config_from_shapes(
 
 
 def resolve_tokenizer(root: Path) -> Path:
-    """The audio tokenizer of a Higgs checkpoint: `root/audio_tokenizer` when present (tests, the demo), else
-    the hub-cache snapshot processor_config.json names (bosonai/higgs-audio-v2-tokenizer by default)."""
-    local = Path(root) / "audio_tokenizer"
-    if local.is_dir():
-        return local
-    hub = TOKENIZER_HUB_ID
+    """The audio tokenizer of a Higgs checkpoint: the name processor_config.json gives it
+    (`audio_tokenizer_name_or_path`, bosonai/higgs-audio-v2-tokenizer by default) as an existing folder, then
+    inside the checkpoint, then `root/audio_tokenizer` (tests, the demo), then the hub cache
+    (models/locate.py: the error lists what was tried)."""
+    name = TOKENIZER_HUB_ID
     pc = Path(root) / "processor_config.json"
     if pc.exists():
         at = read_json(pc).get("audio_tokenizer") or {}
-        hub = at.get("audio_tokenizer_name_or_path", hub) if isinstance(at, dict) else hub
-    snap = cached_snapshot(hub)
-    if snap is None:
-        raise CheckpointError(
-            f"the Higgs audio tokenizer {hub!r} is not in the local Hugging Face cache{offline_note()}; "
-            f"download it with `vox models pull {hub}` or put a HiggsAudioV2TokenizerModel folder at {local}"
-        )
-    return snap
+        named = at.get("audio_tokenizer_name_or_path") if isinstance(at, dict) else None
+        name = named if isinstance(named, str) and named else name
+    return locate_component(name, Path(root), "the Higgs audio tokenizer", folder="audio_tokenizer")

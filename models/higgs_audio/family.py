@@ -17,6 +17,12 @@ def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
     return HiggsProgram.load(path, device=device, dtype=dtype)
 
 
+def describe(path: str) -> Any:
+    from .spec import describe as from_config
+
+    return from_config(path)
+
+
 def build_demo(out: Path) -> None:
     from .tiny import build_tiny
 
@@ -67,6 +73,7 @@ FAMILY = Family(
     name="Higgs Audio",
     model_types=("higgs_audio_v2", "higgs_audio", "higgs_multimodal_qwen3"),
     load=load,
+    describe=describe,
     # the transformers layout of v2 and the v3 layout (models/higgs_audio/tiny.py)
     tiny=(Tiny("higgs", _tiny("higgs"), _tiny_sizes("higgs"), options=("max_new_tokens",)),
           Tiny("higgs-v3", _tiny("higgs-v3"), _tiny_sizes("higgs-v3"), options=("max_new_tokens",))),

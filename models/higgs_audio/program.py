@@ -24,12 +24,10 @@ import torch
 
 from ..base import (
     CheckpointError,
-    ChunkSchedule,
     CodecItem,
     InputError,
     MemoryNeeds,
     ModelProgram,
-    ModelSpec,
     Prompt,
     Row,
     StepOutput,
@@ -56,10 +54,8 @@ from .encoder import HiggsEncoder
 from .layers import HiggsWeights
 from .layouts import V3_CODEC_PREFIX, boson_state, parse_boson, parse_v3, v3_state, with_delay_ids
 from .prompt import AUDIO_DELAY, SCENE, TextTokenizer, V3Tokenizer, clone_prompt, prompt_ids, token_id
+from .spec import DEFAULT_CHUNKS, higgs_spec, local_codec_config  # noqa: F401 - DEFAULT_CHUNKS re-exported
 
-# 25 frames/s at 24 kHz. The codec holds back 9.85 frames, so a first chunk of 15 frames is the smallest that
-# yields a useful 206 ms of audio; then larger chunks (fewer, bigger codec batches once playback is buffered).
-DEFAULT_CHUNKS = ChunkSchedule(first=15, ramp=(10, 25), steady=50)
 DTYPES = {
     "float32": torch.float32,
     "bfloat16": torch.bfloat16,
@@ -113,20 +109,7 @@ class HiggsProgram(ModelProgram):
     ) -> None:
         self.root, self.cfg, self.gen, self.weights, self.tok = root, cfg, gen, weights, tok
         self.device, self.dtype = device, dtype
-        sr, hop = rates
-        self.spec = ModelSpec(
-            name=name,
-            sample_rate=sr,
-            frame_rate=sr / hop,
-            samples_per_frame=hop,
-            codebooks=cfg.num_codebooks,
-            chunk=DEFAULT_CHUNKS,
-            max_context=cfg.max_position_embeddings,
-            voices=(),
-            languages=(),
-            modes=("tts",),
-            codec_lookahead_frames=lookahead_frames,
-        )
+        self.spec = higgs_spec(name, cfg, rates, lookahead_frames, clones=not isinstance(tok, V3Tokenizer))
         self.k_pool: torch.Tensor | None = None
         self.v_pool: torch.Tensor | None = None
         self.page_size = 0
@@ -511,21 +494,13 @@ class HiggsProgram(ModelProgram):
 def _codec_lookahead_frames(root: Path, codec: HiggsCodec | None) -> float:
     """Frames of audio the tokenizer's decoder holds back (ModelSpec.codec_lookahead_frames): its right
     context over the upsampling ratios (the same layers as Dia's DAC decoder), from the loaded codec, else
-    audio_tokenizer/config.json, else the released tokenizer's (8, 5, 4, 2, 3: 9458 samples, 9.85 frames)."""
-    if codec is not None:
-        ratios = codec.hnet.cfg.upsampling_ratios
-    else:
-        cfg_path = root / "audio_tokenizer" / "config.json"
-        cfg = HiggsCodecConfig.read(cfg_path) if cfg_path.exists() else HiggsCodecConfig()
-        ratios = cfg.upsampling_ratios
+    the checkpoint's audio tokenizer config (spec.local_codec_config)."""
+    cfg = codec.hnet.cfg if codec is not None else local_codec_config(root)
+    ratios = cfg.upsampling_ratios
     return decoder_lookahead_frames(ratios)
 
 
 def _codec_rates(root: Path) -> tuple[int, int]:
-    """Sample rate and hop of the checkpoint's audio tokenizer when it is at hand; the released tokenizer's
-    24 kHz / 960 otherwise (the codec itself is found, or refused with a clear message, on first use)."""
-    cfg_path = root / "audio_tokenizer" / "config.json"
-    if cfg_path.exists():
-        c = HiggsCodecConfig.read(cfg_path)
-        return c.sampling_rate, c.hop_length
-    return 24000, 960
+    """Sample rate and hop of the checkpoint's audio tokenizer (spec.local_codec_config)."""
+    c = local_codec_config(root)
+    return c.sampling_rate, c.hop_length

@@ -46,7 +46,7 @@ from .sampling import BatchSampling, RowSampling, select, talker_masks
 from .spec import DEFAULT_CHUNKS, SAMPLE_RATE, SAMPLES_PER_FRAME, model_spec  # noqa: F401 (re-exported)
 from .talker import Qwen3TTSWeights
 from .text_tokenizer import TextTokenizer
-from .validate import QwenOptions, Validated, validate_request
+from .validate import QwenOptions, Validated, reference_clip, validate_request
 
 if TYPE_CHECKING:
     from .codec import Qwen3TTSCodec
@@ -192,11 +192,12 @@ class Qwen3TTSProgram(ModelProgram):
         if v.speaker is not None:
             speaker = self.talker.codec(torch.tensor(tc.speaker_ids[v.speaker], device=self.device))
         if self.cfg.model_type == "base":
+            clip = reference_clip(request) if request.ref_audio is not None else None
             if x_vector is None:
-                x_vector = self.x_vector(request.ref_audio)
+                x_vector = self.x_vector(clip)
             speaker = x_vector
             if v.icl:
-                codes = ref_codes if ref_codes is not None else self.reference_codes(request.ref_audio)
+                codes = ref_codes if ref_codes is not None else self.reference_codes(clip)
                 ids_ref = self.tokenizer.encode(ref_text(request.ref_text or ""))
         instruct = self.tokenizer.encode(instruct_text(request.instructions)) if v.instructions else None
         emb = build_prompt(

@@ -130,7 +130,9 @@ def validate_request(
     elif req.ref_audio is not None or req.ref_text is not None:
         raise InputError(
             f"this {kind} model does not clone voices from reference audio; use a Base model "
-            "(e.g. Qwen/Qwen3-TTS-12Hz-0.6B-Base) or drop the reference"
+            "(e.g. Qwen/Qwen3-TTS-12Hz-0.6B-Base, a download; offline, a random-weight one: "
+            "python scripts/make_tiny.py OUT --family qwen3_tts --variant base, then -m OUT) or drop the "
+            "reference"
         )
 
     streaming = options.streaming_text if options.streaming_text is not None else kind == "base"
@@ -140,18 +142,30 @@ def validate_request(
 def _check_reference_audio(req: SynthesisRequest) -> None:
     if req.ref_audio is None:
         raise InputError(
-            "voice cloning needs a reference recording (ref_audio): a mono clip of the voice at "
-            f"{REF_SAMPLE_RATE} Hz"
+            "voice cloning needs a reference recording (ref_audio): a mono clip of the voice"
         )
     wav = np.asarray(req.ref_audio)
     if wav.ndim != 1:
         raise InputError(f"the reference audio must be mono (one channel), got an array of shape {wav.shape}")
     if wav.size == 0:
         raise InputError("the reference audio is empty; give a clip of a few seconds of the voice to clone")
-    if req.ref_sample_rate != REF_SAMPLE_RATE:
-        raise InputError(
-            f"the reference audio is at {req.ref_sample_rate} Hz but this model needs "
-            f"{REF_SAMPLE_RATE} Hz; resample to {REF_SAMPLE_RATE} Hz first"
-        )
+    if req.ref_sample_rate is None or req.ref_sample_rate <= 0:
+        raise InputError("the reference audio needs its sample rate (ref_sample_rate)")
+    # a clip at another rate is resampled to REF_SAMPLE_RATE in prepare (reference_clip), as every
+    # family does
     if not np.isfinite(wav).all():
         raise InputError("the reference audio contains NaN or infinite samples")
+
+
+def reference_clip(req: SynthesisRequest) -> np.ndarray:
+    """The request's reference clip at REF_SAMPLE_RATE (resampled when recorded at another rate, as the
+    other families do), float32 mono."""
+    wav = np.asarray(req.ref_audio, dtype=np.float32).reshape(-1)
+    rate = int(req.ref_sample_rate or REF_SAMPLE_RATE)
+    if rate == REF_SAMPLE_RATE:
+        return wav
+    import torch
+
+    from ..higgs_audio.resample import resample
+
+    return resample(torch.from_numpy(wav), rate, REF_SAMPLE_RATE).numpy()

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base import CheckpointError
-from ..checkpoint import cached_snapshot, looks_like_hub_id, offline_note, read_json
+from ..locate import locate_component, read_json
 from ..qwen3_tts.config import BlockConfig
 
 NUM_SPECIAL = 256
@@ -121,23 +121,11 @@ def train_yaml(root: Path) -> Path:
 
 
 def find_folder(tag: str, where: str, need: str = "config.json", root: Path | None = None) -> Path:
-    """A local folder (a relative one inside the checkpoint folder `root` first), or the hub-cache
-    snapshot of a hub id; never downloads."""
-    p = Path(tag).expanduser()
-    if root is not None and not p.is_absolute() and (root / p).is_dir():
-        p = root / p
-    if p.is_dir():
-        if not (p / need).exists():
-            raise CheckpointError(f"{where}: {p} has no {need}")
-        return p
-    if looks_like_hub_id(tag):
-        snap = cached_snapshot(tag)
-        if snap is not None:
-            return snap
-        raise CheckpointError(f"{where}: model {tag!r} is not in the local Hugging Face cache"
-                              f"{offline_note()}; "
-                              f"download it with `vox models pull {tag}` or point {where} at a local folder")
-    raise CheckpointError(f"{where}: {tag!r} is neither a local folder nor a hub id")
+    """A part the config names: an existing folder, a relative one inside the checkpoint folder `root`,
+    or the hub-cache snapshot of a hub id (models/locate.py: the error lists what was tried); never
+    downloads."""
+    base = root if root is not None else Path.cwd()
+    return locate_component(tag, base, where, need=need)
 
 
 def _get(d: dict[str, Any], key: str, where: str) -> Any:

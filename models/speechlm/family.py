@@ -14,6 +14,12 @@ from ..registry import Demo, Family, HubModel, SimModel, SimSpec, Tiny
 from .options import OPTIONS
 
 
+def describe(path: str) -> Any:
+    from .spec import describe as from_config
+
+    return from_config(path)
+
+
 def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
     from .program import SpeechLMProgram
 
@@ -65,6 +71,7 @@ def calibration() -> Any:
 # `vox serve` takes every OpenAI name as the model's default voice.
 FAMILY = Family(
     options=OPTIONS,
+    describe=describe,
     name="ESPnet SpeechLM (unified text+audio)",
     model_types=(),
     load=load,

@@ -33,11 +33,9 @@ import torch
 
 from ..base import (
     CheckpointError,
-    ChunkSchedule,
     CodecItem,
     InputError,
     ModelProgram,
-    ModelSpec,
     Prompt,
     Row,
     StepOutput,
@@ -49,13 +47,12 @@ from .config import ASSISTANT, BOS, EOS, EOT, SPECIAL_ID, SpeechLMConfig, is_spe
 from .head import CandidateHead
 from .options import MAX_SEGMENTS, OPTIONS
 from .phases import DETECT, Masks, Phase, special
+from .spec import DEFAULT_CHUNKS, speechlm_spec  # noqa: F401 - DEFAULT_CHUNKS re-exported
 from .text import TextIO
 from .weights import load_lm
 
 log = logging.getLogger(__name__)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-# X-Codec at 50 frames/s: a 10-frame first chunk (200 ms), then larger chunks once playback is buffered.
-DEFAULT_CHUNKS = ChunkSchedule(first=10, ramp=(25,), steady=50)
 
 
 @dataclass
@@ -83,11 +80,7 @@ class SpeechLMProgram(ModelProgram):
         self.cfg, self.lm, self.text_io = cfg, lm, text
         self.device, self.dtype = device, dtype
         lay = cfg.layout
-        sr, hop = self._codec_rates()
-        self.spec = ModelSpec(name=name, sample_rate=sr, frame_rate=sr / hop, samples_per_frame=hop,
-                              codebooks=max(1, lay.codec_streams), chunk=DEFAULT_CHUNKS,
-                              max_context=cfg.backbone.block.max_position_embeddings, modes=("tts",),
-                              split_sentences=False)  # one prompt per text, as the task template builds it
+        self.spec = speechlm_spec(cfg, name)
         self.masks = Masks(lay, device)
         self.head = CandidateHead(lay, device)
         b = cfg.backbone.block

@@ -16,18 +16,6 @@ SIM_DEFAULT_MODEL = default_model(simulated=True)
 
 BENCH_HELP = """Open-loop SLO sweep: Poisson arrivals on an absolute schedule, attainment per offered rate
 (TTFA <= 200 ms and no stall >= 10 ms; rejected/failed requests are misses), capacity at 90% / 99%.
-
-[bold]Examples[/bold]
-
-  vox bench --executor sim --gpu h100 --model qwen3-tts-1.7b --policy full,sync2,lanes,sync --rates 2:60:2
-
-  vox bench --executor cpu --model cpu-bench --policy sync,full --rates 0.5:4:0.5 --duration 30
-
-  vox bench --url http://127.0.0.1:8000 --executor sim --gpu h100 --rates 10,20,30 --duration 20
-  (a running `vox serve --executor sim --gpu h100`, beside the same engine in-process)
-
-  vox bench --plan experiments/sweep_policies.toml --plan-set duration=10 --plan-set seeds=1
-  (an experiment plan: candidates x workloads x rates x seeds on the sim, its tables; see experiments/)
 """
 
 PROFILE_HELP = """Per-stage latency per batch and SM count, the backbone/codec SM split, GPU placements.
@@ -35,12 +23,6 @@ PROFILE_HELP = """Per-stage latency per batch and SM count, the backbone/codec S
 On a CUDA machine (no --gpu) the stages of --model are measured; elsewhere --gpu loads a calibrated
 profile. Prints the tables, plots backbone vs codec throughput per split against time sharing, names
 the chosen split and writes an engine recipe with it.
-
-[bold]Examples[/bold]
-
-  vox profile --gpu h100 --model qwen3-tts-1.7b
-
-  vox profile --gpu b200 --model qwen3-tts-1.7b --gpus 4
 """
 
 
@@ -612,6 +594,23 @@ def _simulate_splits(console, prof, gpu: str, model: str, workload: str, utts, p
     return choose_simulated(tried), tried, step
 
 
+BENCH_EXAMPLES = (
+    "vox bench --executor sim --gpu h100 --model qwen3-tts-1.7b --policy full,sync2,lanes,sync "
+    "--rates 2:60:2",
+    "vox bench --executor cpu --model cpu-bench --policy sync,full --rates 0.5:4:0.5 --duration 30",
+    "# a running `vox serve --executor sim --gpu h100`, beside the same engine in-process",
+    "vox bench --url http://127.0.0.1:8000 --executor sim --gpu h100 --rates 10,20,30 --duration 20",
+    "# an experiment plan: candidates x workloads x rates x seeds on the sim, its tables (see experiments/)",
+    "vox bench --plan experiments/sweep_policies.toml --plan-set duration=10 --plan-set seeds=1",
+)
+PROFILE_EXAMPLES = (
+    "vox profile --gpu h100 --model qwen3-tts-1.7b",
+    "vox profile --gpu b200 --model qwen3-tts-1.7b --gpus 4",
+)
+
+
 def register(app: typer.Typer) -> None:
-    app.command("bench", help=BENCH_HELP)(bench)
-    app.command("profile", help=PROFILE_HELP)(profile)
+    from voxcli.console import with_examples
+
+    app.command("bench", help=BENCH_HELP, cls=with_examples(*BENCH_EXAMPLES))(bench)
+    app.command("profile", help=PROFILE_HELP, cls=with_examples(*PROFILE_EXAMPLES))(profile)

@@ -27,7 +27,7 @@ from voxcli.server.guard import (
 )
 from voxcli.server.live import LIVE_PATH, build_live_router
 from voxcli.server.metrics import ServerMetrics
-from voxcli.server.routes import build_router
+from voxcli.server.routes import SPEECH_PATH, build_router
 from voxcli.server.service import SpeechService
 from voxcli.stopping import close_within
 
@@ -62,8 +62,13 @@ def create_app(service: SpeechService, api_key: str | None = None, close_on_shut
     app.add_exception_handler(APIError, on_api_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    def on_refused(status: int, path: str) -> None:  # a body too large (413) or too slow (408)
+        if path == SPEECH_PATH:
+            metrics.requests.labels(outcome="invalid").inc()
+
     app.add_middleware(GuardMiddleware, api_key=api_key, max_body_bytes=service.limits.max_body_bytes,
-                       body_timeout_s=service.limits.body_timeout_s, ws_paths=frozenset({LIVE_PATH}))
+                       body_timeout_s=service.limits.body_timeout_s, ws_paths=frozenset({LIVE_PATH}),
+                       on_refused=on_refused)
     return app
 
 

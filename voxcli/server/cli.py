@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from voxcli.console import announce_demo, friendly_errors, say_line, sigterm_as_interrupt
+from voxcli.console import announce_demo, friendly_errors, say_line, sigterm_as_interrupt, with_examples
 from voxcli.errors import VoxError
 
 SERVE_HELP = """Serve the OpenAI speech API (POST /v1/audio/speech) over the engine.
@@ -18,19 +18,6 @@ Streams audio as it is generated (wav with an open-ended header, pcm, or SSE eve
 the moment its client disconnects, answers 503 + Retry-After when the engine is full. Also: GET
 /v1/audio/voices, /v1/models, /health, /metrics (Prometheus), and the WebSocket /v1/audio/speech/live
 for text that streams in. Bound to 127.0.0.1 unless --host says otherwise.
-
-[bold]Examples[/bold]
-
-  vox serve -m demo
-
-  vox serve -m Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice --port 8000 --api-key "$KEY"
-
-  vox serve --executor sim --gpu h100 -m qwen3-tts-1.7b        (a real-time simulated H100)
-
-  vox serve --executor sim --gpu h100 -m qwen3-tts-1.7b --replicas 2   (Ray Serve)
-
-  curl -sSf localhost:8000/v1/audio/speech -H 'content-type: application/json' \\
-    -d '{"model": "demo", "input": "Hello there.", "voice": "alloy"}' -o hello.wav
 
 OpenAI voice names (alloy, ash, ballad, coral, echo, fable, nova, onyx, sage, shimmer, verse) map to the
 model's voices by a default table (GET /v1/audio/voices shows it); --voice-map alloy=ryan overrides an
@@ -193,6 +180,19 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+SERVE_EXAMPLES = (
+    "vox serve -m demo",
+    'vox serve -m Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice --port 8000 --api-key "$KEY"',
+    "# a real-time simulated H100",
+    "vox serve --executor sim --gpu h100 -m qwen3-tts-1.7b",
+    "# two replicas on Ray Serve (the ray extra)",
+    "vox serve --executor sim --gpu h100 -m qwen3-tts-1.7b --replicas 2",
+    "# from another terminal, while vox serve -m demo runs",
+    "curl -sSf localhost:8000/v1/audio/speech -H 'content-type: application/json' -d '{\"model\": \"demo\", "
+    "\"input\": \"Hello there.\", \"voice\": \"alloy\"}' -o hello.wav",
+)
+
+
 def register(app: typer.Typer) -> None:
-    app.command("serve", help=SERVE_HELP)(serve)
+    app.command("serve", help=SERVE_HELP, cls=with_examples(*SERVE_EXAMPLES))(serve)
 

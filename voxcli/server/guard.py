@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from collections.abc import Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -80,10 +81,14 @@ class GuardMiddleware:
     body from memory, and `receive` after it is the real one (the disconnect watch)."""
 
     def __init__(self, app: ASGIApp, api_key: str | None, max_body_bytes: int,
-                 body_timeout_s: float = 10.0, ws_paths: frozenset[str] = frozenset()) -> None:
+                 body_timeout_s: float = 10.0, ws_paths: frozenset[str] = frozenset(),
+                 on_refused: Callable[[int, str], None] | None = None) -> None:
         self.app, self.api_key, self.max_body = app, api_key, max_body_bytes
         self.body_timeout_s = body_timeout_s
         self.ws_paths = ws_paths
+        # told (status, path) of every body this guard refuses (413, 408): the request metrics count them,
+        # as they count every other refused request
+        self.on_refused = on_refused
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -153,9 +158,10 @@ class GuardMiddleware:
             if not message.get("more_body", False):
                 return b"".join(chunks), False
 
-    @staticmethod
-    async def _refuse(status: int, message: str, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _refuse(self, status: int, message: str, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer before the body is read, and close the connection: the rest of the body is unread."""
+        if self.on_refused is not None:
+            self.on_refused(status, scope.get("path", ""))
         await error_response(status, message, headers={"Connection": "close"})(scope, receive, send)
 
 

@@ -38,6 +38,8 @@ from voxcli.text_phase import Followed, NoTextPhase
 OPENAI_MODEL_ALIASES = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 
 
+SPEECH_PATH = "/v1/audio/speech"
+
 class SpeechBody(BaseModel):
     """POST /v1/audio/speech. OpenAI's fields, then our extensions."""
 
@@ -78,9 +80,22 @@ def template_from(body: Any, service: SpeechService) -> RequestTemplate:
         service.check(template.request("(flags check)"))
     except InputError as e:
         message = str(e)
-        param = next((p for p in ("voice", "language", "cfg_scale", "option") if p in message), None)
-        raise APIError(400, _sentence(_no_cli_flags(message)), param) from None
+        raise APIError(400, _sentence(_no_cli_flags(message)), param_of(message, type(body))) from None
     return template
+
+
+def param_of(message: str, body_type: Any) -> str | None:
+    """The body field a model's sentence is about (named as the field, `--flag` or a word of it: "the
+    instructions are empty", "max_frames must be..."), the one named first; None when it names none."""
+    fields = [f for f in getattr(body_type, "model_fields", {}) if f not in ("input", "model")]
+    found: list[tuple[int, str]] = []
+    for name in fields:
+        forms = {name, name.replace("_", " "), "--" + name.replace("_", "-"), name.rstrip("s")}
+        for form in forms:
+            m = re.search(rf"(?<![\w-]){re.escape(form)}(?![\w-])", message)
+            if m is not None:
+                found.append((m.start(), name))
+    return min(found)[1] if found else None
 
 
 def check_text_fields(body: Any) -> None:
@@ -147,7 +162,8 @@ def _classify(e: BaseException, service: SpeechService, metrics: ServerMetrics) 
                         headers={"Retry-After": "5"})
     if isinstance(cause, InputError):
         metrics.requests.labels(outcome="invalid").inc()
-        return APIError(400, _sentence(_no_cli_flags(str(cause))), "input")
+        param = param_of(str(cause), SpeechBody) or "input"
+        return APIError(400, _sentence(_no_cli_flags(str(cause))), param)
     metrics.requests.labels(outcome="failed").inc()
     if isinstance(cause, RequestFailed):
         return APIError(500, f"synthesis failed: {message}.", kind="server_error")
@@ -219,7 +235,7 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
     limits = service.limits
     sr = service.spec.sample_rate
 
-    @router.post("/v1/audio/speech")
+    @router.post(SPEECH_PATH)
     async def speech(body: SpeechBody, request: Request) -> Response:
         arrived = time.perf_counter()
         accepted = (service.model_id, *OPENAI_MODEL_ALIASES)

@@ -1,0 +1,109 @@
+"""Every example in every `--help` runs when pasted (issue 32, item 3): rendered at 80 and 200 columns,
+each example is one whole line after the `Examples:` heading (never wrapped or padded by rich: no
+trailing spaces, no `\\` continuation), a shell line `shlex` parses, and every `vox ...` command in it is
+one the CLI accepts (a dry parse of its arguments, nothing run). The curl example of `vox serve` is one
+command whose JSON body parses."""
+
+from __future__ import annotations
+
+import functools
+import json
+import shlex
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from voxcli import cli
+from voxcli.console import EXAMPLES_HEADING
+
+COMMANDS = ([], ["say"], ["batch"], ["voices"], ["models"], ["models", "pull"], ["serve"], ["bench"],
+            ["profile"])
+
+
+def render_help(command: list[str], width: int) -> str:
+    result = CliRunner().invoke(cli.app, [*command, "--help"], env={"COLUMNS": str(width), "TERM": "xterm"})
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def examples(help_text: str) -> list[str]:
+    lines = help_text.splitlines()
+    assert lines.count(EXAMPLES_HEADING) == 1, help_text
+    out = []
+    for line in lines[lines.index(EXAMPLES_HEADING) + 1:]:
+        if not line.strip():
+            break
+        out.append(line)
+    return out
+
+
+def commands_in(line: str) -> list[list[str]]:
+    """The simple commands of a shell line (split at |, ;, &&, redirections dropped with their target)."""
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    lexer.commenters = "#"
+    words = list(lexer)
+    out: list[list[str]] = [[]]
+    skip = False
+    for w in words:
+        if skip:
+            skip = False
+            continue
+        if w in ("|", ";", "&&", "||"):
+            out.append([])
+        elif w in (">", ">>", "<"):
+            skip = True
+        else:
+            out[-1].append(w)
+    return [c for c in out if c]
+
+
+@functools.cache
+def vox_command():
+    return typer.main.get_command(cli.app)
+
+
+def dry_parse(args: list[str]) -> None:
+    """Parse `vox ARGS` as the CLI would (options, their values' types, arguments), running nothing."""
+    command = vox_command()
+    ctx = command.make_context("vox", list(args))
+    while hasattr(command, "resolve_command"):
+        rest = [*getattr(ctx, "_protected_args", []), *ctx.args]
+        if not rest:
+            break
+        name, command, rest = command.resolve_command(ctx, rest)
+        ctx = command.make_context(name, rest, parent=ctx)
+    assert not ctx.args, (args, ctx.args)  # nothing left over
+
+
+@pytest.mark.parametrize("width", [80, 200])
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "vox")
+def test_every_help_example_pastes_and_parses(command, width):
+    lines = examples(render_help(command, width))
+    runnable = [x for x in lines if not x.strip().startswith("#")]
+    assert runnable, command
+    for line in lines:
+        assert line == line.rstrip(), f"trailing spaces: {line!r}"
+        assert line.startswith("  ") and not line.rstrip().endswith("\\"), line
+        for words in commands_in(line.strip()):
+            if words[0] == "vox":
+                dry_parse(words[1:])
+
+
+def test_the_curl_example_is_one_command_with_a_json_body():
+    lines = [x.strip() for x in examples(render_help(["serve"], 80)) if "curl" in x]
+    assert len(lines) == 1
+    words = shlex.split(lines[0])
+    assert words[0] == "curl" and words[words.index("-o") + 1] == "hello.wav"
+    body = json.loads(words[words.index("-d") + 1])
+    assert body["input"] and body["model"] == "demo"
+    assert "localhost:8000/v1/audio/speech" in lines[0]
+
+
+def test_the_dry_parse_catches_what_the_cli_refuses():
+    """The check itself can fail: an unknown flag or a bad number is refused by the dry parse."""
+    with pytest.raises(Exception):  # noqa: B017 - click's own usage error classes
+        dry_parse(["say", "--no-such-flag", "hi"])
+    with pytest.raises(Exception):  # noqa: B017
+        dry_parse(["say", "--seed", "many", "hi"])

@@ -1,0 +1,123 @@
+"""Refusals that need only a model's name or its config files answer at once, without torch (issue 32,
+items 7-8): a typo'd model name with "did you mean", an unknown --voice / --lang with "did you mean"
+from the checkpoint's own list, and `vox voices` for every demo family (its modes right: demo-higgs
+clones). Each runs `vox` in a fresh interpreter and records what it imported; wall times are for the
+benchmarks (benchmarks/measure_startup.py), not asserted here."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROBE = """
+import atexit, json, os, sys
+def dump():
+    with open(os.environ["VOX_PROBE_OUT"], "w") as f:
+        json.dump(sorted({m.split(".")[0] for m in sys.modules}), f)
+atexit.register(dump)
+sys.argv = ["vox", *sys.argv[1:]]
+from voxcli.cli import main
+main()
+"""
+
+
+def run_vox(args: list[str], cwd: Path, cache: Path) -> tuple[int, str, str, set]:
+    out = cwd / f"probe-{len(list(cwd.glob('probe-*')))}.json"
+    env = {**os.environ, "VOX_PROBE_OUT": str(out), "VOX_CACHE": str(cache), "HF_HUB_OFFLINE": "1",
+           "HF_HUB_CACHE": str(cwd / "hub"), "COLUMNS": "100"}
+    p = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, env=env, cwd=cwd,
+                       timeout=120)
+    loaded = set(json.loads(out.read_text())) if out.exists() else set()
+    return p.returncode, p.stdout, p.stderr, loaded
+
+
+@pytest.fixture(scope="module")
+def demos(tmp_path_factory):
+    """The demo checkpoints, built once (as a first `vox say -m demo...` would)."""
+    cache = tmp_path_factory.mktemp("cache")
+    os.environ["VOX_CACHE"] = str(cache)
+    try:
+        from voxcli.models import demo_checkpoint
+
+        for name in ("demo", "demo-higgs", "demo-speechlm"):
+            demo_checkpoint(name)
+    finally:
+        del os.environ["VOX_CACHE"]
+    return cache
+
+
+def _one_line(rc: int, err: str, code: int, *needles: str) -> None:
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert rc == code and len(lines) == 1 and lines[0].startswith("vox: "), err
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+QWEN = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
+
+
+@pytest.mark.parametrize("typo,meant", [("dmeo", "demo"), ("demo-dai", "demo-dia"), (QWEN[:-2] + "e", QWEN)])
+def test_a_typod_model_name_is_refused_without_torch(tmp_path, typo, meant):
+    rc, _, err, loaded = run_vox(["say", "-m", typo, "hi", "-o", "x.wav"], tmp_path, tmp_path / "cache")
+    if "/" in typo:  # a hub id form: not downloaded, and no such model either
+        assert rc == 1 and f"did you mean {meant}?" in err, err
+    else:
+        _one_line(rc, err, 2, typo, f"did you mean {meant}?")
+    assert "torch" not in loaded
+
+
+def test_an_unknown_voice_or_language_is_refused_before_the_model_loads(tmp_path, demos):
+    def say(*args: str) -> tuple[int, str, str, set]:
+        return run_vox(["say", "-m", "demo", *args, "hi", "-o", "x.wav"], tmp_path, demos)
+
+    rc, _, err, loaded = say("--voice", "dylann")
+    _one_line(rc, err, 2, "no voice 'dylann'", "did you mean dylan?")
+    assert "torch" not in loaded
+    higgs = ["say", "-m", "demo-higgs", "--voice", "ryan", "hi", "-o", "x.wav"]
+    rc, _, err, loaded = run_vox(higgs, tmp_path, demos)
+    _one_line(rc, err, 2, "no named voices", "drop --voice")
+    assert "torch" not in loaded
+    rc, _, err, loaded = say("--lang", "englsh")
+    _one_line(rc, err, 2, "language 'englsh'", "did you mean english?")
+    assert "torch" not in loaded
+    (tmp_path / "lines.txt").write_text("Hello there.\n")
+    batch = ["batch", "lines.txt", "-m", "demo", "--voice", "zed", "-o", "out"]
+    rc, _, err, loaded = run_vox(batch, tmp_path, demos)
+    _one_line(rc, err, 2, "no voice 'zed'")
+    assert "torch" not in loaded
+
+
+@pytest.mark.parametrize("demo,modes", [("demo", "custom_voice"), ("demo-higgs", "tts, clone"),
+                                        ("demo-speechlm", "tts")])
+def test_voices_answers_without_torch_for_every_demo_family(tmp_path, demos, demo, modes):
+    rc, out, err, loaded = run_vox(["voices", "-m", demo], tmp_path, demos)
+    assert rc == 0 and not err.strip(), err  # no extra line, with or without the vox: prefix
+    assert "torch" not in loaded and "numpy" not in loaded, demo
+    assert f"modes:     {modes}" in out
+
+
+def test_describe_matches_the_loaded_spec_for_higgs_and_speechlm(demos, monkeypatch):
+    """describe (config files only) and load (weights) never disagree, for the families added here."""
+    monkeypatch.setenv("VOX_CACHE", str(demos))
+    from voxcli.models import describe_config, load_model
+
+    for demo in ("demo-higgs", "demo-speechlm"):
+        spec = describe_config(demo)
+        assert spec is not None and spec == load_model(demo).spec, demo
+
+
+def test_cosyvoice_voices_come_from_spk2info_without_torch(tmp_path, cosyvoice_ckpt):
+    """CosyVoice 3's saved voices live in a torch pickle (spk2info.pt): read for their names alone."""
+    from voxcli.models import describe_config, load_model
+
+    rc, out, err, loaded = run_vox(["voices", "-m", str(cosyvoice_ckpt)], tmp_path, tmp_path / "cache")
+    assert rc == 0 and not err.strip(), err
+    assert "torch" not in loaded and "numpy" not in loaded
+    spec = load_model(str(cosyvoice_ckpt)).spec
+    assert f"voices:    {', '.join(spec.voices)}" in out and len(spec.voices) == 2
+    assert describe_config(str(cosyvoice_ckpt)) == spec
