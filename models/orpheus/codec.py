@@ -1,7 +1,7 @@
 """SNAC in the codec lanes: Orpheus frames [n, 7] -> 24 kHz PCM, streamed per request through a slot table.
 
-SNAC's decoder is non-causal (convolutions on both sides at every rate), so a chunk cannot simply be decoded on
-its own. Two streaming modes, chosen per request (options.py `snac_stream`) and held by the request's slot:
+SNAC's decoder is non-causal (convolutions on both sides at every rate), so a chunk cannot simply be decoded
+on its own. Two streaming modes, chosen per request (options.py `snac_stream`) and held by the request's slot:
 
 * "whole" (the default): exact to the whole-utterance decode (`SNAC.decode` of every frame at once, as the
   Orpheus model card's notebook decodes). A sample depends on `context_samples()` = 5,636 samples (2.75
@@ -125,7 +125,7 @@ class OrpheusCodec:
         return [torch.cat(p).numpy() if p else np.zeros(0, dtype=np.float32) for p in pcm]
 
     def decode(self, items: list[CodecItem]) -> list[np.ndarray]:
-        """One pass over chunks of several requests; float32 PCM per item (module doc: how much each yields)."""
+        """One pass over chunks of several requests; float32 PCM per item (the module doc says how much)."""
         if not items:
             return []
         check_codec_batch(items, len(self.slots))
@@ -141,7 +141,9 @@ class OrpheusCodec:
                 if it.first:
                     st = SlotState(mode=st.mode, seed=st.seed)
                 elif st.frames == 0:
-                    raise ValueError(f"codec slot {it.slot} has no request in progress: its chunk must be first")
+                    raise ValueError(
+                        f"codec slot {it.slot} has no request in progress: its chunk must be first"
+                    )
                 if st.mode == "whole":
                     st = self._plan_whole(i, st, codes, it.last, windows)
                 else:
@@ -160,7 +162,9 @@ class OrpheusCodec:
             self.slots[it.slot] = st
         return pcm
 
-    def _plan_whole(self, i: int, st: SlotState, codes: np.ndarray, last: bool, out: list[_Window]) -> SlotState:
+    def _plan_whole(
+        self, i: int, st: SlotState, codes: np.ndarray, last: bool, out: list[_Window]
+    ) -> SlotState:
         spf, hold = self.samples_per_frame, self.hold
         a = st.frames
         end = a + codes.shape[0]
@@ -193,13 +197,15 @@ class OrpheusCodec:
             w = have[lo - base : lo - base + CANOPY_WINDOW]
             out.append(_Window(i, w, st.noise.draw(lens), CANOPY_KEEP * spf, (CANOPY_KEEP + 1) * spf))
             nxt += 1
-        hist = have[-(CANOPY_WINDOW - 1):]
+        hist = have[-(CANOPY_WINDOW - 1) :]
         return replace(st, history=hist, frames=end, played=nxt)
 
     def _check(self, codes: np.ndarray, slot: int) -> np.ndarray:
         c = np.asarray(codes)
         if c.ndim != 2 or c.shape[1] != FRAME_TOKENS or c.shape[0] < 1:
-            raise ValueError(f"chunk of slot {slot} must be [n >= 1, {FRAME_TOKENS}] codes, got shape {c.shape}")
+            raise ValueError(
+                f"chunk of slot {slot} must be [n >= 1, {FRAME_TOKENS}] codes, got shape {c.shape}"
+            )
         if not np.issubdtype(c.dtype, np.integer) or int(c.min()) < 0 or int(c.max()) >= CODES:
             raise ValueError(f"chunk of slot {slot}: SNAC codes must be whole numbers in [0, {CODES})")
         return c.astype(np.int64, copy=False)

@@ -45,15 +45,18 @@ def _get(d: dict[str, Any], key: str, kind: type, where: str) -> Any:
     v = d[key]
     if kind is int and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
         raise CheckpointError(f"{where}: field {key!r} must be a positive whole number, got {v!r}")
-    if kind is float and (isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v)
-                          or v <= 0):
+    if kind is float and (
+        isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0
+    ):
         raise CheckpointError(f"{where}: field {key!r} must be a positive number, got {v!r}")
     return v
 
 
 def parse_config(d: dict[str, Any], where: str) -> OrpheusConfig:
     if d.get("model_type") != "llama":
-        raise CheckpointError(f"{where}: model_type {d.get('model_type')!r} is not an Orpheus (llama) checkpoint")
+        raise CheckpointError(
+            f"{where}: model_type {d.get('model_type')!r} is not an Orpheus (llama) checkpoint"
+        )
     if d.get("hidden_act", "silu") != "silu" or d.get("mlp_bias", False):
         raise CheckpointError(f"{where}: only a silu MLP without bias is supported (Llama-3.2's)")
     heads = _get(d, "num_attention_heads", int, where)
@@ -61,20 +64,32 @@ def parse_config(d: dict[str, Any], where: str) -> OrpheusConfig:
     head_dim = d.get("head_dim") or hidden // heads
     kv = d.get("num_key_value_heads", heads)
     if heads % kv:
-        raise CheckpointError(f"{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv}")
+        raise CheckpointError(
+            f"{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv}"
+        )
     vocab = _get(d, "vocab_size", int, where)
     if vocab < VOCAB_MIN:
-        raise CheckpointError(f"{where}: vocab_size {vocab} cannot hold Orpheus's audio tokens (ids up to "
-                              f"{VOCAB_MIN - 1}); is this an Orpheus checkpoint?")
+        raise CheckpointError(
+            f"{where}: vocab_size {vocab} cannot hold Orpheus's audio tokens (ids up to "
+            f"{VOCAB_MIN - 1}); is this an Orpheus checkpoint?"
+        )
     rs = d.get("rope_scaling") or d.get("rope_parameters") or {}
     theta = float(d.get("rope_theta", rs.get("rope_theta", 500000.0)))
     kind = rs.get("rope_type", rs.get("type", "default")) or "default"
     if kind not in ("default", "llama3"):
         raise CheckpointError(f"{where}: rope type {kind!r} is not supported (default or llama3)")
-    rope = Rope(rope_type=kind, theta=theta) if kind == "default" else Rope(
-        rope_type="llama3", theta=theta, factor=float(rs["factor"]),
-        low_freq_factor=float(rs["low_freq_factor"]), high_freq_factor=float(rs["high_freq_factor"]),
-        original_max_position_embeddings=int(rs["original_max_position_embeddings"]))
+    rope = (
+        Rope(rope_type=kind, theta=theta)
+        if kind == "default"
+        else Rope(
+            rope_type="llama3",
+            theta=theta,
+            factor=float(rs["factor"]),
+            low_freq_factor=float(rs["low_freq_factor"]),
+            high_freq_factor=float(rs["high_freq_factor"]),
+            original_max_position_embeddings=int(rs["original_max_position_embeddings"]),
+        )
+    )
     return OrpheusConfig(
         vocab_size=vocab,
         hidden_size=hidden,

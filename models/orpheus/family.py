@@ -86,15 +86,31 @@ FAMILY = Family(
     tiny=(Tiny("orpheus", build_tiny, tiny_sizes),),
     calibration=calibration,
     hub_models=(
-        HubModel("canopylabs/orpheus-3b-0.1-ft", "English TTS, 8 voices, emotive tags (<laugh>, <sigh>...); "
-                 "SNAC 24 kHz from hubertsiuzdak/snac_24khz", "orpheus-3b"),
+        HubModel(
+            "canopylabs/orpheus-3b-0.1-ft",
+            "English TTS, 8 voices, emotive tags (<laugh>, <sigh>...); "
+            "SNAC 24 kHz from hubertsiuzdak/snac_24khz",
+            "orpheus-3b",
+        ),
     ),
-    demos=(Demo("demo-orpheus", build_demo, version="1", recipe="demo-orpheus",
-                description="tiny random Orpheus (8 voices, SNAC), offline; its audio is not speech"),),
+    demos=(
+        Demo(
+            "demo-orpheus",
+            build_demo,
+            version="1",
+            recipe="demo-orpheus",
+            description="tiny random Orpheus (8 voices, SNAC), offline; its audio is not speech",
+        ),
+    ),
     # 24 kHz PCM, 2048 samples (85.3 ms) a frame, 7 codes a frame. The sim's step is a frame of 7 LM steps
     # (models/orpheus/sim.py); the "whole" SNAC mode holds back 3 frames (models/orpheus/codec.py).
-    sim=SimSpec(sample_rate=24000, frame_rate=24000 / 2048, samples_per_frame=2048, codebooks=7,
-                chunk=ChunkSchedule(first=4, ramp=(1, 2, 4, 8), steady=16),
-                models=(SimModel("orpheus-3b", ORPHEUS_3B, gpu_profile="{gpu}-orpheus-3b"),),
-                codec_lookahead_frames=3.0),
+    sim=SimSpec(
+        sample_rate=24000,
+        frame_rate=24000 / 2048,
+        samples_per_frame=2048,
+        codebooks=7,
+        chunk=ChunkSchedule(first=4, ramp=(1, 2, 4, 8), steady=16),
+        models=(SimModel("orpheus-3b", ORPHEUS_3B, gpu_profile="{gpu}-orpheus-3b"),),
+        codec_lookahead_frames=3.0,
+    ),
 )

@@ -41,7 +41,14 @@ class OrpheusWeights(nn.Module):
             x = layer(x, cos, sin, k_pools[i], v_pools[i], pb, mask, None)
         return self.model.norm(x)
 
+    def head_weight(self) -> torch.Tensor:
+        return self.model.embed_tokens.weight if self.cfg.tie_word_embeddings else self.lm_head.weight
+
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """[..., H] -> [..., vocab] in fp32."""
-        w = self.model.embed_tokens.weight if self.cfg.tie_word_embeddings else self.lm_head.weight
-        return F.linear(hidden, w).float()
+        return F.linear(hidden, self.head_weight()).float()
+
+    def logits_of(self, hidden: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
+        """hidden [H] -> the logits of tokens [lo, hi) only, fp32 (a step may pick only its band: 4096 rows of
+        the 156,940-row head instead of all)."""
+        return F.linear(hidden, self.head_weight()[lo:hi]).float()

@@ -7,8 +7,15 @@ from __future__ import annotations
 
 from ..options import OptionSchema, OptionSpec
 
-OPTIONS = OptionSchema((
-    OptionSpec("snac_stream", "choice", "How SNAC decodes the stream: whole (exact to the whole-utterance "
-               "decode, 3 frames held back) or canopy (the Orpheus-TTS server's 4-frame windows).",
-               "whole", choices=("whole", "canopy")),
-))
+OPTIONS = OptionSchema(
+    (
+        OptionSpec(
+            "snac_stream",
+            "choice",
+            "How SNAC decodes the stream: whole (exact to the whole-utterance "
+            "decode, 3 frames held back) or canopy (the Orpheus-TTS server's 4-frame windows).",
+            "whole",
+            choices=("whole", "canopy"),
+        ),
+    )
+)

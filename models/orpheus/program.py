@@ -7,15 +7,16 @@ lanes (codec.py). What the engine sees:
   returns the frame (its seven codes), the six before it return none. `Prompt.steps_per_frame` = 7 tells the
   admission gate that a first chunk of n frames costs 7n steps; the engine cuts chunks from whole frames, so
   a chunk boundary never splits a frame. KV: prompt + 7 positions a frame (`kv_tokens`).
-* Sampling. Every step may only pick a code of its frame position's band, and the stop token 128258 only at a
-  frame's start (so a stream is always whole frames of valid codes; a trained model puts nearly all its mass
-  there anyway). Then the repetition penalty (over prompt and output ids, transformers' rule), temperature,
-  top-k, top-p and a draw from the request's own generator; `--greedy` is the argmax (the parity test checks it
-  equals `LlamaForCausalLM.generate(do_sample=False)` token for token). Defaults: generation_config.json, else
+* Sampling. Every step may only pick a code of its frame position's band, and the stop token 128258 only at
+  a frame's start (so a stream is always whole frames of valid codes; a trained model puts nearly all its
+  mass there anyway), so only those 4,097 rows of the 156,940-row head are computed. Then the repetition
+  penalty (over prompt and output ids, transformers' rule), temperature, top-k, top-p and a draw from the
+  request's own generator; `--greedy` is the argmax (the parity test checks it equals
+  `LlamaForCausalLM.generate(do_sample=False)` token for token). Defaults: generation_config.json, else
   canopyai/Orpheus-TTS's (temperature 0.6, top-p 0.8, repetition penalty 1.3, 1200 tokens = 171 frames);
   greedy applies a repetition penalty only when the request sets one.
-* Re-runnable stages (models/base.py): a step peeks the rows' uniforms and commits every row's state only after
-  the whole batch sampled; KV writes go to the rows' own pages at positions >= kv_len.
+* Re-runnable stages (models/base.py): a step peeks the rows' uniforms and commits every row's state only
+  after the whole batch sampled; KV writes go to the rows' own pages at positions >= kv_len.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from .layers import OrpheusWeights
 from .options import OPTIONS
 from .spec import model_spec
 from .tokens import (
+    CODES,
     DEFAULT_VOICE,
     END_OF_SPEECH,
     FRAME_TOKENS,
@@ -113,15 +115,25 @@ def resolve_codec(root: Path) -> Path:
         raise CheckpointError(
             f"the SNAC codec {SNAC_HUB_ID!r} that Orpheus decodes with is not in the local Hugging Face cache"
             f"{offline_note()}; download it with `vox models pull {SNAC_HUB_ID}` or put its folder "
-            f"(config.json + pytorch_model.bin) at {local}")
+            f"(config.json + pytorch_model.bin) at {local}"
+        )
     return snap
 
 
 class OrpheusProgram(ModelProgram):
     option_schema = OPTIONS
 
-    def __init__(self, root: Path, cfg: OrpheusConfig, gen: GenerationDefaults, weights: OrpheusWeights,
-                 tokenizer, device: torch.device, dtype: torch.dtype, name: str) -> None:
+    def __init__(
+        self,
+        root: Path,
+        cfg: OrpheusConfig,
+        gen: GenerationDefaults,
+        weights: OrpheusWeights,
+        tokenizer,
+        device: torch.device,
+        dtype: torch.dtype,
+        name: str,
+    ) -> None:
         self.root, self.cfg, self.gen, self.weights, self.tok = root, cfg, gen, weights, tokenizer
         self.device, self.dtype = device, dtype
         local = root / "codec" / "config.json"
@@ -158,14 +170,20 @@ class OrpheusProgram(ModelProgram):
     @property
     def codec_model(self) -> OrpheusCodec:
         if self._codec is None:
-            self._codec = OrpheusCodec.load(resolve_codec(self.root), device=str(self.device), dtype=self.dtype)
+            self._codec = OrpheusCodec.load(
+                resolve_codec(self.root), device=str(self.device), dtype=self.dtype
+            )
         return self._codec
 
     # --- host: prompts ---------------------------------------------------------------------------
     def resolve_sampling(self, req: SynthesisRequest) -> RowSampling:
         s, g = req.sampling, self.gen
         greedy = s.greedy or not g.do_sample
-        rp = s.repetition_penalty if s.repetition_penalty is not None else (1.0 if greedy else g.repetition_penalty)
+        rp = (
+            s.repetition_penalty
+            if s.repetition_penalty is not None
+            else (1.0 if greedy else g.repetition_penalty)
+        )
         return RowSampling(
             greedy=greedy,
             temperature=s.temperature if s.temperature is not None else g.temperature,
@@ -178,14 +196,20 @@ class OrpheusProgram(ModelProgram):
         check_numbers(request)
         check_voice_and_language(self.spec, request)
         if request.cfg_scale is not None and request.cfg_scale != 1:
-            raise InputError(f"model {self.spec.name} has no classifier-free guidance: leave cfg_scale unset "
-                             f"or 1, got {request.cfg_scale}")
+            raise InputError(
+                f"model {self.spec.name} has no classifier-free guidance: leave cfg_scale unset "
+                f"or 1, got {request.cfg_scale}"
+            )
         if request.ref_audio is not None or request.ref_text is not None:
-            raise InputError(f"model {self.spec.name} does not clone voices; choose one of its voices "
-                             f"({', '.join(self.spec.voices)}) instead of a reference clip")
+            raise InputError(
+                f"model {self.spec.name} does not clone voices; choose one of its voices "
+                f"({', '.join(self.spec.voices)}) instead of a reference clip"
+            )
         if request.instructions:
-            raise InputError(f"model {self.spec.name} takes no instructions; put emotive tags such as <laugh> "
-                             "in the text instead")
+            raise InputError(
+                f"model {self.spec.name} takes no instructions; put emotive tags such as <laugh> "
+                "in the text instead"
+            )
         if not request.text or not request.text.strip():
             raise InputError("the text is empty; give something to say")
         self.options_of(request)
@@ -203,12 +227,23 @@ class OrpheusProgram(ModelProgram):
         max_frames = request.max_frames if request.max_frames is not None else default
         frames = request.fixed_frames if request.fixed_frames is not None else max_frames
         if len(ids) + FRAME_TOKENS * frames + 1 > self.cfg.max_position_embeddings:
-            raise InputError(f"the prompt ({len(ids)} tokens) and {frames} frames of 7 tokens exceed the model's "
-                             f"{self.cfg.max_position_embeddings} positions; shorten the text or lower max_frames")
-        data = PreparedOrpheus(ids=ids, sampling=self.resolve_sampling(request), seed=request.seed,
-                               snac_stream=str(opts["snac_stream"] or DEFAULT_MODE))
-        return Prompt(length=len(ids), data=data, max_frames=max_frames, fixed_frames=request.fixed_frames,
-                      steps_per_frame=FRAME_TOKENS)
+            raise InputError(
+                f"the prompt ({len(ids)} tokens) and {frames} frames of 7 tokens exceed the model's "
+                f"{self.cfg.max_position_embeddings} positions; shorten the text or lower max_frames"
+            )
+        data = PreparedOrpheus(
+            ids=ids,
+            sampling=self.resolve_sampling(request),
+            seed=request.seed,
+            snac_stream=str(opts["snac_stream"] or DEFAULT_MODE),
+        )
+        return Prompt(
+            length=len(ids),
+            data=data,
+            max_frames=max_frames,
+            fixed_frames=request.fixed_frames,
+            steps_per_frame=FRAME_TOKENS,
+        )
 
     def kv_tokens(self, prompt: Prompt) -> int:
         frames = prompt.max_frames if prompt.fixed_frames is None else prompt.fixed_frames
@@ -230,7 +265,9 @@ class OrpheusProgram(ModelProgram):
         return MemoryNeeds(
             kv_bytes_per_position=kv,
             codec_slot_bytes=0,  # a slot's history is six frames of codes on the host
-            gather_bytes_per_position=kv // c.num_hidden_layers * (c.num_attention_heads // c.num_key_value_heads),
+            gather_bytes_per_position=kv
+            // c.num_hidden_layers
+            * (c.num_attention_heads // c.num_key_value_heads),
             prefill_bytes_per_token=(4 * c.hidden_size + 2 * c.intermediate_size) * el,
             prefill_bytes_per_token_pair=c.num_attention_heads * 4,
             decode_bytes_per_row=(4 * c.hidden_size + 2 * c.intermediate_size) * el + 3 * 4 * c.vocab_size,
@@ -249,7 +286,9 @@ class OrpheusProgram(ModelProgram):
 
     def bind_codec_slot(self, slot: int, binding: dict[str, object] | None) -> None:
         if binding is None:
-            raise ValueError(f"codec slot {slot}: an Orpheus request always binds its SNAC mode and noise seed")
+            raise ValueError(
+                f"codec slot {slot}: an Orpheus request always binds its SNAC mode and noise seed"
+            )
         self.codec_model.bind(slot, str(binding["mode"]), int(binding["seed"]))  # type: ignore[call-overload]
 
     # --- stages ----------------------------------------------------------------------------------
@@ -258,44 +297,54 @@ class OrpheusProgram(ModelProgram):
             raise RuntimeError("the KV pool is not allocated: call init_kv(num_pages, page_size) first")
         return PagedBatch.for_rows(rows, starts, counts, self.page_size, self.device)
 
-    def _scores(self, logits: torch.Tensor, states: list[OrpheusState]) -> torch.Tensor:
-        """Only the frame position's band (+ the stop token at a frame's start, unless a bench row), then the
-        repetition penalty."""
-        scores = torch.full_like(logits, NEG_INF)
+    def _candidates(self, hidden: torch.Tensor, states: list[OrpheusState]) -> torch.Tensor:
+        """Per row the scores of the tokens it may pick, [R, CODES + 1]: its frame position's band (column c =
+        code c) and, in the last column, the stop token (a frame's start only, never for a bench row; else
+        -inf); then the repetition penalty. Only those rows of the head are computed."""
+        R = len(states)
+        out = torch.full((R, CODES + 1), NEG_INF, device=hidden.device)
         for b, st in enumerate(states):
             lo, hi = band(len(st.frame))
-            scores[b, lo:hi] = logits[b, lo:hi]
+            out[b, :CODES] = self.weights.logits_of(hidden[b], lo, hi)
             if not st.frame and not st.fixed:
-                scores[b, END_OF_SPEECH] = logits[b, END_OF_SPEECH]
+                out[b, CODES] = self.weights.logits_of(hidden[b], END_OF_SPEECH, END_OF_SPEECH + 1)[0]
             p = st.sampling.repetition_penalty
             if p != 1.0 and st.seen is not None:
-                idx = st.seen.nonzero()[:, 0]
-                s = scores[b, idx]
-                scores[b, idx] = torch.where(s < 0, s * p, s / p)
-        return scores
+                seen = st.seen[lo:hi]
+                s = out[b, :CODES]
+                out[b, :CODES] = torch.where(seen, torch.where(s < 0, s * p, s / p), s)
+                if st.seen[END_OF_SPEECH]:
+                    e = out[b, CODES]
+                    out[b, CODES] = e * p if e < 0 else e / p
+        return out
 
-    def _step(self, rows: list[Row], logits: torch.Tensor, kv_len: list[int]) -> list[StepOutput]:
+    def _step(self, rows: list[Row], hidden: torch.Tensor, kv_len: list[int]) -> list[StepOutput]:
         states: list[OrpheusState] = [r.state for r in rows]
-        scores = self._scores(logits, states)
+        scores = self._candidates(hidden, states)
         greedy = torch.tensor([st.sampling.greedy for st in states], device=scores.device)
         if bool(greedy.all()):
-            tokens = scores.argmax(-1).tolist()
+            picks = scores.argmax(-1).tolist()
         else:
             dev = scores.device
-            temp = torch.tensor([1.0 if s.sampling.greedy else s.sampling.temperature for s in states], device=dev)
+            temp = torch.tensor(
+                [1.0 if s.sampling.greedy else s.sampling.temperature for s in states], device=dev
+            )
             sc = (scores / temp[:, None])[:, None]  # [R, 1, V]: the shared filters' codebook axis
-            sc = top_k_filter(sc, torch.tensor([0 if s.sampling.greedy else s.sampling.top_k for s in states],
-                                               device=dev))
-            sc = top_p_filter(sc, torch.tensor([1.0 if s.sampling.greedy else s.sampling.top_p for s in states],
-                                               device=dev))
+            sc = top_k_filter(
+                sc, torch.tensor([0 if s.sampling.greedy else s.sampling.top_k for s in states], device=dev)
+            )
+            sc = top_p_filter(
+                sc, torch.tensor([1.0 if s.sampling.greedy else s.sampling.top_p for s in states], device=dev)
+            )
             u = torch.tensor([[_peek_uniform(s)] for s in states], dtype=torch.float64, device=dev)
-            tokens = draw(sc, greedy, u)[:, 0].tolist()
+            picks = draw(sc, greedy, u)[:, 0].tolist()
         out = []
-        # commit: nothing below raises for tokens of the allowed set
-        for r, st, tok, n in zip(rows, states, tokens, kv_len, strict=True):
+        # commit: nothing below raises (a pick is a code of the row's band or the stop token)
+        for r, st, pick, n in zip(rows, states, picks, kv_len, strict=True):
             if not st.sampling.greedy:
                 st.uidx += 1
             r.kv_len = n
+            tok = END_OF_SPEECH if pick == CODES else band(len(st.frame))[0] + pick
             st.last = tok
             if st.seen is not None:
                 st.seen[tok] = True
@@ -325,9 +374,17 @@ class OrpheusProgram(ModelProgram):
             if p.sampling.repetition_penalty != 1.0:
                 seen = torch.zeros(self.cfg.vocab_size, dtype=torch.bool, device=self.device)
                 seen[torch.tensor(p.ids, device=self.device)] = True
-            states.append(OrpheusState(sampling=p.sampling, gen=torch.Generator().manual_seed(seed), last=-1,
-                                       frame=[], seen=seen, fixed=fixed,
-                                       cap=r.prompt.fixed_frames if fixed else r.prompt.max_frames))
+            states.append(
+                OrpheusState(
+                    sampling=p.sampling,
+                    gen=torch.Generator().manual_seed(seed),
+                    last=-1,
+                    frame=[],
+                    seen=seen,
+                    fixed=fixed,
+                    cap=r.prompt.fixed_frames if fixed else r.prompt.max_frames,
+                )
+            )
         lengths = [r.prompt.length for r in rows]
         ids = torch.zeros(len(rows), max(lengths), dtype=torch.long)
         for b, r in enumerate(rows):
@@ -335,10 +392,9 @@ class OrpheusProgram(ModelProgram):
         pb = self._paged(rows, [0] * len(rows), lengths)
         hid = self.weights.forward_paged(ids.to(self.device), pb, self.k_pool, self.v_pool)
         last = hid[torch.arange(len(rows), device=self.device), torch.tensor(lengths, device=self.device) - 1]
-        logits = self.weights.logits(last)
         for r, st in zip(rows, states, strict=True):
             r.state, r.frames_emitted = st, 0
-        out = self._step(rows, logits, lengths)
+        out = self._step(rows, last, lengths)
         for r in rows:
             if r.slot >= 0:
                 self.bind_codec_slot(r.slot, self.codec_binding(r.prompt))
@@ -351,7 +407,7 @@ class OrpheusProgram(ModelProgram):
         ids = torch.tensor([[r.state.last] for r in rows], device=self.device)
         pb = self._paged(rows, [r.kv_len for r in rows], [1] * len(rows))
         hid = self.weights.forward_paged(ids, pb, self.k_pool, self.v_pool)[:, 0]
-        return self._step(rows, self.weights.logits(hid), [r.kv_len + 1 for r in rows])
+        return self._step(rows, hid, [r.kv_len + 1 for r in rows])
 
     def codec(self, items: list[CodecItem]) -> list[np.ndarray]:
         return self.codec_model.decode(items)

@@ -8,10 +8,11 @@ No serving capacity of Orpheus has been published in a form to fit to, so two se
   * "optimistic" (`--gpu h100-optimistic`): the arithmetic as is.
 
 THE SIM'S STEP IS A FRAME. Orpheus emits one token per LM step and a frame every seven (program.py); the sim
-engine emits a frame per step, so a simulated decode step stands for the seven token steps of one frame and
-costs 7 x a token step (floor and rows alike; `SimSpec.codebooks` = 7 codes a frame). Capacity, TTFA (a
-4-frame first chunk = 28 token steps) and the codec's load come out the same; what the sim does not show is the
-finer interleaving of the real engine, which may admit or launch a codec call between the seven steps.
+engine emits a frame per step, so a simulated decode step stands for the seven token steps of one frame
+and costs 7 x a token step (floor and rows alike; `SimSpec.codebooks` = 7 codes a frame). Capacity, TTFA
+(a 4-frame first chunk = 28 token steps) and the codec's load come out the same; what the sim does not show
+is the finer interleaving of the real engine, which may admit or launch a codec call between the seven
+steps.
 
 Dimensions (models/orpheus/family.py): canopylabs/orpheus-3b-0.1-ft = Llama-3.2-3B (hidden 3072, 28 layers,
 24 heads, 8 KV heads of 128, MLP 8192, vocab 156,940, tied embeddings) and hubertsiuzdak/snac_24khz (latent
@@ -25,11 +26,12 @@ Dimensions (models/orpheus/family.py): canopylabs/orpheus-3b-0.1-ft = Llama-3.2-
                 + b x row_ms                                        KV over CTX positions / BW + 2 x params
                                                                     FLOPs + the logits row (157 k fp32)
 
-Assumptions (stated, not fitted): a typical request is ~4 s of audio (47 frames = 329 tokens) after a prompt of
-PROMPT = 30 tokens, so its average context is CTX = 30 + 165 positions; BW_EFF, FLOP_EFF, LAUNCH_US and the SM
-scaling are the priors of models/sim_priors.py. The codec cost per frame is the "whole" mode's (codec.py): a
-chunk of n frames decodes n + 6 frames (3 of left context, 3 held back), charged here as (n + 6) / n per frame
-at the reference chunk of 16 frames (1.375 x); the "canopy" mode decodes 4 frames per frame (4 x).
+Assumptions (stated, not fitted): a typical request is ~4 s of audio (47 frames = 329 tokens) after a
+prompt of PROMPT = 30 tokens, so its average context is CTX = 30 + 165 positions; BW_EFF, FLOP_EFF,
+LAUNCH_US and the SM scaling are the priors of models/sim_priors.py. The codec cost per frame is the
+"whole" mode's (codec.py): a chunk of n frames decodes n + 6 frames (3 of left context, 3 held back),
+charged here as (n + 6) / n per frame at the reference chunk of 16 frames (1.375 x); the "canopy" mode
+decodes 4 frames per frame (4 x).
 
 Prefill: the LM over PROMPT tokens (weights read once + 2 x params FLOPs per token).
 
@@ -132,8 +134,14 @@ def terms(gpu_name: str, setting: str) -> dict[str, float]:
 def build_profile(gpu_name: str, setting: str = "pessimistic") -> dict:
     gpu = GPUS[gpu_name]
     t = terms(gpu_name, setting)
-    return stage_profile(f"{gpu.name}{'-optimistic' if setting == 'optimistic' else ''}-{MODEL}", gpu,
-                         gpu.paper_split, t, t["codec_frame_ms"], frames_ref=CHUNK_REF)
+    return stage_profile(
+        f"{gpu.name}{'-optimistic' if setting == 'optimistic' else ''}-{MODEL}",
+        gpu,
+        gpu.paper_split,
+        t,
+        t["codec_frame_ms"],
+        frames_ref=CHUNK_REF,
+    )
 
 
 def profile_toml(gpu_name: str, setting: str) -> str:
@@ -141,16 +149,21 @@ def profile_toml(gpu_name: str, setting: str) -> str:
     conv, act = snac_frame_flops()
     g = GPUS[gpu_name]
     head = [
-        f"Written by `python -m voxcli.bench.calibration --family orpheus`: Orpheus 3B on {gpu_name}, setting "
+        f"Written by `python -m voxcli.bench.calibration --family orpheus`: Orpheus 3B on {gpu_name}, "
+        f"setting "
         f"{setting!r}; NO fitted",
         "parameter (nothing published to fit to); derivation in models/orpheus/sim.py.",
-        f"{g.name}: {g.sms} SMs, {g.bandwidth / 1e12:.2f} TB/s, {g.flops / 1e12:.0f} TFLOP/s bf16 (datasheet)",
-        f"a token step reads {lm_params() / 1e9:.2f} B params; {kernels_per_step()} kernels x {LAUNCH_US} us; "
+        f"{g.name}: {g.sms} SMs, {g.bandwidth / 1e12:.2f} TB/s, {g.flops / 1e12:.0f} TFLOP/s bf16 "
+        "(datasheet)",
+        f"a token step reads {lm_params() / 1e9:.2f} B params; {kernels_per_step()} kernels x "
+        f"{LAUNCH_US} us; "
         f"token(b) = {t['token_floor_ms']:.3f} ms + b x {t['token_row_ms']:.4f} ms",
-        f"the sim's step is a frame = {STEPS_PER_FRAME} token steps: decode(b) = floor {t['floor_ms']:.3f} ms + "
-        f"b x row {t['row_ms']:.4f} ms (arithmetic token row {t['arith_row_ms']:.4f} ms at ctx {CTX_POSITIONS}"
+        f"the sim's step is a frame = {STEPS_PER_FRAME} token steps: decode(b) = floor "
+        f"{t['floor_ms']:.3f} ms + b x row {t['row_ms']:.4f} ms (arithmetic token row "
+        f"{t['arith_row_ms']:.4f} ms at ctx {CTX_POSITIONS}"
         + (f"; x {ROW_INEFFICIENCY:.1f} carried from Qwen's H100 fit)" if setting == "pessimistic" else ")"),
-        f"codec (SNAC, whole mode x {WHOLE_MODE_OVERHEAD:.3f} re-decoded context): {t['codec_c0_ms']:.3f} ms/call + "
+        f"codec (SNAC, whole mode x {WHOLE_MODE_OVERHEAD:.3f} re-decoded context): "
+        f"{t['codec_c0_ms']:.3f} ms/call + "
         f"{t['codec_frame_ms'] * 1e3:.2f} us/frame ({conv / 1e9:.3f} GFLOP + {act / 1e6:.2f} MB per frame)",
     ]
     return render_profile(head, build_profile(gpu_name, setting), f"orpheus-{setting}")

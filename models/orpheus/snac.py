@@ -28,7 +28,6 @@ from ..locate import read_json
 from .spec import KERNEL, RESIDUAL_DILATIONS, context_samples
 
 
-
 @dataclass(frozen=True)
 class SnacConfig:
     sampling_rate: int = 24000
@@ -68,7 +67,9 @@ class SnacConfig:
     @classmethod
     def read(cls, path: Path) -> SnacConfig:
         if not path.exists():
-            raise CheckpointError(f"{path} is missing; a SNAC codec folder needs config.json + pytorch_model.bin")
+            raise CheckpointError(
+                f"{path} is missing; a SNAC codec folder needs config.json + pytorch_model.bin"
+            )
         d = read_json(path)
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(d) - known)
@@ -77,14 +78,20 @@ class SnacConfig:
         kw: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
         cfg = cls(**kw)
         if cfg.attn_window_size is not None:
-            raise CheckpointError(f"{path}: attn_window_size {cfg.attn_window_size} (a SNAC with local "
-                                  "attention) is not supported; Orpheus's snac_24khz has none")
+            raise CheckpointError(
+                f"{path}: attn_window_size {cfg.attn_window_size} (a SNAC with local "
+                "attention) is not supported; Orpheus's snac_24khz has none"
+            )
         if tuple(cfg.vq_strides) != (4 * cfg.vq_strides[2], 2 * cfg.vq_strides[2], cfg.vq_strides[2]):
-            raise CheckpointError(f"{path}: vq_strides {list(cfg.vq_strides)} do not give Orpheus's 1/2/4 codes "
-                                  "per frame (snac_24khz has [4, 2, 1])")
+            raise CheckpointError(
+                f"{path}: vq_strides {list(cfg.vq_strides)} do not give Orpheus's 1/2/4 codes "
+                "per frame (snac_24khz has [4, 2, 1])"
+            )
         if math.prod(cfg.decoder_rates) != cfg.hop_length:
-            raise CheckpointError(f"{path}: decoder_rates {list(cfg.decoder_rates)} do not multiply to the hop "
-                                  f"{cfg.hop_length} of encoder_rates {list(cfg.encoder_rates)}")
+            raise CheckpointError(
+                f"{path}: decoder_rates {list(cfg.decoder_rates)} do not multiply to the hop "
+                f"{cfg.hop_length} of encoder_rates {list(cfg.encoder_rates)}"
+            )
         return cfg
 
 
@@ -102,9 +109,12 @@ class Residual(nn.Module):
     def __init__(self, dim: int, dilation: int, groups: int) -> None:
         super().__init__()
         pad = (KERNEL - 1) * dilation // 2
-        self.block = nn.Sequential(Snake(dim), nn.Conv1d(dim, dim, KERNEL, dilation=dilation, padding=pad,
-                                                        groups=groups),
-                                   Snake(dim), nn.Conv1d(dim, dim, 1))
+        self.block = nn.Sequential(
+            Snake(dim),
+            nn.Conv1d(dim, dim, KERNEL, dilation=dilation, padding=pad, groups=groups),
+            Snake(dim),
+            nn.Conv1d(dim, dim, 1),
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.block(x)  # same length: SNAC's crop never fires for these paddings
@@ -119,9 +129,12 @@ class Noise(nn.Module):
 class Block(nn.Module):
     def __init__(self, cin: int, cout: int, stride: int, noise: bool, groups: int) -> None:
         super().__init__()
-        layers: list[nn.Module] = [Snake(cin), nn.ConvTranspose1d(cin, cout, 2 * stride, stride=stride,
-                                                                  padding=math.ceil(stride / 2),
-                                                                  output_padding=stride % 2)]
+        layers: list[nn.Module] = [
+            Snake(cin),
+            nn.ConvTranspose1d(
+                cin, cout, 2 * stride, stride=stride, padding=math.ceil(stride / 2), output_padding=stride % 2
+            ),
+        ]
         if noise:
             layers.append(Noise(cout))
         layers += [Residual(cout, d, groups) for d in RESIDUAL_DILATIONS]
@@ -135,7 +148,9 @@ class Block(nn.Module):
         if self.has_noise:
             if noise is None or noise.shape != (x.shape[0], 1, x.shape[2]):
                 got = None if noise is None else tuple(noise.shape)
-                raise ValueError(f"a noise block needs noise of shape {(x.shape[0], 1, x.shape[2])}, got {got}")
+                raise ValueError(
+                    f"a noise block needs noise of shape {(x.shape[0], 1, x.shape[2])}, got {got}"
+                )
             x = x + noise.to(x.dtype) * rest[0].linear(x)
             rest = rest[1:]
         for layer in rest:
@@ -149,7 +164,9 @@ class Decoder(nn.Module):
         latent, ch = cfg.latent, cfg.decoder_dim
         layers: list[nn.Module] = (
             [nn.Conv1d(latent, latent, KERNEL, padding=KERNEL // 2, groups=latent), nn.Conv1d(latent, ch, 1)]
-            if cfg.depthwise else [nn.Conv1d(latent, ch, KERNEL, padding=KERNEL // 2)])
+            if cfg.depthwise
+            else [nn.Conv1d(latent, ch, KERNEL, padding=KERNEL // 2)]
+        )
         out = ch
         for i, stride in enumerate(cfg.decoder_rates):
             cin, out = ch // 2**i, ch // 2 ** (i + 1)
@@ -226,10 +243,14 @@ def load_snac(root: Path, device: torch.device, dtype: torch.dtype) -> SnacDecod
                 raise CheckpointError(f"SNAC checkpoint in {root}: tensor {base + 'original1'!r} is missing")
             t = fold_weight_norm(state[base + "original0"].float(), state[base + "original1"].float())
         else:
-            raise CheckpointError(f"SNAC checkpoint in {root}: tensor {k!r} (shape {list(ref.shape)}) is missing")
+            raise CheckpointError(
+                f"SNAC checkpoint in {root}: tensor {k!r} (shape {list(ref.shape)}) is missing"
+            )
         if tuple(t.shape) != tuple(ref.shape):
-            raise CheckpointError(f"SNAC checkpoint in {root}: tensor {k!r} has shape {list(t.shape)}, its "
-                                  f"config.json needs {list(ref.shape)}")
+            raise CheckpointError(
+                f"SNAC checkpoint in {root}: tensor {k!r} has shape {list(t.shape)}, its "
+                f"config.json needs {list(ref.shape)}"
+            )
         if t.is_floating_point() and not torch.isfinite(t).all():
             raise CheckpointError(f"SNAC checkpoint in {root}: tensor {k!r} holds NaN or inf values")
         out[k] = t.to(device=device, dtype=dtype)

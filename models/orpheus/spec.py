@@ -47,7 +47,9 @@ def context_samples(hop: int, decoder_rates: list[int] | tuple[int, ...]) -> int
     return r + KERNEL // 2  # the output convolution
 
 
-def model_spec(name: str, max_context: int, codec_config: Path | None, hold_frames: float | None = None) -> ModelSpec:
+def model_spec(
+    name: str, max_context: int, codec_config: Path | None, hold_frames: float | None = None
+) -> ModelSpec:
     sr, spf, hold = codec_rates(codec_config)
     return ModelSpec(
         name=name,

@@ -6,11 +6,11 @@ and codec/ = a SNAC folder (config.json + pytorch_model.bin, weight norm as
 `parametrizations.weight.original0/1`, the encoder included so `SNAC.from_pretrained` loads it strictly).
 
 The "tiny" LM is random but built so that greedy decoding behaves like a trained Orpheus (parity tests need a
-stream of valid frames that ends by itself): every embedding carries a constant feature, its frame position's
-band as a one-hot, an "audio" flag and random code features; layer 0's MLP (its gate reads the constant
-feature, so it acts linearly) moves a token's band one-hot to the next position's, so the argmax over the WHOLE
-vocabulary always lands in the right band; layer 0's attention (zero queries and keys: a uniform average)
-writes the fraction of audio tokens in the context into an "end" feature, which only the stop token's
+stream of valid frames that ends by itself): every embedding carries a constant feature, its frame
+position's band as a one-hot, an "audio" flag and random code features; layer 0's MLP (its gate reads the
+constant feature, so it acts linearly) moves a token's band one-hot to the next position's, so the argmax over
+the WHOLE vocabulary always lands in the right band; layer 0's attention (zero queries and keys: a uniform
+average) writes the fraction of audio tokens in the context into an "end" feature, which only the stop token's
 embedding reads. The stop token's weight on it is calibrated (`calibrate_stop`) from one greedy run so that
 greedy generation of CALIBRATION_TEXT stops by itself after STOP_AFTER frames. Every other weight is small
 random noise. The "3b" size is Orpheus 3B's dimensions with plain random weights (bf16), for real-size runs.
@@ -55,14 +55,33 @@ CALIBRATION_VOICE = "tara"
 STOP_AFTER = 26  # greedy CALIBRATION_TEXT stops at the first frame from here a stop weight singles out
 SEARCH_FRAMES = 14  # ... within this many frames
 
-ROPE = {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-        "original_max_position_embeddings": 8192}
+ROPE = {
+    "rope_type": "llama3",
+    "factor": 32.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8192,
+}
 SIZES: dict[str, dict[str, Any]] = {
-    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                 num_key_value_heads=2, head_dim=16, max_position_embeddings=4096),
+    "tiny": dict(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=131072,
+    ),
     # canopylabs/orpheus-3b-0.1-ft = Llama-3.2-3B's dimensions
-    "3b": dict(hidden_size=3072, intermediate_size=8192, num_hidden_layers=28, num_attention_heads=24,
-               num_key_value_heads=8, head_dim=128, max_position_embeddings=131072),
+    "3b": dict(
+        hidden_size=3072,
+        intermediate_size=8192,
+        num_hidden_layers=28,
+        num_attention_heads=24,
+        num_key_value_heads=8,
+        head_dim=128,
+        max_position_embeddings=131072,
+    ),
 }
 # SNAC: the tiny codec keeps snac_24khz's rates (so frames, hop and hold-back are the real ones), narrow.
 SNAC_SIZES: dict[str, dict[str, Any]] = {
@@ -100,17 +119,28 @@ def write_tokenizer(out: Path) -> None:
     tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tok.decoder = decoders.ByteLevel()
-    named = {0: "<|begin_of_text|>", 1: "<|end_of_text|>", 6: "<|start_header_id|>", 7: "<|end_header_id|>",
-             9: "<|eot_id|>"}
+    named = {
+        0: "<|begin_of_text|>",
+        1: "<|end_of_text|>",
+        6: "<|start_header_id|>",
+        7: "<|end_header_id|>",
+        9: "<|eot_id|>",
+    }
     specials = [named.get(i, f"<|reserved_special_token_{i}|>") for i in range(SPECIAL_TOKENS)]
     customs = [f"<custom_token_{n}>" for n in range(CUSTOM_TOKENS)]
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials + customs])
     assert tok.token_to_id("<|begin_of_text|>") == BOS and tok.token_to_id("<custom_token_10>") == AUDIO_BASE
-    tok.post_processor = processors.TemplateProcessing(single="<|begin_of_text|> $A",
-                                                       special_tokens=[("<|begin_of_text|>", BOS)])
+    tok.post_processor = processors.TemplateProcessing(
+        single="<|begin_of_text|> $A", special_tokens=[("<|begin_of_text|>", BOS)]
+    )
     tok.save(str(out / "tokenizer.json"))
-    conf = {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>", "tokenizer_class": "PreTrainedTokenizerFast",
-            "model_max_length": 131072, "clean_up_tokenization_spaces": True}
+    conf = {
+        "bos_token": "<|begin_of_text|>",
+        "eos_token": "<|eot_id|>",
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": 131072,
+        "clean_up_tokenization_spaces": True,
+    }
     (out / "tokenizer_config.json").write_text(json.dumps(conf, indent=2))
 
 
@@ -137,7 +167,9 @@ def _tiny_weights(cfg: OrpheusConfig, gen: torch.Generator) -> OrpheusWeights:
             lo, hi = band(j)
             E[lo:hi, BAND0 + j] = 3.0
             E[lo:hi, AUDIO_FLAG] = 1.0
-        E[START_OF_SPEECH, BAND0 + FRAME_TOKENS - 1] = 3.0  # the prompt's last token: frame position 0 comes next
+        E[START_OF_SPEECH, BAND0 + FRAME_TOKENS - 1] = (
+            3.0  # the prompt's last token: frame position 0 comes next
+        )
         E[END_OF_SPEECH, BAND0] = 3.0  # competes with position 0's codes only
         E[END_OF_SPEECH, CODE0:] = 0.0  # no code features: its logit follows the end feature alone
         l0 = w.model.layers[0]
@@ -211,32 +243,57 @@ def calibrate_stop(w: OrpheusWeights, ids: list[int], stop_after: int) -> float:
         elif gap > 0:  # no audio in the context yet: the stop token loses whatever its weight
             need.append(math.inf)
         else:
-            raise RuntimeError("tiny Orpheus: the stop token wins before any audio; the construction is broken")
+            raise RuntimeError(
+                "tiny Orpheus: the stop token wins before any audio; the construction is broken"
+            )
     for t in range(stop_after, len(need)):
         earlier = min(need[:t])
         if need[t] < earlier:  # the first frame from `stop_after` on that a weight can single out
             return (need[t] + earlier) / 2
-    raise RuntimeError(f"tiny Orpheus: no frame from {stop_after} to {len(need) - 1} needs a smaller stop weight "
-                       f"than every earlier one ({[round(x, 3) for x in need]})")
+    raise RuntimeError(
+        f"tiny Orpheus: no frame from {stop_after} to {len(need) - 1} needs a smaller stop weight "
+        f"than every earlier one ({[round(x, 3) for x in need]})"
+    )
 
 
 # --- SNAC ---------------------------------------------------------------------------------------
 def snac_config(size: str) -> dict[str, Any]:
-    return {"sampling_rate": 24000, "encoder_rates": [2, 4, 8, 8], "latent_dim": None, "decoder_rates": [8, 8, 4, 2],
-            "attn_window_size": None, "codebook_size": CODES, "codebook_dim": 8, "vq_strides": [4, 2, 1],
-            "noise": True, "depthwise": True, **SNAC_SIZES[size]}
+    return {
+        "sampling_rate": 24000,
+        "encoder_rates": [2, 4, 8, 8],
+        "latent_dim": None,
+        "decoder_rates": [8, 8, 4, 2],
+        "attn_window_size": None,
+        "codebook_size": CODES,
+        "codebook_dim": 8,
+        "vq_strides": [4, 2, 1],
+        "noise": True,
+        "depthwise": True,
+        **SNAC_SIZES[size],
+    }
 
 
 def _wn(prefix: str, v: torch.Tensor, gen: torch.Generator, out: dict[str, torch.Tensor]) -> None:
-    """A weight-normed tensor as torch's parametrization stores it: original0 = g [out, 1, ...], original1 = v."""
-    g = v.norm(dim=tuple(range(1, v.dim())), keepdim=True) * (0.5 + torch.rand(v.shape[0], *[1] * (v.dim() - 1),
-                                                                                  generator=gen))
+    """A weight-normed tensor as torch's parametrization stores it: original0 = g [out, 1, ...],
+    original1 = v."""
+    g = v.norm(dim=tuple(range(1, v.dim())), keepdim=True) * (
+        0.5 + torch.rand(v.shape[0], *[1] * (v.dim() - 1), generator=gen)
+    )
     out[prefix + "parametrizations.weight.original0"] = g
     out[prefix + "parametrizations.weight.original1"] = v
 
 
-def _conv(prefix: str, cout: int, cin: int, k: int, gen: torch.Generator, out: dict, bias: bool = True,
-          transpose: bool = False, gain: float = 1.0) -> None:
+def _conv(
+    prefix: str,
+    cout: int,
+    cin: int,
+    k: int,
+    gen: torch.Generator,
+    out: dict,
+    bias: bool = True,
+    transpose: bool = False,
+    gain: float = 1.0,
+) -> None:
     shape = (cin, cout, k) if transpose else (cout, cin, k)
     fan = shape[1] * k
     _wn(prefix, torch.randn(shape, generator=gen) * (gain / math.sqrt(fan)), gen, out)
@@ -318,7 +375,9 @@ def build_tiny(out: Path, size: str = "tiny", seed: int = SEED, shard_bytes: int
     write_tokenizer(out)
     cfg = parse_config(d, str(out / "config.json"))
     # generation_config.json as the release has it (bos/eos only): sampling defaults are canopy's
-    (out / "generation_config.json").write_text(json.dumps({"bos_token_id": BOS, "eos_token_id": END_OF_TEXT}))
+    (out / "generation_config.json").write_text(
+        json.dumps({"bos_token_id": BOS, "eos_token_id": END_OF_TEXT})
+    )
     if size == "tiny":
         w = _tiny_weights(cfg, gen)
         from tokenizers import Tokenizer
