@@ -281,7 +281,9 @@ class OrpheusProgram(ModelProgram):
 
     def codec_binding(self, prompt: Prompt) -> dict[str, object]:
         p: PreparedOrpheus = prompt.data
-        seed = p.seed if p.seed is not None else secrets.randbits(63)
+        # SNAC's noise seed: the request's; a greedy request without one takes 0, so that greedy is
+        # deterministic end to end (the codes always are; the noise would not be)
+        seed = p.seed if p.seed is not None else (0 if p.sampling.greedy else secrets.randbits(63))
         return {"mode": p.snac_stream, "seed": int(seed)}
 
     def bind_codec_slot(self, slot: int, binding: dict[str, object] | None) -> None:
