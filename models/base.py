@@ -153,6 +153,9 @@ class Prompt:
     # Decode steps expected before the first frame (a delay pattern's fill, a unified LM's text phase):
     # the admission gate adds them to its TTFA prediction.
     lead_steps: int = 0
+    # Decode steps per frame (Orpheus: 7, one token a step, the frame on the seventh): the admission gate
+    # charges a first chunk of n frames n * steps_per_frame steps.
+    steps_per_frame: int = 1
     # CFG pairs whose unconditional sequences share work carry one equal key (Dia: one key for every pair,
     # as its unconditional cross-attention is one constant whatever the text): the program shares that
     # work between them and a cost model may charge it once per key and batch. None = nothing shared.

@@ -231,9 +231,10 @@ class TtfaGate:
             self._refresh(now)
 
         lead = r.prompt.lead_steps  # frameless steps first (a delay fill, a unified LM's text phase)
+        per_frame = r.prompt.steps_per_frame  # steps a frame takes (Orpheus: 7 tokens a frame)
 
         def ttfa_with(first: int) -> float:  # raw prediction with a first chunk of `first` frames
-            return base + (lead + first) * step + est.codec(codec_lane, 1, first) * k_codec
+            return base + (lead + first * per_frame) * step + est.codec(codec_lane, 1, first) * k_codec
 
         first = r.schedule.size(0)
         chosen = None
@@ -266,7 +267,8 @@ class TtfaGate:
         the head could still be prefilled after one more deferral window and meet its target."""
         rows = sched.decoding_rows + head.prompt.width
         step = sched.est.decode_step(_bucket(rows, sched.config.decode_buckets)) * self.scale("decode")
-        need = prefill_s * self.scale("prefill") + head.schedule.size(0) * step \
+        first_steps = head.schedule.size(0) * head.prompt.steps_per_frame  # Orpheus: 7 steps a frame
+        need = prefill_s * self.scale("prefill") + first_steps * step \
             + sched.est.codec(sched.lane_policy.first_lane, 1) * self.scale("codec")
         return now + prefill_s + need <= head.arrival + head.ttfa_target
 

@@ -1,0 +1,66 @@
+"""What an Orpheus checkpoint offers, from its config files alone (no torch: `vox voices` reads it)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from ..base import ChunkSchedule, ModelSpec
+from .tokens import FRAME_TOKENS, VOICES
+
+SAMPLE_RATE = 24000
+SAMPLES_PER_FRAME = 2048  # snac_24khz: hop 512 x the coarsest level's stride 4 (85.3 ms)
+HOLD_FRAMES = 3  # the "whole" mode's hold-back for snac_24khz (codec.py: 5,636 samples of context)
+# A frame is 7 LM steps and SNAC needs 4 frames before the first audio in either mode, so chunk 0 is 4 frames
+# (28 steps; "whole" plays 1 of them); then small chunks while the buffer is one frame deep, growing to 16.
+DEFAULT_CHUNKS = ChunkSchedule(first=4, ramp=(1, 2, 4, 8), steady=16)
+
+
+def codec_rates(codec_config: Path | None) -> tuple[int, int, float]:
+    """(sample rate, samples per frame, hold-back frames) from a SNAC config.json when at hand, snac_24khz's
+    published values otherwise (the codec itself is found, or refused clearly, on first use)."""
+    if codec_config is None or not codec_config.exists():
+        return SAMPLE_RATE, SAMPLES_PER_FRAME, float(HOLD_FRAMES)
+    d = json.loads(codec_config.read_text())
+    hop = math.prod(d.get("encoder_rates", [2, 4, 8, 8]))
+    spf = hop * d.get("vq_strides", [4, 2, 1])[0]
+    hold = math.ceil(context_samples(hop, d.get("decoder_rates", [8, 8, 4, 2])) / spf)
+    return int(d.get("sampling_rate", SAMPLE_RATE)), spf, float(hold)
+
+
+KERNEL = 7
+RESIDUAL_DILATIONS = (1, 3, 9)
+
+
+def context_samples(hop: int, decoder_rates: list[int] | tuple[int, ...]) -> int:
+    """How far (in output samples) a sample of SNAC's decoder may depend on its input, either side: each
+    convolution's half kernel (dilated) at its own rate, each transposed convolution's two input steps.
+    A bound (5,636 samples = 2.75 frames for snac_24khz); the "whole" mode holds back this much, rounded up
+    to frames, and re-decodes as much left context."""
+    rate = hop  # output samples per step at the current layer
+    r = (KERNEL // 2) * rate  # the input convolution
+    for s in decoder_rates:
+        out = rate // s
+        r += 2 * rate + sum((KERNEL // 2) * d for d in RESIDUAL_DILATIONS) * out
+        rate = out
+    return r + KERNEL // 2  # the output convolution
+
+
+def model_spec(
+    name: str, max_context: int, codec_config: Path | None, hold_frames: float | None = None
+) -> ModelSpec:
+    sr, spf, hold = codec_rates(codec_config)
+    return ModelSpec(
+        name=name,
+        sample_rate=sr,
+        frame_rate=sr / spf,
+        samples_per_frame=spf,
+        codebooks=FRAME_TOKENS,
+        chunk=DEFAULT_CHUNKS,
+        max_context=max_context,
+        voices=VOICES,
+        languages=("english",),
+        modes=("tts",),
+        codec_lookahead_frames=hold if hold_frames is None else hold_frames,
+    )
