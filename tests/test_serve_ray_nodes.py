@@ -11,6 +11,7 @@ import pytest
 
 pytest.importorskip("ray.serve", reason="Ray Serve is not installed (pip install 'voxcli[ray]')")
 
+from support.roles_harness import one_engine_audio  # noqa: E402
 from voxcli.models.base import SynthesisRequest  # noqa: E402
 
 MODEL, GPU = "qwen3-tts-1.7b", "h100"
@@ -46,7 +47,7 @@ def test_lm_and_codec_on_different_nodes_stream_what_one_engine_streams():
         model_spec, _, _ = describe_first(names)
         front = PlacementEngine(names, model_spec.sample_rate, model_spec.frame_seconds)
         frames = [5, 33, 70]
-        ref = _reference(frames)
+        ref = one_engine_audio(MODEL, GPU, frames)
         streams = [front.submit(SynthesisRequest(text=f"r{i}", fixed_frames=n)) for i, n in enumerate(frames)]
         for s, want in zip(streams, ref, strict=True):
             got = [chunk.pcm for chunk in s]  # streamed, chunk by chunk, from the other node
@@ -62,14 +63,3 @@ def test_lm_and_codec_on_different_nodes_stream_what_one_engine_streams():
         ray.shutdown()
         cluster.shutdown()
 
-
-def _reference(frames: list[int]) -> list[np.ndarray]:
-    """The same requests on one "both" engine in this process (same sim program, same PCM rule)."""
-    from voxcli.session import sim_session
-
-    engine = sim_session(MODEL, GPU, pcm_scale=1.0).engine
-    try:
-        streams = [engine.submit(SynthesisRequest(text="hi", fixed_frames=n)) for n in frames]
-        return [s.wait(30) for s in streams]
-    finally:
-        engine.close()

@@ -12,6 +12,7 @@ import pytest
 
 pytest.importorskip("ray.serve", reason="Ray Serve is not installed (pip install 'voxcli[ray]')")
 
+from support.roles_harness import one_engine_audio  # noqa: E402
 from voxcli.models.base import SynthesisRequest  # noqa: E402
 
 MODEL, GPU = "qwen3-tts-1.7b", "h100"
@@ -51,17 +52,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _reference(frames: list[int]) -> list[np.ndarray]:
-    """The same requests on one "both" engine in this process (same sim program, same PCM rule)."""
-    from voxcli.session import sim_session
-
-    engine = sim_session(MODEL, GPU, pcm_scale=1.0).engine
-    try:
-        streams = [engine.submit(SynthesisRequest(text="hi", fixed_frames=n)) for n in frames]
-        return [s.wait(30) for s in streams]
-    finally:
-        engine.close()
-
 
 def _stats(front) -> dict[str, dict[str, float]]:
     front._poll_once()
@@ -83,7 +73,7 @@ def _until_freed(front, timeout: float = 20.0) -> dict:
 def test_split_stream_equals_single_engine(placement):
     front, names = placement
     frames = [5, 33, 70]
-    ref = _reference(frames)
+    ref = one_engine_audio(MODEL, GPU, frames)
     streams = [front.submit(SynthesisRequest(text=f"r{i}", fixed_frames=n)) for i, n in enumerate(frames)]
     for s, want in zip(streams, ref, strict=True):
         got = []
