@@ -484,7 +484,7 @@ def batch_placement_session(placement: Placement, spec: ReplicaSpec, quiet: bool
     """`vox batch --placement ...`: a Session whose engine is the front door, in this process (no HTTP)."""
     @contextlib.contextmanager
     def session() -> Iterator[Any]:
-        ray_init(quiet)
+        owned = ray_init(quiet)
         from ray import serve
 
         from voxcli.session import Session
@@ -501,6 +501,11 @@ def batch_placement_session(placement: Placement, spec: ReplicaSpec, quiet: bool
         finally:
             if front is not None:
                 front.close()
-            serve.shutdown()
+            if owned:
+                serve.shutdown()
+            else:  # Ray (and Serve) were up before: leave the rest; deleting ours needs no waiting
+                for name in list(serve.status().applications):
+                    if name.startswith("vox-batch-"):
+                        serve.delete(name, _blocking=False)
 
     return session()

@@ -391,7 +391,8 @@ def describe_first(names: dict[str, list[str]]) -> tuple[Any, str, Any]:
     return serve.get_deployment_handle(name, app_name=name).describe.remote().result(timeout_s=120)
 
 
-def ray_init(quiet: bool, num_cpus: float | None = None) -> None:
+def ray_init(quiet: bool, num_cpus: float | None = None) -> bool:
+    """Connect to (or start) Ray unless this process already is; True when this call did it."""
     try:
         import ray
         from ray import serve  # noqa: F401
@@ -400,6 +401,8 @@ def ray_init(quiet: bool, num_cpus: float | None = None) -> None:
 
         raise VoxError("--placement needs Ray Serve: pip install 'voxcli[ray]'.", 2) from None
 
-    if not ray.is_initialized():
-        ray.init(address=os.environ.get("RAY_ADDRESS") or None, include_dashboard=False, num_cpus=num_cpus,
-                 log_to_driver=not quiet, logging_level="WARNING" if quiet else "INFO")
+    if ray.is_initialized():
+        return False
+    ray.init(address=os.environ.get("RAY_ADDRESS") or None, include_dashboard=False, num_cpus=num_cpus,
+             log_to_driver=not quiet, logging_level="WARNING" if quiet else "INFO")
+    return True
