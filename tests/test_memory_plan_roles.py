@@ -117,3 +117,76 @@ def test_lm_role_admits_without_codec_slots():
         wait_until(lambda: lm.scheduler.kv.used == 0)
     finally:
         lm.close()
+
+
+def test_codec_role_budgets_growing_codec_state_by_bytes():
+    """A codec whose per-request state grows (CosyVoice 3's DiT keys/values): a codec-only engine's plan
+    gives that state the bytes its slots leave, at least one request's at the frame cap, as the one-engine
+    plan budgets it; `codec_state_gb` caps it; without growing state the plan is unchanged."""
+    from voxcli.models.base import MemoryNeeds
+
+    from voxcli.engine.memory_plan import PlanLimits, request_state_bytes
+
+    needs = MemoryNeeds(kv_bytes_per_position=100_000, codec_slot_bytes=10 * 10**6,
+                        codec_bytes_per_frame=10**6, codec_state_bytes_per_frame=3_600_000,
+                        codec_state_prefix_frames=50)
+    limits = PlanLimits(page_size=16, kv_pages_cap=0, codec_slots_cap=64, max_running=8, row_positions=2000,
+                        prefill_tokens=500, decode_rows=8, codec_frames=64, frames=1500)
+    budget = Budget("cuda", 20 * GB, 0.9)
+    plan = plan_memory(needs, limits, budget, "codec")
+    work = workspace_bytes(needs, limits, "codec")
+    one = request_state_bytes(needs, limits.frames)
+    assert (plan.slots, plan.limited_by) == (64, "codec_slots")
+    assert plan.state_bytes == budget.usable_bytes - work - 65 * needs.codec_slot_bytes >= one
+    assert plan.total_bytes == budget.usable_bytes and "codec state" in plan.summary()
+    # little memory: the slots leave one request's state at the cap (two slots still fit beside it)
+    small = Budget("cuda", work + one + 20 * needs.codec_slot_bytes, 1.0)
+    tight = plan_memory(needs, limits, small, "codec")
+    assert (tight.slots, tight.limited_by) == (19, "memory") and tight.state_bytes == one
+    # the config's cap on the state
+    capped = plan_memory(needs, dataclasses.replace(limits, state_cap_bytes=2 * GB), budget, "codec")
+    assert capped.state_bytes == 2 * GB and capped.slots == 64
+    # no growing state: no state budget, the slots take what is left (up to the config's count)
+    flat = plan_memory(dataclasses.replace(needs, codec_state_bytes_per_frame=0), limits, small, "codec")
+    assert (flat.state_bytes, flat.slots, flat.limited_by) == (0, 64, "codec_slots")
+
+
+def test_codec_engine_reserves_each_requests_state_with_its_slot():
+    """The LM engine's worst-case state figure travels with the chunks (`CodeChunk.state_bytes`); the codec
+    engine reserves it with the slot: a request whose state does not fit beside the others' waits (FIFO),
+    one that could never fit is refused with the numbers."""
+    import time
+
+    import numpy as np
+    from support.roles_harness import sim_role_engine, wait_until
+
+    from voxcli.config import ChunkSchedule
+    from voxcli.engine.roles import CodeChunk
+    from voxcli.engine.stream import RequestRejected
+
+    codec = sim_role_engine("codec", codec_slots=4, codec_state_gb=1.0)
+    try:
+        books = codec.spec.codebooks
+
+        def chunk(key, index, last, state):
+            codes = np.zeros((3, books), np.int64)
+            codes[:, 0] = np.arange(3 * index, 3 * index + 3)  # the sim checks each chunk's first frame
+            return CodeChunk(key=key, index=index, start=3 * index, codes=codes,
+                             last=last, deadline_epoch=0.0, arrival_epoch=time.time(), ttfa_target_s=0.2,
+                             schedule=ChunkSchedule(first=3, steady=3), sent_epoch=time.time(),
+                             state_bytes=state)
+
+        a = codec.feed(chunk("a", 0, False, 600 * 10**6))
+        b = codec.feed(chunk("b", 0, True, 600 * 10**6))
+        huge = codec.feed(chunk("huge", 0, True, 2 * GB))
+        with pytest.raises(RequestRejected, match="codec state needs 2.00 GB but this codec engine's memory "
+                                                  "plan holds 1.00 GB"):
+            huge.wait(10)
+        wait_until(lambda: codec.scheduler.slots.used == 1)
+        sched = codec.scheduler
+        assert sched.slots.state_used == 600 * 10**6 and [r.timeline.name for r in sched.waiting] == ["b"]
+        codec.feed(chunk("a", 1, True, 600 * 10**6))  # a ends: b takes its slot and its state's room
+        assert a.wait(10).shape[0] == 6 * 1920 and b.wait(10).shape[0] == 3 * 1920
+        wait_until(lambda: sched.slots.used == 0 and sched.slots.state_used == 0)
+    finally:
+        codec.close()

@@ -182,37 +182,44 @@ def _chunk(key: str, index: int, start: int, frames: int, books: int) -> CodeChu
 
 def test_codec_replica_reaps_requests_nobody_claims():
     """The codec replica (without Ray: the class Serve wraps) ends a request that nobody feeds or reads
-    within its idle timeout, freeing its slot and counting it; an active one is left alone."""
+    within its idle timeout, freeing its slot and counting it; an active one is left alone. A request
+    the front door aborted before its audio call came fails that call with the reason."""
     import asyncio
 
     from voxcli.cluster.ray_roles import CodecReplica
+    from voxcli.engine.stream import RequestFailed
 
     rep = CodecReplica({"model": "qwen3-tts-1.7b", "executor": "sim", "gpu": "h100"}, pcm_scale=1.0,
                        idle_timeout_s=0.6)
     try:
         books = rep.engine.spec.codebooks
-        # opened, fed its first chunk, then its front door died before calling `audio`
-        rep.open("orphan")
-        assert asyncio.run(rep.feed([_chunk("orphan", 0, 0, 3, books)])) == [None]
-        rep.open("never-fed")  # opened, nothing ever came
-        rep.open("busy")
+        # its first chunk came over the link, then its front door died before calling `audio`
+        rep._take(_chunk("orphan", 0, 0, 3, books), time.time())
         wait_until(lambda: rep.engine.scheduler.slots.used == 1)
         end = time.monotonic() + 1.2  # past the timeout, but "busy" keeps being fed
         start = 0
         while time.monotonic() < end:
-            assert asyncio.run(rep.feed([_chunk("busy", start // 3, start, 3, books)])) == [None]
+            rep._take(_chunk("busy", start // 3, start, 3, books), time.time())
             start += 3
             time.sleep(0.1)
-        wait_until(lambda: rep.reaped == 2)
+        wait_until(lambda: rep.reaped == 1)
         wait_until(lambda: rep.engine.scheduler.slots.used == 1)  # the orphan's slot is free, busy's held
-        assert rep.engine.holds("busy")
-        assert not rep.engine.holds("orphan") and not rep.engine.holds("never-fed")
+        assert rep.engine.holds("busy") and not rep.engine.holds("orphan")
         m = rep.metrics()
-        assert m["counters"]["reaped"] == 2 and m["outcomes"]["failed"] == 2
-        assert "orphan" not in rep._opened and "never-fed" not in rep._opened
+        assert m["counters"]["reaped"] == 1 and m["outcomes"]["failed"] == 1
+        assert "orphan" not in rep._opened
         rep.cancel("busy")
         wait_until(lambda: rep.engine.scheduler.slots.used == 0)
-        assert rep.reaped == 2  # a cancelled request is not reaped
+        assert rep.reaped == 1  # a cancelled request is not reaped
+        rep.abort("late", "the LM replica lm-0 ended the request: failed (boom)")
+
+        async def read() -> None:
+            async for _ in rep.audio("late", "lm-0"):
+                pass
+
+        with pytest.raises(RequestFailed, match="lm-0 ended the request: failed"):
+            asyncio.run(read())
+        assert not rep._links  # it failed before linking
     finally:
         rep.engine.close()
 

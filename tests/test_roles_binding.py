@@ -62,6 +62,7 @@ def test_split_qwen_voice_clone_audio_equals_both_engine(tiny_base_proj):
     _assert_close(got, ref)
     ref_codes = chunks[0][0].binding
     assert isinstance(ref_codes, np.ndarray) and ref_codes.ndim == 2 and ref_codes.shape[0] > 0
+    assert chunks[0][0].nbytes == chunks[0][0].codes.nbytes + ref_codes.nbytes  # the relay counts both
     assert chunks[1][0].binding is None  # an x-vector clone's codec needs nothing but codes
     assert all(c.binding is None for cs in chunks for c in cs[1:])  # chunk 0 only
     pickle.loads(pickle.dumps(chunks[0][0]))  # plain data: it crosses processes
@@ -124,3 +125,21 @@ def test_a_slot_that_takes_no_state_fails_that_request_alone():
         wait_until(lambda: codec.scheduler.slots.used == 0)
     finally:
         codec.close()
+
+
+def test_chunk_bytes_count_the_binding():
+    """`CodeChunk.nbytes` (the relay's byte count): the codes, and on chunk 0 the binding it carries."""
+    codes = np.zeros((4, 16), np.int64)
+    voice = {"mode": "stream", "prompt_mel": (np.zeros((80, 30), np.float32), "float32"), "speed": 1.0}
+
+    def chunk(binding):
+        return CodeChunk(key="k", index=0, start=0, codes=codes, last=False, deadline_epoch=0.0,
+                         arrival_epoch=0.0, ttfa_target_s=0.2, schedule=ChunkSchedule(first=4),
+                         sent_epoch=0.0, binding=binding)
+
+    assert chunk(None).nbytes == codes.nbytes
+    ref = np.ones((50, 16), np.int64)
+    assert chunk(ref).nbytes == codes.nbytes + ref.nbytes
+    # keys and strings as UTF-8, arrays' own bytes, 8 per number
+    want = len("mode") + len("stream") + len("prompt_mel") + 80 * 30 * 4 + len("float32") + len("speed") + 8
+    assert chunk(voice).nbytes == codes.nbytes + want

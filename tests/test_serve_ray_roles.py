@@ -12,6 +12,7 @@ import pytest
 
 pytest.importorskip("ray.serve", reason="Ray Serve is not installed (pip install 'voxcli[ray]')")
 
+from support.roles_harness import one_engine_audio  # noqa: E402
 from voxcli.models.base import SynthesisRequest  # noqa: E402
 
 MODEL, GPU = "qwen3-tts-1.7b", "h100"
@@ -51,17 +52,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _reference(frames: list[int]) -> list[np.ndarray]:
-    """The same requests on one "both" engine in this process (same sim program, same PCM rule)."""
-    from voxcli.session import sim_session
-
-    engine = sim_session(MODEL, GPU, pcm_scale=1.0).engine
-    try:
-        streams = [engine.submit(SynthesisRequest(text="hi", fixed_frames=n)) for n in frames]
-        return [s.wait(30) for s in streams]
-    finally:
-        engine.close()
-
 
 def _stats(front) -> dict[str, dict[str, float]]:
     front._poll_once()
@@ -83,7 +73,7 @@ def _until_freed(front, timeout: float = 20.0) -> dict:
 def test_split_stream_equals_single_engine(placement):
     front, names = placement
     frames = [5, 33, 70]
-    ref = _reference(frames)
+    ref = one_engine_audio(MODEL, GPU, frames)
     streams = [front.submit(SynthesisRequest(text=f"r{i}", fixed_frames=n)) for i, n in enumerate(frames)]
     for s, want in zip(streams, ref, strict=True):
         got = []
@@ -93,8 +83,35 @@ def test_split_stream_equals_single_engine(placement):
         assert audio.shape == want.shape and np.array_equal(audio, want)
         assert s.status == "done"
     relay = front.relay().per_chunk()
-    assert 1 < relay["messages_per_chunk"] <= 3  # per chunk (feeds may carry several), never per step
+    # per chunk: the PCM, and a share of a link item (one item carries every chunk ready then); no call
+    assert 1 < relay["messages_per_chunk"] <= 2
     assert relay["chunks"] >= 3 and relay["code_bytes_per_chunk"] > 0
+    assert len(relay_hops(front)) == relay["chunks"]  # every chunk's hop, timed by the codec replica
+    _until_freed(front)
+
+
+def relay_hops(front) -> list[float]:
+    return list(front.relay().lm_to_codec_s)
+
+
+def test_routing_signals_are_pushed_and_a_bad_request_is_refused_without_a_round_trip(placement):
+    """The replicas push their stats over one streaming call each (no poll per period); `submit` asks no
+    replica before routing: a request the model refuses comes back from the LM replica's submit as the
+    stream's InputError (what a server answers 400), and frees nothing it did not take."""
+    from voxcli.models.base import InputError
+
+    front, names = placement
+    end = time.monotonic() + 20
+    while not all(b.stats for bs in front.backends.values() for b in bs):
+        assert time.monotonic() < end, "no pushed report from every replica"
+        time.sleep(0.05)
+    assert front.signals.reports >= len(names["lm"]) + len(names["codec"])
+    bad = front.submit(SynthesisRequest(text="[fail:input] no", fixed_frames=5))  # returns at once
+    with pytest.raises(InputError, match="asked to be refused"):
+        bad.wait(30)
+    assert bad.status == "failed"
+    good = front.submit(SynthesisRequest(text="fine", fixed_frames=5))
+    assert good.wait(30).shape[0] == 5 * 1920 and good.status == "done"
     _until_freed(front)
 
 
@@ -137,6 +154,7 @@ def test_metrics_per_replica(placement):
     assert chunks >= 4 and summed("vox_replica_audio_chunks_total", "codec") == chunks
     books = front.backends["lm"][0].handle.describe.remote().result(timeout_s=30)[0].codebooks
     assert summed("vox_replica_relay_code_bytes_total", "lm") == 4 * 25 * books * 8  # int64 codes
+    assert 1 <= summed("vox_replica_relay_items_total", "lm") <= chunks
     codec = names["codec"][0]
     assert after[f'vox_replica_codec_slots_used{{replica="{codec}",role="codec"}}'] == 0
 

@@ -39,6 +39,19 @@ def split_submit(lm: LMEngine, codec: CodecEngine, request: SynthesisRequest, ke
     return out, lm_stream, t
 
 
+def one_engine_audio(model: str, gpu: str, frames: list[int]) -> list:
+    """Requests of `frames` frames on one "both" sim engine in this process (PCM = frame index x 1): what
+    a placement of the same sim program must stream."""
+    from voxcli.session import sim_session
+
+    engine = sim_session(model, gpu, pcm_scale=1.0).engine
+    try:
+        streams = [engine.submit(SynthesisRequest(text="hi", fixed_frames=n)) for n in frames]
+        return [s.wait(30) for s in streams]
+    finally:
+        engine.close()
+
+
 def wait_until(cond, timeout: float = 10.0) -> None:
     end = time.monotonic() + timeout
     while not cond():

@@ -99,6 +99,13 @@ def build_deployment(spec: ReplicaSpec, replicas: int, max_ongoing: int, name: s
         def record_routing_stats(self) -> dict[str, float]:
             return self.service.routing_stats()
 
+        async def load_signals(self, period_s: float) -> Any:
+            """A placement's front door: the routing stats, pushed every `period_s` (signals.py)."""
+            from voxcli.cluster.signals import push_signals
+
+            async for stats in push_signals(self.service.routing_stats, period_s):
+                yield stats
+
         def metrics(self) -> dict[str, Any]:
             """Counters and gauges for a placement's front door (ray_metrics.py)."""
             from voxcli.cluster.ray_metrics import replica_metrics

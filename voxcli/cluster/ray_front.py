@@ -3,13 +3,17 @@
 `PlacementEngine` is `Engine.submit` over the placement's replicas (ray_roles.py): inside the `vox` ingress
 app for `vox serve` (the same OpenAI API and /metrics: its gauges summed over the replicas' reports, and
 every replica's own series labelled `replica=`, ray_metrics.py), in
-the driver for `vox batch`. It polls every replica's stats each STATS_PERIOD_S and routes a new request to
-the replica with the most slack (a both replica serves it whole; an LM replica generates it) and its chunks
+the driver for `vox batch`. Every replica pushes its stats over one long-lived streaming call
+(signals.py), and the front door routes a new request on the latest it holds, never waiting, to the replica
+with the most slack (a both replica serves it whole; an LM replica generates it) and its chunks
 to the codec replica with the most room (free slots less requests waiting), counting what it sent since the
-last report as ray_router.py does. A split request is two calls: `generate` on the LM replica (which feeds
-the chosen codec replica itself and returns how the request ended there) and the codec replica's streaming
-`audio`. Either side failing or the user cancelling ends it on both sides with the reason, freeing the LM's
-pages (its call is cancelled) and the codec's slot (the request is aborted there).
+last report as ray_router.py does. A split request is two calls: `generate` on the LM replica (whose chunks
+the chosen codec replica pulls over its link, relay.py; it returns how the request ended there) and the
+codec replica's streaming `audio`, started first and told which LM replica the chunks come from. No call
+waits before them: the model's check of the request runs in the LM replica's submit, and its InputError
+comes back as this stream's error (before any audio: a server answers 400). Either side failing or the
+user cancelling ends it on both sides with the reason, freeing the LM's pages (its call is cancelled) and
+the codec's slot (the request is aborted there).
 """
 
 from __future__ import annotations
@@ -26,19 +30,15 @@ from typing import Any
 
 from voxcli.cluster.fit import run_bounded, serve_status
 from voxcli.cluster.ray_app import ReplicaSpec, serve_until_interrupted
+from voxcli.cluster.ray_errors import ray_cause, ray_reason
 from voxcli.cluster.ray_metrics import METRICS_PERIOD_S, ReplicaCollector, gather
-from voxcli.cluster.ray_roles import (
-    CALL_TIMEOUT_S,
-    STATS_PERIOD_S,
-    RelayStats,
-    deploy_replicas,
-    describe_first,
-    ray_init,
-    ray_reason,
-)
+from voxcli.cluster.ray_roles import CALL_TIMEOUT_S, deploy_replicas, describe_first, ray_init
+from voxcli.cluster.relay import RelayStats
+from voxcli.cluster.signals import SIGNAL_PERIOD_S, SignalFeed
 from voxcli.engine.request import Timeline
 from voxcli.engine.roles import RoleEnd
 from voxcli.engine.stream import AudioChunk, AudioStream
+from voxcli.models.base import InputError
 from voxcli.placement import Placement
 
 
@@ -76,31 +76,51 @@ class Playback:
         return start + self.audio_s
 
 
+class FrontStream(AudioStream):
+    """A front-door stream: a request the LM replica refused as the user's mistake (the model's
+    InputError, raised by its submit) raises that InputError, as `Engine.submit` would have."""
+
+    invalid: InputError | None = None
+
+    def _raise_for_status(self, cancelled_raises: bool) -> None:
+        if self.invalid is not None:
+            raise self.invalid
+        super()._raise_for_status(cancelled_raises)
+
+
 class PlacementEngine:
     """`Engine.submit` over a placement's replicas (the front door): an AudioStream per request."""
 
     def __init__(self, names: dict[str, list[str]], sample_rate: int, frame_seconds: float) -> None:
         from ray import serve
 
-        # Engine.submit raises the model's InputError for a bad request: the front door asks a replica
-        # first (one round trip, ~1 ms of TTFA), so one bad request fails alone and as the user's mistake
-        self._check = remote_check((names["lm"] + names["both"])[0])
         self.sample_rate = sample_rate
         self.frame_seconds = frame_seconds
         self.backends = {role: [_Backend(role, n, serve.get_deployment_handle(n, app_name=n)) for n in ns]
                          for role, ns in names.items()}
+        self._by_name = {b.name: b for bs in self.backends.values() for b in bs}
         self._ids = itertools.count(1)
         self._jobs: dict[int, _Job] = {}
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self.replica_metrics: dict[str, dict[str, Any] | None] = {}  # the latest gather (ray_metrics.py)
-        # the first reports come from the poller's thread: this may run inside a replica's constructor,
-        # where a blocking handle call is refused (until then every replica ranks as unreported, alike)
-        self._poller = threading.Thread(target=self._poll, name="vox-front-stats", daemon=True)
-        self._poller.start()
+        # threads, not calls here: this may run inside a replica's constructor, where a blocking handle
+        # call is refused (until the first reports every replica ranks as unreported, alike)
+        self.signals = SignalFeed([(b.name, b.handle) for b in self._by_name.values()], self._store,
+                                  SIGNAL_PERIOD_S)
+        self._gatherer = threading.Thread(target=self._gather_loop, name="vox-front-metrics", daemon=True)
+        self._gatherer.start()
 
     # --- routing
+    def _store(self, name: str, stats: dict[str, float] | None) -> None:
+        """A replica's pushed report (None: its stream broke): what routing reads from now on."""
+        b = self._by_name[name]
+        with self._lock:
+            b.stats, b.routed = stats, 0
+
     def _poll_once(self) -> None:
+        """Every replica's stats now, by a call each (tests and benchmarks want them fresh; routing uses
+        the pushed reports)."""
         pending = [(b, b.handle.options(method_name="record_routing_stats" if b.role == "both" else "stats")
                     .remote()) for bs in self.backends.values() for b in bs]
         for b, resp in pending:
@@ -111,14 +131,9 @@ class PlacementEngine:
             with self._lock:
                 b.stats, b.routed = stats, 0
 
-    def _poll(self) -> None:
-        every = max(1, round(METRICS_PERIOD_S / STATS_PERIOD_S))
-        for n in itertools.count():
-            if self._closed.wait(STATS_PERIOD_S):
-                return
-            self._poll_once()
-            if n % every == 0:
-                self.gather_metrics()
+    def _gather_loop(self) -> None:
+        while not self._closed.wait(METRICS_PERIOD_S):
+            self.gather_metrics()
 
     def gather_metrics(self) -> None:
         """Every replica's own counters and gauges, into the cache /metrics renders (one call each)."""
@@ -139,9 +154,15 @@ class PlacementEngine:
         return best
 
     def relay(self) -> RelayStats:
-        """Chunks, messages, bytes and hop latencies over every LM replica (one call to each)."""
-        parts = [b.handle.relay_stats.remote().result(timeout_s=CALL_TIMEOUT_S) for b in self.backends["lm"]]
-        return RelayStats.merged(parts)
+        """Chunks, link items and bytes over every LM replica, the hop latencies over every codec replica
+        (one call to each)."""
+        sent = [b.handle.relay_stats.remote().result(timeout_s=CALL_TIMEOUT_S) for b in self.backends["lm"]]
+        took = [b.handle.relay_stats.remote().result(timeout_s=CALL_TIMEOUT_S)
+                for b in self.backends["codec"]]
+        out = RelayStats.merged(sent)
+        for part in took:
+            out.lm_to_codec_s.extend(part["hops"])
+        return out
 
     def totals(self) -> dict[str, float]:
         """Summed over the replicas' latest reports (the front door's /metrics and /health)."""
@@ -159,9 +180,8 @@ class PlacementEngine:
         replica, admitted there and on its codec replica against the end of the earlier audio (epoch
         seconds cross the hop), as the single engine does. A both replica's `synthesize` takes no
         continuation, so a later sentence is routed among LM replicas when there are any."""
-        self._check(request)
         rid = next(self._ids)
-        stream = AudioStream(rid, request.request_id, self.sample_rate, Timeline(rid), self._cancel)
+        stream = FrontStream(rid, request.request_id, self.sample_rate, Timeline(rid), self._cancel)
         stream.playback = Playback()  # type: ignore[attr-defined]
         prev = getattr(continues, "playback", None)
         if prev is not None:
@@ -186,6 +206,7 @@ class PlacementEngine:
 
     def close(self) -> None:
         self._closed.set()
+        self.signals.close()
         with self._lock:
             jobs = list(self._jobs.values())
         for job in jobs:
@@ -243,8 +264,12 @@ class _Job:
     def _ended(self, e: BaseException, where: _Backend) -> tuple[str, str]:
         if self.cancelled.is_set():
             return "cancelled", "cancelled by the user"
-        cause = getattr(e, "cause", e)
+        cause = ray_cause(e)
         from voxcli.engine.stream import RequestFailed, RequestRejected
+
+        if isinstance(cause, InputError):  # a both replica's submit refused it: the user's mistake
+            self.stream.invalid = cause  # type: ignore[attr-defined]
+            return "failed", str(cause)
 
         if isinstance(cause, RequestRejected) or isinstance(e, RequestRejected):
             return "rejected", ray_reason(e)
@@ -255,26 +280,27 @@ class _Job:
     def _run_split(self) -> None:
         front, lm = self.front, self.target
         codec = self.codec = front._pick(front.backends["codec"])
-        try:
-            codec.handle.open.remote(self.key).result(timeout_s=CALL_TIMEOUT_S)
-            self.audio_resp = codec.handle.options(method_name="audio", stream=True).remote(self.key)
-        except Exception as e:  # noqa: BLE001
-            why = ray_reason(e)
-            self._finish("failed", f"the codec replica {codec.name} did not open the request ({why})")
-            return
+        # the audio call first: it links the codec replica to this LM replica if it is not yet (relay.py)
+        self.audio_resp = codec.handle.options(method_name="audio", stream=True).remote(self.key, lm.name)
         pump = _POOL.submit(self._pump)
         self._forward(lm, codec)
         pump.result()
 
     def _forward(self, lm: _Backend, codec: _Backend) -> None:
-        """The LM replica generates, feeding the codec replica itself; here: how it ended there."""
+        """The LM replica generates, its chunks pulled by the codec replica; here: how it ended there."""
         due = self.stream.playback.from_epoch  # type: ignore[attr-defined]
         self.lm_resp = lm.handle.generate.remote(self.request, self.key, codec.name, due)
         try:
             end: RoleEnd = self.lm_resp.result()
         except Exception as e:  # noqa: BLE001 - the LM replica failed (or the call was cancelled)
-            if not self.cancelled.is_set():
-                self._abort_codec(f"the LM replica {lm.name} failed mid-stream ({ray_reason(e)})")
+            if self.cancelled.is_set():
+                return
+            cause = ray_cause(e)
+            if isinstance(cause, InputError):  # the model refused the request: the user's mistake
+                self.stream.invalid = cause  # type: ignore[attr-defined]
+                self._abort_codec(f"the request was refused: {cause}")
+                return
+            self._abort_codec(f"the LM replica {lm.name} failed mid-stream ({ray_reason(e)})")
             return
         if end.status != "done" and not self.cancelled.is_set():
             self._abort_codec(f"the LM replica {lm.name} ended the request: {end.status} ({end.reason})",
@@ -303,6 +329,8 @@ class _Job:
             aborted = self.abort_reason
             if aborted is not None and aborted[1]:
                 status = "rejected"
+            if self.stream.invalid is not None:  # type: ignore[attr-defined]
+                status, reason = "failed", str(self.stream.invalid)  # type: ignore[attr-defined]
             if self.lm_resp is not None:
                 self.lm_resp.cancel()  # the LM replica frees its pages
             self._finish(status, reason)
@@ -323,19 +351,50 @@ class _Job:
 
 
 # --------------------------------------------------------------------------------------------- entry points
+CHECK_CACHE = 4096  # distinct requests whose check result the front door remembers
+
+
 def remote_check(name: str) -> Any:
-    """The model's request check, run on replica app `name`; its InputError is raised here, unwrapped. It
-    may be called on an event loop (a route): the round trip (~1 ms) then blocks that loop."""
+    """The model's request check, run on replica app `name`; its InputError is raised here, unwrapped.
+    The check is a pure function of the request, so its answer is remembered (the latest CHECK_CACHE
+    distinct requests, by a digest of the request without its id): a server's per-request template check
+    (the same voice, language and options each time) costs a round trip once, not on every request's
+    event loop. A request's own text is checked where it is generated (the LM replica's submit)."""
+    import hashlib
+    import pickle
+    from collections import OrderedDict
+    from dataclasses import replace
+
     from ray import serve
 
     handle = serve.get_deployment_handle(name, app_name=name)
+    seen: OrderedDict[bytes, Exception | None] = OrderedDict()
+    lock = threading.Lock()
 
     def check(request: Any) -> None:
         try:
-            handle.check.remote(request).result(timeout_s=CALL_TIMEOUT_S, _skip_asyncio_check=True)
-        except Exception as e:
-            cause = getattr(e, "cause", None)
-            raise (cause if isinstance(cause, Exception) else e) from None
+            key = hashlib.blake2b(pickle.dumps(replace(request, request_id=None)), digest_size=16).digest()
+        except Exception:  # noqa: BLE001 - a request that does not pickle is checked every time
+            key = None
+        with lock:
+            known = key is not None and key in seen
+            error = seen.get(key) if key is not None else None
+        if not known:
+            try:
+                handle.check.remote(request).result(timeout_s=CALL_TIMEOUT_S, _skip_asyncio_check=True)
+                error = None
+            except Exception as e:
+                cause = getattr(e, "cause", None)
+                error = cause if isinstance(cause, Exception) else e
+                if not isinstance(error, InputError):
+                    raise error from None  # a replica's failure is not the request's answer: not kept
+            if key is not None:
+                with lock:
+                    seen[key] = error
+                    while len(seen) > CHECK_CACHE:
+                        seen.popitem(last=False)
+        if error is not None:
+            raise error.with_traceback(None)  # the kept exception, without the frames of earlier raises
 
     return check
 
@@ -425,7 +484,7 @@ def batch_placement_session(placement: Placement, spec: ReplicaSpec, quiet: bool
     """`vox batch --placement ...`: a Session whose engine is the front door, in this process (no HTTP)."""
     @contextlib.contextmanager
     def session() -> Iterator[Any]:
-        ray_init(quiet)
+        owned = ray_init(quiet)
         from ray import serve
 
         from voxcli.session import Session
@@ -442,6 +501,11 @@ def batch_placement_session(placement: Placement, spec: ReplicaSpec, quiet: bool
         finally:
             if front is not None:
                 front.close()
-            serve.shutdown()
+            if owned:
+                serve.shutdown()
+            else:  # Ray (and Serve) were up before: leave the rest; deleting ours needs no waiting
+                for name in list(serve.status().applications):
+                    if name.startswith("vox-batch-"):
+                        serve.delete(name, _blocking=False)
 
     return session()

@@ -27,9 +27,9 @@ _HELP = {
     "running_requests": "Requests the replica's engine holds past admission.",
     "kv_pages_used": "KV cache pages the replica holds.",
     "codec_slots_used": "Codec state slots the replica holds.",
-    "relay_chunks": "Chunks this LM replica fed to codec replicas.",
-    "relay_feeds": "Feed calls this LM replica made (each carries every chunk ready meanwhile).",
-    "relay_code_bytes": "Bytes of codes this LM replica fed to codec replicas.",
+    "relay_chunks": "Chunks this LM replica sent to codec replicas.",
+    "relay_items": "Items this LM replica streamed to codec replicas (each carries every chunk ready then).",
+    "relay_code_bytes": "Bytes of codes (and chunk 0's binding) this LM replica sent to codec replicas.",
     "audio_chunks": "Audio chunks this replica streamed to the front door.",
     "reaped": "Codec requests ended because nobody fed or read them within the idle timeout.",
 }

@@ -40,7 +40,10 @@ Per role (config.role, a disaggregated placement: engine/roles.py) the plan size
 - lm: KV pages only. No codec slot, no codec workspace and no codec weights still to load (the LM never
   decodes audio): everything the codec would have had goes to KV (up to the caps of rule 4).
 - codec: codec slots only. No KV pool, no prefill or decode workspace: the slots take all that is left
-  (no 10% guard), up to the config's `codec_slots`.
+  (no 10% guard), up to the config's `codec_slots`. Growing codec state (rule 5) gets the byte budget the
+  slots leave, the slots leaving at least one request's state at the frame cap where memory allows (capped
+  by `codec_state_gb` when set); the codec engine reserves each request's worst case (sent by its LM
+  engine with the chunks) against it, as the both engine does.
 
 Both pools get one extra unit (a scratch page and a scratch slot that graph padding writes into); the
 plan counts their bytes. On a CPU the programs allocate the pools with calloc (models/device_memory.py),
@@ -139,7 +142,7 @@ class MemoryPlan:
                     f"no codec slots; {tail}")
         if self.role == "codec":
             return (f"memory plan (role codec): no KV pool, {self.slots:,} codec slots "
-                    f"({self.slot_bytes / GB:.2f} GB, set by {self.limited_by}); {tail}")
+                    f"({self.slot_bytes / GB:.2f} GB, set by {self.limited_by}){self._state()}; {tail}")
         return (f"memory plan: {self.pages:,} KV pages x {self.page_size} = {self.positions:,} positions "
                 f"({self.kv_bytes / GB:.2f} GB, set by {self.limited_by}), {self.slots:,} codec slots "
                 f"({self.slot_bytes / GB:.2f} GB){self._state()}, workspaces "
@@ -185,7 +188,7 @@ def plan_memory(needs: MemoryNeeds, limits: PlanLimits, budget: Budget, role: st
     rest = budget.usable_bytes - work
     rows = max(1, needs.rows_per_request)
     one_request_pages = rows * math.ceil(limits.row_positions / limits.page_size)
-    # role lm keeps no codec state; role codec's growing state is not budgeted yet (its slots take all)
+    # role lm keeps no codec state (role codec's: _plan_codec)
     state_one = 0 if role == "lm" else request_state_bytes(needs, limits.frames)
     one_request = (one_request_pages + 1) * page_bytes + 2 * needs.codec_slot_bytes
     if rest < one_request:
@@ -227,7 +230,8 @@ def plan_memory(needs: MemoryNeeds, limits: PlanLimits, budget: Budget, role: st
 
 def _plan_codec(needs: MemoryNeeds, limits: PlanLimits, budget: Budget) -> MemoryPlan:
     """Role codec: no KV pool; the codec slots take what the codec's workspaces leave (rule 3's share
-    guard is for sharing with KV, and there is none here), up to the config's count."""
+    guard is for sharing with KV, and there is none here), up to the config's count, less one request's
+    growing state at the frame cap where it has any (rule 5): that state gets the rest."""
     work = workspace_bytes(needs, limits, "codec")
     rest = budget.usable_bytes - work
     per_slot = needs.codec_slot_bytes
@@ -237,12 +241,21 @@ def _plan_codec(needs: MemoryNeeds, limits: PlanLimits, budget: Budget) -> Memor
             f"{2 * per_slot / GB:.2f} GB for one request's codec slot (and the scratch slot), but only "
             f"{budget.usable_bytes / GB:.2f} GB is usable ({budget.describe()}); free memory or raise "
             f"memory_fraction")
-    fit = rest // per_slot - 1 if per_slot else limits.codec_slots_cap  # less the scratch slot
+    state_one = request_state_bytes(needs, limits.frames)
+    # the slots leave one request's state at the cap, if two slots still fit beside it (else that state
+    # budget is smaller: shorter requests fit, as in the both plan)
+    for_slots = rest - state_one if rest - state_one >= 2 * per_slot else rest
+    fit = for_slots // per_slot - 1 if per_slot else limits.codec_slots_cap  # less the scratch slot
     limited_by = "memory" if fit < limits.codec_slots_cap else "codec_slots"
     slots = int(min(fit, limits.codec_slots_cap))
+    state = 0
+    if state_one:
+        state = rest - (slots + 1) * per_slot
+        if limits.state_cap_bytes:
+            state = min(state, limits.state_cap_bytes)
     return MemoryPlan(pages=0, page_size=limits.page_size, slots=slots, kv_bytes=0,
                       slot_bytes=(slots + 1) * per_slot, workspace_bytes=work, budget=budget,
-                      limited_by=limited_by, role="codec")
+                      limited_by=limited_by, role="codec", state_bytes=int(state))
 
 
 def plan_limits(config: EngineConfig, needs: MemoryNeeds, max_chunk_frames: int) -> PlanLimits:
@@ -293,6 +306,6 @@ def apply_memory_plan(program: ModelProgram, config: EngineConfig) -> tuple[Engi
     if role == "lm":
         return config.replace(kv_pages=plan.pages), plan
     if role == "codec":
-        return config.replace(codec_slots=plan.slots), plan
+        return config.replace(codec_slots=plan.slots, codec_state_gb=plan.state_bytes / GB), plan
     return config.replace(kv_pages=plan.pages, codec_slots=plan.slots,
                           codec_state_gb=plan.state_bytes / GB), plan

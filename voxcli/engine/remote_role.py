@@ -1,6 +1,8 @@
 """The remote role (config role codec, engine/roles.py): chunks whose LM runs in another engine.
 
-Such a request never prefills here: it waits (FIFO, continuations first) for a codec slot, and then
+Such a request never prefills here: it waits (FIFO, continuations first) for a codec slot, with its
+worst-case growing codec state reserved beside it when the memory plan budgets that state (the LM engine
+sends the figure with the chunk: `CodeChunk.state_bytes`; one that could never fit is refused), and then
 counts as running while its frames arrive a chunk at a time (`feed_remote`); the codec lanes decode its
 chunks as any other's. The engine binds the slot to the request's codec state (`bind_remote`) the moment
 it is acquired; a request the binding fails on ends alone, its events kept for `take_unreported`.
@@ -22,6 +24,11 @@ class RemoteRole(ChunkFlow):
         """Role codec: a request whose LM runs in another engine; it waits (FIFO) for a codec slot."""
         if r.id in self.requests:
             raise ValueError(f"request id {r.id} is already in the engine")
+        if self.slots.never_fits(r.state_bytes):
+            return self._end(r, S.REJECTED, now,
+                             f"the request's codec state needs {r.state_bytes / 1e9:.2f} GB but this codec "
+                             f"engine's memory plan holds {self.slots.state_bytes / 1e9:.2f} GB for all "
+                             "requests; shorten the text, lower max_frames or free memory")
         self.requests[r.id] = r
         if r.continuation:  # a later sentence: ahead of new requests for a slot, as in `add`
             queue_continuation(self.waiting, r)
@@ -32,8 +39,11 @@ class RemoteRole(ChunkFlow):
 
     def _admit_remote(self, now: float) -> None:
         while self.waiting and self.slots.free:
+            slot = self.slots.acquire(self.waiting[0].id, self.waiting[0].state_bytes)
+            if slot is None:
+                break  # its codec state waits (FIFO) for others' to be released
             r = self.waiting.popleft()
-            r.slot = self.slots.acquire(r.id)  # type: ignore[assignment]
+            r.slot = slot
             if self.bind_remote is not None:
                 try:
                     self.bind_remote(r)

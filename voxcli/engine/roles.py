@@ -36,6 +36,7 @@ counts; `LMEngine.first_audio` hands that time back so the LM's slack keys use i
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 import time
@@ -78,6 +79,9 @@ class CodeChunk:
     # chunk 0 only: what the request's codec slot must hold besides codes (`ModelProgram.codec_binding`:
     # a voice clone's reference codes, a voice and codec mode), plain picklable data; None on later chunks
     binding: Any = None
+    # the request's codec state that grows with it, worst case at its frame cap (the LM knows the prompt:
+    # `Prompt.codec_state_*`); the codec engine reserves it with the slot, as a both engine does. 0: none
+    state_bytes: int = 0
 
     @property
     def frames(self) -> int:
@@ -85,7 +89,32 @@ class CodeChunk:
 
     @property
     def nbytes(self) -> int:
-        return int(self.codes.nbytes)
+        """What the chunk carries: its codes and, on chunk 0, its binding (the fields around: ~0.3 kB)."""
+        return int(self.codes.nbytes) + plain_nbytes(self.binding)
+
+
+def plain_nbytes(value: Any) -> int:
+    """Bytes of plain data (a codec binding): arrays' and bytes' own, strings' UTF-8, 8 per number,
+    containers and dataclasses summed over what they hold; anything else as pickled."""
+    if value is None:
+        return 0
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return len(value)
+    if isinstance(value, str):
+        return len(value.encode())
+    if isinstance(value, (bool, int, float, complex, np.generic)):
+        return 8
+    if isinstance(value, dict):
+        return sum(plain_nbytes(k) + plain_nbytes(v) for k, v in value.items())
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return sum(plain_nbytes(v) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return sum(plain_nbytes(getattr(value, f.name)) for f in dataclasses.fields(value))
+    import pickle
+
+    return len(pickle.dumps(value))
 
 
 @dataclass(frozen=True)
@@ -238,7 +267,8 @@ class LMEngine(_RoleEngine):
         item = CodeChunk(key=stream.key, index=ch.index, start=ch.start, codes=ev.codes, last=ch.last,
                          deadline_epoch=to_epoch(ch.deadline), arrival_epoch=to_epoch(r.arrival),
                          ttfa_target_s=r.ttfa_target, schedule=r.schedule, sent_epoch=time.time(),
-                         continuation=r.continuation, binding=stream.binding if ch.index == 0 else None)
+                         continuation=r.continuation, binding=stream.binding if ch.index == 0 else None,
+                         state_bytes=r.state_bytes)
         if ch.index == 0:
             stream.binding = None
         stream.deliver(item)  # type: ignore[arg-type]
@@ -362,6 +392,7 @@ class CodecEngine(_RoleEngine):
                 chunk.arrival_epoch), chunk.schedule, self.spec.frame_seconds, chunk.ttfa_target_s,
                 None, stream, self.spec.codec_lookahead_frames)
             r.frame_cap = _UNBOUNDED
+            r.state_bytes = chunk.state_bytes  # reserved with its slot (remote_role.py)
             r.continuation = chunk.continuation  # chunk 0's deadline (arrival + target) is the playback end
             r.refresh_event()
             stream.timeline = r.timeline
@@ -425,4 +456,4 @@ def lm_items(stream: AudioStream) -> Iterator[CodeChunk | RoleEnd]:
 
 
 __all__ = ["CodeChunk", "RoleEnd", "EpochClock", "WatchedStream", "LMEngine", "CodecEngine", "relay",
-           "lm_items", "RequestState"]
+           "lm_items", "plain_nbytes", "RequestState"]
