@@ -76,9 +76,10 @@ FAMILY = Family(
         HubModel("espnet/bagpiper-tts-sft", "Bagpiper TTS (Qwen3-8B, 8 X-Codec streams): writes a text plan, "
                  "then speaks; CFG 3", "bagpiper-8b"),
     ),
-    demos=(Demo("demo-speechlm", build_demo, version="1", recipe="demo-speechlm",
-                description="tiny random unified text+audio LM (Bagpiper-like: text phase, then audio; CFG), "
-                            "offline; neither its text nor its audio is language"),),
+    demos=(Demo("demo-speechlm", build_demo, version="2", recipe="demo-speechlm",
+                description="tiny random unified text+audio LM (Bagpiper-like: text phase, then audio; CFG; "
+                            "hears through X-Codec's encoder), offline; neither its text nor its audio is "
+                            "language"),),
     # X-Codec / OpusLM's DAC: 16 kHz, 320 samples (20 ms) per frame, 8 codec streams.
     sim=SimSpec(sample_rate=16000, frame_rate=50.0, samples_per_frame=320, codebooks=8,
                 # a 10-frame second chunk: 25 frames after the first 10 must come within 10 frames of
