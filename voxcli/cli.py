@@ -18,6 +18,8 @@ from typer.core import TyperGroup
 from voxcli import __version__, console
 from voxcli.cli_options import DeviceOpt, ModelOpt
 from voxcli.cli_speech import BATCH_HELP, SAY_HELP, batch, say
+from voxcli.cli_transcribe import HELP as TRANSCRIBE_HELP
+from voxcli.cli_transcribe import transcribe
 from voxcli.console import click_exception_type, friendly_errors
 
 __all__ = ["app", "main", "friendly_errors"]  # friendly_errors: what `vox bench` reports errors with
@@ -83,6 +85,7 @@ def _main(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks f
 
 app.command(help=SAY_HELP)(say)
 app.command(help=BATCH_HELP)(batch)
+app.command(help=TRANSCRIBE_HELP)(transcribe)
 
 
 @app.command(help="List a model's voices, languages, modes and request options (what a JSONL line's, an "
