@@ -52,8 +52,9 @@ def run(gpu: str, rate: float, seed: int, share: float, seconds: float) -> dict:
     for i, t in enumerate(poisson_times(rate, seconds, seed)):
         if rng.random() < share:
             n = int(clip_seconds(rng) * 16000)
-            req = SynthesisRequest(text="", input_audio=np.zeros(n, np.float32), input_sample_rate=16000,
-                                   request_id=f"heard-{i}")
+            req = SynthesisRequest(
+                text="", input_audio=np.zeros(n, np.float32), input_sample_rate=16000, request_id=f"heard-{i}"
+            )
             heard.append(eng.submit(req, at=start + t))
         else:
             u = texts[rng.randrange(len(texts))]
@@ -66,11 +67,18 @@ def run(gpu: str, rate: float, seed: int, share: float, seconds: float) -> dict:
     ttft = [s.timeline.ttft for s in heard if s.timeline.ttft is not None]
     tps = [s.timeline.tokens_per_s for s in heard if s.timeline.tokens_per_s]
     eng.close()
-    return {"rate": rate, "seed": seed, "share": share, "tts": len(tts), "heard": len(heard), "met": met,
-            "heard_done": sum(s.status == "done" for s in heard),
-            "ttft_p50": statistics.median(ttft) if ttft else None,
-            "ttft_p90": float(np.percentile(ttft, 90)) if ttft else None,
-            "tokens_per_s_p50": statistics.median(tps) if tps else None}
+    return {
+        "rate": rate,
+        "seed": seed,
+        "share": share,
+        "tts": len(tts),
+        "heard": len(heard),
+        "met": met,
+        "heard_done": sum(s.status == "done" for s in heard),
+        "ttft_p50": statistics.median(ttft) if ttft else None,
+        "ttft_p90": float(np.percentile(ttft, 90)) if ttft else None,
+        "tokens_per_s_p50": statistics.median(tps) if tps else None,
+    }
 
 
 def main() -> None:

@@ -202,3 +202,14 @@ def test_a_dialogue_turn_answers_in_text_then_speech(ckpt):
     assert audio.shape[0] == 12 * 320 and np.abs(audio).max() > 0  # it speaks after the text
     assert heard.token_ids == text_only.token_ids and len(heard.token_ids) == 10
     assert tl.first_token is not None and tl.first_audio is not None and tl.first_token < tl.first_audio
+
+
+def test_an_opuslm_checkpoint_refuses_audio_input_in_one_sentence(tmp_path):
+    """OpusLM's input audio needs its SSL stream (XEUS + k-means), which no PyPI package provides."""
+    from voxcli.models import load_model
+    from voxcli.models.speechlm.tiny_opuslm import build_opuslm
+
+    program = load_model(str(build_opuslm(tmp_path / "opuslm", size="tiny", seed=0)))
+    assert "SSL stream (XEUS + k-means)" in program.hears()
+    with pytest.raises(InputError, match="no PyPI package provides"):
+        program.prepare(_heard(1.0, 1))

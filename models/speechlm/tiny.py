@@ -40,10 +40,10 @@ INFERENCE = {"enforce_modality": ["text", "audio"],
              "dtype": "float32"}
 
 
-def _tokenizer(path: Path) -> None:
+def _tokenizer(path: Path, n_words: int = WORDS) -> None:
     from tokenizers import Tokenizer, models, pre_tokenizers
 
-    words = ["[UNK]", "<pad>"] + [f"w{i}" for i in range(WORDS - 2)]
+    words = ["[UNK]", "<pad>"] + [f"w{i}" for i in range(n_words - 2)]
     tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     tok.save(str(path))
@@ -85,7 +85,9 @@ def _encoder_weights(config: Path, n_codec: int, seed: int) -> dict[str, torch.T
 
 
 def build_tiny(out: Path, seed: int = 0, inference: dict[str, Any] | None = None,
-               weight_std: float = 0.1) -> Path:
+               weight_std: float = 0.1, backbone: dict[str, Any] | None = None,
+               xcodec: dict[str, Any] | None = None) -> Path:
+    """`backbone` / `xcodec`: other sizes (real_hearing.py: SmolLM2-1.7B with the released X-Codec's)."""
     import yaml
     from safetensors.torch import save_file
 
@@ -93,9 +95,11 @@ def build_tiny(out: Path, seed: int = 0, inference: dict[str, Any] | None = None
     bdir, cdir = out / "backbone", out / "xcodec"
     bdir.mkdir(parents=True, exist_ok=True)
     cdir.mkdir(parents=True, exist_ok=True)
-    (bdir / "config.json").write_text(json.dumps(BACKBONE, indent=1))
-    _tokenizer(bdir / "tokenizer.json")
-    (cdir / "config.json").write_text(json.dumps(XCODEC, indent=1))
+    backbone, xcodec = backbone or BACKBONE, xcodec or XCODEC
+    words = int(backbone["vocab_size"])
+    (bdir / "config.json").write_text(json.dumps(backbone, indent=1))
+    _tokenizer(bdir / "tokenizer.json", words)
+    (cdir / "config.json").write_text(json.dumps(xcodec, indent=1))
     g = torch.Generator().manual_seed(seed)
     n_codec = 8
     shape = XcodecShape.read(cdir / "config.json", n_codec)
@@ -114,13 +118,14 @@ def build_tiny(out: Path, seed: int = 0, inference: dict[str, Any] | None = None
         "preprocessor": {"audio_input": "discrete_audio", "audio_output": "discrete_audio",
                          "loss_region": "assistant"},
     }
-    widths = [XCODEC["codebook_size"] + 1] * n_codec
-    start = NUM_SPECIAL + WORDS
+    widths = [xcodec["codebook_size"] + 1] * n_codec
+    start = NUM_SPECIAL + words
     train["vocab_intervals"] = {
-        "special_token": [[0, NUM_SPECIAL]], "text": [[NUM_SPECIAL, NUM_SPECIAL + WORDS]],
+        "special_token": [[0, NUM_SPECIAL]], "text": [[NUM_SPECIAL, NUM_SPECIAL + words]],
         "discrete_audio": [[start + i * w, start + (i + 1) * w] for i, w in enumerate(widths)]}
-    layout = build_layout(train, WORDS, "tiny")
-    lm = ParallelLM(parse_backbone(BACKBONE, "tiny"), layout.vocab_size, layout.num_stream)
+    layout = build_layout(train, words, "tiny")
+    with torch.device("meta"):  # shapes only: a real-size backbone is written tensor by tensor
+        lm = ParallelLM(parse_backbone(backbone, "tiny"), layout.vocab_size, layout.num_stream)
     state = {}
     for k, v in lm.state_dict().items():
         if k == "vocab_weight":

@@ -3,6 +3,7 @@ oracle venv): task `audio_to_text` (and its dialogue form) on a tiny Bagpiper-li
 is ESPnet's own `DiscreteAudioIO(codec_choice="Xcodec")` over a tiny random `XcodecModel`, encoder included.
 
     run_speechlm_audio_in.py all OUT JOB.json RESULT.pt
+    run_speechlm_audio_in.py time OUT JOB.json N   seconds of N sequential `inference` calls (benchmark)
 
 JOB = {spec (as run_speechlm.py's, plus "clips"), cases, codec_lengths}. Builds the checkpoint (model.pt
 then carries the codec's weights under `multimodal_io_dict.discrete_audio.codec_model.`, as a released
@@ -196,7 +197,8 @@ def run_all(out, job_path, result_path):
     inf = spec["inference"]
     clips = spec["clips"]
     batches = {c["name"]: batch(pre, c, clips) for c in job["cases"]}
-    calibrate(model, vm, list(batches.values()), inf)
+    if job.get("calibrate", True):
+        calibrate(model, vm, list(batches.values()), inf)
     torch.save(
         {"module": {k: v for k, v in model.state_dict().items() if k in keys}}, os.path.join(out, "model.pt")
     )
@@ -270,8 +272,43 @@ def run_all(out, job_path, result_path):
     torch.save(results, result_path)
 
 
+def time_sequential(out, job_path, n):
+    """ESPnet's own serving loop on the checkpoint `all` built: one request at a time (bin/inference.py),
+    the first case's clip, the text rules of the job (min_step = max_step: exactly that many tokens)."""
+    import time
+
+    job = json.load(open(job_path))
+    ios = build_ios(out)
+    model, vm = make_model(out, ios)
+    model.load_state_dict(torch.load(os.path.join(out, "model.pt"), weights_only=True)["module"], strict=True)
+    model.prepare_inference()
+    model = model.eval()
+    pre = base.preprocessor(ios, vm)
+    b = batch(pre, job["cases"][0], job["spec"]["clips"])
+    inf = job["spec"]["inference"]
+    infer(model, b, inf)  # warm-up
+    wall, cpu = time.perf_counter(), time.process_time()
+    steps = 0
+    for _ in range(n):
+        rec, _, _ = infer(model, b, inf)
+        steps += sum(len(s) for s in rec.segments)
+    print(
+        json.dumps(
+            {
+                "wall_s": time.perf_counter() - wall,
+                "cpu_s": time.process_time() - cpu,
+                "requests": n,
+                "tokens": steps,
+            }
+        )
+    )
+
+
 if __name__ == "__main__":
     torch.set_num_threads(2)
-    if sys.argv[1] != "all":
+    if sys.argv[1] == "all":
+        run_all(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif sys.argv[1] == "time":
+        time_sequential(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    else:
         raise SystemExit(f"unknown mode {sys.argv[1]}")
-    run_all(sys.argv[2], sys.argv[3], sys.argv[4])
