@@ -1,6 +1,6 @@
 """Real size hearing: a 10 s clip transcribed by a Bagpiper-layout random checkpoint at OpusLM-Dialogue's
-backbone size (models/speechlm/real_hearing.py), on the cpu engine: X-Codec encode cost per second of
-input audio, time to first token, text tokens/s (64 greedy tokens, the text rules' max_step).
+backbone size (the speechlm family's builder, size hear-real), on the cpu engine: X-Codec encode cost per
+second of input audio, time to first token, text tokens/s (64 greedy tokens, the text rules' max_step).
 
     flock /tmp/vox-realsize.lock .venv/bin/python scripts/peak_rss.py 20000 hear-realsize -- \\
         .venv/bin/python -m benchmarks bench_speechlm_hear_realsize [--ckpt DIR] [--dtype bfloat16]
@@ -30,7 +30,7 @@ def main() -> None:
     a = ap.parse_args()
     import torch
     from voxcli.models import load_model
-    from voxcli.models.speechlm.real_hearing import build_real_hearing
+    from voxcli.models.registry import get_tiny
 
     from voxcli.config import EngineConfig
     from voxcli.engine.engine import Engine
@@ -38,7 +38,7 @@ def main() -> None:
 
     if not (a.ckpt / "model.pt").exists():
         t = time.time()
-        build_real_hearing(a.ckpt)
+        get_tiny("speechlm").build(a.ckpt, size="hear-real")
         print(f"built {a.ckpt} in {time.time() - t:.0f} s", flush=True)
     t = time.time()
     program = load_model(str(a.ckpt), dtype=a.dtype)

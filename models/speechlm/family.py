@@ -46,13 +46,30 @@ OPUSLM_7B = {"backbone": dict(hidden=4096, layers=32, heads=32, kv_heads=32, hea
 def build_tiny(out: Path, size: str = "tiny", seed: int | None = None, **options: Any) -> Path:
     from .tiny_opuslm import build_opuslm
 
+    if size.startswith("hear-"):
+        return build_hearing(out, size[len("hear-"):], seed)
+
     return build_opuslm(Path(out), size=size, seed=0 if seed is None else seed, **options)
+
+
+def build_hearing(out: Path, size: str = "tiny", seed: int | None = None) -> Path:
+    """Bagpiper's layout (X-Codec streams, audio input through its encoder): tiny, or real (real_hearing.py:
+    SmolLM2-1.7B's backbone with the released X-Codec's sizes)."""
+    if size == "real":
+        from .real_hearing import build_real_hearing
+
+        return build_real_hearing(Path(out), seed=0 if seed is None else seed)
+    if size != "tiny":
+        raise ValueError(f"the hearing sizes are hear-tiny and hear-real, not hear-{size}")
+    from .tiny import build_tiny as build
+
+    return build(Path(out), seed=0 if seed is None else seed)
 
 
 def tiny_sizes() -> tuple[str, ...]:
     from .tiny_opuslm import SIZES
 
-    return tuple(SIZES)
+    return (*SIZES, "hear-tiny", "hear-real")
 
 
 def calibration() -> Any:
@@ -68,7 +85,8 @@ FAMILY = Family(
     name="ESPnet SpeechLM (unified text+audio)",
     model_types=(),
     load=load,
-    tiny=(Tiny("speechlm", build_tiny, tiny_sizes),),  # OpusLM-like, ESPnet's release layout
+    # OpusLM-like, ESPnet's release layout; sizes hear-tiny / hear-real: Bagpiper-like, it hears
+    tiny=(Tiny("speechlm", build_tiny, tiny_sizes),),
     calibration=calibration,
     claims=claims,
     claim_file="inference.yaml",
