@@ -3,8 +3,9 @@ clip with text.
 
 multipart/form-data fields: `file` (the clip: WAV, FLAC or OGG, any rate), `model` (required, as OpenAI's
 clients always send one; the served model answers whatever it names), `prompt` (optional: a system text
-turn before the clip), `response_format` (json | text | verbose_json) and `stream` (true: server-sent
-events `transcript.text.delta` per decoded token, then `transcript.text.done`). A bad upload (not a form,
+turn before the clip), `temperature` (0, OpenAI's default: greedy text), `response_format` (json | text
+| verbose_json) and `stream` (true: server-sent events `transcript.text.delta` per decoded token, then
+`transcript.text.done`). A bad upload (not a form,
 no file, not audio, empty, too long, a rate out of range, too large) is a 4xx with one sentence.
 
 The form is parsed with the standard library's MIME parser (no python-multipart dependency: the form is
