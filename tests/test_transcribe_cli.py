@@ -71,3 +71,14 @@ def test_a_model_that_cannot_hear_says_so(vox, tmp_path):
     a = _clip(tmp_path / "a.wav", 0.5, 16000, 1)
     r = vox("transcribe", "-m", "demo-dia", "--quiet", a)
     assert r.exit_code == 2 and "cannot hear" in r.output, r.output
+
+
+def test_reply_answers_in_text_then_speech(vox, tmp_path):
+    a = _clip(tmp_path / "q.wav", 1.2, 16000, 4)
+    out = tmp_path / "reply.wav"
+    r = vox("reply", "-m", "demo-speechlm", "--greedy", "--max-frames", "12", a, "-o", str(out))
+    assert r.exit_code == 0, r.output
+    info = sf.info(str(out))
+    assert info.samplerate == 16000 and info.frames == 12 * 320
+    text = vox("transcribe", *FAST, a)
+    assert text.exit_code == 0 and text.stdout.strip() in r.stderr  # the same text first, on stderr

@@ -18,8 +18,7 @@ from typer.core import TyperGroup
 from voxcli import __version__, console
 from voxcli.cli_options import DeviceOpt, ModelOpt
 from voxcli.cli_speech import BATCH_HELP, SAY_HELP, batch, say
-from voxcli.cli_transcribe import HELP as TRANSCRIBE_HELP
-from voxcli.cli_transcribe import transcribe
+from voxcli.cli_transcribe import register as register_audio_in
 from voxcli.console import click_exception_type, friendly_errors
 
 __all__ = ["app", "main", "friendly_errors"]  # friendly_errors: what `vox bench` reports errors with
@@ -85,7 +84,7 @@ def _main(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks f
 
 app.command(help=SAY_HELP)(say)
 app.command(help=BATCH_HELP)(batch)
-app.command(help=TRANSCRIBE_HELP)(transcribe)
+register_audio_in(app)  # vox transcribe, vox reply (a model that hears: voxcli/cli_transcribe.py)
 
 
 @app.command(help="List a model's voices, languages, modes and request options (what a JSONL line's, an "

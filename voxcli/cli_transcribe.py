@@ -199,3 +199,64 @@ def transcribe(
             os.close(fd)
         if failed:
             raise VoxError(f"{failed} of {len(todo)} clips failed", 1)
+
+
+REPLY_HELP = ("A spoken dialogue turn: a model that hears answers a clip in text (stderr) and then speech "
+              "(-o).\n\n[bold]Example[/bold]\n\n  vox reply -m ./bagpiper question.wav -o answer.wav")
+
+
+def reply(
+    clip: Annotated[Path, typer.Argument(help="The user's turn: a clip (WAV, FLAC, OGG).")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="The reply's audio (a WAV file).")],
+    model: ModelOpt = None,
+    prompt: Annotated[str | None, typer.Option("--prompt", help="A system text turn before the clip.")]
+    = None,
+    cfg_scale: Annotated[float | None, typer.Option("--cfg-scale", help="Guidance of the audio phase "
+                                                    "(default: the model's).")] = None,
+    max_frames: Annotated[int | None, typer.Option("--max-frames", help="Cap on the reply's frames.")] = None,
+    seed: SeedOpt = None, greedy: GreedyOpt = False, recipe: RecipeOpt = None, set_: SetOpt = None,
+    executor: ExecOpt = None, device: DeviceOpt = None, dtype: DtypeOpt = None, quiet: QuietOpt = False,
+) -> None:
+    """One request through both phases: the text segment (shown on stderr as it is decoded), then the
+    audio segment with the model's CFG, as `vox say` runs it."""
+    with friendly_errors():
+        from voxcli.cli_options import check_output_file
+        from voxcli.engine.stream import EngineError
+        from voxcli.models.base import InputError, SamplingParams, SynthesisRequest
+        from voxcli.transcribe import CannotHear, hearing_check, read_clip, tap_of
+
+        try:
+            pcm, rate = read_clip(clip)  # before the model loads
+        except InputError as e:
+            raise VoxError(str(e), 2) from None
+        check_output_file(str(output))
+        opts = engine_options(model, recipe, set_, None, executor, device, dtype)
+        with open_cli_session(opts, quiet) as session:
+            try:
+                hearing_check(session.engine.program, session.model)
+            except CannotHear as e:
+                raise VoxError(str(e), 2) from None
+            req = SynthesisRequest(text="", input_audio=pcm, input_sample_rate=rate, instructions=prompt,
+                                   seed=seed, sampling=SamplingParams(greedy=greedy), cfg_scale=cfg_scale,
+                                   max_frames=max_frames)
+            heard = tap_of(session.engine).follow(req, on_delta=lambda t: sys.stderr.write(t))
+            try:
+                audio = session.engine.submit(req).wait(timeout=None)
+            except InputError as e:
+                raise VoxError(str(e), 2) from None
+            except EngineError as e:
+                raise VoxError(str(e), 1) from None
+            sys.stderr.write("\n")
+            if audio.size == 0:
+                raise VoxError(f"model {session.model} answered in text only ({heard.text!r}); its "
+                               "inference.yaml does not go on to speech", 1)
+            import soundfile as sf
+
+            sf.write(str(output), audio, session.spec.sample_rate)
+            if not quiet:
+                say_line(f"reply: {audio.size / session.spec.sample_rate:.2f} s of audio to {output}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command(help=HELP)(transcribe)
+    app.command(help=REPLY_HELP)(reply)
