@@ -125,6 +125,10 @@ class SynthesisRequest:
     ref_audio: np.ndarray | None = None  # voice clone: mono float32 PCM
     ref_sample_rate: int | None = None
     ref_text: str | None = None  # voice clone ICL mode needs the transcript; absent -> x-vector only
+    # Audio in (a unified LM hears: transcription, a spoken dialogue turn): the user's clip, PCM [n] or
+    # [channels, n], and its rate; `text` is then empty. Families that cannot hear refuse it.
+    input_audio: np.ndarray | None = None
+    input_sample_rate: int | None = None
     seed: int | None = None
     sampling: SamplingParams = field(default_factory=SamplingParams)
     max_frames: int | None = None
@@ -189,6 +193,7 @@ class StepOutput:
 
     frame: np.ndarray | None
     done: bool
+    text_tokens: int = 0  # text tokens this step wrote (a unified LM's text segment): TTFT, tokens/s
 
 
 @dataclass

@@ -17,6 +17,7 @@ import typer
 from voxcli import __version__, console
 from voxcli.cli_options import DeviceOpt, ModelOpt
 from voxcli.cli_speech import BATCH_EXAMPLES, BATCH_HELP, SAY_EXAMPLES, SAY_HELP, batch, say
+from voxcli.cli_transcribe import register as register_audio_in
 from voxcli.console import ExamplesGroup, click_exception_type, friendly_errors, with_examples
 
 __all__ = ["app", "main", "friendly_errors"]  # friendly_errors: what `vox bench` reports errors with
@@ -82,6 +83,7 @@ def _main(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks f
 
 app.command(help=SAY_HELP, cls=with_examples(*SAY_EXAMPLES))(say)
 app.command(help=BATCH_HELP, cls=with_examples(*BATCH_EXAMPLES))(batch)
+register_audio_in(app)  # vox transcribe, vox reply (a model that hears: voxcli/cli_transcribe.py)
 
 
 @app.command(help="List a model's voices, languages, modes and request options (what a JSONL line's, an "

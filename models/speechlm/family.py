@@ -52,13 +52,30 @@ OPUSLM_7B = {"backbone": dict(hidden=4096, layers=32, heads=32, kv_heads=32, hea
 def build_tiny(out: Path, size: str = "tiny", seed: int | None = None, **options: Any) -> Path:
     from .tiny_opuslm import build_opuslm
 
+    if size.startswith("hear-"):
+        return build_hearing(out, size[len("hear-"):], seed)
+
     return build_opuslm(Path(out), size=size, seed=0 if seed is None else seed, **options)
+
+
+def build_hearing(out: Path, size: str = "tiny", seed: int | None = None) -> Path:
+    """Bagpiper's layout (X-Codec streams, audio input through its encoder): tiny, or real (real_hearing.py:
+    SmolLM2-1.7B's backbone with the released X-Codec's sizes)."""
+    if size == "real":
+        from .real_hearing import build_real_hearing
+
+        return build_real_hearing(Path(out), seed=0 if seed is None else seed)
+    if size != "tiny":
+        raise ValueError(f"the hearing sizes are hear-tiny and hear-real, not hear-{size}")
+    from .tiny import build_tiny as build
+
+    return build(Path(out), seed=0 if seed is None else seed)
 
 
 def tiny_sizes() -> tuple[str, ...]:
     from .tiny_opuslm import SIZES
 
-    return tuple(SIZES)
+    return (*SIZES, "hear-tiny", "hear-real")
 
 
 def calibration() -> Any:
@@ -75,7 +92,8 @@ FAMILY = Family(
     name="ESPnet SpeechLM (unified text+audio)",
     model_types=(),
     load=load,
-    tiny=(Tiny("speechlm", build_tiny, tiny_sizes),),  # OpusLM-like, ESPnet's release layout
+    # OpusLM-like, ESPnet's release layout; sizes hear-tiny / hear-real: Bagpiper-like, it hears
+    tiny=(Tiny("speechlm", build_tiny, tiny_sizes),),
     calibration=calibration,
     claims=claims,
     claim_file="inference.yaml",
@@ -83,9 +101,10 @@ FAMILY = Family(
         HubModel("espnet/bagpiper-tts-sft", "Bagpiper TTS (Qwen3-8B, 8 X-Codec streams): writes a text plan, "
                  "then speaks; CFG 3", "bagpiper-8b"),
     ),
-    demos=(Demo("demo-speechlm", build_demo, version="1", recipe="demo-speechlm",
-                description="tiny random unified text+audio LM (Bagpiper-like: text phase, then audio; CFG), "
-                            "offline; neither its text nor its audio is language"),),
+    demos=(Demo("demo-speechlm", build_demo, version="2", recipe="demo-speechlm",
+                description="tiny random unified text+audio LM (Bagpiper-like: text phase, then audio; CFG; "
+                            "hears through X-Codec's encoder), offline; neither its text nor its audio is "
+                            "language"),),
     # X-Codec / OpusLM's DAC: 16 kHz, 320 samples (20 ms) per frame, 8 codec streams.
     sim=SimSpec(sample_rate=16000, frame_rate=50.0, samples_per_frame=320, codebooks=8,
                 # a 10-frame second chunk: 25 frames after the first 10 must come within 10 frames of

@@ -62,6 +62,9 @@ class PreparedSpeechLM:
     phase: Phase  # a template; prefill copies it into the row's state
     seed: int | None
     key: str | None  # the request id, for the text sink
+    # user audio turns still to encode: (first row of the block in `tokens`, waveform [1, T * hop] at the
+    # codec rate, T); prefill encodes them into `tokens` (the LM lane's work: see `fill_audio`)
+    audio: list[tuple[int, torch.Tensor, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -70,6 +73,7 @@ class RowState:
     per_seq: int  # pages per sequence
     prepared: PreparedSpeechLM
     texts: list[str] = field(default_factory=list)  # the text segments, detokenized, in order
+    streamed: str = ""  # the current text segment's text already given to on_text_delta
 
 
 class SpeechLMProgram(ModelProgram):
@@ -89,7 +93,14 @@ class SpeechLMProgram(ModelProgram):
         self.v_pool: torch.Tensor | None = None
         self.page_size = 0
         self._codec = None
+        self._audio_encoder = None  # X-Codec's encoder, loaded on the first audio-in request
         self.on_text: Callable[[str | None, str], None] | None = None  # `--show-text`: (request id, text)
+        # (request id, the segment's text-vocabulary token ids), beside on_text (`vox transcribe --json`)
+        self.on_text_ids: Callable[[str | None, list[int]], None] | None = None
+        # (request id, new text) after every text token: the text as it is decoded (`vox transcribe`, the
+        # server's transcript.text.delta); a segment's deltas add up to its text when the detokenizer
+        # never rewrites a prefix (it can: the final text, on_text's, is what counts)
+        self.on_text_delta: Callable[[str | None, str], None] | None = None
         self._text_ratio: float | None = None  # observed text-phase steps per prompt text token (EMA)
         # The companion's all-pad prefix: position p's keys/values depend only on p (every input is pad),
         # so they are the same for every companion of every request; computed once (for the longest
@@ -123,18 +134,61 @@ class SpeechLMProgram(ModelProgram):
             self._codec = load_codec(self.cfg, self.device)
         return self._codec
 
+    @property
+    def audio_encoder(self):
+        """X-Codec's encoder (xcodec_encoder.py), with model.pt's codec weights as ESPnet loads them."""
+        if self._audio_encoder is None:
+            from .codec import codec_folder
+            from .weights import read_module
+            from .xcodec_encoder import XcodecEncoder
+
+            pt = self.cfg.root / "model.pt"
+            self._audio_encoder = XcodecEncoder.load(codec_folder(self.cfg), read_module(pt),
+                                                     self.cfg.layout.codec_streams, self.device,
+                                                     where=str(pt))
+        return self._audio_encoder
+
+    def hears(self) -> str | None:
+        """None when this checkpoint takes a user audio turn, else why not (one sentence)."""
+        from .audio_in import refuse_reason
+
+        return refuse_reason(self.cfg)
+
     # --- host: prompts ---------------------------------------------------------------------------
-    def _messages(self, request: SynthesisRequest) -> list[tuple[str, str]]:
-        """ESPnet's text_to_audio task template: one user text message; instructions become a system
-        text message before it (a dialogue, as the preprocessor lays one out)."""
-        msgs = []
+    def _messages(self, request: SynthesisRequest) -> list[tuple[str, str, object]]:
+        """ESPnet's task templates: text_to_audio is one user text message, audio_to_text one user audio
+        message; instructions become a system text message before it (the dialogue form, as the
+        preprocessor lays one out). Entries: (role, modality, content)."""
+        msgs: list[tuple[str, str, object]] = []
         if request.instructions:
-            msgs.append(("system", request.instructions))
-        msgs.append(("user", request.text))
+            msgs.append(("system", "text", request.instructions))
+        if request.input_audio is not None:
+            msgs.append(("user", "audio", request.input_audio))
+        else:
+            msgs.append(("user", "text", request.text))
         return msgs
 
+    def text_only(self, request: SynthesisRequest) -> bool:
+        """The request's answer is text alone: one segment asked for, or the checkpoint enforces [text]."""
+        asked = self.options_of(request)["max_segments"]
+        enforced = list(self.cfg.inference.enforce_modality)
+        return (asked is not None and int(asked) == 1) or enforced == ["text"]
+
     def check(self, request: SynthesisRequest) -> None:
-        if not request.text or not request.text.strip():
+        if request.input_audio is not None:
+            why = self.hears()
+            if why is not None:
+                raise InputError(why)
+            if request.text and request.text.strip():
+                raise InputError("give either text or input audio as the user turn, not both")
+            if request.ref_audio is not None:
+                raise InputError(f"model {self.spec.name} takes no reference audio; the input audio is the "
+                                 "user's turn")
+            from .audio_in import check_clip
+
+            check_clip(request.input_audio, request.input_sample_rate, self.spec.samples_per_frame,
+                       self.spec.sample_rate)
+        elif not request.text or not request.text.strip():
             raise InputError("the text is empty; give some text to speak")
         if request.voice is not None:
             raise InputError(f"model {self.spec.name} has no named voices; drop the voice")
@@ -145,7 +199,7 @@ class SpeechLMProgram(ModelProgram):
         w = request.cfg_scale
         if w is not None and not (math.isfinite(w) and w >= 1):
             raise InputError(f"cfg_scale must be a number >= 1, got {request.cfg_scale}")
-        if "audio" not in self.cfg.inference.rules:
+        if "audio" not in self.cfg.inference.rules and not self.text_only(request):
             raise InputError(f"{self.cfg.root / 'inference.yaml'} has no audio: rules, so this model "
                              "cannot speak")
         self._rules(request)
@@ -181,43 +235,89 @@ class SpeechLMProgram(ModelProgram):
         return text, audio
 
     def prompt_tokens(self, request: SynthesisRequest) -> tuple[np.ndarray, int]:
-        """[L, S]: <bos>, then per message <role><text> its tokens and <eos> (<eot> when the next message
-        has the same role); a text token id 0 stays pad 0, as the preprocessor maps it."""
+        """[L, S]: <bos>, then per message <role><modality>, its rows and <eos> (<eot> when the next
+        message has the same role); a text token id 0 stays pad 0, as the preprocessor maps it; an audio
+        message is its delay-interleaved codes (audio_in.py)."""
+        tokens, n, audio = self._layout_prompt(request)
+        return self.fill_audio(tokens, audio), n
+
+    def _layout_prompt(self, request: SynthesisRequest) -> tuple[np.ndarray, int, list]:
+        """The prompt with each audio block left as pad rows, and the waveforms that fill them: the rows'
+        count follows from the clip's length alone (T + S - 1), so the KV plan needs no encode."""
         S = self.cfg.layout.num_stream
         start = self.cfg.layout.text_start
         msgs = self._messages(request)
         rows = [special(BOS, S)]
         n_text = 0
-        for i, (role, content) in enumerate(msgs):
-            rows += [special(SPECIAL_ID[role], S), special(SPECIAL_ID["text"], S)]
-            ids = self.text_io.encode(content)
-            n_text += len(ids)
-            for t in ids:
-                rows.append(special(0 if t == 0 else t + start, S))
+        audio = []
+        for i, (role, kind, content) in enumerate(msgs):
+            rows += [special(SPECIAL_ID[role], S), special(SPECIAL_ID[kind], S)]
+            if kind == "audio":
+                wav, T = self._audio_input(content, request.input_sample_rate)
+                audio.append((len(rows), wav, T))
+                rows += [np.zeros(S, dtype=np.int64)] * (T + self.cfg.layout.audio_streams - 1)
+                n_text += T  # what the text-phase estimate scales with: the prompt's content
+            else:
+                ids = self.text_io.encode(content)
+                n_text += len(ids)
+                for t in ids:
+                    rows.append(special(0 if t == 0 else t + start, S))
             same = i + 1 < len(msgs) and msgs[i + 1][0] == role
             rows.append(special(EOT if same else EOS, S))
-        return np.stack(rows), n_text
+        return np.stack(rows), n_text, audio
+
+    def _audio_input(self, pcm: np.ndarray, sample_rate: int | None) -> tuple[torch.Tensor, int]:
+        """A clip -> its first channel at the codec rate, trimmed to T whole frames, and T (host work:
+        a resampling conv, no model)."""
+        from .audio_in import check_clip, resample_first_channel
+
+        hop, rate = self.spec.samples_per_frame, self.spec.sample_rate
+        x = check_clip(pcm, sample_rate, hop, rate)
+        wav = resample_first_channel(x, int(sample_rate), rate)
+        T = wav.shape[-1] // hop
+        return wav[:, :T * hop].contiguous(), T
+
+    def fill_audio(self, tokens: np.ndarray, audio: list[tuple[int, torch.Tensor, int]]) -> np.ndarray:
+        """Encode each audio turn with X-Codec and write its delay-interleaved block into `tokens`
+        (the reference's `_embed`, which encodes on the device right before the prefill)."""
+        from .audio_in import audio_block
+
+        if not audio:
+            return tokens
+        tokens = tokens.copy()
+        lay = self.cfg.layout
+        starts = np.asarray(lay.intervals[lay.audio_io], dtype=np.int64)[:, 0]
+        for at, wav, T in audio:
+            codes = self.audio_encoder.encode(wav[None])[0].T[:, :lay.codec_streams]
+            block = audio_block(codes, T, starts)
+            tokens[at:at + block.shape[0]] = block
+        return tokens
 
     def prepare(self, request: SynthesisRequest) -> Prompt:
         self.check(request)
         text_rules, audio_rules = self._rules(request)
-        tokens, n_text = self.prompt_tokens(request)
+        tokens, n_text, audio = self._layout_prompt(request)
         inf = self.cfg.inference
         asked = self.options_of(request)["max_segments"]  # 1..MAX_SEGMENTS (options.py)
         default = min(MAX_SEGMENTS, max(2, len(inf.enforce_modality)))
         max_segments = int(asked) if asked is not None else default
-        width = 2 if audio_rules.cfg > 1 or (text_rules is not None and text_rules.cfg > 1) else 1
+        text_only = self.text_only(request)
+        if text_only:  # no audio segment will run: no audio rules, no CFG companion for them
+            audio_rules = None
+            max_segments = 1 if asked is None and list(inf.enforce_modality)[:1] == ["text"] else max_segments
+        width = 2 if (audio_rules is not None and audio_rules.cfg > 1) or \
+            (text_rules is not None and text_rules.cfg > 1) else 1
         if request.fixed_frames is not None and request.fixed_frames < 1:
             raise InputError(f"fixed_frames must be >= 1, got {request.fixed_frames}")
         phase = Phase(inference=inf, layout=self.cfg.layout, width=width, audio_rules=audio_rules,
                       text_rules=text_rules, gen=torch.Generator(), max_segments=max_segments,
                       fixed_frames=request.fixed_frames)
         N = self.cfg.layout.audio_streams
-        max_frames = max(1, audio_rules.max_step - N + 1)
+        max_frames = 1 if audio_rules is None else max(1, audio_rules.max_step - N + 1)
         if request.fixed_frames is not None:
             max_frames = request.fixed_frames
         data = PreparedSpeechLM(tokens=tokens, text_tokens=n_text, phase=phase, seed=request.seed,
-                                key=request.request_id)
+                                key=request.request_id, audio=audio)
         prompt = Prompt(length=tokens.shape[0] + 1, data=data, max_frames=max_frames,
                         fixed_frames=request.fixed_frames, width=width)
         prompt.lead_steps = self.lead_steps(n_text)
@@ -290,6 +390,9 @@ class SpeechLMProgram(ModelProgram):
                                f"{per * r.prompt.width}")
         r.state = RowState(phase=phase, per_seq=per, prepared=p)
         r.frames_emitted = 0
+        if p.audio:  # the user's audio turn: encoded now, on the LM lane, as part of this row's prefill
+            p = replace(p, tokens=self.fill_audio(p.tokens, p.audio), audio=[])
+            r.state.prepared = p
         phase.first_pass(p.tokens)
 
     @torch.inference_mode()
@@ -428,8 +531,9 @@ class SpeechLMProgram(ModelProgram):
                 ph.detected(int(lg[0].argmax()))
                 out.append(self._output(r, None))
                 continue
+            wrote = int(ph.modality == "text" and int(tokens[i][0]) not in (EOS, EOT))  # a text token
             frame = ph.sampled(tokens[i])
-            out.append(self._output(r, None if frame is None else self._codes(frame)))
+            out.append(self._output(r, None if frame is None else self._codes(frame), wrote))
         return out
 
     def _sample(self, modality: str, rows: list[Row], at: list[int],
@@ -475,22 +579,34 @@ class SpeechLMProgram(ModelProgram):
         codes = np.clip(frame, iv[:, 0] + 1, iv[:, 1] - 1) - (iv[:, 0] + 1)
         return codes[lay.ssl_streams:]
 
-    def _output(self, r: Row, frame: np.ndarray | None) -> StepOutput:
+    def _output(self, r: Row, frame: np.ndarray | None, text_tokens: int = 0) -> StepOutput:
         st: RowState = r.state
         ph = st.phase
+        start = self.cfg.layout.text_start
         while ph.texts:
-            ids = [t - self.cfg.layout.text_start for t in ph.texts.pop(0)]
+            ids = [t - start for t in ph.texts.pop(0)]
             text = self.text_io.decode(ids)
             st.texts.append(text)
+            self._delta(st, text)
+            st.streamed = ""
+            if self.on_text_ids is not None:
+                self.on_text_ids(st.prepared.key, ids)
             if self.on_text is not None:
                 self.on_text(st.prepared.key, text)
+        if ph.modality == "text" and ph.text and not ph.done and self.on_text_delta is not None:
+            self._delta(st, self.text_io.decode([t - start for t in ph.text]))
         if frame is not None:
             r.frames_emitted += 1
         if ph.done:
             self._learn_text(st)
             if ph.end_reason.startswith("the model chose"):
                 log.warning("request %s: %s", r.request_id, ph.end_reason)
-        return StepOutput(frame=frame, done=ph.done)
+        return StepOutput(frame=frame, done=ph.done, text_tokens=text_tokens)
+
+    def _delta(self, st: RowState, text: str) -> None:
+        if self.on_text_delta is not None and text.startswith(st.streamed) and len(text) > len(st.streamed):
+            self.on_text_delta(st.prepared.key, text[len(st.streamed):])
+        st.streamed = text if text.startswith(st.streamed) else st.streamed
 
     def codec(self, items: list[CodecItem]) -> list[np.ndarray]:
         return self.codec_model.decode(items)

@@ -27,17 +27,23 @@ BACKBONE = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidde
 XCODEC = {"model_type": "xcodec", "sample_rate": 16000, "codebook_size": 64, "target_bandwidths": [2.4],
           "acoustic_model_config": {"downsampling_ratios": [2, 4, 5, 8], "upsampling_ratios": [8, 5, 4, 2],
                                     "decoder_hidden_size": 32, "hidden_size": 8, "encoder_hidden_size": 4},
-          "semantic_model_config": {"hidden_size": 8}}
+          # a tiny HuBERT whose strides multiply to the hop (320), as the released one's do: the encoder
+          # (audio in) gives one frame per hop on both of its branches
+          "semantic_model_config": {"hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
+                                    "intermediate_size": 16, "conv_dim": [8] * 7,
+                                    "conv_stride": [5, 2, 2, 2, 2, 2, 2],
+                                    "conv_kernel": [10, 3, 3, 3, 3, 2, 2],
+                                    "num_conv_pos_embeddings": 16, "num_conv_pos_embedding_groups": 2}}
 INFERENCE = {"enforce_modality": ["text", "audio"],
              "text": {"temperature": 0.6, "topk": 20, "cfg": 1, "max_step": 16, "min_step": 1},
              "audio": {"temperature": 0.8, "topk": 20, "cfg": 3, "max_step": 257, "min_step": 50},
              "dtype": "float32"}
 
 
-def _tokenizer(path: Path) -> None:
+def _tokenizer(path: Path, n_words: int = WORDS) -> None:
     from tokenizers import Tokenizer, models, pre_tokenizers
 
-    words = ["[UNK]", "<pad>"] + [f"w{i}" for i in range(WORDS - 2)]
+    words = ["[UNK]", "<pad>"] + [f"w{i}" for i in range(n_words - 2)]
     tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     tok.save(str(path))
@@ -57,8 +63,31 @@ def _codec_init(key: str, shape: tuple[int, ...], g: torch.Generator) -> torch.T
     return gain * r / fan**0.5
 
 
+def _encoder_weights(config: Path, n_codec: int, seed: int) -> dict[str, torch.Tensor]:
+    """X-Codec's encode half (HuBERT, semantic encoder, DAC encoder, fc), random, from a generator of its
+    own so the decoder's and the LM's weights stay what they were before the checkpoint could hear. The
+    codebooks are the decoder's (`quantizer.quantizers.N.codebook.embed`, already written)."""
+    from .xcodec_encoder import XcodecEncoderNet, read_config
+
+    cfg, n_q = read_config(config, n_codec)
+    g = torch.Generator().manual_seed(seed + 1)
+    out = {}
+    for k, v in XcodecEncoderNet(cfg, n_q).state_dict().items():
+        if k.startswith("quantizer."):
+            continue
+        if k.endswith("alpha") or "norm" in k and k.endswith("weight"):
+            out[k] = 1 + 0.1 * torch.randn(v.shape, generator=g)
+        elif v.dim() == 1:
+            out[k] = 0.01 * torch.randn(v.shape, generator=g)
+        else:
+            out[k] = torch.randn(v.shape, generator=g) / max(1, v[0].numel()) ** 0.5
+    return out
+
+
 def build_tiny(out: Path, seed: int = 0, inference: dict[str, Any] | None = None,
-               weight_std: float = 0.1) -> Path:
+               weight_std: float = 0.1, backbone: dict[str, Any] | None = None,
+               xcodec: dict[str, Any] | None = None) -> Path:
+    """`backbone` / `xcodec`: other sizes (real_hearing.py: SmolLM2-1.7B with the released X-Codec's)."""
     import yaml
     from safetensors.torch import save_file
 
@@ -66,14 +95,17 @@ def build_tiny(out: Path, seed: int = 0, inference: dict[str, Any] | None = None
     bdir, cdir = out / "backbone", out / "xcodec"
     bdir.mkdir(parents=True, exist_ok=True)
     cdir.mkdir(parents=True, exist_ok=True)
-    (bdir / "config.json").write_text(json.dumps(BACKBONE, indent=1))
-    _tokenizer(bdir / "tokenizer.json")
-    (cdir / "config.json").write_text(json.dumps(XCODEC, indent=1))
+    backbone, xcodec = backbone or BACKBONE, xcodec or XCODEC
+    words = int(backbone["vocab_size"])
+    (bdir / "config.json").write_text(json.dumps(backbone, indent=1))
+    _tokenizer(bdir / "tokenizer.json", words)
+    (cdir / "config.json").write_text(json.dumps(xcodec, indent=1))
     g = torch.Generator().manual_seed(seed)
     n_codec = 8
     shape = XcodecShape.read(cdir / "config.json", n_codec)
     net = XcodecNet(shape)
     sd = {file_key(k): _codec_init(k, tuple(v.shape), g) for k, v in net.state_dict().items()}
+    sd.update(_encoder_weights(cdir / "config.json", n_codec, seed))
     save_file(sd, str(cdir / "model.safetensors"))
 
     train = {
@@ -86,13 +118,14 @@ def build_tiny(out: Path, seed: int = 0, inference: dict[str, Any] | None = None
         "preprocessor": {"audio_input": "discrete_audio", "audio_output": "discrete_audio",
                          "loss_region": "assistant"},
     }
-    widths = [XCODEC["codebook_size"] + 1] * n_codec
-    start = NUM_SPECIAL + WORDS
+    widths = [xcodec["codebook_size"] + 1] * n_codec
+    start = NUM_SPECIAL + words
     train["vocab_intervals"] = {
-        "special_token": [[0, NUM_SPECIAL]], "text": [[NUM_SPECIAL, NUM_SPECIAL + WORDS]],
+        "special_token": [[0, NUM_SPECIAL]], "text": [[NUM_SPECIAL, NUM_SPECIAL + words]],
         "discrete_audio": [[start + i * w, start + (i + 1) * w] for i, w in enumerate(widths)]}
-    layout = build_layout(train, WORDS, "tiny")
-    lm = ParallelLM(parse_backbone(BACKBONE, "tiny"), layout.vocab_size, layout.num_stream)
+    layout = build_layout(train, words, "tiny")
+    with torch.device("meta"):  # shapes only: a real-size backbone is written tensor by tensor
+        lm = ParallelLM(parse_backbone(backbone, "tiny"), layout.vocab_size, layout.num_stream)
     state = {}
     for k, v in lm.state_dict().items():
         if k == "vocab_weight":

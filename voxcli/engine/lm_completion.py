@@ -232,6 +232,11 @@ class LmCompletion(ChunkFlow):
             self._join_seq += 1
             self._joiners.append(r)
             self.decoding_rows += r.prompt.width
+        if out.text_tokens:  # a text answer's tokens (TTFT, tokens/s: Timeline)
+            tl = r.timeline
+            if tl.first_token is None:
+                tl.first_token = now
+            tl.last_token, tl.text_tokens = now, tl.text_tokens + out.text_tokens
         if out.frame is not None:
             if r.n_frames == 0:
                 r.timeline.first_frame = now

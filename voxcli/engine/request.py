@@ -77,10 +77,26 @@ class Timeline:
     reason: str | None = None
     frames: int = 0
     chunks: list[ChunkRecord] = field(default_factory=list)
+    # a text answer (a unified LM's text segment): when its first and last tokens were sampled, how many
+    first_token: float | None = None
+    last_token: float | None = None
+    text_tokens: int = 0
 
     @property
     def ttfa(self) -> float | None:
         return None if self.first_audio is None else self.first_audio - self.arrival
+
+    @property
+    def ttft(self) -> float | None:
+        """Time to first token: arrival to the step that sampled the first text token."""
+        return None if self.first_token is None else self.first_token - self.arrival
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Text tokens per second after the first: (tokens - 1) / (last token - first token)."""
+        if self.first_token is None or self.last_token is None or self.last_token <= self.first_token:
+            return None
+        return (self.text_tokens - 1) / (self.last_token - self.first_token)
 
     @property
     def audio_s(self) -> float:

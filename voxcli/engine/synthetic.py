@@ -47,6 +47,15 @@ from voxcli.models.options import NO_OPTIONS, OptionSchema
 _FAIL = re.compile(r"\[fail:(prefill|input|decode@(\d+)|codec@(\d+))\]")
 
 
+# Audio in (assumptions, stated): LibriSpeech reads at ~2.7 words/s and a BPE text vocabulary spends ~1.3
+# tokens per English word, so ~3.5 answer tokens per second of audio. The X-Codec encode (HuBERT-base,
+# ~95 M parameters at 50 frames/s, plus a DAC encoder at 16 kHz, ~20 GFLOP per audio second in all) costs
+# ~2.5% of an 8B LM's prefill of the same 50 frames/s (800 GFLOP): charged as 3% extra prefill tokens here;
+# ENCODE_TOKEN_SHARE = 0.10 is the pessimistic setting (convolutions far below matmul utilization).
+ANSWER_TOKENS_PER_S = 3.5
+ENCODE_TOKEN_SHARE = 0.03
+
+
 class InjectedFailure(RuntimeError):
     """A failure a test asked for."""
 
@@ -54,6 +63,7 @@ class InjectedFailure(RuntimeError):
 @dataclass
 class _Plan:
     frames: int
+    text_tokens: int = 0  # audio in (a text answer, no frames): tokens to write, one per decode step
     fail_prefill: bool = False
     fail_decode_at: int | None = None
     fail_codec_at: int | None = None
@@ -112,6 +122,8 @@ class SyntheticProgram(ModelProgram):
 
     def prepare(self, request: SynthesisRequest) -> Prompt:
         check_numbers(request)  # the ranges every family applies (models/base.py NUMERIC_BOUNDS)
+        if request.input_audio is not None:
+            return self._heard(request)
         text = request.text or ""
         plan = _Plan(frames=0)
         for m in _FAIL.finditer(text):
@@ -142,6 +154,21 @@ class SyntheticProgram(ModelProgram):
         return Prompt(length=8 + len(clean) // 4, data=plan, max_frames=max_frames, fixed_frames=plan.frames,
                       width=width, uncond_key="uncond" if width == 2 else None)  # as Dia's: one for all
 
+    def _heard(self, request: SynthesisRequest) -> Prompt:
+        """Audio in, text out (models/speechlm's transcription): the prompt is the clip's frames plus the
+        interleave's fill and a few specials (T + codebooks + 3), and the encode (X-Codec, on the LM lane
+        inside the prefill) is charged as ENCODE_TOKEN_SHARE extra prefill tokens per audio frame; the
+        answer is ANSWER_TOKENS_PER_S text tokens per second of audio, plus the end token."""
+        n = np.asarray(request.input_audio).shape[-1]
+        rate = request.input_sample_rate or self.spec.sample_rate
+        seconds = n / rate
+        frames = max(1, int(seconds * self.spec.frame_rate))
+        tokens = request.fixed_frames if request.fixed_frames is not None else \
+            math.ceil(ANSWER_TOKENS_PER_S * seconds) + 1
+        length = frames + self.spec.codebooks + 3 + math.ceil(ENCODE_TOKEN_SHARE * frames)
+        return Prompt(length=length, data=_Plan(frames=0, text_tokens=max(1, tokens)), max_frames=1,
+                      fixed_frames=0)
+
     def check(self, request: SynthesisRequest) -> None:
         self.prepare(request)  # prepare is cheap here: the one place its checks live
 
@@ -159,6 +186,10 @@ class SyntheticProgram(ModelProgram):
     def _step(self, row: Row) -> StepOutput | InjectedFailure:
         plan: _Plan = row.prompt.data
         st: _RowState = row.state
+        if plan.text_tokens:  # a text answer: one token per step, no frame
+            st.emitted += 1
+            row.kv_len += 1
+            return StepOutput(frame=None, done=st.emitted >= plan.text_tokens, text_tokens=1)
         if st.emitted >= plan.frames:
             return StepOutput(frame=None, done=True)
         if st.lead < self.lead_steps:  # the delay pattern is still filling: a step, no frame
@@ -186,7 +217,7 @@ class SyntheticProgram(ModelProgram):
             row.kv_len = row.prompt.length
             plan: _Plan = row.prompt.data
             # like Qwen3-TTS, the prefill samples a token but no complete frame exists yet
-            out.append(StepOutput(frame=None, done=plan.frames == 0))
+            out.append(StepOutput(frame=None, done=plan.frames == 0 and not plan.text_tokens))
         return out
 
     def decode(self, rows: list[Row]) -> list[StepOutput]:  # type: ignore[override]

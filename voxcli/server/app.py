@@ -29,6 +29,7 @@ from voxcli.server.live import LIVE_PATH, build_live_router
 from voxcli.server.metrics import ServerMetrics
 from voxcli.server.routes import SPEECH_PATH, build_router
 from voxcli.server.service import SpeechService
+from voxcli.server.transcriptions import MAX_UPLOAD_BYTES, TRANSCRIPTIONS_PATH, build_transcriptions_router
 from voxcli.stopping import close_within
 
 
@@ -49,6 +50,7 @@ def create_app(service: SpeechService, api_key: str | None = None, close_on_shut
     app.state.metrics = metrics
     app.include_router(build_router(service, metrics))
     app.include_router(build_live_router(service, metrics))
+    app.include_router(build_transcriptions_router(service, metrics))  # audio in (transcriptions.py)
     async def on_api_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, APIError)
         if 400 <= exc.status < 500 and not exc.counted:
@@ -68,7 +70,7 @@ def create_app(service: SpeechService, api_key: str | None = None, close_on_shut
 
     app.add_middleware(GuardMiddleware, api_key=api_key, max_body_bytes=service.limits.max_body_bytes,
                        body_timeout_s=service.limits.body_timeout_s, ws_paths=frozenset({LIVE_PATH}),
-                       on_refused=on_refused)
+                       on_refused=on_refused, path_limits={TRANSCRIPTIONS_PATH: MAX_UPLOAD_BYTES})
     return app
 
 

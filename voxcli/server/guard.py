@@ -82,8 +82,10 @@ class GuardMiddleware:
 
     def __init__(self, app: ASGIApp, api_key: str | None, max_body_bytes: int,
                  body_timeout_s: float = 10.0, ws_paths: frozenset[str] = frozenset(),
-                 on_refused: Callable[[int, str], None] | None = None) -> None:
+                 on_refused: Callable[[int, str], None] | None = None,
+                 path_limits: dict[str, int] | None = None) -> None:
         self.app, self.api_key, self.max_body = app, api_key, max_body_bytes
+        self.path_limits = path_limits or {}  # a larger bound for an upload endpoint (a clip, not JSON)
         self.body_timeout_s = body_timeout_s
         self.ws_paths = ws_paths
         # told (status, path) of every body this guard refuses (413, 408): the request metrics count them,
@@ -113,18 +115,19 @@ class GuardMiddleware:
                 return
             await self.app(scope, receive, send)
             return
+        limit = self.path_limits.get(path, self.max_body)
         length = headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_body:
-            await self._refuse(413, self._too_big(), scope, receive, send)
+        if length is not None and length.isdigit() and int(length) > limit:
+            await self._refuse(413, self._too_big(limit), scope, receive, send)
             return
         try:
-            body, disconnected = await asyncio.wait_for(self._read_body(receive), self.body_timeout_s)
+            body, disconnected = await asyncio.wait_for(self._read_body(receive, limit), self.body_timeout_s)
         except TimeoutError:
             await self._refuse(408, f"the request body did not arrive within {self.body_timeout_s:g} s of "
                                     "its headers; send it at once.", scope, receive, send)
             return
         except _BodyTooLarge:
-            await self._refuse(413, self._too_big(), scope, receive, send)
+            await self._refuse(413, self._too_big(limit), scope, receive, send)
             return
         if disconnected:
             return  # the client left mid-body: nobody to answer
@@ -139,11 +142,13 @@ class GuardMiddleware:
 
         await self.app(scope, replay, send)
 
-    def _too_big(self) -> str:
+    def _too_big(self, limit: int) -> str:
+        if limit != self.max_body:
+            return f"the upload is larger than this endpoint accepts ({limit} bytes); send a shorter clip."
         return (f"the request body is larger than this server accepts ({self.max_body} bytes); send less "
                 "text per request (or raise --max-body-bytes).")
 
-    async def _read_body(self, receive: Receive) -> tuple[bytes, bool]:
+    async def _read_body(self, receive: Receive, limit: int) -> tuple[bytes, bool]:
         chunks: list[bytes] = []
         seen = 0
         while True:
@@ -152,7 +157,7 @@ class GuardMiddleware:
                 return b"", True
             chunk = message.get("body", b"")
             seen += len(chunk)
-            if seen > self.max_body:
+            if seen > limit:
                 raise _BodyTooLarge
             chunks.append(chunk)
             if not message.get("more_body", False):
