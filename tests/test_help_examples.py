@@ -18,7 +18,7 @@ from voxcli import cli
 from voxcli.console import EXAMPLES_HEADING
 
 COMMANDS = ([], ["say"], ["batch"], ["voices"], ["models"], ["models", "pull"], ["serve"], ["bench"],
-            ["profile"])
+            ["profile"], ["transcribe"], ["reply"])
 
 
 def render_help(command: list[str], width: int) -> str:

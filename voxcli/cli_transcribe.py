@@ -34,14 +34,13 @@ from voxcli.cli_options import (
     engine_options,
     open_cli_session,
 )
-from voxcli.console import friendly_errors, say_line
+from voxcli.console import friendly_errors, say_line, with_examples
 from voxcli.errors import VoxError
 
-HELP = (
-    "Transcribe clips with a model that hears (a unified text+audio LM such as Bagpiper).\n\n"
-    "[bold]Examples[/bold]\n\n"
-    "  vox transcribe -m ./bagpiper clip.wav\n\n"
-    "  vox transcribe -m ./bagpiper a.wav b.flac --json -o out.jsonl"
+HELP = "Transcribe clips with a model that hears (a unified text+audio LM such as Bagpiper)."
+EXAMPLES = (
+    "vox transcribe -m ./bagpiper clip.wav",
+    "vox transcribe -m ./bagpiper a.wav b.flac --json -o out.jsonl",
 )
 
 
@@ -202,7 +201,8 @@ def transcribe(
 
 
 REPLY_HELP = ("A spoken dialogue turn: a model that hears answers a clip in text (stderr) and then speech "
-              "(-o).\n\n[bold]Example[/bold]\n\n  vox reply -m ./bagpiper question.wav -o answer.wav")
+              "(-o).")
+REPLY_EXAMPLES = ("vox reply -m ./bagpiper question.wav -o answer.wav",)
 
 
 def reply(
@@ -258,5 +258,5 @@ def reply(
 
 
 def register(app: typer.Typer) -> None:
-    app.command(help=HELP)(transcribe)
-    app.command(help=REPLY_HELP)(reply)
+    app.command(help=HELP, cls=with_examples(*EXAMPLES))(transcribe)
+    app.command(help=REPLY_HELP, cls=with_examples(*REPLY_EXAMPLES))(reply)
