@@ -68,3 +68,45 @@ def test_alone_equals_among_seven_others(ckpt):
     assert got.shape == alone.shape and got.shape[0] >= 60 * 960
     assert np.abs(alone).mean() > 1e-3 and np.abs(got - alone).max() <= 1e-4
     assert sched.kv.free == 60 and sched.slots.free == 3
+
+
+def test_sft_speakers_voices_and_openai_names(ckpt, tmp_path, monkeypatch):
+    """CosyVoice-300M's SFT speakers (an `embedding` each, as its spk2info.pt holds them) speak as upstream's
+    inference_sft does (no prompt); `vox voices` lists them and the OpenAI names map to the English ones."""
+    import shutil
+
+    from typer.testing import CliRunner
+    from voxcli.models import load_model
+    from voxcli.models.base import CodecItem, InputError, Row
+
+    from voxcli.server.voices import default_table
+
+    sft = tmp_path / "sft"
+    shutil.copytree(ckpt, sft)
+    gen = torch.Generator().manual_seed(0)
+    torch.save({name: {"embedding": torch.randn(1, 192, generator=gen)} for name in ("英文女", "英文男")},
+               sft / "spk2info.pt")
+    program = load_model(str(sft))
+    assert program.spec.voices == ("英文女", "英文男")
+    table = default_table(program.spec.voices)
+    assert table["alloy"] == "英文女" and table["onyx"] == "英文男"
+    req = SynthesisRequest(text="Hello.", voice="英文男", sampling=SamplingParams(greedy=True), seed=1,
+                           max_frames=30)
+    prompt = program.prepare(req)
+    program.init_kv(num_pages=8, page_size=16)
+    program.init_codec_slots(1)
+    row = Row(request_id=0, prompt=prompt, pages=list(range(8)))
+    row.slot = 0
+    outs = [program.prefill([row])[0]]
+    while not outs[-1].done:
+        outs.append(program.decode([row])[0])
+    toks = np.array([[int(o.frame[0])] for o in outs if o.frame is not None])
+    wav = program.codec([CodecItem(slot=0, codes=toks, first=True, last=True)])[0]
+    assert wav.shape == (len(toks) * 960,) and np.abs(wav).mean() > 1e-3
+    with pytest.raises(InputError, match="no voice 'nobody'"):
+        program.check(SynthesisRequest(text="Hello.", voice="nobody"))
+    from voxcli import cli
+
+    monkeypatch.setattr(cli.console, "STATE", cli.console._State())
+    r = CliRunner().invoke(cli.app, ["voices", "-m", str(sft)])
+    assert r.exit_code == 0 and "英文女" in r.output, r.output

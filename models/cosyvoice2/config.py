@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base import CheckpointError
-from ..cosyvoice3.config import QWEN_DIR, HiFTConfig, LMConfig, _pick, _section, parse_qwen
+from ..cosyvoice3.config import QWEN_DIR, HiFTConfig, LMConfig, _pick, _section, parse_hift, parse_qwen
 from ..cosyvoice3.yaml_config import read_hyperpyyaml
 
 YAML = "cosyvoice2.yaml"
@@ -103,16 +103,7 @@ def parse_config(root: Path) -> CosyVoice2Config:
             f"{where}: the decoder's block ({fl.decoder.static_chunk_size} frames) is not the encoder's "
             f"({fl.encoder.static_chunk_size} tokens) x token_mel_ratio {fl.token_mel_ratio}"
         )
-    f0 = hift.get("f0_predictor") or {}
-    istft = hift.get("istft_params") or {}
-    hf = HiFTConfig(
-        **_pick(hift, HiFTConfig),
-        n_fft=int(istft.get("n_fft", 16)),
-        hop_len=int(istft.get("hop_len", 4)),
-        f0_in_channels=int(f0.get("in_channels", 80)),
-        f0_cond_channels=int(f0.get("cond_channels", 512)),
-        f0_num_class=int(f0.get("num_class", 1)),
-    )
+    hf = parse_hift(hift)
     return CosyVoice2Config(
         lm=lm, flow=fl, hift=hf,
         sample_rate=int(raw.get("sample_rate", 24000)),
