@@ -5,10 +5,11 @@ usage: run_cosyvoice2.py CKPT CASES.json OUT.pt
 A case is one of
   {"name", "kind": "tts", "text", "speaker", "stream": bool, "seed": int}   torch.manual_seed(seed), then
       inference_zero_shot with the saved speaker, the LM greedy (argmax in place of ras_sampling, so the
-      vocoder's noise is the only thing drawn from the global generator); saves the LM tokens and waveform
+      vocoder's noise is the only thing drawn from the global generator; "sampled": true keeps upstream's
+      ras_sampling); saves the LM tokens and waveform
   {"name", "kind": "token2wav", "tokens": [...], "speaker", "stream": bool, "seed": int}
       the codec alone: tts() with the LM replaced by the given tokens
-  {"name", "kind": "instruct", "text", "instruct", "speaker", "stream", "seed"}   inference_instruct2
+  {"name", "kind": "instruct", "text", "instruct", "wav", "stream", "seed"}   inference_instruct2 on a clip
 A case with "wav" (a clip) and "prompt_text" clones it (inference_zero_shot on the clip).
 token_hop_len is reset to 25 before a case (upstream mutates it and never resets it).
 """
@@ -35,6 +36,9 @@ cosy = CosyVoice2(ckpt)
 model = cosy.model
 
 
+upstream_sampling = model.llm.sampling
+
+
 def greedy(weighted_scores, decoded_tokens, sampling):
     return int(weighted_scores.argmax().item())
 
@@ -55,7 +59,7 @@ for case in cases:
         model.llm_job = fake_job
         text = "hello."
     else:
-        llm.sampling = greedy
+        llm.sampling = upstream_sampling if case.get("sampled") else greedy
         inner = type(llm).inference_wrapper
 
         def wrapper(self, *a, _inner=inner, _raw=raw, **k):
@@ -75,8 +79,7 @@ for case in cases:
     model.token2wav = spy
     torch.manual_seed(case["seed"])
     if kind == "instruct":
-        outputs = cosy.inference_instruct2(text, case["instruct"], None, zero_shot_spk_id=case["speaker"],
-                                           stream=case["stream"])
+        outputs = cosy.inference_instruct2(text, case["instruct"], case["wav"], stream=case["stream"])
     elif "wav" in case:
         outputs = cosy.inference_zero_shot(text, case["prompt_text"], case["wav"], stream=case["stream"])
     else:
