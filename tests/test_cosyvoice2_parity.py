@@ -46,6 +46,9 @@ def oracle(tmp_path_factory):
     ] + [
         {"name": f"codec_{mode}", "kind": "token2wav", "tokens": _tokens(), "speaker": SPEAKER,
          "stream": mode == "stream", "seed": 3} for mode in ("stream", "offline")
+    ] + [
+        {"name": "sampled_offline", "kind": "tts", "text": TEXT, "speaker": SPEAKER, "stream": False,
+         "seed": SEED, "sampled": True},
     ]
     return ckpt, run_cases(ckpt, cases, d, script="run_cosyvoice2.py")
 
@@ -128,17 +131,22 @@ def test_vox_say_greedy_seeded_reproduces_upstream_stream(oracle, tmp_path, monk
     assert np.abs(got - want).max() <= 1e-4
 
 
-def test_vox_batch_greedy_seeded_reproduces_upstream_offline(oracle, tmp_path, monkeypatch):
+@pytest.mark.parametrize("greedy,name", [(True, "tts_offline"), (False, "sampled_offline")])
+def test_vox_batch_seeded_reproduces_upstream_offline(oracle, tmp_path, monkeypatch, greedy, name):
+    """Offline, upstream's vocoder continues the global generator after its LM's draws: sampled too."""
     from voxcli import cli
 
     monkeypatch.setattr(cli.console, "STATE", cli.console._State())
     src = tmp_path / "in.jsonl"
     line = {"id": "o", "text": TEXT, "seed": SEED, "options": {"codec_mode": "offline"}}
     src.write_text(json.dumps(line) + "\n")
-    r = _vox("batch", "-m", str(oracle[0]), "--greedy", "--executor", "cpu", "--device", "cpu", "--quiet",
+    flags = ["--greedy"] if greedy else []
+    r = _vox("batch", "-m", str(oracle[0]), *flags, "--executor", "cpu", "--device", "cpu", "--quiet",
              str(src), "-o", str(tmp_path / "out"))
     assert r.exit_code == 0, r.output
     got, sr = sf.read(str(tmp_path / "out" / "o.wav"), dtype="float32")
-    want = oracle[1]["tts_offline"]["wav"]
+    want = oracle[1][name]["wav"]
+    if not greedy:  # it really sampled: other tokens than greedy decoding's
+        assert oracle[1][name]["raw_tokens"] != oracle[1]["tts_offline"]["raw_tokens"]
     assert sr == 24000 and got.shape == want.shape
     assert np.abs(got - want).max() <= 1e-4

@@ -11,10 +11,14 @@ outputs exactly (cosyvoice/cli/model.py, CosyVoice2Model.tts / token2wav):
   held-back tail, and (but for the last call) holds its own last 3840 samples back.
 * "offline" (upstream `stream=False`): the flow over all tokens with full attention and one vocoder call.
 
-Each vocoder call draws fresh noise (hift.py) from the request's generator, seeded with its seed, in
-upstream's order (one call per hop, then the final one): a request seeded N gives what upstream gives
-after torch.manual_seed(N) wherever upstream's LM draws nothing from the global generator (greedy), and
-every request of a batch keeps its own draws.
+Each vocoder call draws fresh noise (hift.py) from the request's own generator, in upstream's order
+(one call per hop, then the final one), so every request of a batch keeps its own draws. Upstream draws
+the LM's samples and the vocoder's noise from one global generator: offline, its LM finishes before the
+vocoder starts, so the slot continues the LM row's generator (the program hands it over at prefill) and a
+request seeded N gives upstream's output after torch.manual_seed(N) sampled or greedy; streamed, its LM
+thread and vocoder draw in an order set by thread timing, so the slot draws from a generator of its own
+seeded N: exact wherever the LM draws nothing (greedy). A codec engine in another process (codec_binding)
+gets the seed only, and so the seeded generator in both modes.
 """
 
 from __future__ import annotations
@@ -52,6 +56,8 @@ class CosyCodec2(CosyCodec):
         super().__init__(flow, hift)  # type: ignore[arg-type]
         self.flow2, self.hift2 = flow, hift
         self.seeds: dict[int, int] = {}
+        # offline requests: the LM's own generator, whose draws upstream's vocoder continues (below)
+        self.lm_gens: dict[int, torch.Generator] = {}
         self.window = torch.from_numpy(np.hamming(2 * SOURCE_CACHE))  # float64, as upstream's numpy window
 
     def bind(self, slot: int, voice: VoiceState, mode: str, seed: int = 0) -> None:  # type: ignore[override]
@@ -59,10 +65,12 @@ class CosyCodec2(CosyCodec):
             raise ValueError(f"codec mode must be one of {', '.join(MODES)}, got {mode!r}")
         self.voices[slot] = (voice, mode)
         self.seeds[slot] = seed
+        self.lm_gens.pop(slot, None)  # a new request: the program hands its LM generator over after this
 
     def release_slot(self, slot: int) -> None:
         super().release_slot(slot)
         self.seeds.pop(slot, None)
+        self.lm_gens.pop(slot, None)
 
     def _open(self, slot: int) -> Slot2:
         voice, mode = self.voices.get(slot) or (None, "")
@@ -70,7 +78,8 @@ class CosyCodec2(CosyCodec):
             raise RuntimeError(f"codec slot {slot} has no voice bound (the program binds it at prefill)")
         run = self.flow2.new_run(voice.prompt_tokens, voice.prompt_feat, voice.embedding)
         P = int(run.prompt_tokens.numel())
-        gen = torch.Generator().manual_seed(self.seeds.get(slot, 0))
+        gen = self.lm_gens.get(slot) if mode == "offline" else None
+        gen = gen or torch.Generator().manual_seed(self.seeds.get(slot, 0))
         return Slot2(run=run, mode=mode, pad=-P % FIRST_HOP, gen=gen)  # type: ignore[arg-type]
 
     @torch.inference_mode()

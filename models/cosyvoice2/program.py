@@ -92,6 +92,13 @@ class CosyVoice2Program(CosyVoice3Program):
         longest = max((int(s.voice.prompt_tokens.numel()) for s in self.speakers.values()), default=0)
         return memory_needs(self.cfg, self.dtype, longest)
 
+    def prefill(self, rows):  # type: ignore[no-untyped-def]
+        out = super().prefill(rows)
+        for r in rows:  # offline: the vocoder continues the LM's generator, as upstream's global one does
+            if r.slot >= 0 and r.prompt.data.mode == "offline":
+                self.codec_stage.lm_gens[r.slot] = r.state.gen  # type: ignore[attr-defined]
+        return out
+
     # --- codec slots: the voice, the mode and the seed of the vocoder's noise ---------------------------
     def bind_slot(self, slot: int, prompt: Prompt) -> None:
         p: PreparedCosy = prompt.data
