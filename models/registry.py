@@ -34,7 +34,9 @@ if TYPE_CHECKING:
     from .sim_calibration import Calibration
 
 # The families, by package name under models/ (each has a family.py defining FAMILY).
-FAMILY_PACKAGES: tuple[str, ...] = ("qwen3_tts", "dia", "higgs_audio", "speechlm", "cosyvoice3", "orpheus")
+FAMILY_PACKAGES: tuple[str, ...] = (
+    "qwen3_tts", "dia", "higgs_audio", "speechlm", "cosyvoice3", "orpheus", "cosyvoice2",
+)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ usage: python scripts/make_tiny.py OUT [--family NAME] [--size SIZE] [--seed N] 
        --family cosyvoice3           --size tiny|bench|real [--clone-models]  (upstream's layout;
                                      --clone-models adds tiny random speech_tokenizer_v3.onnx and
                                      campplus.onnx, which needs `onnx`, so --ref-audio runs)
+       --family cosyvoice2           --size tiny|real [--clone-models]  (CosyVoice2-0.5B's layout;
+                                     --clone-models adds tiny random speech_tokenizer_v2.onnx, campplus.onnx)
        --family speechlm             --size tiny|real  (OpusLM-like, ESPnet's layout; real = OpusLM-Dialogue's
                                      SmolLM2-1.7B backbone, 9 streams, ESPnet DAC)
 

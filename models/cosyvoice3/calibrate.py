@@ -31,9 +31,12 @@ def _greedy_hidden(program, text: str, steps: int) -> list[torch.Tensor]:
     return hidden
 
 
-def calibrate_eos(root: Path, text: str, n: int, margin: float = 0.05) -> int:
+def calibrate_eos(
+    root: Path, text: str, n: int, margin: float = 0.05, program_cls: type | None = None
+) -> int:
     """Rewrite root/llm.pt so greedy `text` stops after n tokens (or the first feasible n' in n..n+40);
-    returns n'."""
+    returns n'. `program_cls`: the program that loads root (CosyVoice 2's reuses this; its head has a
+    bias, whose stop entries are zeroed too)."""
     from .program import CosyVoice3Program
 
     path = root / "llm.pt"
@@ -41,10 +44,14 @@ def calibrate_eos(root: Path, text: str, n: int, margin: float = 0.05) -> int:
     w = sd["llm_decoder.weight"]
     stop = 6561
     w[stop:] = 0
+    if "llm_decoder.bias" in sd:
+        sd["llm_decoder.bias"][stop:] = 0
     torch.save(sd, path)
-    program = CosyVoice3Program.load(str(root))
+    program = (program_cls or CosyVoice3Program).load(str(root))
     hidden = torch.stack(_greedy_hidden(program, text, n + 41)).double()
     logits = hidden @ w.double().T
+    if "llm_decoder.bias" in sd:
+        logits = logits + sd["llm_decoder.bias"].double()
     best = logits[:, :stop].max(dim=1).values
     for target in range(n, n + 41):
         u = hidden[target] - hidden[:target].mean(0)

@@ -29,12 +29,15 @@ def is_cosyvoice3(path: Path) -> bool:
     return (path / YAML).is_file()
 
 
-def resolve(source: str) -> Path:
+def resolve(source: str, yaml: str = YAML, family: str = "CosyVoice 3") -> Path:
+    """The checkpoint folder of `source` (a folder or a cached hub id), its files checked (`yaml`/`family`:
+    CosyVoice 2's program resolves its own layout here)."""
+    required = (yaml, *REQUIRED[1:])
     p = Path(source).expanduser()
     if p.is_dir():
         root = p
     elif looks_like_hub_id(source):
-        snap = cached_snapshot(source, need=YAML)
+        snap = cached_snapshot(source, need=yaml)
         if snap is None:
             raise CheckpointError(
                 f"model {source!r} is not in the local Hugging Face cache{offline_note()}; "
@@ -45,10 +48,10 @@ def resolve(source: str) -> Path:
         raise CheckpointError(
             f"checkpoint {source!r} not found: give an existing local directory or a hub id"
         )
-    for rel in REQUIRED:
+    for rel in required:
         if not (root / rel).exists():
             raise CheckpointError(
-                f"{root / rel} is missing; a CosyVoice 3 checkpoint needs {', '.join(REQUIRED)}"
+                f"{root / rel} is missing; a {family} checkpoint needs {', '.join(required)}"
             )
     return root
 

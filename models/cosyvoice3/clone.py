@@ -73,16 +73,18 @@ def check_clip(wav: np.ndarray | None, rate: int | None) -> None:
         raise InputError(f"the reference audio is {seconds * 1000:.0f} ms; give at least 25 ms of speech")
 
 
-def check_onnx(root: Path) -> None:
+def check_onnx(root: Path, tokenizer: str = SPEECH_TOKENIZER) -> None:
     """The two ONNX models load (onnxruntime installed, files present): before synthesis."""
-    session(root / SPEECH_TOKENIZER)
+    session(root / tokenizer)
     session(root / CAMPPLUS)
 
 
-def clip_prompt(root: Path, wav: np.ndarray, rate: int, mel: MelParams) -> ClipPrompt:
+def clip_prompt(
+    root: Path, wav: np.ndarray, rate: int, mel: MelParams, tokenizer: str = SPEECH_TOKENIZER
+) -> ClipPrompt:
     check_clip(wav, rate)
     f = clip_features(torch.from_numpy(np.ascontiguousarray(wav, dtype=np.float32)), rate, mel)
-    tokens = speech_tokens(root, f.whisper_mel)
+    tokens = speech_tokens(root, f.whisper_mel, tokenizer)
     feat = f.mel
     if mel.sample_rate == FLOW_RATE:
         n = min(feat.shape[0] // 2, len(tokens))
@@ -100,12 +102,14 @@ class ClipCache:
         self.size = size
         self.items: OrderedDict[str, ClipPrompt] = OrderedDict()
 
-    def get(self, root: Path, wav: np.ndarray, rate: int, mel: MelParams) -> ClipPrompt:
+    def get(
+        self, root: Path, wav: np.ndarray, rate: int, mel: MelParams, tokenizer: str = SPEECH_TOKENIZER
+    ) -> ClipPrompt:
         x = np.ascontiguousarray(wav, dtype=np.float32)
-        key = hashlib.sha1(x.tobytes() + str(rate).encode()).hexdigest()
+        key = hashlib.sha1(x.tobytes() + f"{rate}/{tokenizer}".encode()).hexdigest()
         hit = self.items.get(key)
         if hit is None:
-            hit = clip_prompt(root, x, rate, mel)
+            hit = clip_prompt(root, x, rate, mel, tokenizer)
             self.items[key] = hit
             while len(self.items) > self.size:
                 self.items.popitem(last=False)

@@ -170,6 +170,20 @@ def parse_qwen(path: Path) -> Qwen2Config:
     return Qwen2Config(**_pick(d, Qwen2Config))
 
 
+def parse_hift(hift: dict[str, Any]) -> HiFTConfig:
+    """The `hift` section (CosyVoice 2's HiFTGenerator has the same fields)."""
+    f0 = hift.get("f0_predictor") or {}
+    istft = hift.get("istft_params") or {}
+    return HiFTConfig(
+        **_pick(hift, HiFTConfig),
+        n_fft=int(istft.get("n_fft", 16)),
+        hop_len=int(istft.get("hop_len", 4)),
+        f0_in_channels=int(f0.get("in_channels", 80)),
+        f0_cond_channels=int(f0.get("cond_channels", 512)),
+        f0_num_class=int(f0.get("num_class", 1)),
+    )
+
+
 def parse_config(root: Path) -> CosyVoice3Config:
     where = root / YAML
     raw = read_hyperpyyaml(where)
@@ -189,16 +203,7 @@ def parse_config(root: Path) -> CosyVoice3Config:
         inference_cfg_rate=float(cfm.get("inference_cfg_rate", 0.7)),
         t_scheduler=str(cfm.get("t_scheduler", "cosine")),
     )
-    f0 = hift.get("f0_predictor") or {}
-    istft = hift.get("istft_params") or {}
-    hf = HiFTConfig(
-        **_pick(hift, HiFTConfig),
-        n_fft=int(istft.get("n_fft", 16)),
-        hop_len=int(istft.get("hop_len", 4)),
-        f0_in_channels=int(f0.get("in_channels", 80)),
-        f0_cond_channels=int(f0.get("cond_channels", 512)),
-        f0_num_class=int(f0.get("num_class", 1)),
-    )
+    hf = parse_hift(hift)
     if fl.dit.static_chunk_size % fl.token_mel_ratio:
         raise CheckpointError(
             f"{where}: static_chunk_size {fl.dit.static_chunk_size} is not a whole number "

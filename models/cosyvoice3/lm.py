@@ -116,6 +116,10 @@ class CosyVoice3LMWeights(nn.Module):
     def speech(self, ids: torch.Tensor) -> torch.Tensor:
         return self.speech_embedding(ids)
 
+    def sos_task(self) -> torch.Tensor:
+        """[2, H]: the embeddings before and after the text (CosyVoice3LM: speech rows sos and task_id)."""
+        return self.speech_embedding.weight[[self.cfg.sos, self.cfg.task_id]]
+
     def forward_paged(
         self, x: torch.Tensor, pb: PagedBatch, k_pools: torch.Tensor, v_pools: torch.Tensor
     ) -> torch.Tensor:

@@ -49,13 +49,14 @@ def session(path: Path) -> Any:
         raise CheckpointError(f"{path} cannot be loaded by onnxruntime ({type(e).__name__}: {e})") from None
 
 
-def speech_tokens(root: Path, whisper_mel: torch.Tensor) -> list[int]:
-    """[1, 128, T] -> the speech tokens (upstream: `run(None, {in0: feat, in1: [T]})[0].flatten()`)."""
-    s = session(root / SPEECH_TOKENIZER)
+def speech_tokens(root: Path, whisper_mel: torch.Tensor, name: str = SPEECH_TOKENIZER) -> list[int]:
+    """[1, 128, T] -> the speech tokens (upstream: `run(None, {in0: feat, in1: [T]})[0].flatten()`);
+    `name`: the tokenizer file (CosyVoice 2's is speech_tokenizer_v2.onnx, same interface)."""
+    s = session(root / name)
     ins = s.get_inputs()
     if len(ins) != 2:
         raise CheckpointError(
-            f"{root / SPEECH_TOKENIZER} has {len(ins)} inputs; a speech tokenizer takes the log-mel "
+            f"{root / name} has {len(ins)} inputs; a speech tokenizer takes the log-mel "
             "and its length"
         )
     feat = whisper_mel.detach().cpu().numpy().astype(np.float32, copy=False)

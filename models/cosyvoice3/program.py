@@ -45,6 +45,7 @@ from .frontend import ENDOFPROMPT, endofprompt_ok, load_tokenizer, normalize
 from .hift import HiFT, HiFTWeights, fold_weight_norm
 from .lm import CosyVoice3LMWeights
 from .noise import construction_noise
+from .onnx_models import SPEECH_TOKENIZER
 from .options import OPTIONS
 from .sampling import choose
 from .spec import DEFAULT_CHUNKS, cosyvoice_spec  # noqa: F401 - DEFAULT_CHUNKS re-exported
@@ -86,6 +87,14 @@ class CosyState:
 
 class CosyVoice3Program(ModelProgram):
     option_schema = OPTIONS  # models/cosyvoice3/options.py
+    # What CosyVoice 2's program (models/cosyvoice2, upstream's base classes) sets differently:
+    silent_tokens: frozenset[int] = SILENT_TOKENS  # runs of these are dropped before the codec
+    needs_endofprompt = True  # the LM asserts <|endofprompt|> in its prompt text
+    zero_shot_text = staticmethod(zero_shot_text)  # the LM's prompt text for a clip's transcript
+    instruct_text = staticmethod(instruct_text)  # ... for an instruction
+    codec_class: type[CosyCodec] = CosyCodec
+    speech_tokenizer = SPEECH_TOKENIZER  # the ONNX file a clone's speech tokens come from
+
     def __init__(
         self,
         root: Path,
@@ -109,8 +118,8 @@ class CosyVoice3Program(ModelProgram):
         self.speakers = speakers
         self.mel_params = MelParams.from_yaml(cfg.raw, str(root / YAML))
         self.clips = ClipCache()
-        self.codec_stage = CosyCodec(flow, hift)
-        self.spec = cosyvoice_spec(root, cfg, tuple(speakers), name)
+        self.codec_stage = self.codec_class(flow, hift)
+        self.spec = cosyvoice_spec(root, cfg, tuple(speakers), name, self.speech_tokenizer)
         self.k_pool: torch.Tensor | None = None
         self.v_pool: torch.Tensor | None = None
         self.page_size = 0
@@ -211,25 +220,27 @@ class CosyVoice3Program(ModelProgram):
                 "cloning a voice with CosyVoice 3 needs the words spoken in the clip (--ref-text), "
                 "or --instructions"
             )
-        check_onnx(self.root)
+        check_onnx(self.root, self.speech_tokenizer)
 
     def _prompt_voice(self, request: SynthesisRequest) -> tuple[list[int], list[int], VoiceState]:
         """The LM's prompt text ids and prompt speech tokens, and the flow's voice, for the request."""
         instr = request.instructions
         if request.ref_audio is not None:
             assert request.ref_sample_rate is not None  # check() refused a clip without its rate
-            clip = self.clips.get(self.root, request.ref_audio, request.ref_sample_rate, self.mel_params)
+            clip = self.clips.get(
+                self.root, request.ref_audio, request.ref_sample_rate, self.mel_params, self.speech_tokenizer
+            )
             voice = VoiceState(
                 torch.tensor(clip.tokens, dtype=torch.long, device=self.device),
                 clip.feat.to(self.device, self.dtype),
                 clip.embedding.to(self.device, self.dtype),
             )
             if instr is not None:
-                return self.tokenizer.encode(instruct_text(instr)), [], voice
-            return self.tokenizer.encode(zero_shot_text(request.ref_text or "")), clip.tokens, voice
+                return self.tokenizer.encode(self.instruct_text(instr)), [], voice
+            return self.tokenizer.encode(self.zero_shot_text(request.ref_text or "")), clip.tokens, voice
         spk = self._speaker(request)
         if instr is not None:
-            return self.tokenizer.encode(instruct_text(instr)), [], spk.voice
+            return self.tokenizer.encode(self.instruct_text(instr)), [], spk.voice
         return spk.prompt_text, spk.llm_tokens, spk.voice
 
     def text_ids(self, text: str) -> list[int]:
@@ -248,10 +259,11 @@ class CosyVoice3Program(ModelProgram):
         dev = self.device
         with torch.inference_mode():
             text = lm.text(torch.tensor(prompt_text + ids, device=dev))
-            if ENDOFPROMPT not in self.tokenizer.tok.decode(prompt_text + ids, skip_special_tokens=False):
+            if self.needs_endofprompt and ENDOFPROMPT not in self.tokenizer.tok.decode(
+                    prompt_text + ids, skip_special_tokens=False):
                 raise InputError(f"the voice's prompt text lacks {ENDOFPROMPT}, which CosyVoice 3 needs")
             c = self.cfg.lm
-            sos_task = lm.speech(torch.tensor([c.sos, c.task_id], device=dev))
+            sos_task = lm.sos_task()
             speech = lm.speech(torch.tensor(llm_tokens, device=dev, dtype=torch.long))
             embeds = torch.cat([sos_task[:1], text, sos_task[1:], speech]).to(self.dtype)
         min_len = int(len(ids) * c.min_token_text_ratio)
@@ -328,7 +340,7 @@ class CosyVoice3Program(ModelProgram):
             st.history.append(tok)
             limit = st.fixed if st.fixed is not None else st.max_len
             done = st.step >= limit
-            if tok in SILENT_TOKENS:
+            if tok in self.silent_tokens:
                 st.silent_run += 1
                 if st.silent_run > MAX_SILENT_RUN:
                     out.append(StepOutput(frame=None, done=done))
@@ -426,8 +438,12 @@ def _device(value: object, device: torch.device) -> torch.Tensor:
     return torch.from_numpy(np.asarray(array)).to(device=device, dtype=getattr(torch, dtype))
 
 
-def read_speakers(path: Path, device: torch.device, dtype: torch.dtype) -> dict[str, Speaker]:
-    """Zero-shot speakers saved by upstream's add_zero_shot_spk (absent file: none)."""
+def read_speakers(
+    path: Path, device: torch.device, dtype: torch.dtype, sft: bool = False
+) -> dict[str, Speaker]:
+    """Zero-shot speakers saved by upstream's add_zero_shot_spk (absent file: none). `sft`: also take an
+    entry holding only an `embedding` (CosyVoice 2 reads CosyVoice-300M's SFT speakers, as upstream's
+    inference_sft does: no prompt text or speech, the embedding for the flow)."""
     if not path.exists():
         return {}
     raw = read_pt(path)
@@ -442,6 +458,12 @@ def read_speakers(path: Path, device: torch.device, dtype: torch.dtype) -> dict[
         "flow_embedding",
     )
     for name, d in raw.items():
+        if sft and isinstance(d, dict) and "embedding" in d and "prompt_text" not in d:
+            empty = torch.zeros(0, dtype=torch.long, device=device)
+            feat = torch.zeros(0, 80, device=device, dtype=dtype)
+            emb = d["embedding"].reshape(-1).to(device, dtype)
+            out[str(name)] = Speaker([], [], VoiceState(empty, feat, emb))
+            continue
         missing = [k for k in need if not isinstance(d, dict) or k not in d]
         if missing:
             raise CheckpointError(

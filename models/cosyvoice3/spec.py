@@ -20,12 +20,14 @@ SPEECH_TOKENIZER = "speech_tokenizer_v3.onnx"
 CAMPPLUS = "campplus.onnx"
 
 
-def has_clone_models(root: Path) -> bool:
-    """The two ONNX models voice cloning reads are in the checkpoint (upstream's release has them)."""
-    return (root / SPEECH_TOKENIZER).is_file() and (root / CAMPPLUS).is_file()
+def has_clone_models(root: Path, tokenizer: str = SPEECH_TOKENIZER) -> bool:
+    """The two ONNX models voice cloning reads are in the checkpoint (upstream's release has them;
+    CosyVoice 2 names its speech tokenizer v2)."""
+    return (root / tokenizer).is_file() and (root / CAMPPLUS).is_file()
 
 
-def cosyvoice_spec(root: Path, cfg: CosyVoice3Config, voices: tuple[str, ...], name: str) -> ModelSpec:
+def cosyvoice_spec(root: Path, cfg: CosyVoice3Config, voices: tuple[str, ...], name: str,
+                   tokenizer: str = SPEECH_TOKENIZER) -> ModelSpec:
     return ModelSpec(
         name=name,
         sample_rate=cfg.sample_rate,
@@ -36,7 +38,7 @@ def cosyvoice_spec(root: Path, cfg: CosyVoice3Config, voices: tuple[str, ...], n
         max_context=cfg.lm.qwen.max_position_embeddings,
         voices=voices,
         languages=("english",),
-        modes=("zero_shot", *(("clone",) if has_clone_models(root) else ()), "instruct"),
+        modes=("zero_shot", *(("clone",) if has_clone_models(root, tokenizer) else ()), "instruct"),
         split_sentences=False,
     )
 

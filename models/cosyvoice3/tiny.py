@@ -263,9 +263,10 @@ def _conv_std(name: str, shape: torch.Size) -> float:
     return (1.0 / max(fan_in, 1)) ** 0.5
 
 
-def hift_state(cfg, gen: torch.Generator) -> dict[str, torch.Tensor]:
-    """Random HiFT weights, saved weight-normed as upstream's modules hold them."""
-    w = HiFTWeights(cfg.hift)
+def hift_state(cfg, gen: torch.Generator, weights_cls: type = HiFTWeights) -> dict[str, torch.Tensor]:
+    """Random HiFT weights, saved weight-normed as upstream's modules hold them (`weights_cls`: CosyVoice
+    2's HiFTGenerator has the same names and weight norms)."""
+    w = weights_cls(cfg.hift)
     sd: dict[str, torch.Tensor] = {}
     plain = {"source_downs", "m_source"}
     for name, p in w.state_dict().items():
@@ -345,11 +346,13 @@ def build_tiny(
     return out
 
 
-def speaker_entry(root: Path, n_tokens: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
+def speaker_entry(
+    root: Path, n_tokens: int, gen: torch.Generator, prompt: str = SPEAKER_PROMPT
+) -> dict[str, torch.Tensor]:
     """A zero-shot speaker as upstream's add_zero_shot_spk stores it (text/len pairs int32, batch dim 1)."""
     from .frontend import load_tokenizer
 
-    ids = load_tokenizer(root / QWEN_DIR).encode(SPEAKER_PROMPT)
+    ids = load_tokenizer(root / QWEN_DIR).encode(prompt)
     toks = torch.randint(0, 6561, (1, n_tokens), generator=gen, dtype=torch.int32)
     feat = 0.5 * torch.randn(1, 2 * n_tokens, 80, generator=gen) - 4.0
     emb = torch.randn(1, 192, generator=gen)

@@ -57,8 +57,9 @@ def _randomize(module: nn.Module, gen: torch.Generator) -> nn.Module:
     return module.eval()
 
 
-def write_tiny_onnx(root: str | Path, seed: int = 4321) -> None:
-    """Write both files into checkpoint folder `root` (deterministic for a seed)."""
+def write_tiny_onnx(root: str | Path, seed: int = 4321, tokenizer: str = SPEECH_TOKENIZER) -> None:
+    """Write both files into checkpoint folder `root` (deterministic for a seed); `tokenizer`: the speech
+    tokenizer's file name (CosyVoice 2's checkpoints name theirs speech_tokenizer_v2.onnx)."""
     root = Path(root)
     gen = torch.Generator().manual_seed(seed)
     tok, spk = _randomize(TinySpeechTokenizer(), gen), _randomize(TinyCampPlus(), gen)
@@ -67,7 +68,7 @@ def write_tiny_onnx(root: str | Path, seed: int = 4321) -> None:
         torch.onnx.export(
             tok,
             (torch.randn(1, 128, 64), torch.tensor([64], dtype=torch.int32)),
-            str(root / SPEECH_TOKENIZER),
+            str(root / tokenizer),
             input_names=["feats", "feats_length"],
             output_names=["indices"],
             dynamic_axes={"feats": {2: "frames"}, "indices": {1: "tokens"}},

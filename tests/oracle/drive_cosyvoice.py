@@ -55,7 +55,9 @@ def upstream_dir() -> Path:
     return d
 
 
-def run_cases(ckpt: Path, cases: list[dict], work: Path, timeout: float = 1500) -> dict:
+def run_cases(ckpt: Path, cases: list[dict], work: Path, timeout: float = 1500,
+              script: str = SCRIPT.name) -> dict:
+    """`script`: the runner beside this file (run_cosyvoice2.py for CosyVoice 2, same venv and source)."""
     py, up = oracle_python(), upstream_dir()
     cases_path, out = work / "cases.json", work / "oracle.pt"
     cases_path.write_text(json.dumps(cases))
@@ -70,7 +72,7 @@ def run_cases(ckpt: Path, cases: list[dict], work: Path, timeout: float = 1500) 
     )
     env.pop("PYTHONPATH", None)
     proc = subprocess.run(
-        [py, str(SCRIPT), str(ckpt), str(cases_path), str(out)],
+        [py, str(SCRIPT.parent / script), str(ckpt), str(cases_path), str(out)],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -1,0 +1,127 @@
+"""The codec stage: speech tokens -> 24 kHz PCM per request in a slot, reproducing one of upstream's two
+outputs exactly (cosyvoice/cli/model.py, CosyVoice2Model.tts / token2wav):
+
+* "stream" (upstream `stream=True`, our default): CosyVoice 3's hop schedule (25 + pad, 50, 100 tokens,
+  each waiting for 3 look-ahead tokens; `CosyCodec._next_hop`), the flow block-causal (encoder blocks of
+  25 tokens, estimator blocks of 50 frames) on the hop's new tokens only against the request's caches
+  (flow.py), the LAST chunk the flow over all tokens with full attention (upstream calls token2wav
+  without `stream=`) keeping the frames not yet emitted. The vocoder runs as upstream's hift cache does:
+  each call decodes the previous call's last 8 mel frames + the new mel, its source's first 3840 samples
+  replaced by the previous call's, its first 3840 samples cross-faded (Hamming) with the previous call's
+  held-back tail, and (but for the last call) holds its own last 3840 samples back.
+* "offline" (upstream `stream=False`): the flow over all tokens with full attention and one vocoder call.
+
+Each vocoder call draws fresh noise (hift.py) from the request's own generator, in upstream's order
+(one call per hop, then the final one), so every request of a batch keeps its own draws. Upstream draws
+the LM's samples and the vocoder's noise from one global generator: offline, its LM finishes before the
+vocoder starts, so the slot continues the LM row's generator (the program hands it over at prefill) and a
+request seeded N gives upstream's output after torch.manual_seed(N) sampled or greedy; streamed, its LM
+thread and vocoder draw in an order set by thread timing, so the slot draws from a generator of its own
+seeded N: exact wherever the LM draws nothing (greedy). A codec engine in another process (codec_binding)
+gets the seed only, and so the seeded generator in both modes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..base import CodecItem
+from ..cosyvoice3.codec import FIRST_HOP, CosyCodec, Slot, VoiceState
+from .flow import Flow
+from .hift import HiFT
+from .options import MODES
+
+MEL_CACHE = 8  # CosyVoice2Model.mel_cache_len
+SOURCE_CACHE = MEL_CACHE * 480  # source_cache_len (samples)
+
+
+@dataclass
+class HiftCache:
+    mel: torch.Tensor  # [80, 8]
+    source: torch.Tensor  # [1, 1, 3840]
+    speech: torch.Tensor  # [3840]
+
+
+@dataclass
+class Slot2(Slot):
+    gen: torch.Generator | None = None
+    hift_cache: HiftCache | None = None
+
+
+class CosyCodec2(CosyCodec):
+    def __init__(self, flow: Flow, hift: HiFT) -> None:
+        super().__init__(flow, hift)  # type: ignore[arg-type]
+        self.flow2, self.hift2 = flow, hift
+        self.seeds: dict[int, int] = {}
+        # offline requests: the LM's own generator, whose draws upstream's vocoder continues (below)
+        self.lm_gens: dict[int, torch.Generator] = {}
+        self.window = torch.from_numpy(np.hamming(2 * SOURCE_CACHE))  # float64, as upstream's numpy window
+
+    def bind(self, slot: int, voice: VoiceState, mode: str, seed: int = 0) -> None:  # type: ignore[override]
+        if mode not in MODES:
+            raise ValueError(f"codec mode must be one of {', '.join(MODES)}, got {mode!r}")
+        self.voices[slot] = (voice, mode)
+        self.seeds[slot] = seed
+        self.lm_gens.pop(slot, None)  # a new request: the program hands its LM generator over after this
+
+    def release_slot(self, slot: int) -> None:
+        super().release_slot(slot)
+        self.seeds.pop(slot, None)
+        self.lm_gens.pop(slot, None)
+
+    def _open(self, slot: int) -> Slot2:
+        voice, mode = self.voices.get(slot) or (None, "")
+        if voice is None:
+            raise RuntimeError(f"codec slot {slot} has no voice bound (the program binds it at prefill)")
+        run = self.flow2.new_run(voice.prompt_tokens, voice.prompt_feat, voice.embedding)
+        P = int(run.prompt_tokens.numel())
+        gen = self.lm_gens.get(slot) if mode == "offline" else None
+        gen = gen or torch.Generator().manual_seed(self.seeds.get(slot, 0))
+        return Slot2(run=run, mode=mode, pad=-P % FIRST_HOP, gen=gen)  # type: ignore[arg-type]
+
+    @torch.inference_mode()
+    def decode(self, items: list[CodecItem]) -> list[np.ndarray]:
+        return super().decode(items)
+
+    def _hops(self, hops: list[tuple[int, int]]) -> list[np.ndarray]:
+        pcm = []
+        L = self.flow2.cfg.pre_lookahead_len
+        for sl, n in hops:
+            s = self.slots[sl]
+            assert isinstance(s, Slot2)
+            mel = self.flow2.chunk(s.run, s.tokens[: s.offset + n + L])
+            s.offset += n
+            s.hop = min(4 * FIRST_HOP, s.hop * 2)
+            pcm.append(self._vocode(s, mel.T, final=False))
+        return pcm
+
+    def _finals(self, sls: list[int]) -> list[np.ndarray]:
+        pcm = []
+        ratio = self.flow2.cfg.token_mel_ratio
+        for sl in sls:
+            s = self.slots[sl]
+            assert isinstance(s, Slot2)
+            mel = self.flow2.full(s.run, s.tokens)[s.offset * ratio:]
+            s.offset = len(s.tokens)
+            s.done = True
+            s.run.steps, s.run.enc.kv = [], []  # the request is over: give its caches back now
+            pcm.append(self._vocode(s, mel.T, final=True))
+        return pcm
+
+    def _vocode(self, s: Slot, new_mel: torch.Tensor, final: bool) -> np.ndarray:
+        assert isinstance(s, Slot2) and s.gen is not None
+        c = s.hift_cache
+        mel = new_mel if c is None else torch.cat([c.mel, new_mel], dim=1)
+        speech, source = self.hift2.generate(mel, None if c is None else c.source, s.gen)
+        if c is not None:
+            n = SOURCE_CACHE
+            faded = speech[:n].double() * self.window[:n] + c.speech[-n:].double() * self.window[n:]
+            speech = torch.cat([faded.to(speech.dtype), speech[n:]])
+        if not final:
+            tail = SOURCE_CACHE
+            s.hift_cache = HiftCache(mel[:, -MEL_CACHE:], source[:, :, -tail:], speech[-tail:])
+            speech = speech[:-SOURCE_CACHE]
+        return speech.float().cpu().numpy()

@@ -1,0 +1,118 @@
+"""CosyVoice 2 as a registered family (see models/registry.py). Imports nothing heavy. Its checkpoints
+carry `cosyvoice2.yaml`, not a transformers config.json (`Family.claims`).
+
+Layout: this package holds what is CosyVoice 2's own (config, Qwen2LM ends, the conformer encoder, the
+UNet estimator, HiFTGenerator with per-call noise, the codec's hift cache, tiny builder, sim profile);
+the parts upstream shares between the two (CosyVoice 3's classes derive from CosyVoice 2's) come from
+models/cosyvoice3: the paged Qwen2 backbone, ras sampling, the English frontend and tokenizer, the
+zero-shot speaker format, the hop schedule and the program's request handling.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..base import ChunkSchedule
+from ..registry import Demo, Family, HubModel, SimModel, SimSpec, Tiny
+from .options import OPTIONS
+
+
+def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
+    from .program import CosyVoice2Program
+
+    return CosyVoice2Program.load(path, device=device, dtype=dtype)
+
+
+def build_demo(out: Path) -> None:
+    from .tiny import build_tiny
+
+    build_tiny(out, size="tiny")
+
+
+def build_tiny(out: Path, size: str = "tiny", seed: int | None = None, clone_models: bool = False,
+               **options: Any) -> Path:
+    """Upstream's layout; `clone_models` adds tiny random speech_tokenizer_v2.onnx and campplus.onnx
+    (needs `onnx`) so that --ref-audio runs."""
+    from .tiny import SEED
+    from .tiny import build_tiny as build
+
+    seed = SEED if seed is None else seed
+    folder = build(out, size=size, seed=seed, **options)
+    if clone_models:
+        from ..cosyvoice3.tiny_onnx import write_tiny_onnx
+        from .config import SPEECH_TOKENIZER
+
+        write_tiny_onnx(folder, seed=seed, tokenizer=SPEECH_TOKENIZER)
+    return folder
+
+
+def tiny_sizes() -> tuple[str, ...]:
+    from .tiny import SIZES
+
+    return tuple(SIZES)
+
+
+def calibration() -> Any:
+    from .sim import CALIBRATION
+
+    return CALIBRATION
+
+
+# CosyVoice2-0.5B's published dimensions (its cosyvoice2.yaml): LM = Qwen2-0.5B; flow = a 512-wide
+# conformer encoder (6 + 4 layers, 8 heads, FFN 2048) and a 1-D UNet of 256 channels (1 down + 12 mid + 1
+# up level, 4 transformer blocks each, 8 heads of 64), 10 Euler steps with CFG (2 rows); HiFT 512 base.
+COSYVOICE2_0_5B = {
+    "lm": dict(hidden=896, layers=24, heads=14, kv_heads=2, head_dim=64, mlp=4864, vocab=6564),
+    "encoder": dict(dim=512, layers=10, up_layers=4, heads=8, ffn=2048),
+    "unet": dict(channels=256, levels=14, blocks=4, heads=8, head_dim=64, steps=10, cfg_rows=2, block=50),
+    "hift": dict(base=512, upsample=(8, 5, 3), hop=480),
+    "token_mel_ratio": 2,
+}
+
+FAMILY = Family(
+    options=OPTIONS,
+    name="CosyVoice 2",
+    model_types=("cosyvoice2",),
+    load=load,
+    # CosyVoice2-0.5B ships no spk2info.pt (upstream issue #729): its voices are the zero-shot speakers a
+    # deployment saves, or CosyVoice-300M's SFT speakers (embedding only, read as upstream's inference_sft
+    # reads them), whose English ones the OpenAI names map to by the voice's character.
+    voices=("中文女", "中文男", "日语男", "粤语女", "英文女", "英文男", "韩语女"),  # CosyVoice-300M's SFT set
+    openai_voices={
+        **dict.fromkeys(("alloy", "coral", "nova", "sage", "shimmer"), ("英文女",)),
+        **dict.fromkeys(("ash", "ballad", "echo", "fable", "onyx", "verse"), ("英文男",)),
+    },
+    tiny=(Tiny("cosyvoice2", build_tiny, tiny_sizes, options=("clone_models",)),),
+    calibration=calibration,
+    hub_models=(
+        HubModel(
+            "FunAudioLLM/CosyVoice2-0.5B",
+            "zero-shot voices saved in spk2info.pt or a cloned clip; flow-matching UNet codec (codec-heavy)",
+            "cosyvoice2-0.5b",
+        ),
+    ),
+    demos=(
+        Demo(
+            "demo-cosyvoice2",
+            build_demo,
+            version="1",
+            recipe="demo-cosyvoice2",
+            description="tiny random CosyVoice 2 (conformer + UNet flow, HiFT), offline; not speech",
+        ),
+    ),
+    # 25 Hz speech tokens, 960 samples (two 50 Hz mel frames) each at 24 kHz; chunks = upstream's hops.
+    sim=SimSpec(
+        sample_rate=24000,
+        frame_rate=25.0,
+        samples_per_frame=960,
+        codebooks=1,
+        chunk=ChunkSchedule(first=28, ramp=(50,), steady=100),
+        # a hop's tokens need 3 more of look-ahead, and the vocoder holds back its last 8 mel frames
+        # (3840 samples = 4 tokens) for the next call's cross-fade: 7 tokens held
+        codec_lookahead_frames=7.0,
+        models=(SimModel("cosyvoice2-0.5b", COSYVOICE2_0_5B, gpu_profile="{gpu}-cosyvoice2-0.5b"),),
+    ),
+    claims=lambda root: (root / "cosyvoice2.yaml").is_file(),
+    claim_file="cosyvoice2.yaml",
+)
