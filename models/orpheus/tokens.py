@@ -8,7 +8,10 @@ A frame is seven LM steps. The token at frame position j (0..6) is `AUDIO_BASE +
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # numpy only where frames are mapped: `vox voices` reads the layout without it
+    import numpy as np
 
 START_OF_HUMAN = 128259
 END_OF_TEXT = 128009  # <|eot_id|>
@@ -47,6 +50,8 @@ def band(position: int) -> tuple[int, int]:
 def frame_codes(tokens: list[int] | np.ndarray) -> np.ndarray:
     """Seven audio tokens of one frame -> its seven codes in [0, 4096); ValueError for a token outside its
     position's band."""
+    import numpy as np
+
     t = np.asarray(tokens, dtype=np.int64)
     if t.shape != (FRAME_TOKENS,):
         raise ValueError(f"a frame is {FRAME_TOKENS} tokens, got shape {t.shape}")
@@ -58,6 +63,8 @@ def frame_codes(tokens: list[int] | np.ndarray) -> np.ndarray:
 
 def levels(frames: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Frames [..., n, 7] of codes -> SNAC's level codes [..., n], [..., 2n], [..., 4n] in time order."""
+    import numpy as np
+
     f = np.asarray(frames)
     lead = f.shape[:-2]
     n = f.shape[-2]
