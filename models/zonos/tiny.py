@@ -16,6 +16,7 @@ import torch
 from safetensors.torch import save_file
 
 SEED = 0
+DAC_REAL = {"encoder_hidden_size": 64, "decoder_hidden_size": 1536}
 
 # The conditioners of the released transformer checkpoint, in its order (the reference's
 # CONDITIONING_README).
@@ -109,11 +110,15 @@ def build_tiny(out: Path, size: str = "tiny", seed: int = SEED, codec: bool = Tr
         for name, b in weights.named_buffers():
             if name.endswith(".weight"):  # Fourier features: the reference draws them N(0, 1) at init
                 b.normal_()
-    state = {k: v.detach().contiguous() for k, v in weights.state_dict().items()}
+    # the published size is stored in bfloat16 (3.2 GB, as the released file); the loader casts to its dtype
+    store = torch.bfloat16 if size == "real" else torch.float32
+    state = {k: v.detach().to(store).contiguous() for k, v in weights.state_dict().items()}
+    del weights
     save_file(state, str(out / "model.safetensors"))
     (out / "config.json").write_text(json.dumps(cfg_dict, indent=2) + "\n")
     if codec:
-        build_tiny_dac(out / "codec", seed=seed)
+        # real: descript/dac_44khz's own widths (DacCodecConfig's defaults), so the codec costs what it costs
+        build_tiny_dac(out / "codec", seed=seed, **(DAC_REAL if size == "real" else {}))
     rng = np.random.RandomState(seed)
     (out / "speakers").mkdir(exist_ok=True)
     for voice in ("aurora", "basalt"):
