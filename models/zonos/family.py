@@ -104,7 +104,8 @@ FAMILY = Family(
         ),
     ),
     options=OPTIONS,
-    # Saved speaker embeddings (speakers/NAME.npy beside a checkpoint; spec.voices reads the folder): the demo's
+    # Saved speaker embeddings (speakers/NAME.npy beside a checkpoint; spec.voices reads the folder): the
+    # demo's
     # two. The released checkpoint ships none, so there every OpenAI name is the learned default speaker.
     voices=("aurora", "basalt"),
     # The released checkpoint names no voices (every OpenAI name is its default speaker); the demo's two saved
