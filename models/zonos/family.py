@@ -105,8 +105,7 @@ FAMILY = Family(
     ),
     options=OPTIONS,
     # Saved speaker embeddings (speakers/NAME.npy beside a checkpoint; spec.voices reads the folder): the
-    # demo's
-    # two. The released checkpoint ships none, so there every OpenAI name is the learned default speaker.
+    # demo's two. The released checkpoint ships none.
     voices=("aurora", "basalt"),
     # The released checkpoint names no voices (every OpenAI name is its default speaker); the demo's two saved
     # embeddings (tiny.py) take the OpenAI names by their character, brighter / deeper.
