@@ -21,8 +21,8 @@ Assumptions (stated, not fitted): a typical request is ~3 s of audio (258 frames
 phonemes, so its prefix is PREFIX = 100 + 2 + 6 positions and its average decode context is
 CTX = PREFIX + 9 + 129; BW_EFF, FLOP_EFF, LAUNCH_US and the SM scaling are the priors of models/sim_priors.py.
 Prefill: both sequences' PREFIX + 1 positions through the backbone (FLOPs) plus one weight read.
-Codec: the DAC decoder exactly as Dia's profile derives it (models/dia/sim.py dac_frame_flops), per 48-frame
-chunk reference.
+Codec: the same DAC 44.1 kHz decoder as Dia's, so its cost is Dia's profile's derivation (models/dia/sim.py
+dac_frame_flops), per 48-frame chunk reference.
 
     .venv/bin/python -m voxcli.bench.calibration --family zonos [--gpu h100]
 """
@@ -33,6 +33,7 @@ import argparse
 from collections.abc import Mapping
 from typing import Any
 
+from ..dia.sim import dac_frame_flops  # the same DAC 44.1 kHz decoder, derived once
 from ..registry import sim_sizes
 from ..sim_calibration import Calibration, Simulator
 from ..sim_priors import (
@@ -73,22 +74,6 @@ def row_bytes() -> float:
 
 def kernels_per_step() -> int:
     return sizes()["backbone"]["layers"] * KERNELS_PER_LAYER + KERNELS_PER_MODEL + SAMPLING_KERNELS
-
-
-def dac_frame_flops() -> tuple[float, float]:
-    """(conv FLOPs, activation bytes) per 512-sample frame of the DAC decoder (as models/dia/sim.py)."""
-    c = sizes()["dac"]
-    ch, flops, act = c["hidden"], 2.0 * c["latent"] * c["hidden"] * 7, 0.0
-    positions = 1
-    for stride in c["rates"]:
-        out = ch // 2
-        flops += 2.0 * ch * out * 2 * stride * positions
-        positions *= stride
-        flops += 3 * 2.0 * (out * out * 7 + out * out) * positions
-        act += 3 * 5 * out * positions * BYTES_BF16
-        ch = out
-    flops += 2.0 * ch * 1 * 7 * positions
-    return flops, act
 
 
 def terms(gpu_name: str, setting: str) -> dict[str, float]:
