@@ -5,7 +5,8 @@ both sides (upstream computes in bf16, where random weights tie logits; the algo
 
 Checked: the phonemes; greedy codes identical to `Zonos.generate` with the default speaker and conditioning
 (ends natural, the nine-column EOS diagonal included) and at guidance 3; other conditioning values through
-the option schema; the waveform offline and streamed in chunks; `vox say --greedy` end to end.
+the option schema; seeded sampling (the request's generator draws what upstream's global one draws after
+`torch.manual_seed`); the waveform offline and streamed in chunks; `vox say --greedy` end to end.
 """
 
 from __future__ import annotations
@@ -101,6 +102,15 @@ def test_conditioning_options_and_language(program, oracle):
     req = _greedy(OTHER, frames=30, language="de", options=opts)
     codes = run_alone(program, program.prepare(req), page_size=8)
     assert np.array_equal(codes, oracle[1]["options"]["codes"].numpy())
+
+
+def test_seeded_sampling_matches_upstream(program, oracle):
+    # min_p 0.1 at temperature 1 (upstream's defaults): the request's generator seeded with 7 draws what
+    # upstream draws from torch's global generator after torch.manual_seed(7)
+    req = SynthesisRequest(text=TEXT, seed=7, max_frames=40)
+    codes = run_alone(program, program.prepare(req), page_size=8)
+    want = oracle[1]["sampled"]["codes"].numpy()
+    assert codes.shape == want.shape and np.array_equal(codes, want)
 
 
 def test_waveform_offline_and_streamed(program, oracle):

@@ -25,7 +25,7 @@ sys.path.insert(0, os.environ["VOX_ZONOS_UPSTREAM"])
 import espeakng_loader  # noqa: E402
 import torch  # noqa: E402
 from phonemizer.backend.espeak.wrapper import EspeakWrapper  # noqa: E402
-from safetensors.torch import save_file  # noqa: E402
+from safetensors.torch import load_file, save_file  # noqa: E402
 from transformers.models.dac import DacModel  # noqa: E402
 
 EspeakWrapper.set_library(espeakng_loader.get_library_path())
@@ -158,6 +158,9 @@ def main() -> None:
     (CKPT / "config.json").write_text(json.dumps(sizes["config"], indent=2) + "\n")
     state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
     save_file(state, str(CKPT / "model.safetensors"))
+    # the cases run on the checkpoint as saved, loaded back the way upstream loads one (strict state dict)
+    model = zm.Zonos(ZonosConfig.from_dict(sizes["config"])).float().eval()
+    model.load_state_dict(load_file(str(CKPT / "model.safetensors")))
     with torch.inference_mode():
         for case in cases:
             codes = generate(model, case)[0]  # [9, T]
