@@ -48,6 +48,7 @@ def oracle(tmp_path_factory):
     cases = [
         {"name": "greedy", "text": TEXT, "greedy": True, "max_new": 200},
         {"name": "cfg3", "text": TEXT, "greedy": True, "cfg": 3.0, "max_new": 40},
+        {"name": "sampled", "text": TEXT, "seed": 7, "max_new": 40},
         {
             "name": "options",
             "text": OTHER,
