@@ -1,0 +1,166 @@
+"""Zonos' transformer backbone, code embeddings and the nine heads, in plain PyTorch with the checkpoint's
+parameter names (`backbone.layers.<i>.{norm,mixer.in_proj,mixer.out_proj,norm2,mlp.fc1,mlp.fc2}`,
+`backbone.norm_f`, `embeddings.<k>`, `heads.<k>`, `prefix_conditioner.*`).
+
+Facts of the reference implementation kept here: pre-LayerNorm blocks; one fused `in_proj` giving q, then
+k, then v (grouped-query attention); RoPE on interleaved pairs (x[2i], x[2i+1]) with base 10000 computed in
+float32 whatever the model dtype; scaled dot-product attention with the usual 1/sqrt(head_dim); the MLP's
+`fc1` gives (value, gate) in that order and multiplies value by silu(gate); a final LayerNorm; the nine
+code embeddings are summed; the heads predict 1025 classes (1024 codes + EOS), padded to 1026 as the
+reference pads them on load (the pad column is never chosen).
+
+Attention reads and writes the engine's paged KV pool `[layers, pages, page_size, kv_heads, head_dim]`:
+`PagedBatch` says where each sequence's positions live.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .conditioning import PrefixConditioner
+from .config import CODE_VOCAB, CODEBOOKS, HEAD_VOCAB, Backbone, ZonosConfig
+
+ROPE_BASE = 10000.0
+
+
+@dataclass
+class PagedBatch:
+    """Queries [S, T] (right-padded). `slots[s, i]`: flat pool position (page * page_size + offset) query i
+    writes, -1 for padding; `table [S, P]`: the sequence's pages; key j is visible to query i iff
+    j <= pos[s, i] and j < kv_len[s]."""
+
+    pos: torch.Tensor
+    slots: torch.Tensor
+    table: torch.Tensor
+    kv_len: torch.Tensor
+    page_size: int
+
+    def mask(self) -> torch.Tensor:
+        keys = torch.arange(self.table.shape[1] * self.page_size, device=self.pos.device)
+        visible = (keys[None, None, :] <= self.pos[:, :, None]) & (
+            keys[None, None, :] < self.kv_len[:, None, None]
+        )
+        return visible[:, None]  # [S, 1, T, K]
+
+
+def rope_tables(pos: torch.Tensor, head_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin [S, T, head_dim / 2] in float32 for integer positions."""
+    inv = 1.0 / (
+        ROPE_BASE ** (torch.arange(0, head_dim, 2, device=pos.device)[: head_dim // 2].float() / head_dim)
+    )
+    angle = pos.float()[..., None] * inv
+    return angle.cos(), angle.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x [S, T, heads, hd]; rotates each interleaved pair in float32."""
+    pairs = x.float().reshape(*x.shape[:-1], -1, 2)
+    a, b = pairs[..., 0], pairs[..., 1]
+    c, s = cos[:, :, None], sin[:, :, None]
+    return torch.stack([a * c - b * s, b * c + a * s], dim=-1).flatten(3).type_as(x)
+
+
+class Attention(nn.Module):
+    def __init__(self, b: Backbone) -> None:
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = b.num_heads, b.num_heads_kv, b.head_dim
+        self.in_proj = nn.Linear(b.d_model, (b.num_heads + 2 * b.num_heads_kv) * b.head_dim, bias=False)
+        self.out_proj = nn.Linear(b.num_heads * b.head_dim, b.d_model, bias=False)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        k_pool: torch.Tensor,
+        v_pool: torch.Tensor,
+        pb: PagedBatch,
+        mask: torch.Tensor,
+    ) -> torch.Tensor:
+        S, T, _ = x.shape
+        hd = self.head_dim
+        q, k, v = self.in_proj(x).split([self.heads * hd, self.kv_heads * hd, self.kv_heads * hd], dim=-1)
+        q = apply_rope(q.view(S, T, self.heads, hd), cos, sin)
+        k = apply_rope(k.view(S, T, self.kv_heads, hd), cos, sin)
+        v = v.view(S, T, self.kv_heads, hd)
+        flat_k = k_pool.view(-1, self.kv_heads, hd)
+        flat_v = v_pool.view(-1, self.kv_heads, hd)
+        real = pb.slots >= 0
+        flat_k[pb.slots[real]] = k[real].to(k_pool.dtype)
+        flat_v[pb.slots[real]] = v[real].to(v_pool.dtype)
+        keys = k_pool[pb.table].flatten(1, 2).to(q.dtype)  # [S, P * page, kv_heads, hd]
+        vals = v_pool[pb.table].flatten(1, 2).to(q.dtype)
+        y = F.scaled_dot_product_attention(
+            q.transpose(1, 2),
+            keys.transpose(1, 2),
+            vals.transpose(1, 2),
+            attn_mask=mask,
+            enable_gqa=self.heads != self.kv_heads,
+        )
+        return self.out_proj(y.transpose(1, 2).reshape(S, T, self.heads * hd))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, b: Backbone) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(b.d_model, 2 * b.mlp, bias=False)
+        self.fc2 = nn.Linear(b.mlp, b.d_model, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        value, gate = self.fc1(x).chunk(2, dim=-1)
+        return self.fc2(value * F.silu(gate))
+
+
+class Block(nn.Module):
+    def __init__(self, b: Backbone) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(b.d_model, eps=b.norm_epsilon)
+        self.mixer = Attention(b)
+        self.norm2 = nn.LayerNorm(b.d_model, eps=b.norm_epsilon)
+        self.mlp = FeedForward(b)
+
+
+class TransformerBackbone(nn.Module):
+    def __init__(self, b: Backbone) -> None:
+        super().__init__()
+        self.cfg = b
+        self.layers = nn.ModuleList(Block(b) for _ in range(b.n_layer))
+        self.norm_f = nn.LayerNorm(b.d_model, eps=b.norm_epsilon)
+
+    def forward(
+        self, x: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, pb: PagedBatch
+    ) -> torch.Tensor:
+        cos, sin = rope_tables(pb.pos, self.cfg.head_dim)
+        mask = pb.mask()
+        for i, layer in enumerate(self.layers):
+            x = x + layer.mixer(layer.norm(x), cos, sin, k_pool[i], v_pool[i], pb, mask)
+            x = x + layer.mlp(layer.norm2(x))
+        return self.norm_f(x)
+
+
+class ZonosWeights(nn.Module):
+    """Everything config.json + model.safetensors describe (the DAC codec is loaded on its own)."""
+
+    def __init__(self, cfg: ZonosConfig) -> None:
+        super().__init__()
+        d = cfg.backbone.d_model
+        self.backbone = TransformerBackbone(cfg.backbone)
+        self.prefix_conditioner = PrefixConditioner(cfg, d)
+        self.embeddings = nn.ModuleList(nn.Embedding(CODE_VOCAB, d) for _ in range(CODEBOOKS))
+        self.heads = nn.ModuleList(nn.Linear(d, HEAD_VOCAB, bias=False) for _ in range(CODEBOOKS))
+
+    def embed_codes(self, codes: torch.Tensor) -> torch.Tensor:
+        """codes [..., 9] -> summed embeddings [..., d_model]."""
+        out = self.embeddings[0](codes[..., 0])
+        for k in range(1, CODEBOOKS):
+            out = out + self.embeddings[k](codes[..., k])
+        return out
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """hidden [S, d] -> float32 logits [S, 9, 1026]; the pad column is -inf."""
+        out = torch.stack([head(hidden) for head in self.heads], dim=1).float()
+        return F.pad(out, (0, CODE_VOCAB - HEAD_VOCAB), value=-torch.inf)

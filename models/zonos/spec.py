@@ -1,0 +1,41 @@
+"""What a Zonos checkpoint offers, from its files alone (no torch): `vox voices` and the program agree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..base import ChunkSchedule, ModelSpec
+from ..dia.dac_config import decoder_lookahead_frames
+from .text import LANGUAGES
+
+SAMPLE_RATE = 44100
+HOP = 512
+MAX_CONTEXT = 16384  # the reference's rotary table (precompute_freqs_cis(16384, ...))
+DEFAULT_MAX_FRAMES = 86 * 30  # the reference's generate(max_new_tokens=86 * 30): 30 s
+# DAC 44.1 kHz holds back 4757 samples (9.29 frames) of look-ahead: as for Dia, a 12-frame first chunk plays
+# 2.7 frames and the chunks then grow with the buffered audio (recipes/zonos-v0.1.toml).
+DEFAULT_CHUNKS = ChunkSchedule(first=12, ramp=(4, 6, 10, 16, 24, 40), steady=48)
+DAC_RATIOS = (8, 8, 4, 2)
+
+
+def speaker_files(root: Path) -> dict[str, Path]:
+    """Saved speaker embeddings shipped beside the checkpoint (`speakers/<voice>.npy`, 128 floats each, as
+    the reference's speaker model + LDA make them): the checkpoint's named voices."""
+    folder = Path(root) / "speakers"
+    return {p.stem: p for p in sorted(folder.glob("*.npy"))} if folder.is_dir() else {}
+
+
+def model_spec(root: Path, name: str) -> ModelSpec:
+    return ModelSpec(
+        name=name,
+        sample_rate=SAMPLE_RATE,
+        frame_rate=SAMPLE_RATE / HOP,
+        samples_per_frame=HOP,
+        codebooks=9,
+        chunk=DEFAULT_CHUNKS,
+        max_context=MAX_CONTEXT,
+        voices=tuple(speaker_files(root)),
+        languages=LANGUAGES,
+        modes=("tts",),
+        codec_lookahead_frames=decoder_lookahead_frames(DAC_RATIOS),
+    )
