@@ -11,6 +11,7 @@ bash scripts/setup.sh test
 #   .oracle-higgs-venv    transformers 5.23 (Higgs Audio v2)
 #   .oracle-speechlm-venv espnet 202611 + transformers 5.14.1 (ESPnet SpeechLM: Bagpiper / OpusLM)
 #   .oracle-cosyvoice-venv what upstream CosyVoice 3 (../shared/oracle/cosyvoice3) needs to run
+#   .oracle-csm-venv      transformers 5.24 (CSM-1B: CsmForConditionalGeneration, MimiModel)
 oracle() {  # ENV_VAR VENV_DIR SETUP_SCRIPT
   if [ -z "${!1:-}" ]; then
     bash "scripts/$3" "$2"
@@ -21,6 +22,7 @@ oracle VOX_ORACLE_PYTHON .oracle-venv setup_oracle.sh
 oracle VOX_HIGGS_ORACLE_PYTHON .oracle-higgs-venv setup_oracle_higgs.sh
 oracle VOX_SPEECHLM_ORACLE_PYTHON .oracle-speechlm-venv setup_oracle_speechlm.sh
 oracle VOX_COSYVOICE_ORACLE_PYTHON .oracle-cosyvoice-venv setup_oracle_cosyvoice.sh
+oracle VOX_CSM_ORACLE_PYTHON .oracle-csm-venv setup_oracle_csm.sh
 # Here the parity tests must run: a missing oracle is a failure, not a skip.
 export VOX_REQUIRE_ORACLE="${VOX_REQUIRE_ORACLE:-1}"
 .venv/bin/ruff check .
