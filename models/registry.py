@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from .sim_calibration import Calibration
 
 # The families, by package name under models/ (each has a family.py defining FAMILY).
-FAMILY_PACKAGES: tuple[str, ...] = ("qwen3_tts", "dia", "higgs_audio", "speechlm", "cosyvoice3")
+FAMILY_PACKAGES: tuple[str, ...] = ("qwen3_tts", "dia", "higgs_audio", "speechlm", "cosyvoice3", "csm")
 
 
 @dataclass(frozen=True)
