@@ -1,0 +1,199 @@
+"""Cost profiles for CSM-1B (sesame/csm-1b) on the simulated GPUs, from arithmetic on its published sizes
+(models/csm/family.py CSM_1B: the sizes of its config.json) with the priors of models/sim_priors.py
+(BW_EFF 0.8, FLOP_EFF 0.5, 2.5 us per kernel, the paper's SM-scaling and codec-SM facts). Nothing is fitted:
+no published serving capacity exists for CSM to fit to. Two settings ship side by side:
+  * "pessimistic" (`--gpu h100`, the default): the per-row cost x ROW_INEFFICIENCY (6.2, the factor
+    Qwen3-TTS's fitted per-row cost on H100 exceeds its own arithmetic, carried over as Dia's and Higgs'
+    profiles do) and the codec's convolutions at half the FLOP prior;
+  * "optimistic" (`--gpu h100-optimistic`): the arithmetic at the priors as is.
+
+A decode step emits one frame per row: the backbone (Llama-3.2-1B: 16 layers, 2048 wide, 32/8 heads of 64,
+MLP 8192, audio head 2051) reads one position, then the depth decoder (4 layers, 1024 wide, 8/2 heads of
+128, MLP 8192; its inputs projected from 2048) runs 31 passes, one per codebook 1..31, each over its own
+<= 33-position cache:
+    decode_ms(b) = (backbone weights + 31 x depth weights) bf16 / (BW * BW_EFF)     3.41 ms on H100
+                 + kernels x LAUNCH_US   16 x 7 + 3 + 31 x (4 x 7 + 3 + 2 sampling), all in one graph
+                 + b x row_ms           KV of CTX backbone positions + 2 FLOP per parameter read (the
+                                        depth decoder's 31 passes included) + the depth caches
+    prefill_ms   = one step + PROMPT tokens x 2 x backbone params / (FLOPS * FLOP_EFF)
+Assumption: the depth decoder's weights are read from memory once per pass (its 115 M parameters, 230 MB in
+bf16, do not stay in the 50 MB L2), which makes it ~79% of the step's weight traffic: the step floor is
+3.6x the backbone's alone. A request's average context: PROMPT (30 text tokens: the template and ~25 of
+text) + half of its frames (LibriTTS test-clean at 15 chars/s: ~6.5 s, 81 frames): CTX = 70 positions.
+
+Codec per 1920-sample frame (Mimi's decode: the 32 codebooks summed and projected, the depthwise upsample to
+25 Hz, an 8-layer 512-wide transformer at 25 Hz with a 250-position window, the SEANet decoder at ratios
+8, 6, 5, 4 from 1024 channels down to 64): its conv and matmul FLOPs at FLOP_EFF (half of it pessimistic)
+plus its activation traffic at BW_EFF; per call ~ 8 x 7 + 40 kernels x LAUNCH_US:
+    codec_ms(b, s) = c0 x (132/s)^m + b x 10 frames x frame_ms x (132/s)^k          (Dia's structure)
+
+Write both profiles of a GPU (no fit to run):
+
+    .venv/bin/python -m voxcli.bench.calibration --family csm             # recipes/gpus/h100-*csm-1b.toml
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from typing import Any
+
+from ..registry import sim_sizes
+from ..sim_calibration import Calibration, Simulator
+from ..sim_priors import (
+    BW_EFF,
+    BYTES_BF16,
+    FLOP_EFF,
+    GPUS,
+    KERNELS_PER_LAYER,
+    KERNELS_PER_MODEL,
+    LAUNCH_US,
+    ROW_INEFFICIENCY,
+)
+from ..sim_profile import render_profile, stage_profile
+
+MODEL = "csm-1b"
+PROMPT_TOKENS = 30
+CTX_POSITIONS = PROMPT_TOKENS + 40
+SAMPLING_KERNELS = 2
+FRAMES_REF = 10
+CODEC_KERNELS = (
+    8 * KERNELS_PER_LAYER + 40
+)  # the transformer, then RVQ, upsample, SEANet convs, gather/scatter
+SETTINGS = ("pessimistic", "optimistic")
+
+
+def sizes() -> dict[str, Any]:
+    return sim_sizes(MODEL)
+
+
+def _layer_params(s: dict[str, int]) -> int:
+    h, hd = s["hidden"], s["head_dim"]
+    return 2 * h * s["heads"] * hd + 2 * h * s["kv_heads"] * hd + 3 * h * s["mlp"]
+
+
+def backbone_params() -> int:
+    b = sizes()["backbone"]
+    return b["layers"] * _layer_params(b) + b["hidden"] * b["vocab"]
+
+
+def depth_params() -> int:
+    """One depth pass: its layers, the input projector and one codebook head."""
+    d = sizes()["depth"]
+    return d["layers"] * _layer_params(d) + d["backbone_hidden"] * d["hidden"] + d["hidden"] * d["vocab"]
+
+
+def step_params() -> int:
+    return backbone_params() + sizes()["depth"]["passes"] * depth_params()
+
+
+def row_bytes() -> float:
+    b, d = sizes()["backbone"], sizes()["depth"]
+    kv = b["layers"] * 2 * b["kv_heads"] * b["head_dim"] * BYTES_BF16 * CTX_POSITIONS
+    depth_kv = (
+        d["passes"] * d["layers"] * 2 * d["kv_heads"] * d["head_dim"] * BYTES_BF16 * (d["passes"] + 2) / 2
+    )
+    return kv + depth_kv
+
+
+def kernels_per_step() -> int:
+    b, d = sizes()["backbone"], sizes()["depth"]
+    depth = d["passes"] * (d["layers"] * KERNELS_PER_LAYER + KERNELS_PER_MODEL + SAMPLING_KERNELS)
+    return b["layers"] * KERNELS_PER_LAYER + KERNELS_PER_MODEL + SAMPLING_KERNELS + depth
+
+
+def codec_frame_cost() -> tuple[float, float]:
+    """(FLOPs, activation bytes) to decode one 12.5 Hz frame with Mimi's decoder."""
+    c = sizes()["codec"]
+    h = c["hidden"]
+    flops = 2.0 * 256 * h  # the codebook sum's 256 -> 512 output projection
+    flops += 2.0 * h * 4 * 2  # the depthwise upsample (kernel 4), 2 positions
+    flops += 2 * c["layers"] * 2.0 * (4 * h * h + 2 * h * c["mlp"] + c["window"] * h * 2)  # 2 positions
+    ch, positions = c["filters"] * 2 ** len(c["rates"]), 2
+    flops += 2.0 * h * ch * 7 * positions
+    act = 0.0
+    for r in c["rates"]:
+        out = ch // 2
+        flops += 2.0 * ch * out * 2 * r * positions
+        positions *= r
+        flops += 2.0 * (out * (out // 2) * 3 + (out // 2) * out) * positions
+        act += 4 * out * positions * BYTES_BF16
+        ch = out
+    flops += 2.0 * ch * 3 * positions
+    return flops, act
+
+
+def arithmetic_row_ms(gpu_name: str) -> float:
+    g = GPUS[gpu_name]
+    return (row_bytes() / (g.bandwidth * BW_EFF) + 2 * step_params() / (g.flops * FLOP_EFF)) * 1e3
+
+
+def terms(gpu_name: str, setting: str) -> dict[str, float]:
+    if setting not in SETTINGS:
+        raise ValueError(f"setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
+    g = GPUS[gpu_name]
+    bw, fl = g.bandwidth * BW_EFF, g.flops * FLOP_EFF
+    pess = setting == "pessimistic"
+    arith = arithmetic_row_ms(gpu_name)
+    flops, act = codec_frame_cost()
+    return {
+        "floor_ms": step_params() * BYTES_BF16 / bw * 1e3 + kernels_per_step() * LAUNCH_US / 1e3,
+        "row_ms": arith * ROW_INEFFICIENCY if pess else arith,
+        "arith_row_ms": arith,
+        "prefill_ms": step_params() * BYTES_BF16 / bw * 1e3
+        + PROMPT_TOKENS * 2 * backbone_params() / fl * 1e3,
+        "prefill_token_ms": 2 * backbone_params() / fl * 1e3,
+        "codec_c0_ms": CODEC_KERNELS * LAUNCH_US / 1e3,
+        "codec_frame_ms": (flops / (fl * (0.5 if pess else 1.0)) + act / bw) * 1e3,
+    }
+
+
+def profile_name(gpu_name: str, setting: str) -> str:
+    return f"{gpu_name}{'' if setting == 'pessimistic' else '-' + setting}-{MODEL}"
+
+
+def build_profile(gpu_name: str, setting: str) -> dict:
+    g = GPUS[gpu_name]
+    t = terms(gpu_name, setting)
+    return stage_profile(
+        profile_name(gpu_name, setting), g, g.paper_split, t, t["codec_frame_ms"], FRAMES_REF
+    )
+
+
+def profile_toml(gpu_name: str, setting: str) -> str:
+    t = terms(gpu_name, setting)
+    g = GPUS[gpu_name]
+    flops, act = codec_frame_cost()
+    how = {
+        "pessimistic": f"arithmetic row x {ROW_INEFFICIENCY:.1f} (Qwen's H100 fit), codec at half conv "
+        "efficiency; nothing fitted",
+        "optimistic": "the arithmetic per-row cost, nothing fitted",
+    }[setting]
+    head = [
+        f"Written by `python -m voxcli.bench.calibration --family csm`: CSM-1B on {gpu_name}, "
+        f"setting {setting!r}",
+        f"row_ms {how}. Derivation and assumptions in models/csm/sim.py's docstring.",
+        f"{g.name}: {g.sms} SMs, {g.bandwidth / 1e12:.2f} TB/s, {g.flops / 1e12:.0f} TFLOP/s bf16 "
+        "(datasheet)",
+        f"a step reads {step_params() / 1e9:.3f} G params (backbone {backbone_params() / 1e9:.3f} G + "
+        "31 depth "
+        f"passes of {depth_params() / 1e9:.3f} G); {kernels_per_step()} kernels x {LAUNCH_US} us",
+        f"decode(b) = floor {t['floor_ms']:.3f} ms + b x row {t['row_ms']:.4f} ms (arithmetic row "
+        f"{t['arith_row_ms']:.4f} ms at ctx {CTX_POSITIONS})",
+        f"codec: {t['codec_c0_ms']:.3f} ms/call + {t['codec_frame_ms'] * 1e3:.2f} us/frame "
+        f"({flops / 1e9:.2f} GFLOP + {act / 1e6:.2f} MB per frame)",
+    ]
+    return render_profile(head, build_profile(gpu_name, setting), f"csm-{setting}")
+
+
+def add_options(ap: argparse.ArgumentParser) -> None:
+    del ap  # nothing to fit, nothing to set
+
+
+def run(args: argparse.Namespace, sim: Simulator) -> Mapping[str, str]:
+    """Both profiles of `--gpu` (default h100); the simulator is not needed (nothing is fitted)."""
+    gpu = getattr(args, "gpu", None) or "h100"
+    return {f"recipes/gpus/{profile_name(gpu, s)}.toml": profile_toml(gpu, s) for s in SETTINGS}
+
+
+CALIBRATION = Calibration(__doc__ or "", add_options, run)
