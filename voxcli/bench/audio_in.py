@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 CLIP_MEDIAN_S = 6.0
 CLIP_SIGMA = 0.6
 CLIP_MIN_S, CLIP_MAX_S = 1.5, 35.0
-CLIP_RATE = 16000  # LibriSpeech's sample rate
 SHARE_HELP = ("Turn this share (0..1) of the arrivals into audio-in (transcription) requests, sim only: "
               "LibriSpeech test-clean-like clips (lognormal, median 6 s, sigma 0.6, 1.5..35 s); the TTS "
               "SLO counts TTS requests only, audio-in ones report TTFT and tokens/s.")

@@ -26,6 +26,8 @@ from typing import Any, Protocol
 from voxcli.bench.metrics import DONE, RequestRecord
 from voxcli.bench.workloads import Utterance, estimate_frames, seeded_order
 
+CLIP_RATE = 16000  # an audio-in arrival's clip: silence at LibriSpeech's rate (bench/audio_in.py)
+
 
 @dataclass(frozen=True)
 class Arrival:
@@ -156,8 +158,6 @@ def synthesis_request(arrival: Arrival, seed: int, voice: str | None = None) -> 
 
     if arrival.clip_s is not None:
         import numpy as np
-
-        from voxcli.bench.audio_in import CLIP_RATE
 
         return SynthesisRequest(text="", input_audio=np.zeros(round(arrival.clip_s * CLIP_RATE), np.float32),
                                 input_sample_rate=CLIP_RATE, seed=seed + arrival.index,
