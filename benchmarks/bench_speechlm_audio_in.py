@@ -30,13 +30,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def clip_seconds(rng: random.Random) -> float:
-    return min(35.0, max(1.5, rng.lognormvariate(np.log(6.0), 0.6)))
-
-
 def run(gpu: str, rate: float, seed: int, share: float, seconds: float) -> dict:
     from voxcli.models.base import SynthesisRequest
 
+    from voxcli.bench.audio_in import clip_seconds  # the LibriSpeech-like durations `vox bench` mixes in
     from voxcli.bench.client import poisson_times, record_from_timeline
     from voxcli.bench.metrics import meets_slo
     from voxcli.bench.targets import model_config
@@ -62,7 +59,7 @@ def run(gpu: str, rate: float, seed: int, share: float, seconds: float) -> dict:
             tts.append(eng.submit(req, at=start + t))
         (heard if req.input_audio is not None else tts)[-1].drop_audio()
     eng.run(until=None)
-    recs = [record_from_timeline(s.timeline, start) for s in tts]
+    recs = [record_from_timeline(s.timeline, start) for s in tts]  # vox bench --audio-in-share does this too
     met = sum(meets_slo(r, cfg.ttfa_target_s) for r in recs) / max(1, len(recs))
     ttft = [s.timeline.ttft for s in heard if s.timeline.ttft is not None]
     tps = [s.timeline.tokens_per_s for s in heard if s.timeline.tokens_per_s]

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from voxcli.bench.audio_in import SHARE_HELP as AUDIO_IN_SHARE_HELP
 from voxcli.models.registry import default_model
 
 # the registry's default model recipe for the sim (the size the GPU cost profiles were calibrated on)
@@ -104,6 +105,7 @@ def bench(
         typer.Option(help="libritts, seed-tts, libritts-long (15-60 s paragraphs), chat (short replies), "
                      "or an id<TAB>text file."),
     ] = "libritts",
+    audio_in_share: Annotated[float, typer.Option(help=AUDIO_IN_SHARE_HELP)] = 0.0,
     seed: Annotated[int, typer.Option(help="Arrival/order seed.")] = 0,
     seeds: Annotated[
         int, typer.Option(help="Arrival seeds per rate: capacity is reported as their mean and spread.")
@@ -138,7 +140,9 @@ def bench(
     if plan is not None:
         return _run_plan(plan, plan_set or [], out)
 
+    from voxcli.bench.audio_in import share_refusal
     from voxcli.bench.report import (
+        audio_in_tables,
         bench_stem,
         bound_table,
         capacity_table,
@@ -173,6 +177,9 @@ def bench(
         if warmup > MAX_REQUESTS_PER_RATE:
             _fail(f"--warmup must be at most {MAX_REQUESTS_PER_RATE:,}, got {warmup}")
         _check_out(out)
+        if (why := share_refusal(audio_in_share, "url" if url else executor,
+                                 model or (Path(recipe).stem if recipe else SIM_DEFAULT_MODEL))) is not None:
+            _fail(why)
         names = [p.strip() for p in policy.split(",") if p.strip()]
         if not names:
             _fail(f"--policy {policy!r} names no policy; give one or more of full, sync2, lanes, sync")
@@ -234,6 +241,7 @@ def bench(
             stop_rule=not no_stop,
             frame_rate=frame_rate,
             ttfa_target_s=ttfa_slo,
+            audio_in_share=audio_in_share,
         )
 
         def make_target(v: Variant):
@@ -267,7 +275,7 @@ def bench(
             result = run_paired_sweep(make_target, variants, spec, utts, meta, progress)
         else:
             result = run_sweep(make_target, variants, spec, utts, meta, progress)
-        for t in rate_tables(result) + late_chunk_tables(result):
+        for t in rate_tables(result) + audio_in_tables(result) + late_chunk_tables(result):
             console.print(t)
         console.print(capacity_table(result))
         if (bounds := bound_table(result)) is not None:

@@ -26,6 +26,8 @@ from typing import Any, Protocol
 from voxcli.bench.metrics import DONE, RequestRecord
 from voxcli.bench.workloads import Utterance, estimate_frames, seeded_order
 
+CLIP_RATE = 16000  # an audio-in arrival's clip: silence at LibriSpeech's rate (bench/audio_in.py)
+
 
 @dataclass(frozen=True)
 class Arrival:
@@ -33,6 +35,7 @@ class Arrival:
     at: float  # seconds after the start of this schedule
     utterance: Utterance
     frames: int  # fixed output length (random weights / sim cannot decide when to stop)
+    clip_s: float | None = None  # an audio-in request's clip seconds (bench/audio_in.py); None: TTS
 
 
 def poisson_times(rate: float, duration_s: float, seed: int) -> list[float]:
@@ -149,9 +152,16 @@ class RealtimeTarget(ABC):
 
 
 def synthesis_request(arrival: Arrival, seed: int, voice: str | None = None) -> Any:
-    """The engine request of `arrival` (its text, fixed frames, `seed` + its index, id bench-<index>)."""
+    """The engine request of `arrival` (its text, fixed frames, `seed` + its index, id bench-<index>); an
+    audio-in arrival: a silent clip of its seconds (the sim charges the length, bench/audio_in.py)."""
     from voxcli.models.base import SynthesisRequest
 
+    if arrival.clip_s is not None:
+        import numpy as np
+
+        return SynthesisRequest(text="", input_audio=np.zeros(round(arrival.clip_s * CLIP_RATE), np.float32),
+                                input_sample_rate=CLIP_RATE, seed=seed + arrival.index,
+                                request_id=f"bench-{arrival.index}")
     return SynthesisRequest(text=arrival.utterance.text, voice=voice, fixed_frames=arrival.frames,
                             seed=seed + arrival.index, request_id=f"bench-{arrival.index}")
 
@@ -195,7 +205,8 @@ class SimTarget:
         self.engine.run(until=None)
         # the late-chunk path's decisions during this play (voxcli/engine/scheduler.py `counts`)
         self.counts = {k: v - before.get(k, 0) for k, v in self.engine.scheduler.counts.items()}
-        records = [record_from_timeline(s.timeline, start) for s in streams]
+        records = [record_from_timeline(s.timeline, start, audio_in=a.clip_s is not None)
+                   for s, a in zip(streams, arrivals, strict=True)]
         self.engine.timelines.clear()  # the engine's own list of every timeline: this rate is measured
         return records
 
@@ -205,12 +216,14 @@ class SimTarget:
             self.engine = None
 
 
-def record_from_timeline(tl: Any, origin: float) -> RequestRecord:
-    """A client record from an engine Timeline (arrival, chunk deliveries, finish, status, reason).
+def record_from_timeline(tl: Any, origin: float, audio_in: bool = False) -> RequestRecord:
+    """A client record from an engine Timeline (arrival, chunk deliveries, finish, status, reason; an
+    audio-in request: its time to first token and tokens per second, Timeline.ttft / tokens_per_s).
     In-process targets have no network, so the client sees exactly the engine's delivery times."""
     status = str(getattr(tl.status, "value", tl.status))
     status = DONE if status in ("done", "finished") else status
     deliveries = [(c.t_delivered - origin, c.audio_s) for c in sorted(tl.chunks, key=lambda c: c.index)]
     finished = (tl.finished - origin) if tl.finished is not None else None
     return RequestRecord(sent=tl.arrival - origin, status=status, deliveries=deliveries, finished=finished,
-                         reason=tl.reason or "")
+                         reason=tl.reason or "", audio_in=audio_in, ttft=tl.ttft if audio_in else None,
+                         tokens_per_s=tl.tokens_per_s if audio_in else None)

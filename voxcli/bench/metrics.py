@@ -14,6 +14,10 @@
   both read against the offered rate). Pooled over arrival seeds, the window is every seed's window
   added up: each seed replays its own window, so three seeds must not count as one seed's span (that
   printed "50.5 done/s" at 20 req/s offered).
+- Audio-in (text-out) requests of a mixed workload (bench/audio_in.py) emit no audio: every TTS figure
+  above (sent, SLO, goodput, TTFA, capacity) counts TTS requests only; audio-in requests report their own
+  count, time to first token (TTFT: arrival to the step that sampled the first text token) p50/p99 and
+  tokens per second p50 ((tokens - 1) / (last token - first token)).
 - A capacity equal to the highest tested rate is only a lower bound ("≥ 40"): the sweep did not find
   where attainment falls below the threshold.
 """
@@ -43,6 +47,9 @@ class RequestRecord:
     finished: float | None = None
     reason: str = ""
     utterance_id: str = ""
+    audio_in: bool = False  # a text-out request (no audio): not a TTS request
+    ttft: float | None = None  # audio-in: seconds from sent to the first text token
+    tokens_per_s: float | None = None  # audio-in: text tokens per second after the first
 
     @property
     def ttfa(self) -> float | None:
@@ -113,6 +120,12 @@ class RateResult:
     promoted: int = 0
     deadline_launches: int = 0
     slack_cuts: int = 0
+    # audio-in (text-out) requests of a mixed workload: not in any figure above
+    audio_in_sent: int = 0
+    audio_in_done: int = 0
+    ttft_p50: float | None = None
+    ttft_p99: float | None = None
+    tokens_per_s_p50: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -120,6 +133,8 @@ class RateResult:
 
 def rate_result(rate: float, records: Sequence[RequestRecord], window_s: float,
                 ttfa_target_s: float = TTFA_TARGET_S, stall_s: float = STALL_S) -> RateResult:
+    heard = [r for r in records if r.audio_in]
+    records = [r for r in records if not r.audio_in]  # the TTS requests: the SLO is theirs
     sent = len(records)
     met = sum(meets_slo(r, ttfa_target_s, stall_s) for r in records)
     completed = [r for r in records if r.status == DONE]
@@ -134,7 +149,11 @@ def rate_result(rate: float, records: Sequence[RequestRecord], window_s: float,
         ttfa_p50=percentile(ttfas, 50), ttfa_p90=percentile(ttfas, 90), ttfa_p99=percentile(ttfas, 99),
         audio_within_1s=(sum(t <= AUDIO_WITHIN_S for t in ttfas) / sent) if sent else 0.0,
         stalled=sum(r.status == DONE and stalled(r, stall_s) for r in records),
-        window_s=window_s)
+        window_s=window_s,
+        audio_in_sent=len(heard), audio_in_done=sum(r.status == DONE for r in heard),
+        ttft_p50=percentile(ttfts := [r.ttft for r in heard if r.ttft is not None], 50),
+        ttft_p99=percentile(ttfts, 99),
+        tokens_per_s_p50=percentile([r.tokens_per_s for r in heard if r.tokens_per_s], 50))
 
 
 def capacity(results: Iterable[RateResult], threshold: float) -> float:

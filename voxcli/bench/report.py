@@ -70,6 +70,27 @@ def late_chunk_tables(result: SweepResult) -> list:
                                            for r in sw.results)]
 
 
+AUDIO_IN_HEADERS = ("req/s", "sent", "done", "TTFT p50", "p99 (ms)", "tokens/s p50")
+
+
+def audio_in_tables(result: SweepResult) -> list:
+    """Per variant with audio-in requests (a mixed workload, bench/audio_in.py): their count, time to first
+    token p50/p99 and tokens per second p50 at each offered rate (req/s counts every arrival; the TTS table
+    beside it counts TTS requests only)."""
+    from voxcli.tables import figure_table
+
+    return [figure_table(f"{sw.variant.label}: audio-in (text out) requests per offered rate",
+                         AUDIO_IN_HEADERS,
+                         [[f"{r.rate:g}", str(r.audio_in_sent), str(r.audio_in_done), _ms(r.ttft_p50),
+                           _ms(r.ttft_p99), _per_s(r.tokens_per_s_p50)]
+                          for r in sw.results])
+            for sw in result.sweeps if any(r.audio_in_sent for r in sw.results)]
+
+
+def _per_s(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}"
+
+
 def capacity_table(result: SweepResult):
     from voxcli.tables import figure_table
 

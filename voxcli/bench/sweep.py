@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from voxcli.bench.audio_in import mix_audio_in
 from voxcli.bench.client import Target, burst, schedule
 from voxcli.bench.metrics import RateResult, capacity, capacity_at_top, rate_result, should_stop
 from voxcli.bench.workloads import Utterance, default_frame_rate
@@ -49,6 +50,7 @@ class SweepSpec:
     # function of the rate's value (`rate_seed`), so candidates sweeping different ranges meet the very same
     # arrivals at a rate (common random numbers: a difference between them is theirs, not the draw's)
     arrivals: str = "by-index"
+    audio_in_share: float = 0.0  # share of arrivals that are audio-in requests (bench/audio_in.py; sim)
 
 
 @dataclass
@@ -107,7 +109,7 @@ class SweepResult:
                 "spec": {"rates": s.rates, "duration_s": s.duration_s, "seed": s.seed, "seeds": s.seeds,
                          "warmup": s.warmup, "timeout_s": s.timeout_s, "frames_scale": s.frames_scale,
                          "max_frames": s.max_frames, "ttfa_target_s": s.ttfa_target_s,
-                         "arrivals": s.arrivals},
+                         "arrivals": s.arrivals, "audio_in_share": s.audio_in_share},
                 "variants": [v.to_dict() for v in self.sweeps]}
 
 
@@ -168,7 +170,10 @@ def sweep_variant(target: Target, variant: Variant, spec: SweepSpec, utterances:
         records = []
         counts: dict[str, int] = {}
         for k in range(spec.seeds):
-            arrivals = schedule(rate, spec.duration_s, arrival_seed(spec, k, i, rate), utterances, **kw)
+            draw = arrival_seed(spec, k, i, rate)
+            arrivals = schedule(rate, spec.duration_s, draw, utterances, **kw)
+            if spec.audio_in_share > 0:
+                arrivals = mix_audio_in(arrivals, spec.audio_in_share, draw)
             mine = target.play(arrivals, spec.timeout_s)
             records.extend(mine)
             if len(out.per_seed) <= k:
