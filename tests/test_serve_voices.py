@@ -99,9 +99,9 @@ def test_alloy_is_served_as_the_mapped_voice_and_off_gives_the_400_listing_voice
 def test_the_help_curl_example_works_as_written(demo_server):
     """The example's own header and body, sent as curl would send them, get audio; without the header the
     server answers 422 (what curl used to write into hello.wav)."""
-    from voxcli.server.cli import SERVE_HELP
+    from voxcli.server.cli import SERVE_EXAMPLES
 
-    example = SERVE_HELP[SERVE_HELP.index("curl "):].split("\n\n")[0].replace("\\\n", " ")
+    example = next(e for e in SERVE_EXAMPLES if e.startswith("curl "))  # printed whole, one line
     words = shlex.split(example)
     headers = dict(h.split(": ", 1) for h in (words[i + 1] for i, w in enumerate(words) if w == "-H"))
     data = words[words.index("-d") + 1]
