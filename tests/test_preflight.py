@@ -121,3 +121,22 @@ def test_cosyvoice_voices_come_from_spk2info_without_torch(tmp_path, cosyvoice_c
     spec = load_model(str(cosyvoice_ckpt)).spec
     assert f"voices:    {', '.join(spec.voices)}" in out and len(spec.voices) == 2
     assert describe_config(str(cosyvoice_ckpt)) == spec
+
+
+def test_cosyvoice2_answers_from_its_files_as_the_loaded_program_does(tmp_path):
+    """CosyVoice 2 (cosyvoice2.yaml, not config.json) also answers `vox voices` without torch, and the
+    spec read from its files is the loaded program's."""
+    from voxcli.models import demo_checkpoint, describe_config, load_model
+
+    cache = tmp_path / "cache"
+    os.environ["VOX_CACHE"] = str(cache)
+    try:
+        path = str(demo_checkpoint("demo-cosyvoice2"))
+        spec = describe_config(path)
+        assert spec is not None and spec == load_model(path).spec
+    finally:
+        del os.environ["VOX_CACHE"]
+    rc, out, err, loaded = run_vox(["voices", "-m", "demo-cosyvoice2"], tmp_path, cache)
+    assert rc == 0 and not err.strip(), err
+    assert "torch" not in loaded and "numpy" not in loaded
+    assert f"voices:    {', '.join(spec.voices)}" in out

@@ -24,6 +24,17 @@ def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
     return CosyVoice2Program.load(path, device=device, dtype=dtype)
 
 
+def describe(path: str) -> Any:
+    """The spec from the checkpoint's files alone (cosyvoice2.yaml, spk2info.pt's keys), no torch: what
+    `vox voices` and the fast refusals read; the loaded program builds the same spec."""
+    from ..cosyvoice3.spec import cosyvoice_spec, saved_voice_names
+    from .config import SPEECH_TOKENIZER, parse_config
+
+    root = Path(path)
+    voices = saved_voice_names(root / "spk2info.pt")
+    return cosyvoice_spec(root, parse_config(root), voices, root.name, SPEECH_TOKENIZER)  # type: ignore[arg-type]
+
+
 def build_demo(out: Path) -> None:
     from .tiny import build_tiny
 
@@ -75,6 +86,7 @@ FAMILY = Family(
     name="CosyVoice 2",
     model_types=("cosyvoice2",),
     load=load,
+    describe=describe,
     # CosyVoice2-0.5B ships no spk2info.pt (upstream issue #729): its voices are the zero-shot speakers a
     # deployment saves, or CosyVoice-300M's SFT speakers (embedding only, read as upstream's inference_sft
     # reads them), whose English ones the OpenAI names map to by the voice's character.
