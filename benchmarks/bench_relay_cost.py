@@ -39,8 +39,16 @@ TICKS = os.sysconf("SC_CLK_TCK")
 
 def tree_cpu_s(root: int) -> tuple[float, int]:
     """User + system CPU seconds of `root` and all its descendants (live ones; /proc), and their count."""
+    per = tree_cpu_by_process(root)
+    return sum(c for _, c in per.values()), len(per)
+
+
+def tree_cpu_by_process(root: int) -> dict[int, tuple[str, float]]:
+    """User + system CPU seconds of `root` and each live descendant, by pid, with its part (from its
+    command line: Ray names its workers by what they run, e.g. `ray::ServeReplica:rc1-lm-0:rc1-lm-0`)."""
     parent: dict[int, int] = {}
     cpu: dict[int, float] = {}
+    name: dict[int, str] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -52,15 +60,34 @@ def tree_cpu_s(root: int) -> tuple[float, int]:
         pid = int(entry)
         parent[pid] = int(fields[1])
         cpu[pid] = (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
-    total, count = 0.0, 0
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            name[pid] = _role_name(argv)
+        except OSError:
+            name[pid] = "?"
+    out: dict[int, tuple[str, float]] = {}
     for pid in cpu:
         p = pid
         while p not in (0, 1) and p != root:
             p = parent.get(p, 0)
         if p == root:
-            total += cpu[pid]
-            count += 1
-    return total, count
+            out[pid] = ("front door + client" if pid == root else name[pid], cpu[pid])
+    return out
+
+
+def _role_name(argv: list[bytes]) -> str:
+    """A process's part: a Serve replica's role (its app name without the run's prefix), Ray's own
+    processes by program (raylet, gcs_server, ...), idle Ray workers as `ray::IDLE`."""
+    first = argv[0].decode(errors="replace").strip() if argv else "?"
+    if first.startswith("ray::ServeReplica:"):
+        return "replica " + first.split(":")[3]
+    if first.startswith("ray::"):
+        return first.split(" ")[0]
+    prog = Path(first.split(" ")[0]).name
+    if prog.startswith("python") and len(argv) > 1:
+        prog = Path(argv[1].decode(errors="replace")).name or prog
+    return prog
 
 
 def _requests(workload: str, n: int, frame_rate: float) -> list[object]:
@@ -74,7 +101,8 @@ def _requests(workload: str, n: int, frame_rate: float) -> list[object]:
 def run_rate(front: object, requests: list[object], rate: float) -> dict[str, float]:
     """Submit `requests` evenly at `rate` per second, wait for every one; the tree's CPU meanwhile."""
     me = os.getpid()
-    cpu0, _ = tree_cpu_s(me)
+    per0 = tree_cpu_by_process(me)
+    cpu0 = sum(c for _, c in per0.values())
     t0 = time.perf_counter()
     streams = []
     for i, r in enumerate(requests):
@@ -90,16 +118,25 @@ def run_rate(front: object, requests: list[object], rate: float) -> dict[str, fl
         except Exception:  # noqa: BLE001 - counted: a cost figure over failed requests means little
             failed += 1
     wall = time.perf_counter() - t0
-    cpu1, procs = tree_cpu_s(me)
-    return {"cpu_s": cpu1 - cpu0, "wall_s": wall, "failed": failed, "procs": procs}
+    per1 = tree_cpu_by_process(me)
+    parts: dict[str, float] = {}
+    for pid, (part, c) in per1.items():  # by part (processes that started meanwhile count from zero)
+        parts[part] = parts.get(part, 0.0) + c - per0.get(pid, ("", 0.0))[1]
+    return {"cpu_s": sum(c for _, c in per1.values()) - cpu0, "wall_s": wall, "failed": failed,
+            "procs": len(per1), "parts_cpu_s": parts}
 
 
-def idle_rate(seconds: float) -> float:
-    """The tree's CPU seconds per wall second with nothing to do (Ray's background work)."""
+def idle_rate(seconds: float) -> tuple[float, dict[str, float]]:
+    """The tree's CPU seconds per wall second with nothing to do (Ray's background work), in all and
+    by part."""
     me = os.getpid()
-    c0, t0 = tree_cpu_s(me)[0], time.perf_counter()
+    per0, t0 = tree_cpu_by_process(me), time.perf_counter()
     time.sleep(seconds)
-    return (tree_cpu_s(me)[0] - c0) / (time.perf_counter() - t0)
+    per1, wall = tree_cpu_by_process(me), time.perf_counter() - t0
+    parts: dict[str, float] = {}
+    for pid, (part, c) in per1.items():
+        parts[part] = parts.get(part, 0.0) + (c - per0.get(pid, ("", 0.0))[1]) / wall
+    return sum(parts.values()), parts
 
 
 def main() -> None:
@@ -136,7 +173,7 @@ def main() -> None:
             front = PlacementEngine(names, model_spec.sample_rate, model_spec.frame_seconds)
             reqs = _requests(args.workload, args.requests, model_spec.frame_rate)
             run_rate(front, reqs[:4], 4.0)  # warm up (first calls, worker imports)
-            idle = idle_rate(args.idle_s)
+            idle, idle_parts = idle_rate(args.idle_s)
             signals = getattr(front, "signals", None)  # pushed load reports (absent before the relay change)
             if signals is not None:
                 silent = [b.name for bs in front.backends.values() for b in bs if b.stats is None]
@@ -151,6 +188,9 @@ def main() -> None:
                        "cpu_ms_per_request": 1e3 * got["cpu_s"] / len(reqs),
                        "net_cpu_ms_per_request":
                            1e3 * max(0.0, got["cpu_s"] - idle * got["wall_s"]) / len(reqs)}
+                row["parts_net_ms_per_request"] = {
+                    part: round(1e3 * (cpu - idle_parts.get(part, 0.0) * got["wall_s"]) / len(reqs), 2)
+                    for part, cpu in sorted(got.pop("parts_cpu_s").items(), key=lambda kv: -kv[1])}
                 if relay0 is not None:
                     row["relay"] = _relay_delta(front, relay0)
                 rows.append(row)
@@ -161,6 +201,8 @@ def main() -> None:
                       f"{got['failed']} failed; load {load:.1f})"
                       + (f"; hop p50/p99 {hop['hop_ms_p50']:.1f}/{hop['hop_ms_p99']:.1f} ms, "
                          f"{hop['messages_per_chunk']:.2f} msgs/chunk" if hop else ""), flush=True)
+                top = list(row["parts_net_ms_per_request"].items())[:8]
+                print("    net ms/request by part: " + ", ".join(f"{k} {v:.1f}" for k, v in top), flush=True)
             front.close()
             for ns in names.values():
                 for n in ns:

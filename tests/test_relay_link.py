@@ -1,7 +1,9 @@
-"""The LM -> codec relay's pieces without Ray (voxcli/cluster/relay.py, ray_roles.py): the LM replica's
-outbox streams every chunk ready at once, in order, to the one live link; a codec replica takes chunks
-from its link whichever comes first, the chunks or the front door's `audio` call, and fails the requests
-of an LM replica whose link broke with one sentence."""
+"""The links between role replicas without Ray (voxcli/cluster/relay.py, ray_roles.py): an outbox streams
+everything ready at once, in order, to the one live link; a codec replica's `audio` call sends its request,
+then its first audio's time, to the LM replica over the work link, plays the chunks that come back, ends a
+request the LM refused or rejected as that error, sends the cancel of a request cancelled here, and fails
+the requests of an LM replica whose link broke with one sentence; an LM replica generates what its work
+link brings, for the codec replica that sent it, and stops on a cancel or when that codec replica is lost."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 
-from voxcli.cluster.relay import CodeOutbox, RelayStats, serve_codes
+from voxcli.cluster.relay import Outbox, Refused, RelayStats, Work, serve_items
 from voxcli.config import ChunkSchedule
 from voxcli.engine.roles import CodeChunk
 
@@ -29,10 +31,10 @@ def _chunk(key: str, index: int, last: bool, frames: int = 3) -> CodeChunk:
 
 def test_outbox_streams_what_is_ready_in_order_and_a_newer_link_supersedes():
     async def scenario() -> None:
-        box, stats = CodeOutbox(), RelayStats()
+        box, stats = Outbox(), RelayStats()
         box.put(_chunk("a", 0, False))  # before any link: it waits in the outbox
         box.put(_chunk("b", 0, False))
-        link = serve_codes(box, stats)
+        link = serve_items(box, stats)
         first = await link.__anext__()
         assert [(c.key, c.index) for c in first] == [("a", 0), ("b", 0)]  # one item, every chunk ready
         box.put(_chunk("a", 1, True))
@@ -41,7 +43,7 @@ def test_outbox_streams_what_is_ready_in_order_and_a_newer_link_supersedes():
         assert [(c.key, c.index) for c in await link.__anext__()] == [("a", 1)]
         waiting = asyncio.ensure_future(link.__anext__())
         await asyncio.sleep(0)
-        newer = serve_codes(box, stats)  # the codec replica restarted and linked again
+        newer = serve_items(box, stats)  # the codec replica restarted and linked again
         box.put(_chunk("c", 0, True))
         assert [c.key for c in await newer.__anext__()] == ["c"]
         with pytest.raises(StopAsyncIteration):
@@ -56,7 +58,7 @@ def test_outbox_streams_what_is_ready_in_order_and_a_newer_link_supersedes():
 def test_outbox_drops_chunks_nobody_pulls(monkeypatch):
     from voxcli.cluster import relay
 
-    box = CodeOutbox()
+    box = Outbox()
     box.put(_chunk("a", 0, False))
     monkeypatch.setattr(relay, "STALE_S", 0.0)
     box.put(_chunk("b", 0, False))  # no link for longer than STALE_S: the codec replica is gone
@@ -64,10 +66,13 @@ def test_outbox_drops_chunks_nobody_pulls(monkeypatch):
 
 
 class _NoLink:
-    """A link that never delivers (the test hands chunks to `_take` itself)."""
+    """A link that never delivers (the test hands items to `_take` / `_work` itself)."""
 
-    def __init__(self, lm_name, codec_name, take, lost) -> None:
-        self.lm_name, self.alive = lm_name, True
+    def __init__(self, peer, me, take, lost) -> None:
+        self.peer, self.alive = peer, True
+
+
+SPEC = dict(model="qwen3-tts-1.7b", executor="sim", gpu="h100")
 
 
 @pytest.fixture
@@ -75,34 +80,107 @@ def codec_replica():
     from voxcli.cluster.ray_app import ReplicaSpec
     from voxcli.cluster.ray_roles import CodecReplica
 
-    rep = CodecReplica(asdict(ReplicaSpec(model="qwen3-tts-1.7b", executor="sim", gpu="h100")), 1.0, "c-0")
+    rep = CodecReplica(asdict(ReplicaSpec(**SPEC)), 1.0, "c-0")
     rep.link_class = _NoLink
     yield rep
     rep.engine.close()
 
 
-def _audio(rep, key: str, lm: str = "lm-0") -> list[np.ndarray]:
-    async def read() -> list[np.ndarray]:
-        return [pcm async for pcm in rep.audio(key, lm)]
+def _request(text: str = "hi", frames: int = 9):
+    from voxcli.models.base import SynthesisRequest
 
-    return asyncio.run(read())
+    return SynthesisRequest(text=text, fixed_frames=frames)
 
 
-def test_codec_replica_takes_chunks_that_come_before_the_audio_call(codec_replica):
-    rep = codec_replica
-    now = time.time()
-    for i in range(3):  # the whole request reached the link before its audio call reached the replica
-        rep._take(_chunk("early", i, i == 2), now)
-    pcm = _audio(rep, "early")
-    assert sum(len(p) for p in pcm) == 9 * 1920
-    assert np.array_equal(np.concatenate(pcm)[::1920], np.arange(9, dtype=np.float32))  # PCM = frame index
-    assert "early" not in rep._opened and "lm-0" in rep._links
-    deadline = time.monotonic() + 10
-    while "early" not in rep._gone:  # the engine's host thread tells the replica the request ended
+def _work(rep, lm: str) -> list[Work]:
+    box = rep._work.get(lm)
+    return list(box.items) if box is not None else []
+
+
+async def _started(rep, key: str, lm: str, request) -> tuple[object, asyncio.Future]:
+    """The codec replica's `audio` generator and its first item's future, once its request left."""
+    gen = rep.audio(key, lm, request)
+    first = asyncio.ensure_future(gen.__anext__())
+    for _ in range(100):
+        if any(w.key == key and w.kind == "generate" for w in _work(rep, lm)):
+            return gen, first
+        await asyncio.sleep(0)
+    raise AssertionError("the audio call sent no request to the LM replica")
+
+
+def _until(check, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
         assert time.monotonic() < deadline
         time.sleep(0.005)
-    rep._take(_chunk("early", 3, True), now)  # a late chunk of an ended request is dropped
-    assert not rep.engine.holds("early")
+
+
+def test_codec_replica_sends_the_request_and_its_first_audio_and_plays_the_chunks(codec_replica):
+    rep = codec_replica
+    request = _request()
+
+    async def scenario() -> list[np.ndarray]:
+        gen, first = await _started(rep, "k", "lm-0", request)
+        assert _work(rep, "lm-0") == [Work("generate", "k", request, None)]  # the request itself, once
+        for i in range(3):
+            rep._take(_chunk("k", i, i == 2), time.time())
+        got = [await first]
+        got += [pcm async for pcm in gen]
+        return got
+
+    pcm = asyncio.run(scenario())
+    assert sum(len(p) for p in pcm) == 9 * 1920
+    assert np.array_equal(np.concatenate(pcm)[::1920], np.arange(9, dtype=np.float32))  # PCM = frame index
+    kinds = [w.kind for w in _work(rep, "lm-0")]
+    assert kinds == ["generate", "first_audio"]  # done well here: no cancel goes back
+    assert _work(rep, "lm-0")[1].epoch == pytest.approx(time.time(), abs=30)
+    assert "lm-0" in rep._links and rep.hops.chunks == 0 and len(rep.hops.lm_to_codec_s) == 3
+    _until(lambda: "k" in rep._gone)  # the engine's host thread tells the replica the request ended
+    rep._take(_chunk("k", 3, True), time.time())  # a late chunk of an ended request is dropped
+    assert not rep.engine.holds("k")
+
+
+def test_codec_replica_ends_a_refused_or_rejected_request_as_that_error(codec_replica):
+    from voxcli.models.base import InputError
+
+    from voxcli.engine.roles import RoleEnd
+    from voxcli.engine.stream import RequestRejected
+
+    rep = codec_replica
+
+    async def ends(key: str, item) -> BaseException:
+        gen, first = await _started(rep, key, "lm-0", _request())
+        rep._take(item, time.time())
+        with pytest.raises(Exception) as e:
+            await first
+        return e.value
+
+    refused = asyncio.run(ends("bad", Refused("bad", InputError("asked to be refused"))))
+    assert isinstance(refused, InputError) and "asked to be refused" in str(refused)  # a server's 400
+    rejected = asyncio.run(ends("full", RoleEnd("full", "rejected", "the KV pool is full")))
+    assert isinstance(rejected, RequestRejected)
+    assert str(rejected) == "the LM replica lm-0 ended the request: rejected (the KV pool is full)"
+    _until(lambda: not rep.engine.holds("bad") and not rep.engine.holds("full"))
+    assert [w.kind for w in _work(rep, "lm-0")] == ["generate", "generate"]  # they ended there: no cancel
+
+
+def test_a_request_cancelled_on_the_codec_replica_is_cancelled_on_its_lm_replica(codec_replica):
+    rep = codec_replica
+
+    async def scenario() -> None:
+        gen, first = await _started(rep, "c", "lm-2", _request(frames=300))
+        rep._take(_chunk("c", 0, False), time.time())
+        await first
+        rep.cancel("c")  # the front door's cancel
+        for _ in range(1000):
+            if any(w.kind == "cancel" for w in _work(rep, "lm-2")):
+                break
+            await asyncio.sleep(0.005)
+        await gen.aclose()
+
+    asyncio.run(scenario())
+    assert [w.kind for w in _work(rep, "lm-2")] == ["generate", "first_audio", "cancel"]
+    _until(lambda: rep.engine.scheduler.slots.used == 0)
 
 
 def test_a_broken_link_fails_its_lms_requests_with_one_sentence(codec_replica):
@@ -111,10 +189,10 @@ def test_a_broken_link_fails_its_lms_requests_with_one_sentence(codec_replica):
     rep = codec_replica
 
     async def scenario() -> list[np.ndarray]:
-        got = []
-        gen = rep.audio("k", "lm-1")
+        gen, first = await _started(rep, "k", "lm-1", _request())
         rep._take(_chunk("k", 0, False), time.time())
-        got.append(await gen.__anext__())
+        got = [await first]
+        rep._send("lm-1", Work("generate", "not-taken-yet", _request()))
         rep._lost("lm-1", "the LM replica lm-1 failed mid-stream (ActorDiedError: it died)")
         with pytest.raises(RequestFailed, match="the LM replica lm-1 failed mid-stream"):
             async for pcm in gen:
@@ -122,7 +200,56 @@ def test_a_broken_link_fails_its_lms_requests_with_one_sentence(codec_replica):
         return got
 
     assert len(asyncio.run(scenario())[0]) == 3 * 1920
-    deadline = time.monotonic() + 10
-    while rep.engine.scheduler.slots.used and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert rep.engine.scheduler.slots.used == 0
+    assert _work(rep, "lm-1") == []  # a restarted LM replica gets none of the dead one's work
+    _until(lambda: rep.engine.scheduler.slots.used == 0)
+
+
+@pytest.fixture
+def lm_replica():
+    from voxcli.cluster.ray_app import ReplicaSpec
+    from voxcli.cluster.ray_roles import LMReplica
+
+    rep = LMReplica(asdict(ReplicaSpec(**SPEC)), 1.0, "lm-0")
+    rep.link_class = _NoLink
+    yield rep
+    rep.engine.close()
+
+
+def test_lm_replica_generates_its_work_for_the_codec_that_sent_it_and_stops_on_cancel(lm_replica):
+    from voxcli.models.base import InputError
+
+    from voxcli.engine.roles import CodeChunk
+
+    rep = lm_replica
+
+    async def until(check) -> None:
+        for _ in range(4000):
+            if check():
+                return
+            await asyncio.sleep(0.005)
+        raise AssertionError("timed out")
+
+    async def scenario() -> None:
+        link = serve_items(rep._outbox("c-0"), rep.relay)  # as `codes_for` serves it (no work link here)
+        rep._work("c-0", Work("generate", "a", _request(frames=9)))
+        got: list = []
+        while not (got and isinstance(got[-1], CodeChunk) and got[-1].last):
+            got += await link.__anext__()
+        assert [c.key for c in got] == ["a"] * len(got) and sum(c.frames for c in got) == 9
+        rep._work("c-0", Work("first_audio", "a", epoch=time.time()))  # after its end: ignored
+        rep._work("c-0", Work("generate", "long", _request(frames=3000)))
+        await until(lambda: rep.engine.scheduler.kv.used > 0)
+        rep._work("c-0", Work("cancel", "long"))  # the codec side ended it first
+        await until(lambda: "long" not in rep._running and rep.engine.scheduler.kv.used == 0)
+        rep._work("c-0", Work("generate", "bad", _request(text="[fail:input] no")))
+        await until(lambda: any(isinstance(x, Refused) for x in rep._outbox("c-0").items))
+        refused = [x for x in rep._outbox("c-0").items if isinstance(x, Refused)]
+        assert refused[0].key == "bad" and isinstance(refused[0].error, InputError)
+        rep._work("c-1", Work("generate", "orphan", _request(frames=3000)))
+        await until(lambda: rep.engine.scheduler.kv.used > 0)
+        rep._codec_lost("c-1", "the codec replica c-1 failed mid-stream (ActorDiedError)")  # it died
+        await until(lambda: not rep._running and rep.engine.scheduler.kv.used == 0)
+        assert rep._outbox("c-1").items == []
+        await link.aclose()
+
+    asyncio.run(scenario())

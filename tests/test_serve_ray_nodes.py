@@ -1,7 +1,7 @@
 """A placement across Ray nodes: a two-node Ray cluster on this machine (`ray.cluster_utils.Cluster`: two
 raylets, each its own node with its own object store), the LM replica pinned to one node and the codec
 replica to the other by a custom resource only that node has. Its streams equal one engine's, chunk for
-chunk, as on one node (the relay's streaming link crosses nodes as any Ray call does). The clock rule for
+chunk, as on one node (the relay's streaming links cross nodes as any Ray call does). The clock rule for
 deadlines across machines (engine/roles.py: epoch seconds, NTP) is the one machine's clock here."""
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ def test_lm_and_codec_on_different_nodes_stream_what_one_engine_streams():
             audio = np.concatenate(got)
             assert audio.shape == want.shape and np.array_equal(audio, want)
         relay = front.relay().per_chunk()
-        assert relay["chunks"] >= 3 and relay["messages_per_chunk"] <= 2  # one link item + the PCM, at most
+        # per chunk one codes link item + the PCM at most; per request at most 2 work link items
+        assert relay["chunks"] >= 3 and relay["messages_per_chunk"] <= 2 + 2 * len(frames) / relay["chunks"]
     finally:
         if front is not None:
             front.close()

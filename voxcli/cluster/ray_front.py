@@ -7,13 +7,13 @@ the driver for `vox batch`. Every replica pushes its stats over one long-lived s
 (signals.py), and the front door routes a new request on the latest it holds, never waiting, to the replica
 with the most slack (a both replica serves it whole; an LM replica generates it) and its chunks
 to the codec replica with the most room (free slots less requests waiting), counting what it sent since the
-last report as ray_router.py does. A split request is two calls: `generate` on the LM replica (whose chunks
-the chosen codec replica pulls over its link, relay.py; it returns how the request ended there) and the
-codec replica's streaming `audio`, started first and told which LM replica the chunks come from. No call
-waits before them: the model's check of the request runs in the LM replica's submit, and its InputError
-comes back as this stream's error (before any audio: a server answers 400). Either side failing or the
-user cancelling ends it on both sides with the reason, freeing the LM's pages (its call is cancelled) and
-the codec's slot (the request is aborted there).
+last report as ray_router.py does. A split request is ONE call, as on one engine: the chosen codec
+replica's streaming `audio`, which carries the request and the LM replica chosen for it; the codec replica
+hands it on over its work link to that LM replica and gets the chunks back over its codes link (relay.py).
+No call waits before it: the model's check of the request runs in the LM replica's submit, and its
+InputError comes back as this stream's error (before any audio: a server answers 400). Either side failing
+ends the stream with one sentence naming the replica; the user cancelling ends it on both sides (the codec
+replica frees its slot and sends the cancel on to the LM replica, which frees its pages).
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from voxcli.cluster.ray_roles import CALL_TIMEOUT_S, deploy_replicas, describe_f
 from voxcli.cluster.relay import RelayStats
 from voxcli.cluster.signals import SIGNAL_PERIOD_S, SignalFeed
 from voxcli.engine.request import Timeline
-from voxcli.engine.roles import RoleEnd
 from voxcli.engine.stream import AudioChunk, AudioStream
 from voxcli.models.base import InputError
 from voxcli.placement import Placement
@@ -154,14 +153,15 @@ class PlacementEngine:
         return best
 
     def relay(self) -> RelayStats:
-        """Chunks, link items and bytes over every LM replica, the hop latencies over every codec replica
-        (one call to each)."""
+        """Chunks, codes link items and bytes over every LM replica, the hop latencies and work link items
+        over every codec replica (one call to each)."""
         sent = [b.handle.relay_stats.remote().result(timeout_s=CALL_TIMEOUT_S) for b in self.backends["lm"]]
         took = [b.handle.relay_stats.remote().result(timeout_s=CALL_TIMEOUT_S)
                 for b in self.backends["codec"]]
         out = RelayStats.merged(sent)
         for part in took:
             out.lm_to_codec_s.extend(part["hops"])
+            out.work_items += part.get("work_items", 0)
         return out
 
     def totals(self) -> dict[str, float]:
@@ -225,7 +225,6 @@ class _Job:
         self.cancelled = threading.Event()
         self.offset_s = 0.0
         self.index = 0
-        self.abort_reason: tuple[str, bool] | None = None
 
     def _push(self, pcm: Any) -> None:
         playback: Playback = self.stream.playback  # type: ignore[attr-defined]
@@ -278,62 +277,19 @@ class _Job:
         return "failed", f"the {where.role} replica {where.name} failed mid-stream ({ray_reason(e)})"
 
     def _run_split(self) -> None:
+        """One call: the codec replica's streaming `audio`, which hands the request to LM replica `lm`
+        over its work link (relay.py); the LM's refusal, failure or death comes back as this stream's
+        error, already in one sentence."""
         front, lm = self.front, self.target
         codec = self.codec = front._pick(front.backends["codec"])
-        # the audio call first: it links the codec replica to this LM replica if it is not yet (relay.py)
-        self.audio_resp = codec.handle.options(method_name="audio", stream=True).remote(self.key, lm.name)
-        pump = _POOL.submit(self._pump)
-        self._forward(lm, codec)
-        pump.result()
-
-    def _forward(self, lm: _Backend, codec: _Backend) -> None:
-        """The LM replica generates, its chunks pulled by the codec replica; here: how it ended there."""
         due = self.stream.playback.from_epoch  # type: ignore[attr-defined]
-        self.lm_resp = lm.handle.generate.remote(self.request, self.key, codec.name, due)
-        try:
-            end: RoleEnd = self.lm_resp.result()
-        except Exception as e:  # noqa: BLE001 - the LM replica failed (or the call was cancelled)
-            if self.cancelled.is_set():
-                return
-            cause = ray_cause(e)
-            if isinstance(cause, InputError):  # the model refused the request: the user's mistake
-                self.stream.invalid = cause  # type: ignore[attr-defined]
-                self._abort_codec(f"the request was refused: {cause}")
-                return
-            self._abort_codec(f"the LM replica {lm.name} failed mid-stream ({ray_reason(e)})")
-            return
-        if end.status != "done" and not self.cancelled.is_set():
-            self._abort_codec(f"the LM replica {lm.name} ended the request: {end.status} ({end.reason})",
-                              rejected=end.status == "rejected")
-
-    def _abort_codec(self, reason: str, rejected: bool = False) -> None:
-        self.abort_reason = (reason, rejected)
-        try:
-            self.codec.handle.abort.remote(self.key, reason)  # type: ignore[union-attr]
-        except Exception:  # noqa: BLE001 - the codec is gone too: the pump ends the stream
-            pass
-        if self.lm_resp is not None:
-            self.lm_resp.cancel()
-
-    def _pump(self) -> None:
-        """Codec replica -> the user's stream; the first audio's time goes back to the LM replica."""
-        codec, lm = self.codec, self.target
-        assert codec is not None
+        self.audio_resp = codec.handle.options(method_name="audio", stream=True).remote(
+            self.key, lm.name, self.request, due)
         try:
             for pcm in self.audio_resp:
-                if self.index == 0:
-                    lm.handle.first_audio.remote(self.key, time.time())
                 self._push(pcm)
         except Exception as e:  # noqa: BLE001
-            status, reason = self._ended(e, codec)
-            aborted = self.abort_reason
-            if aborted is not None and aborted[1]:
-                status = "rejected"
-            if self.stream.invalid is not None:  # type: ignore[attr-defined]
-                status, reason = "failed", str(self.stream.invalid)  # type: ignore[attr-defined]
-            if self.lm_resp is not None:
-                self.lm_resp.cancel()  # the LM replica frees its pages
-            self._finish(status, reason)
+            self._finish(*self._ended(e, codec))
             return
         self._finish("cancelled" if self.cancelled.is_set() else "done",
                      "cancelled by the user" if self.cancelled.is_set() else None)

@@ -10,12 +10,15 @@ A split request, per chunk (never per decode step): the LM replica's engine hand
 outbox of the codec replica the front door chose, and that codec replica's link (relay.py: ONE streaming
 call per LM -> codec pair, long-lived) carries it over as part of the next item, every chunk ready then in
 one; the codec replica's streaming `audio` yields the PCM to the front door. Per chunk at most 2 Ray
-messages, none of them a handle call; per request 3 calls (`generate`, `audio`, `first_audio`).
+messages, none of them a handle call; per request ONE call, the front door's `audio` on the codec
+replica, as on one engine: the request, its first-audio time and its cancel reach the LM replica over
+the codec replica's work link (relay.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import time
@@ -25,10 +28,12 @@ from typing import Any
 
 from voxcli.cluster.fit import SCHEDULE_TIMEOUT_S, check_fits, cluster_resources, run_bounded, serve_status
 from voxcli.cluster.ray_app import ReplicaSpec, build_deployment, replica_resources
+from voxcli.cluster.ray_errors import ray_reason
 from voxcli.cluster.ray_metrics import replica_metrics
-from voxcli.cluster.relay import CodeLink, CodeOutbox, RelayStats, serve_codes
+from voxcli.cluster.relay import CodeLink, Outbox, Refused, RelayStats, Work, WorkLink, serve_items
 from voxcli.cluster.signals import push_signals
 from voxcli.engine.roles import CodeChunk, RoleEnd
+from voxcli.engine.stream import EngineClosed
 from voxcli.placement import Placement
 
 STATS_PERIOD_S = 0.2
@@ -55,8 +60,12 @@ def _log_plan(role: str, engine: Any) -> None:
 
 # --------------------------------------------------------------------------------------------- replicas
 class LMReplica:
-    """An LM-only engine behind Ray Serve: `generate` runs a request, its chunks leaving through the
-    outbox of the codec replica the front door chose, which pulls them by `codes_for` (relay.py)."""
+    """An LM-only engine behind Ray Serve. Its work comes from codec replicas over their work links (a
+    request, its first audio's time, a cancel: `work_for`, pulled by `WorkLink`), and each request's
+    chunks leave through the outbox of the codec replica that sent it, which pulls them by `codes_for`
+    (relay.py): no handle call per request here."""
+
+    link_class: Any = WorkLink  # (a test gives the replica links of its own, without Ray)
 
     def __init__(self, spec_dict: dict[str, Any], pcm_scale: float = 0.0, name: str = "") -> None:
         import sys
@@ -66,25 +75,61 @@ class LMReplica:
 
         sys.setswitchinterval(SWITCH_INTERVAL_S)
         s = ReplicaSpec(**spec_dict)
+        self.name = name
         session = open_session(s.options(), role="lm", pcm_scale=pcm_scale)
         self.service = SpeechService(session)  # its routing_stats: the LM's slack
         self.engine = session.engine
         _log_plan("lm", self.engine)
         self.relay = RelayStats()
-        self._outboxes: dict[str, CodeOutbox] = {}  # codec app name -> chunks its link has not taken yet
+        self._outboxes: dict[str, Outbox] = {}  # codec app name -> what its codes link has not taken yet
+        self._links: dict[str, Any] = {}  # codec app name -> the work link pulling its requests
+        self._running: dict[str, tuple[str, asyncio.Task[None]]] = {}  # key -> (its codec, its task)
         self.outcomes: Counter[str] = Counter()  # how the engine ended requests (/metrics per replica)
 
-    def _outbox(self, codec: str) -> CodeOutbox:
+    def _outbox(self, codec: str) -> Outbox:
         box = self._outboxes.get(codec)
         if box is None:
-            box = self._outboxes[codec] = CodeOutbox()
+            box = self._outboxes[codec] = Outbox()
         return box
 
-    async def generate(self, request: Any, key: str, codec: str,
-                       playback_epoch: float | None = None) -> RoleEnd:
-        """Generate `request`, its chunks for codec replica app `codec`; returns how it ended here.
-        `playback_epoch`: a later sentence, admitted against the end of the earlier ones' audio.
-        The model's InputError for a bad request is raised (the front door's check, no round trip)."""
+    async def codes_for(self, codec: str) -> Any:
+        """The codes link to codec replica app `codec` (its one long-lived streaming call): lists of chunks
+        and ends. Opening it opens this replica's work link to that codec replica, if not open."""
+        link = self._links.get(codec)
+        if link is None or not link.alive:
+            self._links[codec] = self.link_class(codec, self.name, lambda work, now, codec=codec:
+                                                 self._work(codec, work), lambda why, codec=codec:
+                                                 self._codec_lost(codec, why))
+        async for batch in serve_items(self._outbox(codec), self.relay):
+            yield batch
+
+    def _work(self, codec: str, work: Work) -> None:
+        """A message from codec replica `codec` (this replica's event loop)."""
+        if work.kind == "generate":
+            task = asyncio.ensure_future(self._generate(work.request, work.key, codec, work.epoch))
+            self._running[work.key] = (codec, task)
+            task.add_done_callback(lambda _t, key=work.key: self._running.pop(key, None))
+        elif work.kind == "first_audio" and work.epoch is not None:
+            with contextlib.suppress(EngineClosed):  # closing: nothing more to schedule
+                self.engine.first_audio(work.key, work.epoch)
+        elif work.kind == "cancel":
+            running = self._running.get(work.key)
+            if running is not None:
+                running[1].cancel()
+
+    def _codec_lost(self, codec: str, reason: str) -> None:
+        """The work link to `codec` broke (it died): what this replica generates for it goes nowhere."""
+        for codec_of, task in list(self._running.values()):
+            if codec_of == codec:
+                task.cancel()
+        self._outbox(codec).items.clear()
+
+    async def _generate(self, request: Any, key: str, codec: str, playback_epoch: float | None) -> None:
+        """Generate `request`, its chunks (and, unless it ended well, its end) for codec replica app
+        `codec`. `playback_epoch`: a later sentence, admitted against the end of the earlier ones' audio.
+        The model's InputError for a bad request goes back as `Refused` (the front door's check, no call)."""
+        from voxcli.models.base import InputError
+
         loop = asyncio.get_running_loop()
         box = self._outbox(codec)
         ended: asyncio.Future[RoleEnd] = loop.create_future()
@@ -103,26 +148,30 @@ class LMReplica:
             except RuntimeError:
                 pass  # the replica's loop is gone: nobody is listening
 
-        stream = await asyncio.to_thread(self.engine.submit, request, key=key, sink=sink,
-                                         playback_epoch=playback_epoch)
+        submitted = loop.run_in_executor(None, lambda: self.engine.submit(
+            request, key=key, sink=sink, playback_epoch=playback_epoch))
+        try:
+            stream = await asyncio.shield(submitted)
+        except asyncio.CancelledError:  # cancelled while submitting: the request it makes is not wanted
+            submitted.add_done_callback(lambda f: f.cancelled() or f.exception() or f.result().cancel())
+            raise
+        except InputError as e:
+            box.put(Refused(key, e))
+            return
+        except Exception as e:  # noqa: BLE001 - the engine refused or is closed: the codec side says why
+            box.put(RoleEnd(key, "failed", ray_reason(e)))
+            return
         stream.drop_audio()  # the sink carries every item; the stream need not keep them
         end: RoleEnd | None = None
         try:
             end = await ended
-            return end
         finally:
             if end is None or end.status != "done":
                 box.drop(key)  # cancelled (or failed) here: what the link has not taken goes nowhere
+                if end is not None:
+                    box.put(end)  # failed or rejected here: the codec side ends the request with why
             if not stream.finished:
-                stream.cancel()  # cancelled by the front door (or it went away): free the pages
-
-    async def codes_for(self, codec: str) -> Any:
-        """The link to codec replica app `codec` (its one long-lived streaming call): lists of chunks."""
-        async for batch in serve_codes(self._outbox(codec), self.relay):
-            yield batch
-
-    def first_audio(self, key: str, epoch: float) -> None:
-        self.engine.first_audio(key, epoch)
+                stream.cancel()  # cancelled by the codec side (or it went away): free the pages
 
     def stats(self) -> dict[str, float]:
         out = self.service.routing_stats()
@@ -160,20 +209,21 @@ class LMReplica:
 
 
 class CodecReplica:
-    """A codec-only engine behind Ray Serve: `audio(key, lm)` streams a request's PCM while its chunks
-    arrive over the link from LM replica app `lm` (relay.py: one streaming call per LM replica, opened by
-    the first request from it and kept).
+    """A codec-only engine behind Ray Serve, where a split request starts: the front door's streaming
+    `audio(key, lm, request)` streams the request's PCM; the request goes to LM replica app `lm` over
+    this replica's work link to it (`work_for`), with its first audio's time and, when it ends here
+    first (cancelled, failed), its cancel; its chunks come back over the codes link from that LM
+    (relay.py: one streaming call each way per LM replica, opened by the first request for it and kept).
 
-    Either may come first: a request's chunk 0 can reach the link before its `audio` call reaches this
-    replica (two paths through Ray, no order between them), so the stream chunk 0 opened is kept for its
-    `audio` call (`_opened`), and chunks of a request that ended here are dropped (`_gone`).
+    The work always leaves after the `audio` call started here, so a chunk of a request whose `audio`
+    call is not live here belongs to one that ended here: it is dropped. A request cancelled before its
+    `audio` call arrived (two calls from the front door, no order between them) is kept in `_gone`.
 
-    The reaper: a request nobody claims would hold its slot (and its PCM) forever, e.g. when the front
-    door dies before `audio`, or the LM replica stops sending without an end. So each request's last
-    activity (a chunk taken, a chunk read by `audio`) is kept, and a thread ends any request idle longer
-    than `idle_timeout_s` as failed with the reason, which frees its slot; /metrics counts them
-    (`vox_replica_reaped_total`). The default is far beyond any healthy gap between chunks (at most a
-    chunk's audio, ~1 s) and beyond the front door's call timeout (CALL_TIMEOUT_S)."""
+    The reaper: a request nobody feeds would hold its slot (and its PCM) forever, e.g. when the LM
+    replica stops sending without an end. So each request's last activity (a chunk taken, a chunk read by
+    `audio`) is kept, and a thread ends any request idle longer than `idle_timeout_s` as failed with the
+    reason, which frees its slot; /metrics counts them (`vox_replica_reaped_total`). The default is far
+    beyond any healthy gap between chunks (at most a chunk's audio, ~1 s)."""
 
     def __init__(self, spec_dict: dict[str, Any], pcm_scale: float = 0.0, name: str = "",
                  idle_timeout_s: float = CODEC_IDLE_TIMEOUT_S) -> None:
@@ -187,12 +237,14 @@ class CodecReplica:
         self.name = name
         self.engine = open_session(s.options(), role="codec", pcm_scale=pcm_scale).engine
         _log_plan("codec", self.engine)
-        self._opened: dict[str, Any] = {}  # key -> stream its chunk 0 opened, until its `audio` claims it
         self._reading: set[str] = set()  # keys whose `audio` call is live here
-        # keys that ended here (the latest GONE_KEEP), with the reason when aborted before their audio call
+        # keys that ended here (the latest GONE_KEEP), with the reason when ended before their audio call
         self._gone: OrderedDict[str, str | None] = OrderedDict()
-        self._lm_of: dict[str, str] = {}  # key -> the LM replica app its chunks come from
+        self._lm_of: dict[str, str] = {}  # key -> the LM replica app that generates it
+        self._ends: dict[str, BaseException] = {}  # key -> what its `audio` raises (the LM refused it)
         self._links: dict[str, CodeLink] = {}
+        self._work: dict[str, Outbox] = {}  # LM replica app -> what its work link has not taken yet
+        self._loop: asyncio.AbstractEventLoop | None = None  # the replica's event loop (the links')
         self.hops = RelayStats()
         self.outcomes: Counter[str] = Counter()
         self.audio_chunks = 0
@@ -206,9 +258,13 @@ class CodecReplica:
     def _ended(self, key: str, status: str, reason: str | None) -> None:  # the engine's host thread
         self.outcomes[status] += 1
         self._forget(key, None)
-        self._lm_of.pop(key, None)
-        if key not in self._opened:  # an unclaimed stream stays for the reaper to forget
-            self._active.pop(key, None)
+        self._active.pop(key, None)
+        lm = self._lm_of.pop(key, None)
+        if lm is not None and status != "done" and self._loop is not None:
+            try:  # ended here first (cancelled, failed, reaped): the LM replica stops generating it
+                self._loop.call_soon_threadsafe(self._send, lm, Work("cancel", key))
+            except RuntimeError:
+                pass  # the replica's loop is gone
 
     def _touch(self, key: str) -> None:
         self._active[key] = time.monotonic()
@@ -228,17 +284,14 @@ class CodecReplica:
         """End every request idle longer than the timeout (their slots free); returns their keys."""
         idle = [k for k, t in list(self._active.items()) if now - t > self.idle_timeout_s]
         for key in idle:
-            if self._active.pop(key, None) is None:
-                continue
-            self._opened.pop(key, None)
-            if not self.engine.holds(key):
+            if self._active.pop(key, None) is None or not self.engine.holds(key):
                 continue  # it ended meanwhile
             self.reaped += 1
             self.engine.abort(key, f"codec request {key}: nobody fed or read it for "
                                    f"{self.idle_timeout_s:g} s (its front door or LM replica went away)")
         return idle
 
-    # --- the link side (the replica's event loop)
+    # --- the links (the replica's event loop)
     link_class: Any = CodeLink  # (a test gives the replica links of its own, without Ray)
 
     def _link(self, lm: str) -> None:
@@ -247,53 +300,76 @@ class CodecReplica:
             self._links[lm] = self.link_class(lm, self.name, self._take,
                                               lambda why, lm=lm: self._lost(lm, why))
 
-    def _take(self, chunk: CodeChunk, now: float) -> None:
-        """A chunk off a link: into the engine (in its request's order: one link per LM replica)."""
-        self.hops.took(chunk, now)
-        key = chunk.key
-        if key in self._gone:
+    def _send(self, lm: str, work: Work) -> None:
+        box = self._work.get(lm)
+        if box is None:
+            box = self._work[lm] = Outbox()
+        box.put(work)
+
+    async def work_for(self, lm: str) -> Any:
+        """The work link to LM replica app `lm` (its one long-lived streaming call): lists of `Work`."""
+        if lm not in self._work:
+            self._work[lm] = Outbox()
+        async for batch in serve_items(self._work[lm]):
+            self.hops.work_items += 1
+            yield batch
+
+    def _take(self, item: CodeChunk | RoleEnd | Refused, now: float) -> None:
+        """An item off a codes link: a chunk into the engine (in its request's order: one link per LM
+        replica), or how the request ended on the LM replica when it did not end well."""
+        self.hops.took(item, now)
+        key = item.key
+        if key not in self._reading:
             return  # its request ended here (cancelled, failed): the rest is dropped
-        try:
-            stream = self.engine.feed(chunk)
-        except LookupError:
-            return  # ended here meanwhile
-        self._touch(key)
-        if chunk.index == 0 and key not in self._reading:
-            self._opened[key] = stream  # chunk 0 came first: its `audio` call claims this stream
+        if isinstance(item, (Refused, RoleEnd)):  # it ended there: nothing to cancel there
+            lm = self._lm_of.pop(key, None)
+            if isinstance(item, Refused):
+                self._ends[key] = item.error
+                self.engine.abort(key, f"the request was refused: {item.error}")
+                return
+            why = f"the LM replica {lm} ended the request: {item.status} ({item.reason})"
+            if item.status == "rejected":
+                from voxcli.engine.stream import RequestRejected
+
+                self._ends[key] = RequestRejected(why)
+            self.engine.abort(key, why)
+        else:
+            try:
+                self.engine.feed(item)
+            except LookupError:
+                return  # ended here meanwhile
+            self._touch(key)
 
     def _lost(self, lm: str, reason: str) -> None:
-        """The link to LM replica `lm` broke: every request here from it fails with the reason."""
+        """The codes link to LM replica `lm` broke: every request here from it fails with the reason, and
+        the work for it not taken yet is dropped (a restarted LM replica starts clean)."""
         for key, source in self._lm_of.copy().items():
             if source == lm:
+                del self._lm_of[key]  # nothing to cancel there
                 self.engine.abort(key, reason)
+        box = self._work.get(lm)
+        if box is not None:
+            box.items.clear()
 
     # --- the front door's calls
-    def abort(self, key: str, reason: str) -> None:
-        """Fail request `key` with `reason`; one not here yet (its audio call still on its way) fails
-        when that call comes."""
-        if not self.engine.holds(key):
-            self._forget(key, reason)
-        self.engine.abort(key, reason)
-
     def cancel(self, key: str) -> None:
-        stream = self._opened.pop(key, None) or self.engine.attach(key)
-        stream.cancel()
+        self.engine.attach(key).cancel()
 
-    async def audio(self, key: str, lm: str) -> Any:
-        """Request `key`'s PCM chunks as it decodes them; its chunks come from LM replica app `lm`."""
-        stream = self._opened.pop(key, None)
-        if stream is None:
-            if key in self._gone:
-                from voxcli.engine.stream import RequestFailed
+    async def audio(self, key: str, lm: str, request: Any, playback_epoch: float | None = None) -> Any:
+        """Request `key`'s PCM chunks as it decodes them, generated by LM replica app `lm`. `playback_epoch`:
+        a later sentence, admitted against the end of the earlier ones' audio (epoch seconds)."""
+        if key in self._gone:
+            from voxcli.engine.stream import RequestFailed
 
-                raise RequestFailed(self._gone[key] or f"codec request {key} ended here before its audio "
-                                    "was asked for")
-            stream = self.engine.attach(key)
+            raise RequestFailed(self._gone[key] or f"codec request {key} ended here before its audio was "
+                                "asked for")
+        self._loop = loop = asyncio.get_running_loop()
+        stream = self.engine.attach(key)
         self._reading.add(key)
         self._lm_of[key] = lm
         self._touch(key)
         self._link(lm)
-        loop = asyncio.get_running_loop()
+        self._send(lm, Work("generate", key, request, playback_epoch))
         wake = asyncio.Event()
 
         def changed() -> None:
@@ -303,20 +379,28 @@ class CodecReplica:
                 pass
 
         stream.on_change = changed
+        first = True
         try:
             while True:
                 chunks, over = stream.take()
                 for ch in chunks:
+                    if first:  # the LM's later deadlines follow this replica's first audio (roles.py)
+                        first = False
+                        self._send(lm, Work("first_audio", key, epoch=time.time()))
                     self.audio_chunks += 1
                     self._touch(key)
                     yield ch.pcm
                 if over:
+                    end = self._ends.pop(key, None)
+                    if end is not None:
+                        raise end
                     stream._raise_for_status(cancelled_raises=False)
                     return
                 await wake.wait()
                 wake.clear()
         finally:
             self._reading.discard(key)
+            self._ends.pop(key, None)
             if not stream.finished:
                 stream.cancel()
 

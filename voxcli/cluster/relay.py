@@ -1,24 +1,35 @@
-"""The LM -> codec relay between role replicas: ONE long-lived streaming call per LM -> codec pair.
+"""The links between role replicas: per LM <-> codec pair, TWO long-lived streaming calls, one each way.
 
-Why a stream. A Ray Serve handle call pays the whole request path every time (the caller's router and
+    codes   LM -> codec: the LM replica's chunks for that codec replica (`LMReplica.codes_for`, a call the
+            codec replica opens on its first request from that LM and keeps), and how a request ended
+            there when it did not end well (`RoleEnd`, `Refused`).
+    work    codec -> LM: what the LM replica must do for that codec replica's requests
+            (`CodecReplica.work_for`, a call the LM replica opens when the codec's codes call reaches it,
+            and keeps): generate a request, its first audio's time, cancel a request.
+
+So a split request costs ONE handle call, as a request on one engine does: the front door's streaming
+`audio` call on the codec replica, which carries the request itself; the request, its first-audio time
+and its cancel ride the work link to the LM replica, its chunks the codes link back.
+
+Why streams. A Ray Serve handle call pays the whole request path every time (the caller's router and
 its replica choice, the callee's queue and an asyncio task, a reply object, Serve's request metrics):
-about 5 ms of host CPU across the processes, so a relay of one call per batch of chunks plus its
-acknowledgement cost 2.7 calls per chunk. Items of a streaming call pay none of it: each is one object
-the callee's core worker reports to the caller as the generator yields it, in order. So the codec
-replica opens one streaming call to each LM replica it takes chunks from (`LMReplica.codes_for`, opened
-on its first request from that LM and kept), and the LM replica yields, whenever chunks are ready, every
-chunk waiting for that codec replica as one item: at light load a chunk an item at once, under load many.
+about 5 ms of host CPU across the processes. Items of a streaming call pay none of it: each is one object
+the callee's core worker reports to the caller as the generator yields it, in order. Each side yields,
+whenever something is ready, everything waiting for the other side as ONE item: at light load an item
+per message, under load many messages an item.
 
 Why not Ray Compiled Graphs' channels: a compiled graph is a static DAG of plain actors, executed as a
-whole per input; a relay whose requests start, stream a varying number of chunks and end independently,
-between Serve replicas that Serve restarts and places, fits neither the static graph nor its actors (a
-failed actor tears the graph down), and its shared-memory channels are per node. The streaming call keeps
-Serve's placement, health checks and restarts, and crosses nodes as any call does.
+whole per input; requests that start, stream a varying number of chunks and end independently, between
+Serve replicas that Serve restarts and places, fit neither the static graph nor its actors (a failed
+actor tears the graph down), and its shared-memory channels are per node. The streaming calls keep
+Serve's placement, health checks and restarts, and cross nodes as any call does.
 
-Failures. The codec replica's link to a dead LM replica ends with an error: every request it holds from
-that LM fails with one sentence naming the LM replica, and the next request from it reopens the link (a
-restarted LM replica). A dead codec replica stops pulling: its requests' LM calls are cancelled by the
-front door (their chunks are dropped from the outbox), and chunks nobody pulls for STALE_S are dropped.
+Failures. The codec replica's codes link to a dead LM replica ends with an error: every request it holds
+from that LM fails with one sentence naming the LM replica (and its work not taken yet is dropped), and the
+next request for that LM opens the link again (a restarted LM replica). The LM replica's work link to a
+dead codec replica ends with an error: every request it generates for that codec replica is cancelled
+(its pages free); the front door's `audio` call fails with one sentence naming the codec replica. Items
+nobody pulls for STALE_S are dropped.
 """
 
 from __future__ import annotations
@@ -36,24 +47,44 @@ RELAY_KEEP = 100_000
 STALE_S = 60.0  # chunks waiting this long with no codec replica pulling them are dropped
 
 
-class CodeOutbox:
-    """An LM replica's chunks waiting for one codec replica's link (all on the replica's event loop)."""
+@dataclass(frozen=True)
+class Work:
+    """A codec replica's message to an LM replica for request `key` (the work link)."""
+
+    kind: str  # "generate" (request, playback_epoch) | "first_audio" (epoch) | "cancel"
+    key: str
+    request: Any = None
+    epoch: float | None = None  # generate: a later sentence's playback end; first_audio: its time
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The LM replica's submit refused request `key` as the user's mistake (the model's InputError): the
+    codec replica's `audio` raises it, so a server answers 400."""
+
+    key: str
+    error: Exception
+
+
+class Outbox:
+    """Items waiting for one link's consumer (all on the replica's event loop): an LM replica's chunks
+    (and ends) for one codec replica, or a codec replica's work for one LM replica. Every item has `key`."""
 
     def __init__(self) -> None:
-        self.items: list[CodeChunk] = []
+        self.items: list[Any] = []
         self.wake = asyncio.Event()
         self.consumer = 0  # the live `codes_for` call's token (a newer call supersedes an older one)
         self._tokens = 0
         self.idle_since: float | None = time.monotonic()  # no consumer since then
 
-    def put(self, item: CodeChunk) -> None:
+    def put(self, item: Any) -> None:
         if self.idle_since is not None and time.monotonic() - self.idle_since > STALE_S:
             self.items.clear()  # nobody pulled for a long time: the codec replica is gone
         self.items.append(item)
         self.wake.set()
 
     def drop(self, key: str) -> None:
-        """A request that ended here early (cancelled, failed): its chunks not sent yet go nowhere."""
+        """A request that ended here early (cancelled, failed): its items not sent yet go nowhere."""
         self.items = [c for c in self.items if c.key != key]
 
     def attach(self) -> int:
@@ -69,9 +100,9 @@ class CodeOutbox:
             self.idle_since = time.monotonic()
 
 
-async def serve_codes(box: CodeOutbox, stats: RelayStats) -> AsyncIterator[list[CodeChunk]]:
-    """The LM side of a link: every chunk waiting in `box`, one item per wake, until superseded or
-    cancelled (the codec replica went away)."""
+async def serve_items(box: Outbox, stats: RelayStats | None = None) -> AsyncIterator[list[Any]]:
+    """The sending side of a link: everything waiting in `box`, one item per wake, until superseded or
+    cancelled (the other replica went away)."""
     me = box.attach()
     try:
         while box.consumer == me:
@@ -80,7 +111,8 @@ async def serve_codes(box: CodeOutbox, stats: RelayStats) -> AsyncIterator[list[
                 await box.wake.wait()
                 continue
             batch, box.items = box.items, []
-            stats.sent(batch)
+            if stats is not None:
+                stats.sent(batch)
             yield batch
     finally:
         box.detach(me)
@@ -94,20 +126,23 @@ class RelayStats:
 
     chunks: int = 0
     items: int = 0  # LM -> codec stream items (each carries every chunk ready then)
+    work_items: int = 0  # codec -> LM stream items (each carries every request, first-audio time, cancel)
     code_bytes: int = 0  # the codes' own bytes and chunk 0's binding (pickling adds ~0.3 kB per chunk)
     lm_to_codec_s: deque[float] = field(default_factory=lambda: deque(maxlen=RELAY_KEEP))
 
-    def sent(self, batch: list[CodeChunk]) -> None:
+    def sent(self, batch: list[Any]) -> None:
+        chunks = [c for c in batch if isinstance(c, CodeChunk)]
         self.items += 1
-        self.chunks += len(batch)
-        self.code_bytes += sum(c.nbytes for c in batch)
+        self.chunks += len(chunks)
+        self.code_bytes += sum(c.nbytes for c in chunks)
 
-    def took(self, item: CodeChunk, now: float) -> None:
-        self.lm_to_codec_s.append(now - item.sent_epoch)
+    def took(self, item: Any, now: float) -> None:
+        if isinstance(item, CodeChunk):
+            self.lm_to_codec_s.append(now - item.sent_epoch)
 
     def raw(self) -> dict[str, Any]:
         return {"chunks": self.chunks, "items": self.items, "code_bytes": self.code_bytes,
-                "hops": list(self.lm_to_codec_s)}
+                "work_items": self.work_items, "hops": list(self.lm_to_codec_s)}
 
     @classmethod
     def merged(cls, parts: list[dict[str, Any]]) -> RelayStats:
@@ -116,50 +151,68 @@ class RelayStats:
             out.chunks += p["chunks"]
             out.items += p["items"]
             out.code_bytes += p["code_bytes"]
+            out.work_items += p.get("work_items", 0)
             out.lm_to_codec_s.extend(p["hops"])
         return out
 
     def per_chunk(self) -> dict[str, float]:
-        """Per chunk: Ray messages (a link item LM -> codec for every `chunks_per_item` chunks, and the
-        PCM codec -> front door, one per chunk), code bytes, and the hop's latency percentiles."""
+        """Per chunk: Ray messages (a codes link item LM -> codec for every `chunks_per_item` chunks, the
+        PCM codec -> front door, one per chunk, and the work link's items codec -> LM: a request's own
+        and its first audio's, fewer under load), code bytes, and the hop's latency percentiles."""
         n = max(1, self.chunks)
         hops = sorted(self.lm_to_codec_s)
 
         def pct(q: float) -> float:
             return 1e3 * hops[min(len(hops) - 1, int(len(hops) * q))] if hops else 0.0
 
-        return {"chunks": float(self.chunks), "messages_per_chunk": (self.items + self.chunks) / n,
+        return {"chunks": float(self.chunks),
+                "messages_per_chunk": (self.items + self.work_items + self.chunks) / n,
                 "chunks_per_item": self.chunks / max(1, self.items),
                 "code_bytes_per_chunk": self.code_bytes / n,
                 "hop_ms_p50": pct(0.5), "hop_ms_p90": pct(0.9), "hop_ms_p99": pct(0.99)}
 
 
-class CodeLink:
-    """The codec side of a link to one LM replica: pulls its stream and hands every chunk to `take`; when
-    the stream breaks, `lost(reason)` ends what came from that LM."""
+class Link:
+    """The pulling side of a link: one streaming call `method(me)` on replica app `peer`, every message of
+    every item handed to `take(message, now)`; when the stream breaks or ends, `lost(reason)`."""
 
-    def __init__(self, lm_name: str, codec_name: str, take: Any, lost: Any) -> None:
-        self.lm_name = lm_name
-        self.task = asyncio.create_task(self._pull(codec_name, take, lost))
+    method = ""
+    peer_role = ""
 
-    async def _pull(self, codec_name: str, take: Any, lost: Any) -> None:
+    def __init__(self, peer: str, me: str, take: Any, lost: Any) -> None:
+        self.peer = peer
+        self.task = asyncio.create_task(self._pull(me, take, lost))
+
+    async def _pull(self, me: str, take: Any, lost: Any) -> None:
         from ray import serve
 
         from voxcli.cluster.ray_errors import ray_reason
 
-        handle = serve.get_deployment_handle(self.lm_name, app_name=self.lm_name)
+        handle = serve.get_deployment_handle(self.peer, app_name=self.peer)
         try:
-            async for batch in handle.options(method_name="codes_for", stream=True).remote(codec_name):
+            async for batch in handle.options(method_name=self.method, stream=True).remote(me):
                 now = time.time()
-                for chunk in batch:
-                    take(chunk, now)
+                for message in batch:
+                    take(message, now)
         except asyncio.CancelledError:
             raise
-        except Exception as e:  # noqa: BLE001 - the LM replica died (or restarted): its requests fail here
-            lost(f"the LM replica {self.lm_name} failed mid-stream ({ray_reason(e)})")
+        except Exception as e:  # noqa: BLE001 - the peer replica died (or restarted): its requests fail here
+            lost(f"the {self.peer_role} replica {self.peer} failed mid-stream ({ray_reason(e)})")
             return
-        lost(f"the LM replica {self.lm_name} closed its link")
+        lost(f"the {self.peer_role} replica {self.peer} closed its link")
 
     @property
     def alive(self) -> bool:
         return not self.task.done()
+
+
+class CodeLink(Link):
+    """The codec side of the codes link to LM replica app `peer`: chunks (and ends) in request order."""
+
+    method, peer_role = "codes_for", "LM"
+
+
+class WorkLink(Link):
+    """The LM side of the work link to codec replica app `peer`: requests, first-audio times, cancels."""
+
+    method, peer_role = "work_for", "codec"
