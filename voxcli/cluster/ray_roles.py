@@ -40,6 +40,7 @@ STATS_PERIOD_S = 0.2
 GONE_KEEP = 10_000  # keys of requests that ended on a codec replica, kept to drop their late chunks
 CALL_TIMEOUT_S = 30.0  # a stats report, a relay count: far beyond any healthy reply
 CODEC_IDLE_TIMEOUT_S = 120.0  # a codec request neither fed nor read this long is reaped (CodecReplica)
+ROLE_SHUTDOWN_S = 2.0  # what a stopping role replica gives the requests it still serves
 
 
 def node_id() -> str:
@@ -435,8 +436,11 @@ def _role_deployment(cls: type, name: str, spec: ReplicaSpec, pcm_scale: float, 
     actor = replica_resources(spec)
     if pin:
         actor = {**actor, "resources": dict(pin)}
+    # a role replica always has calls in flight, its links (relay.py), which never end by themselves: a
+    # drain at shutdown would wait out Serve's whole graceful timeout (20 s) every time, so it is short
     options = {"num_replicas": 1, "ray_actor_options": actor,
-               "max_ongoing_requests": max_ongoing, "health_check_period_s": 2}
+               "max_ongoing_requests": max_ongoing, "health_check_period_s": 2,
+               "graceful_shutdown_timeout_s": ROLE_SHUTDOWN_S, "graceful_shutdown_wait_loop_s": 0.5}
     return serve.deployment(cls, name=name, **options).bind(asdict(spec), pcm_scale, name)
 
 
