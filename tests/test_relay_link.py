@@ -69,7 +69,10 @@ class _NoLink:
     """A link that never delivers (the test hands items to `_take` / `_work` itself)."""
 
     def __init__(self, peer, me, take, lost) -> None:
-        self.peer, self.alive = peer, True
+        self.peer, self.alive, self.lost = peer, True, lost
+
+    def cancel(self) -> None:
+        self.alive = False
 
 
 SPEC = dict(model="qwen3-tts-1.7b", executor="sim", gpu="h100")
@@ -215,7 +218,7 @@ def lm_replica():
     rep.engine.close()
 
 
-def test_lm_replica_generates_its_work_for_the_codec_that_sent_it_and_stops_on_cancel(lm_replica):
+def test_lm_replica_generates_its_work_for_the_codec_that_sent_it_and_stops_when_that_codec_goes(lm_replica):
     from voxcli.models.base import InputError
 
     from voxcli.engine.roles import CodeChunk
@@ -247,9 +250,30 @@ def test_lm_replica_generates_its_work_for_the_codec_that_sent_it_and_stops_on_c
         assert refused[0].key == "bad" and isinstance(refused[0].error, InputError)
         rep._work("c-1", Work("generate", "orphan", _request(frames=3000)))
         await until(lambda: rep.engine.scheduler.kv.used > 0)
-        rep._codec_lost("c-1", "the codec replica c-1 failed mid-stream (ActorDiedError)")  # it died
+        rep._codec_lost("c-1")  # its work link broke: it died
         await until(lambda: not rep._running and rep.engine.scheduler.kv.used == 0)
         assert rep._outbox("c-1").items == []
         await link.aclose()
+        # a codec replica that restarted links anew: what ran here for its old self stops, the work link
+        # is opened again, and the old work link breaking later ends nothing of the new one's
+        first = rep.codes_for("c-2")
+        opened = asyncio.ensure_future(first.__anext__())
+        await until(lambda: "c-2" in rep._links)
+        old_work = rep._links["c-2"]
+        rep._work("c-2", Work("generate", "before-restart", _request(frames=3000)))
+        await until(lambda: rep.engine.scheduler.kv.used > 0)
+        again = rep.codes_for("c-2")
+        reopened = asyncio.ensure_future(again.__anext__())
+        await until(lambda: rep._links["c-2"] is not old_work and not rep._running)
+        assert not old_work.alive
+        await until(lambda: rep.engine.scheduler.kv.used == 0)
+        rep._work("c-2", Work("generate", "after-restart", _request(frames=3000)))
+        await until(lambda: "after-restart" in rep._running and rep.engine.scheduler.kv.used > 0)
+        old_work.lost("the codec replica c-2 failed mid-stream (ActorDiedError: it died)")
+        assert "after-restart" in rep._running  # the old link's end is not the new one's
+        rep._links["c-2"].lost("the codec replica c-2 failed mid-stream (ActorDiedError: it died)")
+        await until(lambda: not rep._running and rep.engine.scheduler.kv.used == 0)
+        for pending in (opened, reopened):
+            pending.cancel()
 
     asyncio.run(scenario())

@@ -95,12 +95,16 @@ class LMReplica:
 
     async def codes_for(self, codec: str) -> Any:
         """The codes link to codec replica app `codec` (its one long-lived streaming call): lists of chunks
-        and ends. Opening it opens this replica's work link to that codec replica, if not open."""
-        link = self._links.get(codec)
-        if link is None or not link.alive:
-            self._links[codec] = self.link_class(codec, self.name, lambda work, now, codec=codec:
-                                                 self._work(codec, work), lambda why, codec=codec:
-                                                 self._codec_lost(codec, why))
+        and ends. A codec replica opens it once, and again only when it restarted or its link broke (then
+        it failed every request it had from here): so what runs here for it is ended, and this replica's
+        work link to it is opened anew (an old one may not have seen the restart yet)."""
+        self._codec_lost(codec)
+        old = self._links.get(codec)
+        if old is not None:
+            old.cancel()
+        link = self._links[codec] = self.link_class(
+            codec, self.name, lambda work, now: self._work(codec, work),
+            lambda why: self._links.get(codec) is link and self._codec_lost(codec))
         async for batch in serve_items(self._outbox(codec), self.relay):
             yield batch
 
@@ -118,8 +122,9 @@ class LMReplica:
             if running is not None:
                 running[1].cancel()
 
-    def _codec_lost(self, codec: str, reason: str) -> None:
-        """The work link to `codec` broke (it died): what this replica generates for it goes nowhere."""
+    def _codec_lost(self, codec: str) -> None:
+        """Codec replica `codec` is gone (its work link broke, or it linked anew): what this replica
+        generates for it goes nowhere, so it stops."""
         for codec_of, task in list(self._running.values()):
             if codec_of == codec:
                 task.cancel()

@@ -205,6 +205,10 @@ class Link:
     def alive(self) -> bool:
         return not self.task.done()
 
+    def cancel(self) -> None:
+        """Stop pulling (a newer link replaces this one); `lost` is not called."""
+        self.task.cancel()
+
 
 class CodeLink(Link):
     """The codec side of the codes link to LM replica app `peer`: chunks (and ends) in request order."""
