@@ -78,15 +78,20 @@ class _NoLink:
 SPEC = dict(model="qwen3-tts-1.7b", executor="sim", gpu="h100")
 
 
-@pytest.fixture
-def codec_replica():
+def _replica(cls_name: str, name: str):
+    """A role replica (its engine on the real-time sim) whose links are `_NoLink`s; closed after the test."""
+    from voxcli.cluster import ray_roles
     from voxcli.cluster.ray_app import ReplicaSpec
-    from voxcli.cluster.ray_roles import CodecReplica
 
-    rep = CodecReplica(asdict(ReplicaSpec(**SPEC)), 1.0, "c-0")
+    rep = getattr(ray_roles, cls_name)(asdict(ReplicaSpec(**SPEC)), 1.0, name)
     rep.link_class = _NoLink
     yield rep
     rep.engine.close()
+
+
+@pytest.fixture
+def codec_replica():
+    yield from _replica("CodecReplica", "c-0")
 
 
 def _request(text: str = "hi", frames: int = 9):
@@ -209,13 +214,7 @@ def test_a_broken_link_fails_its_lms_requests_with_one_sentence(codec_replica):
 
 @pytest.fixture
 def lm_replica():
-    from voxcli.cluster.ray_app import ReplicaSpec
-    from voxcli.cluster.ray_roles import LMReplica
-
-    rep = LMReplica(asdict(ReplicaSpec(**SPEC)), 1.0, "lm-0")
-    rep.link_class = _NoLink
-    yield rep
-    rep.engine.close()
+    yield from _replica("LMReplica", "lm-0")
 
 
 def test_lm_replica_generates_its_work_for_the_codec_that_sent_it_and_stops_when_that_codec_goes(lm_replica):
