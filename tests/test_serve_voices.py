@@ -4,9 +4,11 @@ JSON into hello.wav)."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import shlex
+import wave
 
 import pytest
 
@@ -111,6 +113,8 @@ def test_the_help_curl_example_works_as_written(demo_server):
     url, _ = demo_server
     ok = httpx.post(f"{url}{path}", content=data, headers=headers, timeout=120)
     assert ok.status_code == 200 and ok.content[:4] == b"RIFF", ok.text
+    with wave.open(io.BytesIO(ok.content)) as saved:  # a file: its header has its length (issue 32)
+        assert saved.getnframes() * 2 == len(ok.content) - 44
     bare = httpx.post(f"{url}{path}", content=data, headers={"content-type": ""}, timeout=120)
     assert bare.status_code == 422, bare.text
     assert json.loads(data)["voice"] in OPENAI_VOICES  # the example shows an OpenAI name working

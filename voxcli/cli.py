@@ -186,6 +186,16 @@ def _stdout_identity() -> tuple[int, int] | None:
 
 def main() -> None:
     """Console-script entry point (`vox`)."""
+    try:
+        _run()
+    except SystemExit as e:
+        from voxcli.stopping import leave_without_workers
+
+        leave_without_workers(e.code)  # a preparation past its limit still running: no abort at exit
+        raise
+
+
+def _run() -> None:
     stdout_before = _stdout_identity()
     text_only = _reads_text_only(sys.argv[1:])
     try:

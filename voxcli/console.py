@@ -192,9 +192,9 @@ def announce_demo(model: str | None, quiet: bool) -> None:
 def sigterm_as_interrupt() -> Iterator[None]:
     """A run told to stop (SIGTERM, or Ctrl-C's SIGINT) stops as cleanly as it can, and within a bound
     whatever it was doing: the first signal raises KeyboardInterrupt (the run's own cleanup: cancels,
-    .part files, the engine's close) and arms a hard exit `HARD_STOP_S` later, for an interrupt that
-    lands where cleanup cannot finish (inside a lock's wait, a stuck close); a second signal exits at
-    once. Both leave with status 130."""
+    .part files, the engine's close) and arms a hard exit, checked every `HARD_STOP_S`, that leaves once
+    the cleanup stops progressing (an interrupt that lands where cleanup cannot finish: inside a lock's
+    wait, a stuck close; `stopping.HardExit`); a second signal exits at once. Both leave with status 130."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

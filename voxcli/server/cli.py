@@ -187,9 +187,9 @@ SERVE_EXAMPLES = (
     "vox serve --executor sim --gpu h100 -m qwen3-tts-1.7b",
     "# two replicas on Ray Serve (the ray extra)",
     "vox serve --executor sim --gpu h100 -m qwen3-tts-1.7b --replicas 2",
-    "# from another terminal, while vox serve -m demo runs",
+    "# from another terminal, while vox serve -m demo runs (stream false: a WAV header with its length)",
     "curl -sSf localhost:8000/v1/audio/speech -H 'content-type: application/json' -d '{\"model\": \"demo\", "
-    "\"input\": \"Hello there.\", \"voice\": \"alloy\"}' -o hello.wav",
+    "\"input\": \"Hello there.\", \"voice\": \"alloy\", \"stream\": false}' -o hello.wav",
 )
 
 

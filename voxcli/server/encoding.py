@@ -1,7 +1,8 @@
 """Response bodies. The encoders are `voxcli.audio`'s (same int16 rounding as `vox say`'s output):
 
     wav   streamed: a WAV header whose sizes say "unknown length" (what streaming WAV writers send when
-          they cannot seek back; readers read to the end of the stream), then PCM16 as it is generated
+          they cannot seek back; readers read to the end of the stream), then PCM16 as it is generated;
+          for a client that reads the whole body first (`streaming_choice.py`), one file with exact sizes
     pcm   streamed: headerless 16-bit little-endian mono PCM at the model's sample rate
     flac, mp3 (when this libsndfile can encode them): the whole utterance, encoded once it is complete
           (a FLAC/MP3 file cannot start before its length is known without a streaming encoder)

@@ -29,6 +29,7 @@ from voxcli.server.guard import APIError
 from voxcli.server.metrics import CONTENT_TYPE, PlaybackClock, ServerMetrics
 from voxcli.server.protocol import TRANSPORT_KEY
 from voxcli.server.service import Item, SpeechJob, SpeechService
+from voxcli.server.streaming_choice import client_streams
 from voxcli.server.voices import map_voice, table_for
 from voxcli.speak import RequestTemplate, SpeechFailed, Stopped
 from voxcli.text import TextInputError, check_real_text, check_speakable
@@ -54,6 +55,7 @@ class SpeechBody(BaseModel):
     stream_format: Literal["audio", "sse"] = "audio"
     instructions: str | None = None
     # extensions
+    stream: bool | None = None  # false: one whole file with its real length (streaming_choice.py)
     language: str | None = None
     seed: int | None = None
     cfg_scale: float | None = None
@@ -260,6 +262,9 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
         if body.stream_format == "sse" and not FORMATS[fmt].streamable:
             raise APIError(400, f"stream_format sse carries {' or '.join(STREAMABLE)} audio, not {fmt}; use "
                                 "response_format pcm (or wav).", "stream_format")
+        if body.stream_format == "sse" and body.stream is False:
+            raise APIError(400, "stream false asks for one whole file, but stream_format sse is a stream of "
+                                "events; omit one of them.", "stream")
         template = template_from(body, service)
         requests = service.requests_for(text, template, body.fixed_frames)
         shown: Followed | None = None
@@ -299,7 +304,8 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
         clock.chunk(first.pcm.size, first.t)  # type: ignore[union-attr]
         if clock.ttfa is not None:
             metrics.ttfa.observe(clock.ttfa)
-        if not FORMATS[fmt].streamable:
+        streamed = client_streams(body.stream, body.stream_format, request.headers)
+        if not FORMATS[fmt].streamable or not streamed:  # whole: a WAV header with its real length
             return await _whole_file(job, first, fmt, clock, metrics, watcher, shown)
         run = StreamRun(Delivery(request.scope, limits.write_stall_s, limits.max_unread_bytes))
         headers = {"Cache-Control": "no-store", "X-Sample-Rate": str(sr)}
