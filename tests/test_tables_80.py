@@ -44,7 +44,7 @@ def _rr(rate, att):
 
 
 def test_bench_tables_fit_80_columns():
-    from voxcli.bench.report import capacity_table, rate_tables
+    from voxcli.bench.report import bound_table, capacity_table, rate_tables
 
     sws = []
     for label in ("full", "sync2", "lanes"):
@@ -54,9 +54,21 @@ def test_bench_tables_fit_80_columns():
                        [_rr(20, 1.0), _rr(40, 1.0), _rr(100, 0.99)]]
         sws.append(sw)
     result = SweepResult(SweepSpec(rates=[20, 40, 100]), sws)
-    for t in [*rate_tables(result), capacity_table(result)]:
+    # a bound table whose cells are lower bounds ("≥0.73": the new-user pass saw "≥" wrap off its figure)
+    bound = {"rps": 54.8, "binding": "time-shared", "lm_rps": 54.8, "codec_rps": 23.3,
+             "best_decode_batch": 104, "lm_frames_s": 5497.8, "codec_frames_s": 15394.9,
+             "best_codec_batch": 32, "prefill_s": 0.0034, "step_cap_s": 0.0095, "step_s": 0.0094,
+             "schedule_cap_s": 0.0073, "best_requests": 52.0, "capped": True}
+    result.meta["bounds"] = {label: bound for label in ("full", "sync2", "lanes")}
+    assert any(c.startswith("≥") for c in bound_table(result).columns[-2]._cells)
+    for t in [*rate_tables(result), capacity_table(result), bound_table(result)]:
         cut, widest = cut_words(t)
         assert not cut and widest <= 80, (t.title, cut[:5])
+    buf = io.StringIO()
+    Console(file=buf, width=80).print(bound_table(result))
+    for cell in (c for col in bound_table(result).columns[1:] for c in col._cells):
+        # no cell split over lines
+        assert any(str(cell) in line for line in buf.getvalue().splitlines()), cell
 
 
 def test_vox_profile_with_columns_80_cuts_no_figure(tmp_path):

@@ -18,7 +18,7 @@
   above (sent, SLO, goodput, TTFA, capacity) counts TTS requests only; audio-in requests report their own
   count, time to first token (TTFT: arrival to the step that sampled the first text token) p50/p99 and
   tokens per second p50 ((tokens - 1) / (last token - first token)).
-- A capacity equal to the highest tested rate is only a lower bound ("≥ 40"): the sweep did not find
+- A capacity equal to the highest tested rate is only a lower bound ("≥40"): the sweep did not find
   where attainment falls below the threshold.
 """
 

@@ -144,18 +144,18 @@ def bound_cell(sw, threshold: float, bound: dict | None) -> str:
     if bound is None or bound["rps"] <= 0:
         return "-"
     st = sw.capacity_stats(threshold)
-    return f"{'≥ ' if st['at_top'] else ''}{st['mean'] / bound['rps']:.2f}"
+    return f"{'≥' if st['at_top'] else ''}{st['mean'] / bound['rps']:.2f}"
 
 
 def capacity_cell(sw, threshold: float) -> str:
     """Mean ± standard deviation over the seeds, with the range (one seed: just the capacity). A capacity
-    at the top of the tested range is a lower bound: "≥ 40", never "40.0 ± 0.0"."""
+    at the top of the tested range is a lower bound: "≥40", never "40.0 ± 0.0"."""
     st = sw.capacity_stats(threshold)
-    ge = "≥ " if st["at_top"] else ""
+    ge = "≥" if st["at_top"] else ""  # no space: a narrow table must not wrap the sign off its figure
     if st["n"] < 2:
         return f"{ge}{st['mean']:g}"
     if st["at_top"] == st["n"]:  # every seed passed the highest rate
-        return f"≥ {st['max']:g} ({st['n']} seeds)"
+        return f"≥{st['max']:g} ({st['n']} seeds)"
     top = f"≥{st['max']:g}" if st["at_top"] else f"{st['max']:g}"
     return f"{ge}{st['mean']:.1f} ± {st['std']:.1f} ({st['min']:g}–{top}, {st['n']} seeds)"
 
