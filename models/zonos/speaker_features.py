@@ -42,10 +42,8 @@ def check_clip(wav: np.ndarray | None, rate: int | None) -> None:
             f"the reference audio is sampled at {rate} Hz; Zonos' speaker model needs at least {MIN_RATE} Hz"
         )
     x = np.asarray(wav)
-    if x.ndim != 1 or x.size == 0:
-        raise InputError(f"the reference audio must be mono samples (1-D, non-empty), got shape {x.shape}")
-    if not np.isfinite(x).all():
-        raise InputError("the reference audio holds NaN or infinite samples; give a clean recording")
+    if x.ndim != 1 or x.size == 0 or not np.isfinite(x).all():
+        raise InputError("the reference audio must be finite mono samples (1-D, non-empty, no NaN)")
     seconds = x.size / rate
     if seconds < MIN_CLIP_S:
         raise InputError(
