@@ -11,10 +11,8 @@ import time
 
 import numpy as np
 import pytest
+from support.alone_vs_among import alone_vs_among, engine_for
 from voxcli.models.base import SamplingParams, SynthesisRequest
-
-from voxcli.config import ChunkSchedule, EngineConfig
-from voxcli.engine.engine import Engine
 
 TARGET = SynthesisRequest(text="[S1] The target request. [S2] It says hi.", cfg_scale=3.0,
                           sampling=SamplingParams(greedy=True), max_frames=30)
@@ -37,56 +35,21 @@ def dia_ckpt(tmp_path_factory):
     return build_tiny(tmp_path_factory.mktemp("dia_engine") / "ckpt")
 
 
-def _engine(ckpt, kv_pages: int, codec_slots: int, batches: list | None = None) -> Engine:
-    from voxcli.models import load_model
-
-    program = load_model(str(ckpt))
-    if batches is not None:  # record every decode batch: (request id, width) per row
-        inner = program.decode
-
-        def decode(rows):
-            batches.append([(r.request_id, r.prompt.width) for r in rows])
-            return inner(rows)
-
-        program.decode = decode
-    cfg = EngineConfig(executor="cpu", policy="full", chunk=ChunkSchedule(first=12, ramp=(8,), steady=16),
-                       kv_pages=kv_pages, kv_page_size=8, codec_slots=codec_slots, max_running=6,
-                       background_min_batch=2, threads=1)
-    return Engine(program, cfg)
-
-
 def test_alone_equals_among_seven_others(dia_ckpt):
-    eng = _engine(dia_ckpt, kv_pages=400, codec_slots=8)
-    alone = eng.submit(TARGET).wait(timeout=300)
-    eng.close()
-
-    batches: list = []
-    eng = _engine(dia_ckpt, kv_pages=150, codec_slots=3, batches=batches)  # a few requests' pages: reuse
-    streams = []
-    others = _others()
-    for i, req in enumerate(others[:4]):
-        streams.append(eng.submit(req))
-        time.sleep(0.05 * i)
-    target = eng.submit(TARGET)
-    for req in others[4:]:
-        time.sleep(0.05)
-        streams.append(eng.submit(req))
-    got = target.wait(timeout=300)
-    for s in streams:
-        s.wait(timeout=300)
-    sched = eng.scheduler
-    eng.close()
-    assert all(s.status == "done" for s in streams), [(s.status, s.reason) for s in streams]
-    assert got.shape == alone.shape and got.shape[0] == 30 * 512
-    assert np.abs(got - alone).max() <= 1e-4
-    assert sched.kv.free == 150 and sched.slots.free == 3
+    # a few requests' pages: reuse; every decode batch recorded as (request id, width) per row
+    r = alone_vs_among(dia_ckpt, TARGET, _others(), roomy_pages=400, kv_pages=150,
+                       row=lambda row: (row.request_id, row.prompt.width))
+    assert not r.failures, r.failures
+    assert r.got.shape == r.alone.shape and r.got.shape[0] == 30 * 512
+    assert np.abs(r.got - r.alone).max() <= 1e-4
+    assert r.kv_free == 150 and r.slots_free == 3
     # the target really shared decode steps with others, pairs and single sequences together
-    shared = [b for b in batches if any(rid == target.request_id for rid, _ in b) and len(b) > 1]
+    shared = [b for b in r.batches if any(rid == r.target_id for rid, _ in b) and len(b) > 1]
     assert shared and any({w for _, w in b} == {1, 2} for b in shared)
 
 
 def test_pair_is_one_row_and_cancel_frees_all(dia_ckpt):
-    eng = _engine(dia_ckpt, kv_pages=400, codec_slots=4)
+    eng = engine_for(dia_ckpt, kv_pages=400, codec_slots=4)
     program = eng.program
     prompt = program.prepare(TARGET)
     solo = program.prepare(SynthesisRequest(text=TARGET.text, cfg_scale=1.0, max_frames=30))

@@ -33,6 +33,23 @@ def test_say_demo_with_voice_writes_44khz_wav(vox, tmp_path):
     assert info.samplerate == 44100 and 0 < info.frames <= 20 * 512 and info.frames % 512 == 0
 
 
+def test_say_demo_with_ref_audio_clones_and_bad_clips_are_one_sentence(vox, tmp_path):
+    import numpy as np
+
+    t = np.arange(24000) / 24000
+    sf.write(str(tmp_path / "clip.wav"), (0.3 * np.sin(2 * np.pi * 180 * t)).astype(np.float32), 24000)
+    out = tmp_path / "c.wav"
+    r = vox("say", *FAST, "Hello there.", "--ref-audio", str(tmp_path / "clip.wav"), "-o", str(out))
+    assert r.exit_code == 0, r.output
+    assert sf.info(str(out)).samplerate == 44100 and sf.info(str(out)).frames > 0
+    sf.write(str(tmp_path / "short.wav"), np.zeros(2400, dtype=np.float32), 24000)
+    r = vox("say", *FAST, "Hi.", "--ref-audio", str(tmp_path / "short.wav"), "-o", str(tmp_path / "s.wav"))
+    assert r.exit_code != 0 and "give at least 0.5 s" in r.output
+    (tmp_path / "junk.wav").write_bytes(b"not audio")
+    r = vox("say", *FAST, "Hi.", "--ref-audio", str(tmp_path / "junk.wav"), "-o", str(tmp_path / "j.wav"))
+    assert r.exit_code != 0 and "cannot read reference audio" in r.output
+
+
 def test_voices_lists_options_and_saved_voices(vox):
     r = vox("voices", "-m", "demo-zonos")
     assert r.exit_code == 0, r.output

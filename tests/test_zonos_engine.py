@@ -5,14 +5,10 @@ reused: the audio must agree to 1e-4; every request is one width-2 row whose pag
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
+from support.alone_vs_among import alone_vs_among
 from voxcli.models.base import SamplingParams, SynthesisRequest
-
-from voxcli.config import ChunkSchedule, EngineConfig
-from voxcli.engine.engine import Engine
 
 TARGET = SynthesisRequest(
     text="The target request says hi.", sampling=SamplingParams(greedy=True), max_frames=30
@@ -54,55 +50,10 @@ def ckpt(tmp_path_factory):
     return build_tiny(tmp_path_factory.mktemp("zonos_engine") / "ckpt")
 
 
-def _engine(ckpt, kv_pages: int, codec_slots: int, batches: list | None = None) -> Engine:
-    from voxcli.models import load_model
-
-    program = load_model(str(ckpt))
-    if batches is not None:
-        inner = program.decode
-
-        def decode(rows):
-            batches.append([r.request_id for r in rows])
-            return inner(rows)
-
-        program.decode = decode
-    cfg = EngineConfig(
-        executor="cpu",
-        policy="full",
-        chunk=ChunkSchedule(first=12, ramp=(8,), steady=16),
-        kv_pages=kv_pages,
-        kv_page_size=8,
-        codec_slots=codec_slots,
-        max_running=6,
-        background_min_batch=2,
-        threads=1,
-    )
-    return Engine(program, cfg)
-
-
 def test_alone_equals_among_seven_others(ckpt):
-    eng = _engine(ckpt, kv_pages=200, codec_slots=8)
-    alone = eng.submit(TARGET).wait(timeout=300)
-    eng.close()
-
-    batches: list = []
-    eng = _engine(ckpt, kv_pages=90, codec_slots=3, batches=batches)  # a few requests' pages: reuse
-    streams = []
-    others = _others()
-    for i, req in enumerate(others[:4]):
-        streams.append(eng.submit(req))
-        time.sleep(0.05 * i)
-    target = eng.submit(TARGET)
-    for req in others[4:]:
-        time.sleep(0.05)
-        streams.append(eng.submit(req))
-    got = target.wait(timeout=300)
-    for s in streams:
-        s.wait(timeout=300)
-    sched = eng.scheduler
-    eng.close()
-    assert all(s.status == "done" for s in streams), [(s.status, s.reason) for s in streams]
-    assert got.shape == alone.shape and got.shape[0] == 30 * 512
-    assert np.abs(got - alone).max() <= 1e-4
-    assert sched.kv.free == 90 and sched.slots.free == 3
-    assert any(target.request_id in b and len(b) > 1 for b in batches)  # it really shared decode steps
+    r = alone_vs_among(ckpt, TARGET, _others(), roomy_pages=200, kv_pages=90)  # a few requests' pages: reuse
+    assert not r.failures, r.failures
+    assert r.got.shape == r.alone.shape and r.got.shape[0] == 30 * 512
+    assert np.abs(r.got - r.alone).max() <= 1e-4
+    assert r.kv_free == 90 and r.slots_free == 3
+    assert any(r.target_id in b and len(b) > 1 for b in r.batches)  # it really shared decode steps

@@ -53,8 +53,28 @@ def test_hybrid_checkpoint_is_refused_in_one_sentence():
             "must not all be 0",
         ),
         (
-            SynthesisRequest(text="hi", ref_audio=np.zeros(100, dtype=np.float32), ref_sample_rate=16000),
-            "saved speaker embedding",
+            SynthesisRequest(text="hi", ref_audio=np.zeros(4000, dtype=np.float32), ref_sample_rate=16000),
+            r"250 ms; give at least 0.5 s",
+        ),
+        (
+            SynthesisRequest(text="hi", ref_audio=np.zeros(16000, dtype=np.float32), ref_sample_rate=4000),
+            "4000 Hz; Zonos' speaker model needs at least 8000 Hz",
+        ),
+        (
+            SynthesisRequest(
+                text="hi", ref_audio=np.zeros(16000 * 31, dtype=np.float32), ref_sample_rate=16000
+            ),
+            "31.0 s; Zonos' speaker model takes at most 30 s",
+        ),
+        (
+            SynthesisRequest(text="hi", ref_audio=np.zeros(16000, dtype=np.float32), ref_sample_rate=16000,
+                             voice="aurora"),
+            "not both",
+        ),
+        (
+            SynthesisRequest(text="hi", ref_audio=np.zeros(16000, dtype=np.float32), ref_sample_rate=16000,
+                             ref_text="hello"),
+            "drop the transcript",
         ),
         (SynthesisRequest(text="   "), "empty"),
     ],
@@ -70,6 +90,43 @@ def test_prompt_is_one_pair_with_prefix_and_lead(program):
     assert p.length == len(p.data.ids) + 6 + 1  # phonemes, six conditioner tokens, the first column
     assert p.data.values["speaker"].shape == (128,)
     assert program.prepare(SynthesisRequest(text="Hello.")).data.values["speaker"] is None
+
+
+def _voice_clip(rate: int, seconds: float = 1.2) -> np.ndarray:
+    t = np.arange(int(rate * seconds)) / rate
+    return (0.3 * np.sin(2 * np.pi * 150 * t) * np.sin(2 * np.pi * 2 * t)).astype(np.float32)
+
+
+def test_clip_speaker_is_an_embedding_at_any_rate(program):
+    """A clip at 16 kHz and the same clip at 24 kHz (resampled as the reference does) give close but not
+    identical embeddings; each is bfloat16-valued, the prefix's speaker, and cached per clip."""
+    a = program.prepare(SynthesisRequest(text="Hello.", ref_audio=_voice_clip(16000), ref_sample_rate=16000))
+    b = program.prepare(SynthesisRequest(text="Hello.", ref_audio=_voice_clip(24000), ref_sample_rate=24000))
+    ea, eb = a.data.values["speaker"], b.data.values["speaker"]
+    assert ea.shape == eb.shape == (128,) and np.isfinite(ea).all()
+    assert not np.array_equal(ea, eb) and np.abs(ea - eb).max() < 0.1 * np.abs(ea).max()
+    import torch
+
+    assert np.array_equal(torch.from_numpy(ea).bfloat16().float().numpy(), ea)
+    assert len(program.speaker_clips.items) == 2
+    program.prepare(SynthesisRequest(text="Again.", ref_audio=_voice_clip(16000), ref_sample_rate=16000))
+    assert len(program.speaker_clips.items) == 2
+
+
+def test_missing_speaker_model_is_one_sentence(tmp_path, monkeypatch):
+    import shutil
+
+    from voxcli.models import load_model
+    from voxcli.models.zonos import speaker_model
+    from voxcli.models.zonos.tiny import build_tiny
+
+    ckpt = build_tiny(tmp_path / "ckpt", codec=False)
+    shutil.rmtree(ckpt / "speaker_embedding")
+    monkeypatch.setattr(speaker_model, "cached_snapshot", lambda repo: None)
+    prog = load_model(str(ckpt))
+    req = SynthesisRequest(text="hi", ref_audio=_voice_clip(16000), ref_sample_rate=16000)
+    with pytest.raises(CheckpointError, match=r"vox models pull Zyphra/Zonos-v0.1-speaker-embedding"):
+        prog.check(req)
 
 
 def test_delay_tracker_stop_diagonal():

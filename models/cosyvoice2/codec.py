@@ -104,10 +104,12 @@ class CosyCodec2(CosyCodec):
         for sl in sls:
             s = self.slots[sl]
             assert isinstance(s, Slot2)
+            # the full pass reads none of the streamed chunks' caches: give them back before it, so the
+            # last chunk never holds both
+            s.run.steps, s.run.enc.kv = [], []
             mel = self.flow2.full(s.run, s.tokens)[s.offset * ratio:]
             s.offset = len(s.tokens)
             s.done = True
-            s.run.steps, s.run.enc.kv = [], []  # the request is over: give its caches back now
             pcm.append(self._vocode(s, mel.T, final=True))
         return pcm
 

@@ -91,13 +91,18 @@ class Flow:
         emb = self._embed(run, tokens)
         enc = self.w.encoder.empty_cache(self.noise.device, self.noise.dtype)
         mu = self.w.encoder_proj(self.w.encoder(emb, 0, None, enc, streaming=False))
-        fresh = FlowRun(run.spk, run.prompt_tokens, run.prompt_feat, enc, [{} for _ in run.steps])
-        return self._solve(fresh, mu, fresh.steps, streaming=False)
+        enc.kv = []  # the encoder's keys/values are not read again either
+        steps: list[EstimatorCache] = [{} for _ in range(self.cfg.n_timesteps)]
+        fresh = FlowRun(run.spk, run.prompt_tokens, run.prompt_feat, enc, steps)
+        # nothing follows a full pass: each Euler step's caches are dropped once the step is done, so the
+        # pass holds one step's keys/values (not all ten) beside its activations
+        return self._solve(fresh, mu, fresh.steps, streaming=False, keep=False)
 
     def _solve(
-        self, run: FlowRun, mu: torch.Tensor, caches: list[EstimatorCache], streaming: bool
+        self, run: FlowRun, mu: torch.Tensor, caches: list[EstimatorCache], streaming: bool, keep: bool = True
     ) -> torch.Tensor:
-        """Euler steps over frames run.frames.. (mu [n, 80]) -> mel [n', 80] of the generated ones."""
+        """Euler steps over frames run.frames.. (mu [n, 80]) -> mel [n', 80] of the generated ones; `keep`:
+        leave each step's caches for the next chunk (streaming), else drop them after the step."""
         cfg = self.cfg
         dev, dt = self.noise.device, self.noise.dtype
         s, n = run.frames, mu.shape[0]
@@ -117,6 +122,8 @@ class Flow:
         est = self.w.decoder.estimator
         for step in range(1, len(span)):
             v = est(x.expand(2, -1, -1), mu2, t.expand(2), spks, cond, caches[step - 1], s, streaming)
+            if not keep:
+                caches[step - 1].clear()
             v = (1.0 + cfg.inference_cfg_rate) * v[:1] - cfg.inference_cfg_rate * v[1:]
             x = x + dtt * v
             t = t + dtt

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import torch
 
-from ..base import Prompt, SynthesisRequest
+from ..base import InputError, Prompt, SynthesisRequest
 from ..cosyvoice3.checkpoint import load_module, read_pt, resolve
 from ..cosyvoice3.frontend import ENDOFPROMPT
 from ..cosyvoice3.hift import fold_weight_norm
 from ..cosyvoice3.program import DTYPES, CosyVoice3Program, PreparedCosy, _device, _host, read_speakers
 from .codec import CosyCodec2
 from .config import SPEECH_TOKENIZER, YAML, CosyVoice2Config, parse_config
-from .flow import Flow, FlowWeights, flow_noise
+from .flow import NOISE_FRAMES, Flow, FlowWeights, flow_noise
 from .hift import HiFT, HiFTWeights
 from .lm import CosyVoice2LMWeights
 from .options import OPTIONS
@@ -74,6 +74,18 @@ class CosyVoice2Program(CosyVoice3Program):
     def prepare(self, request: SynthesisRequest) -> Prompt:
         prompt = super().prepare(request)
         p: PreparedCosy = prompt.data
+        # Upstream's length rule (max 20x, min 2x the text tokens) holds, inside the flow's fixed noise:
+        # 15000 mel frames (300 s) for the voice prompt's tokens and the speech, 2 frames a token; upstream
+        # fails past it (its noise slice runs short), so a longer utterance is cut there.
+        room = NOISE_FRAMES // self.cfg.flow.token_mel_ratio - int(p.voice.prompt_tokens.numel())
+        if request.fixed_frames is not None and request.fixed_frames > room:
+            raise InputError(
+                f"fixed_frames {request.fixed_frames} exceeds the {room} speech tokens CosyVoice 2's flow "
+                "can render after this voice's prompt (300 s of noise in all)"
+            )
+        if p.max_len > room:
+            p.max_len = prompt.max_frames = max(room, 1)
+            p.min_len = min(p.min_len, p.max_len)
         if p.seed is None:  # the LM and the vocoder draw from the same seed (prefill reads it)
             p.seed = secrets.randbits(63)
         return prompt

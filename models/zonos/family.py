@@ -98,7 +98,7 @@ FAMILY = Family(
         Demo(
             "demo-zonos",
             build_demo,
-            version="1",
+            version="2",
             recipe="demo-zonos",
             description="tiny random Zonos (prefix conditioning, CFG, delay pattern), offline; not speech",
         ),

@@ -6,7 +6,9 @@
   is ONE row of width 2, its conditional and unconditional sequences run in the same forward pass, share
   the sampled tokens and hold one page list (conditional pages first). The unconditional prefix keeps the
   text and takes every other conditioner's learned unconditional vector; a request without a speaker takes
-  the learned unconditional speaker in its conditional prefix too (the reference's default speaker).
+  the learned unconditional speaker in its conditional prefix too (the reference's default speaker). The
+  speaker is a saved embedding (the voice) or one made from a clip (--ref-audio) by the reference's
+  speaker model (speaker_model.py), bfloat16-rounded as `make_speaker_embedding` returns it.
 * Decode. One delayed column per step for both sequences: nine summed code embeddings in, nine heads out
   (CFG, EOS for codebook 0 only, the repetition penalty, argmax or sampling: sampling.py). delay.py turns
   columns into aligned frames: the first frame arrives after 9 steps (prefill + 8 decodes), then one per
@@ -51,6 +53,8 @@ from .layers import PagedBatch, ZonosWeights
 from .options import EMOTIONS, OPTIONS
 from .sampling import RowSampling, choose, guide, penalize
 from .sampling import resolve as resolve_sampling
+from .speaker_features import check_clip
+from .speaker_model import SpeakerClips
 from .spec import DEFAULT_MAX_FRAMES, MAX_CONTEXT, model_spec, speaker_files
 from .text import language_id, phoneme_ids, warm_up_text
 
@@ -108,6 +112,7 @@ class ZonosProgram(ModelProgram):
         self.device, self.dtype = device, dtype
         self.spec = model_spec(root, name)
         self.speakers = speaker_files(root)
+        self.speaker_clips = SpeakerClips(root, device)  # --ref-audio: loaded on the first clip
         self.k_pool: torch.Tensor | None = None
         self.v_pool: torch.Tensor | None = None
         self.page_size = 0
@@ -150,12 +155,17 @@ class ZonosProgram(ModelProgram):
         if not request.text or not request.text.strip():
             raise InputError("the text is empty")
         lang, lang_id = language_id(request.language)
-        if request.ref_audio is not None:
+        if request.ref_text is not None:
             raise InputError(
-                "Zonos cannot clone from a reference clip here (its speaker model is not included); "
-                "use a saved "
-                f"speaker embedding as the voice ({', '.join(self.speakers) or 'this checkpoint ships none'})"
+                "Zonos' speaker model takes the clip alone (--ref-audio); drop the transcript (--ref-text)"
             )
+        if request.ref_audio is not None:
+            if request.voice is not None:
+                raise InputError(
+                    "give either a saved voice (--voice) or a reference clip (--ref-audio), not both"
+                )
+            check_clip(request.ref_audio, request.ref_sample_rate)
+            self.speaker_clips.check_files()
         if request.instructions:
             raise InputError(
                 "Zonos takes no instructions; steer it with the emotion_* and pitch/rate options"
@@ -200,6 +210,9 @@ class ZonosProgram(ModelProgram):
     def prepare(self, request: SynthesisRequest) -> Prompt:
         lang, values, sampling, guidance = self._values(request)
         ids = phoneme_ids(request.text, lang)
+        if request.ref_audio is not None:
+            assert request.ref_sample_rate is not None  # check_clip refused a clip without its rate
+            values["speaker"] = self.speaker_clips.embedding(request.ref_audio, request.ref_sample_rate)
         max_frames = DEFAULT_MAX_FRAMES if request.max_frames is None else request.max_frames
         if max_frames < 1:
             raise InputError(f"max_frames must be >= 1, got {max_frames}")

@@ -2,7 +2,10 @@
 `codec/` so nothing is downloaded), at the test size or the published one (`--size real`:
 Zyphra/Zonos-v0.1-transformer's dimensions). Our own builder: the parity tests build theirs with upstream's
 classes (tests/oracle/run_zonos.py) and load it here; this one serves the demo, benchmarks and real-size runs.
-Its audio is not speech. `speakers/` gets two random saved embeddings (the checkpoint's named voices)."""
+Its audio is not speech. `speakers/` gets two random saved embeddings (the checkpoint's named voices), and
+`speaker_embedding/` a random speaker model in the released files' layout (for --ref-audio): two blocks a
+stage at width 4 (tiny: the embedding stays well inside the engine's 10 s preparation limit on a loaded
+machine) or ResNet293's depths at the released width 64 (real)."""
 
 from __future__ import annotations
 
@@ -91,6 +94,34 @@ SIZES: dict[str, dict[str, Any]] = {
 }
 
 
+SPEAKER_WIDTH = {"tiny": 4, "real": 64}
+SPEAKER_DEPTHS = {"tiny": (2, 2, 2, 2), "real": (10, 20, 64, 3)}  # real: ResNet293
+
+
+def build_speaker_model(
+    out: Path, width: int, depths: tuple[int, ...] = SPEAKER_DEPTHS["real"], seed: int = SEED
+) -> Path:
+    """The two files of Zyphra/Zonos-v0.1-speaker-embedding (embedder state dict, LDA) with random weights;
+    batch-norm statistics drawn too, so that eval-mode normalisation matters."""
+    from .speaker_model import EMBEDDER_FILE, LDA_FILE, SpeakerEmbedder
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed + 1)
+    model = SpeakerEmbedder(width, depths, embed_dim=256, lda_dim=128)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+                m.running_mean.normal_(0, 0.1)
+                m.running_var.uniform_(0.5, 1.5)
+                m.weight.uniform_(0.8, 1.2)
+                m.bias.normal_(0, 0.1)
+    state = model.state_dict()
+    torch.save({k: v for k, v in state.items() if not k.startswith("lda.")}, out / EMBEDDER_FILE)
+    torch.save({k[4:]: v for k, v in state.items() if k.startswith("lda.")}, out / LDA_FILE)
+    return out
+
+
 def build_tiny(out: Path, size: str = "tiny", seed: int = SEED, codec: bool = True) -> Path:
     from ..dia.dac_tiny import build_tiny_dac
     from .config import parse_config
@@ -119,6 +150,7 @@ def build_tiny(out: Path, size: str = "tiny", seed: int = SEED, codec: bool = Tr
     if codec:
         # real: descript/dac_44khz's own widths (DacCodecConfig's defaults), so the codec costs what it costs
         build_tiny_dac(out / "codec", seed=seed, **(DAC_REAL if size == "real" else {}))
+    build_speaker_model(out / "speaker_embedding", SPEAKER_WIDTH[size], SPEAKER_DEPTHS[size], seed)
     rng = np.random.RandomState(seed)
     (out / "speakers").mkdir(exist_ok=True)
     for voice in ("aurora", "basalt"):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import wave
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -42,7 +43,9 @@ def _local_dac(cls, name, *args, **kwargs):
 
 DacModel.from_pretrained = classmethod(_local_dac)
 
+import numpy as np  # noqa: E402
 import zonos.model as zm  # noqa: E402
+import zonos.speaker_cloning as sc  # noqa: E402
 from zonos.conditioning import make_cond_dict, phonemize  # noqa: E402
 from zonos.config import ZonosConfig  # noqa: E402
 from zonos.sampling import modify_logit_for_repetition_penalty  # noqa: E402
@@ -71,15 +74,70 @@ def build(sizes: dict) -> zm.Zonos:
     return model
 
 
-def conditioning(model: zm.Zonos, case: dict) -> torch.Tensor:
+SPEAKER_FILES = ("ResNet293_SimAM_ASP_base.pt", "ResNet293_SimAM_ASP_base_LDA-128.pt")
+
+
+def build_speaker_model(spec: dict) -> None:
+    """Upstream's speaker model at a small base width (`in_planes`; ResNet293's depths kept), random weights
+    and batch-norm statistics, saved as the hub repo's two files at <ckpt>/speaker_embedding; upstream's
+    SpeakerEmbeddingLDA then loads them through a local hf_hub_download and builds its ResNet293_based at
+    that width (its constructor's default in_planes changed: a size, not a change of logic)."""
+    torch.manual_seed(spec["seed"])
+    net = sc.ResNet293_based(in_planes=spec["width"])
+    lda = torch.nn.Linear(256, 128)
+    with torch.no_grad():
+        for m in net.modules():
+            if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+                m.running_mean.normal_(0, 0.1)
+                m.running_var.uniform_(0.5, 1.5)
+                m.weight.uniform_(0.8, 1.2)
+                m.bias.normal_(0, 0.1)
+    folder = CKPT / "speaker_embedding"
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.save(net.state_dict(), folder / SPEAKER_FILES[0])
+    torch.save(lda.state_dict(), folder / SPEAKER_FILES[1])
+    init = sc.ResNet293_based.__init__  # SpeakerEmbedding builds ResNet293_based() at its defaults
+    assert init.__defaults__ == (64, 256, 80, None, 0)
+    init.__defaults__ = (spec["width"], 256, 80, None, 0)
+
+    def local_download(repo_id: str, filename: str) -> str:
+        assert repo_id == "Zyphra/Zonos-v0.1-speaker-embedding" and filename in SPEAKER_FILES
+        return str(folder / filename)
+
+    sc.hf_hub_download = local_download
+
+
+def read_wav(path: str) -> tuple[torch.Tensor, int]:
+    """16-bit PCM WAV -> [channels, n] float32 as torchaudio.load returns it (int16 / 32768)."""
+    with wave.open(path) as w:
+        assert w.getsampwidth() == 2
+        data = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").reshape(-1, w.getnchannels())
+        rate = w.getframerate()
+    return torch.from_numpy(data.T.astype(np.float32) / 32768.0), rate
+
+
+def speaker(model: zm.Zonos, case: dict, record: dict) -> torch.Tensor | None:
+    if "ref_audio" not in case:
+        return None
+    wav, rate = read_wav(case["ref_audio"])
+    emb = model.make_speaker_embedding(wav, rate)  # bfloat16, as upstream hands it to make_cond_dict
+    raw, lda = model.spk_clone_model(wav, rate)
+    record.update(speaker_raw=raw[0].float(), speaker_lda=lda[0].float(), speaker=emb[0, 0].float())
+    return emb.float()  # the float32 model's dtype: bf16 values, exactly representable
+
+
+def conditioning(model: zm.Zonos, case: dict, record: dict | None = None) -> torch.Tensor:
     cond = make_cond_dict(
         text=case["text"], language=case.get("language", "en-us"), device="cpu", **case.get("cond", {})
     )
+    spk = speaker(model, case, {} if record is None else record)
+    if spk is not None:
+        cond["speaker"] = spk.view(1, 1, -1)
     return model.prepare_conditioning(cond)
 
 
-def generate(model: zm.Zonos, case: dict) -> torch.Tensor:
-    prefix = conditioning(model, case)
+def generate(model: zm.Zonos, case: dict, record: dict | None = None) -> torch.Tensor:
+    prefix = conditioning(model, case, record)
     params = dict(min_p=case.get("min_p", 0.1))
     if case.get("greedy"):
         params["temperature"] = 0.0
@@ -158,14 +216,17 @@ def main() -> None:
     (CKPT / "config.json").write_text(json.dumps(sizes["config"], indent=2) + "\n")
     state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
     save_file(state, str(CKPT / "model.safetensors"))
+    if "speaker" in sizes:
+        build_speaker_model(sizes["speaker"])
     # the cases run on the checkpoint as saved, loaded back the way upstream loads one (strict state dict)
     model = zm.Zonos(ZonosConfig.from_dict(sizes["config"])).float().eval()
     model.load_state_dict(load_file(str(CKPT / "model.safetensors")))
     with torch.inference_mode():
         for case in cases:
-            codes = generate(model, case)[0]  # [9, T]
+            record: dict = {}
+            codes = generate(model, case, record)[0]  # [9, T]
             wav = model.autoencoder.decode(codes[None]) if codes.shape[-1] else torch.zeros(1, 1, 0)
-            out[case["name"]] = {
+            out[case["name"]] = record | {
                 "codes": codes.T.contiguous(),
                 "wav": wav[0, 0].float(),
                 "phonemes": phonemize([case["text"]], [case.get("language", "en-us")])[0],
