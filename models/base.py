@@ -99,6 +99,12 @@ class ModelSpec:
     codec_lookahead_frames: float = 0.0
 
     @property
+    def clones(self) -> bool:
+        """Whether a reference clip (--ref-audio) can give the voice: every family names its cloning
+        modes "clone…" (clone, clone_context, clone_xvec, clone_icl)."""
+        return any(m.startswith("clone") for m in self.modes)
+
+    @property
     def frame_seconds(self) -> float:
         return self.samples_per_frame / self.sample_rate
 

@@ -92,6 +92,34 @@ def test_an_unknown_voice_or_language_is_refused_before_the_model_loads(tmp_path
     assert "torch" not in loaded
 
 
+def _clip(path: Path) -> Path:
+    import wave
+
+    with wave.open(str(path), "wb") as w:  # 1 s of silence at 24 kHz: a readable clip
+        w.setnchannels(1), w.setsampwidth(2), w.setframerate(24000), w.writeframes(b"\0\0" * 24000)
+    return path
+
+
+@pytest.mark.parametrize("demo,modes", [("demo", "custom_voice"), ("demo-speechlm", "tts")])
+def test_a_clip_for_a_model_that_cannot_clone_is_refused_before_it_loads(tmp_path, demos, demo, modes):
+    """The new-user pass: `vox say -m demo --ref-audio clip.wav` was refused only after the model loaded
+    (117 s under load); the spec's modes say it cannot clone."""
+    clip = _clip(tmp_path / "clip.wav")
+    rc, _, err, loaded = run_vox(["say", "-m", demo, "--ref-audio", str(clip), "hi", "-o", "x.wav"], tmp_path,
+                                 demos)
+    _one_line(rc, err, 2, "cannot clone a voice from --ref-audio", f"its modes: {modes}", "drop --ref-audio")
+    assert "torch" not in loaded
+
+
+def test_a_model_that_clones_passes_the_clip_check(demos, monkeypatch):
+    from voxcli.cli_preflight import check_clone, describe
+
+    monkeypatch.setenv("VOX_CACHE", str(demos))
+    spec = describe("demo-higgs")
+    assert spec is not None and spec.clones
+    check_clone(spec)  # no refusal: the model takes the clip after it loads
+
+
 @pytest.mark.parametrize("demo,modes", [("demo", "custom_voice"), ("demo-higgs", "tts, clone"),
                                         ("demo-speechlm", "tts")])
 def test_voices_answers_without_torch_for_every_demo_family(tmp_path, demos, demo, modes):

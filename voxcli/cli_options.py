@@ -72,16 +72,17 @@ def engine_options(model: str | None, recipe: str | None, sets: list[str] | None
 
 @contextlib.contextmanager
 def open_cli_session(options: EngineOptions, quiet: bool, voice: str | None = None,
-                     language: str | None = None) -> Iterator[Session]:
+                     language: str | None = None, ref_audio: bool = False) -> Iterator[Session]:
     """The flags checked, the demo note said (unless --quiet), then the engine; closed on the way out."""
-    preflight_model(options, voice, language)
+    preflight_model(options, voice, language, ref_audio)
     config = engine_config(options)
     announce_demo(config.model, quiet)
     with opened(config) as session:
         yield session
 
 
-def preflight_model(options: EngineOptions, voice: str | None, language: str | None) -> None:
+def preflight_model(options: EngineOptions, voice: str | None, language: str | None,
+                    ref_audio: bool = False) -> None:
     """The model's name, --voice and --lang checked from config files alone, before torch loads
     (`voxcli.cli_preflight`). Only for the model the real loader will load: a test's engine factory
     serves a model of its own, and the simulator has no checkpoint."""
@@ -91,7 +92,7 @@ def preflight_model(options: EngineOptions, voice: str | None, language: str | N
         return
     from voxcli.cli_preflight import preflight
 
-    preflight(engine_config(options, resolve_devices=False).model, voice, language)
+    preflight(engine_config(options, resolve_devices=False).model, voice, language, ref_audio)
 
 
 def request_template(voice: str | None, lang: str | None, instructions: str | None, seed: int | None,

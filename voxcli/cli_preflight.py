@@ -82,11 +82,21 @@ def check_voice_and_language(spec: Any, voice: str | None, language: str | None)
                            f"{did_you_mean(language, choices)}; choose one of {', '.join(choices)}.", 2)
 
 
-def preflight(model: str, voice: str | None, language: str | None) -> None:
+def check_clone(spec: Any) -> None:
+    """A reference clip for a model that cannot clone: refused now, not after minutes of loading."""
+    if not spec.clones:
+        voices = f"; choose one of its voices ({', '.join(spec.voices)})" if spec.voices else ""
+        raise VoxError(f"model {spec.name} cannot clone a voice from --ref-audio (its modes: "
+                       f"{', '.join(spec.modes) or 'none'}){voices}; drop --ref-audio.", 2)
+
+
+def preflight(model: str, voice: str | None, language: str | None, ref_audio: bool = False) -> None:
     """Everything above, for the model a `vox say` / `vox batch` will load."""
     check_model(model)
-    if voice is None and language is None:
+    if voice is None and language is None and not ref_audio:
         return
     spec = describe(model)
     if spec is not None:
         check_voice_and_language(spec, voice, language)
+        if ref_audio:
+            check_clone(spec)

@@ -134,7 +134,8 @@ def say(
 
             check_playback()  # before minutes of model loading, not after
         options = engine_options(model, recipe, set_, policy, executor, device, dtype)
-        with open_cli_session(options, quiet, voice, lang) as session, sigterm_as_interrupt():
+        with open_cli_session(options, quiet, voice, lang, ref_audio is not None) as session, \
+                sigterm_as_interrupt():
             if show_text:
                 _show_text(session)
             requests: Any = segment_requests(words, template, frame_cap=session.frame_cap,

@@ -36,6 +36,6 @@ def model_spec(root: Path, name: str) -> ModelSpec:
         max_context=MAX_CONTEXT,
         voices=tuple(speaker_files(root)),
         languages=LANGUAGES,
-        modes=("tts",),
+        modes=("tts", "clone"),  # clone: a speaker embedding from --ref-audio (speaker_model.py)
         codec_lookahead_frames=decoder_lookahead_frames(DAC_RATIOS),
     )
