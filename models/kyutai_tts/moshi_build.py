@@ -154,7 +154,8 @@ def main() -> None:
               "tts_config", "model_id"):
         raw.pop(k, None)
     kwargs = json.loads(json.dumps(raw))
-    model = loaders.get_moshi_lm(None, lm_kwargs=kwargs, device="cpu", dtype=torch.float32)
+    dtype = getattr(torch, size.get("dtype", "float32"))
+    model = loaders.get_moshi_lm(None, lm_kwargs=kwargs, device="cpu", dtype=dtype)
     with torch.no_grad():
         # moshi's own init leaves the conditioners' output projections at nn.Linear's default and the
         # depformer at its own; give every floating tensor a scale that keeps activations O(1).
@@ -165,6 +166,8 @@ def main() -> None:
                 p.normal_(0.0, 1.0 / max(p.shape[-1], 1) ** 0.5)
             else:
                 p.normal_(0.0, 0.2)
+        if dtype != torch.float32:  # moshi keeps its conditioners in float32 (loaders.get_moshi_lm)
+            model.condition_provider.float()
         scale = float(size.get("text_head_scale", 4.0))
         model.text_linear.weight[0] *= scale
         model.text_linear.weight[3] *= scale
@@ -189,6 +192,8 @@ def main() -> None:
                 b.normal_(0.0, 1.0)
             elif name.endswith("_initialized"):
                 b.fill_(1.0)
+        # the last conv small enough that the waveform stays within [-1, 1] (a 16-bit WAV holds it)
+        mimi.decoder.model[-1].conv.conv.weight.mul_(0.3)
     save_file(stacked(dict(mimi.state_dict()), {}), str(out / config["mimi_name"]))
 
     voices = out / "voices"

@@ -59,6 +59,7 @@ DTYPES = {
 }
 MAX_SPEAKERS = 5  # moshi TTSModel.max_speakers: the cross-attention source holds 5 voice slots
 DEFAULT_CFG = 2.0  # delayed-streams-modeling tts_pytorch.py's cfg_coef
+DEFAULT_STREAM_FRAMES = 1500  # a streaming text's frame cap (2 minutes) unless the request sets max_frames
 
 
 class TextFeed:
@@ -183,15 +184,27 @@ class KyutaiProgram(ModelProgram):
         p = request.sampling
         temp = self.cfg.temp if p.temperature is None else float(p.temperature)
         opts = self.options_of(request)
-        steps = MAX_STEPS if request.max_frames is None else request.max_frames + self.lead_steps
         data = PreparedKyutai(text=request.text or "", feed=feed, voice=self._voice(request),
                               cfg_index=self._cfg_index(request), options=opts, greedy=p.greedy or temp == 0,
                               temperature=temp, seed=request.seed)
-        frames = steps - self.lead_steps
+        frames = request.max_frames if request.max_frames is not None else self._frame_bound(data)
         if frames < 1:
             raise InputError(f"max_frames must be >= 1, got {request.max_frames}")
         return Prompt(length=1, data=data, max_frames=frames, fixed_frames=request.fixed_frames,
                       lead_steps=self.lead_steps)
+
+    def _frame_bound(self, data: PreparedKyutai) -> int:
+        """The most frames a complete text can take (its KV reservation): the machine spends at most
+        initial_padding steps before the first word and, per word, its tokens, its forced padding and
+        max_padding pads (then a new word is forced); then the audio delay and final_padding. A streaming
+        text's length is unknown: DEFAULT_STREAM_FRAMES unless the request sets max_frames."""
+        if data.feed is not None:
+            return DEFAULT_STREAM_FRAMES
+        o = data.options
+        entries = script_entries(self.tok.encode, data.text, self.cfg.mimi.frame_rate, o["padding_between"])
+        steps = o["initial_padding"] + sum(len(e.tokens) + e.padding + o["max_padding"] + 1 for e in entries)
+        steps += self.cfg.audio_delay_steps + o["final_padding"] + 2
+        return min(steps, MAX_STEPS) - self.lead_steps + max(self.cfg.delays)
 
     @property
     def lead_steps(self) -> int:
