@@ -36,6 +36,7 @@ import argparse
 from collections.abc import Mapping
 from typing import Any
 
+from ..csm.sim import CODEC_KERNELS, codec_frame_cost  # the same released Mimi decoder
 from ..registry import sim_sizes
 from ..sim_calibration import Calibration, Simulator
 from ..sim_priors import (
@@ -56,9 +57,6 @@ CTX_POSITIONS = 60
 CROSS_POSITIONS = 625  # 5 voice slots x 125 (moshi TTSModel.max_speakers)
 SAMPLING_KERNELS = 2
 FRAMES_REF = 10
-CODEC_KERNELS = (
-    8 * KERNELS_PER_LAYER + 40
-)  # the transformer, then RVQ, upsample, SEANet convs, gather/scatter
 SETTINGS = ("pessimistic", "optimistic")
 
 
@@ -100,27 +98,6 @@ def kernels_per_step() -> int:
     m, d = sizes()["main"], sizes()["depth"]
     depth = d["passes"] * (d["layers"] * KERNELS_PER_LAYER + KERNELS_PER_MODEL + SAMPLING_KERNELS)
     return m["layers"] * (KERNELS_PER_LAYER + 4) + KERNELS_PER_MODEL + SAMPLING_KERNELS + depth
-
-
-def codec_frame_cost() -> tuple[float, float]:
-    """(FLOPs, activation bytes) to decode one 12.5 Hz frame with Mimi's decoder."""
-    c = sizes()["codec"]
-    h = c["hidden"]
-    flops = 2.0 * 256 * h  # the codebook sum's 256 -> 512 output projection
-    flops += 2.0 * h * 4 * 2  # the depthwise upsample (kernel 4), 2 positions
-    flops += 2 * c["layers"] * 2.0 * (4 * h * h + 2 * h * c["mlp"] + c["window"] * h * 2)  # 2 positions
-    ch, positions = c["filters"] * 2 ** len(c["rates"]), 2
-    flops += 2.0 * h * ch * 7 * positions
-    act = 0.0
-    for r in c["rates"]:
-        out = ch // 2
-        flops += 2.0 * ch * out * 2 * r * positions
-        positions *= r
-        flops += 2.0 * (out * (out // 2) * 3 + (out // 2) * out) * positions
-        act += 4 * out * positions * BYTES_BF16
-        ch = out
-    flops += 2.0 * ch * 3 * positions
-    return flops, act
 
 
 def arithmetic_row_ms(gpu_name: str) -> float:
