@@ -138,3 +138,73 @@ def test_alone_equals_among_seven_others(ckpt):
     assert got.shape == alone.shape and len(alone) > 20 * 1920
     assert np.abs(alone).max() > 0.05 and np.abs(got - alone).max() <= 1e-4
     assert sched.kv.free == 120 and sched.slots.free == 3
+
+
+def _rows(prog, prompts, page: int = 8):
+    from voxcli.models.base import Row
+
+    need = [-(-prog.kv_tokens(p) // page) for p in prompts]
+    prog.init_kv(sum(need), page)
+    rows, start = [], 0
+    for i, (p, n) in enumerate(zip(prompts, need, strict=True)):
+        rows.append(Row(request_id=i, prompt=p, pages=list(range(start, start + n))))
+        start += n
+    return rows
+
+
+def _drive(prog, rows, before_step=None, max_steps: int = 400) -> list[np.ndarray]:
+    """All rows stepped together (prefill, then decode) until each is done; `before_step(step)` runs before
+    every step (the test's clock: it feeds words). Returns each row's frames."""
+    frames: list[list[np.ndarray]] = [[] for _ in rows]
+    live = list(range(len(rows)))
+    for step in range(max_steps):
+        if before_step is not None:
+            before_step(step)
+        batch = [rows[i] for i in live]
+        outs = prog.prefill(batch) if step == 0 else prog.decode(batch)
+        for i, o in zip(list(live), outs, strict=True):
+            if o.frame is not None:
+                frames[i].append(o.frame)
+            if o.done:
+                live.remove(i)
+        if not live:
+            return [np.stack(f) for f in frames]
+    raise AssertionError("the rows did not end")
+
+
+def test_streaming_text_feeds_words_as_they_arrive_without_stalling_the_batch(ckpt):
+    from voxcli.models.kyutai_tts.program import KyutaiProgram, TextFeed
+
+    prog = KyutaiProgram.load(str(ckpt))
+    other = SynthesisRequest(text="Go on then.", voice="tiny-other.wav", sampling=SamplingParams(greedy=True))
+    alone = _drive(prog, _rows(prog, [prog.prepare(other)]))[0]
+    plain = _drive(prog, _rows(prog, [prog.prepare(TARGET)]))[0]
+
+    # all words there before the first step, the text closed: exactly the plain request
+    feed = TextFeed()
+    feed.add(TEXT)
+    feed.close()
+    whole = _drive(prog, _rows(prog, [prog.prepare(TARGET, feed=feed)]))[0]
+    np.testing.assert_array_equal(whole, plain)
+
+    # words arriving one every 20 steps (the test's clock), beside a plain request in the same batch
+    words = TEXT.split()
+    feed = TextFeed()
+    req = SynthesisRequest(text="", voice=VOICE, sampling=SamplingParams(greedy=True), max_frames=200)
+    rows = _rows(prog, [prog.prepare(req, feed=feed), prog.prepare(other)])
+    waited: list[int] = []
+
+    def arrive(step: int) -> None:
+        if step % 20 == 0 and step // 20 < len(words):
+            feed.add(words[step // 20])
+            if step // 20 == len(words) - 1:
+                feed.close()
+        st = rows[0].state
+        if st is not None and st.machine.waiting:
+            waited.append(step)
+
+    streamed, beside = _drive(prog, rows, arrive)
+    assert waited, "the machine never had to wait for a word: the feed was not slow enough to test"
+    assert [w for w, _ in rows[0].state.machine.transcript] == words  # every word spoken, in order
+    assert len(streamed) > 0
+    np.testing.assert_array_equal(beside, alone)  # the waiting row did not disturb its neighbour
