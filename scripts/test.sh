@@ -14,6 +14,7 @@ bash scripts/setup.sh test
 #   .oracle-orpheus-venv  transformers 5.24 + snac 1.2.1 (Orpheus 3B, SNAC 24 kHz)
 #   .oracle-zonos-venv    what upstream Zonos (../shared/oracle/zonos) needs: transformers 5.23, phonemizer
 #   .oracle-csm-venv      transformers 5.24 (CSM-1B: CsmForConditionalGeneration, MimiModel)
+#   .oracle-kyutai-venv   moshi 0.2.13 (Kyutai TTS: moshi.models.tts.TTSModel, moshi's Mimi)
 oracle() {  # ENV_VAR VENV_DIR SETUP_SCRIPT
   if [ -z "${!1:-}" ]; then
     bash "scripts/$3" "$2"
@@ -27,6 +28,7 @@ oracle VOX_COSYVOICE_ORACLE_PYTHON .oracle-cosyvoice-venv setup_oracle_cosyvoice
 oracle VOX_ORPHEUS_ORACLE_PYTHON .oracle-orpheus-venv setup_oracle_orpheus.sh
 oracle VOX_ZONOS_ORACLE_PYTHON .oracle-zonos-venv setup_oracle_zonos.sh
 oracle VOX_CSM_ORACLE_PYTHON .oracle-csm-venv setup_oracle_csm.sh
+oracle VOX_KYUTAI_ORACLE_PYTHON .oracle-kyutai-venv setup_oracle_kyutai.sh
 # Here the parity tests must run: a missing oracle is a failure, not a skip.
 export VOX_REQUIRE_ORACLE="${VOX_REQUIRE_ORACLE:-1}"
 .venv/bin/ruff check .

@@ -155,6 +155,7 @@ def load_codec(
     device: str | torch.device,
     dtype: torch.dtype,
     num_codebooks: int | None = None,
+    after=None,
 ) -> MimiCodec:
     """A `MimiCodec` filled from a checkpoint's tensor table through `layout` (layouts.py), strictly (every
     parameter present with its shape, NaN/inf refused), each tensor read straight into its parameter."""
@@ -163,4 +164,6 @@ def load_codec(
     with torch.device("meta"):
         codec = MimiCodec(cfg, num_codebooks)
     fill_module(codec, layout(table), where, device, dtype, check_finite=True)
+    if after is not None:  # a layout's fix-up of the loaded weights (layouts.deinterleave_rope)
+        after(codec)
     return codec.eval()

@@ -1,0 +1,93 @@
+"""Kyutai TTS (delayed streams modeling, kyutai/tts-1.6b-en_fr through moshi 0.2.13) as a registered family
+(see models/registry.py). Imports nothing heavy: the program, the builders and Mimi load when first used."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from ..registry import Family, HubModel, SimModel, SimSpec, Tiny
+from .options import OPTIONS
+from .spec import DEFAULT_CHUNKS
+
+
+def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
+    from .program import KyutaiProgram
+
+    return KyutaiProgram.load(path, device=device, dtype=dtype)
+
+
+def describe(path: str) -> Any:
+    from ..locate import read_json
+    from .config import parse_config
+    from .spec import model_spec
+
+    root = Path(path)
+    return model_spec(parse_config(read_json(root / "config.json"), root), root, root.name)
+
+
+def build_tiny(out: Path, size: str = "tiny", seed: int | None = None, **options: Any) -> Path:
+    from .tiny import SEED
+    from .tiny import build_tiny as build
+
+    return build(Path(out), size=size, seed=SEED if seed is None else seed)
+
+
+def tiny_sizes() -> tuple[str, ...]:
+    from .tiny import SIZES
+
+    return tuple(SIZES)
+
+
+def calibration() -> Any:
+    from .sim import CALIBRATION
+
+    return CALIBRATION
+
+
+def reference() -> ModuleType:
+    from . import reference as module
+
+    return module
+
+
+# kyutai/tts-1.6b-en_fr's published dimensions (config.json): the main transformer (16 layers, 2048 wide, 16
+# heads of 128, hidden_scale 4.125 -> SiLU-gated MLP of 5632, text vocabulary 8000, a cross-attention per
+# layer), the depformer (4 layers, 1024 wide, 16 heads, feed-forward 3072 -> gated 2048, 32 passes over 11
+# weight sets, codebook heads of 2048), and Mimi's decoder (as CSM's), as sim.py reads them.
+KYUTAI_TTS_1_6B = {
+    "main": dict(hidden=2048, layers=16, heads=16, head_dim=128, mlp=5632, text_vocab=8000),
+    "depth": dict(hidden=1024, layers=4, heads=16, mlp=2048, vocab=2048, passes=32, main_hidden=2048),
+    "codec": dict(hidden=512, layers=8, mlp=2048, filters=64, rates=(8, 6, 5, 4), codebooks=32, window=250),
+}
+
+FAMILY = Family(
+    options=OPTIONS,
+    name="Kyutai TTS",
+    model_types=("tts",),
+    load=load,
+    describe=describe,
+    hub_models=(
+        HubModel(
+            "kyutai/tts-1.6b-en_fr",
+            "Kyutai TTS 1.6B (en, fr): delayed streams, text read word by word as it arrives; voices from "
+            "kyutai/tts-voices (--voice NAME or a voice file); Mimi codec bundled",
+            "kyutai-tts-1.6b",
+        ),
+    ),
+    tiny=(Tiny("kyutai_tts", build_tiny, tiny_sizes),),
+    reference=reference,
+    calibration=calibration,
+    # 24 kHz PCM, 1920 samples (80 ms) per frame, 32 codebooks; Mimi is causal. The first frame comes after
+    # the audio delay (16 steps) plus the acoustic codebooks' delay (2).
+    sim=SimSpec(
+        sample_rate=24000,
+        frame_rate=12.5,
+        samples_per_frame=1920,
+        codebooks=32,
+        chunk=DEFAULT_CHUNKS,
+        lead_steps=18,
+        models=(SimModel("kyutai-tts-1.6b", KYUTAI_TTS_1_6B, gpu_profile="{gpu}-kyutai-tts-1.6b"),),
+    ),
+)

@@ -1,0 +1,30 @@
+"""What a Kyutai TTS checkpoint offers, from its files alone (no torch: `vox voices` reads config.json and
+the voice folders; the program uses the same function)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..base import ChunkSchedule, ModelSpec
+from .config import KyutaiConfig
+from .voices import list_voices
+
+# Mimi is causal: a 1-frame first chunk gives the earliest audio, then growing chunks.
+DEFAULT_CHUNKS = ChunkSchedule(first=1, ramp=(2, 4, 8), steady=10)
+MAX_STEPS = 30000  # moshi TTSModel.max_gen_length
+
+
+def model_spec(cfg: KyutaiConfig, root: Path, name: str) -> ModelSpec:
+    m = cfg.mimi
+    return ModelSpec(
+        name=name,
+        sample_rate=m.sampling_rate,
+        frame_rate=m.frame_rate,
+        samples_per_frame=m.samples_per_frame,
+        codebooks=cfg.n_q,
+        chunk=DEFAULT_CHUNKS,
+        max_context=MAX_STEPS,
+        voices=list_voices(root, cfg.voice_suffix),
+        languages=("en", "fr"),
+        modes=("tts", "text_stream"),
+    )
