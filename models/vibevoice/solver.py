@@ -82,7 +82,7 @@ class SolverPlan:
             raise CheckpointError(f"num_diffusion_steps must be >= 1, got {steps}")
         alphas_cumprod = torch.cumprod(1.0 - _cosine_betas(n), dim=0)
         timesteps = np.linspace(0, n - 1, steps + 1).round()[::-1][:-1].copy().astype(np.int64)
-        table = np.array(((1 - alphas_cumprod) / alphas_cumprod) ** 0.5)
+        table = (((1 - alphas_cumprod) / alphas_cumprod) ** 0.5).numpy()  # what np.array(tensor) gives
         sigmas = np.interp(timesteps, np.arange(0, len(table)), table)
         sigmas = np.concatenate([sigmas, [0]]).astype(np.float32)
         sig = torch.from_numpy(sigmas)
