@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 # The families, by package name under models/ (each has a family.py defining FAMILY).
 FAMILY_PACKAGES: tuple[str, ...] = (
     "qwen3_tts", "dia", "higgs_audio", "speechlm", "cosyvoice3", "orpheus", "cosyvoice2", "zonos",
-    "csm", "kyutai_tts",
+    "csm", "kyutai_tts", "vibevoice",
 )
 
 

@@ -29,6 +29,8 @@ oracle VOX_ORPHEUS_ORACLE_PYTHON .oracle-orpheus-venv setup_oracle_orpheus.sh
 oracle VOX_ZONOS_ORACLE_PYTHON .oracle-zonos-venv setup_oracle_zonos.sh
 oracle VOX_CSM_ORACLE_PYTHON .oracle-csm-venv setup_oracle_csm.sh
 oracle VOX_KYUTAI_ORACLE_PYTHON .oracle-kyutai-venv setup_oracle_kyutai.sh
+# .oracle-vibevoice-venv: transformers 5.24 + diffusers 0.42.1 (VibeVoice, DPMSolverMultistepScheduler)
+oracle VOX_VIBEVOICE_ORACLE_PYTHON .oracle-vibevoice-venv setup_oracle_vibevoice.sh
 # Here the parity tests must run: a missing oracle is a failure, not a skip.
 export VOX_REQUIRE_ORACLE="${VOX_REQUIRE_ORACLE:-1}"
 .venv/bin/ruff check .

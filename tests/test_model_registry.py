@@ -190,7 +190,7 @@ def test_each_family_registers_its_calibration_and_random_weight_builders():
         assert family.tiny and all(t.sizes()[0] == "tiny" for t in family.tiny), package
     assert {t.name for t in registry.tinies()} == {"qwen3_tts", "dia", "higgs", "higgs-v3", "cosyvoice3",
                                                    "speechlm", "orpheus", "cosyvoice2", "zonos", "csm",
-                                                   "kyutai_tts"}
+                                                   "kyutai_tts", "vibevoice"}
     assert registry.find_tiny("qwen3_tts").sizes() == ("tiny", "cpu-bench", "0.6b", "1.7b")
     assert registry.find_tiny("nope") is None
 
