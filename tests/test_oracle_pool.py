@@ -46,7 +46,8 @@ def test_a_forked_run_equals_a_fresh_interpreter(script, tmp_path):
     env = dict(os.environ, VOX_POOL_PROBE="one")
     for args in (["a", "0"], ["b", "3"]):  # the second run reuses the worker and sees no leftover
         fresh, forked = _both(script, args, env, str(tmp_path))
-        assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
+        assert forked.returncode == fresh.returncode
+        assert (forked.stdout, forked.stderr) == (fresh.stdout, fresh.stderr)
         assert '"before": null' in forked.stdout and forked.returncode == int(args[1])
         assert "raw fd 1" in forked.stdout and forked.stderr == "to stderr\n"
     assert len([k for k in pool._workers if k[0] == sys.executable and k[1] == ("json",)]) == 1
