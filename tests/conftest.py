@@ -64,10 +64,11 @@ def audio_root(tmp_path_factory) -> Path:
     return r
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def cosyvoice_ckpt(tmp_path_factory):
     """A tiny CosyVoice 3 checkpoint whose spk2info holds a second speaker (another prompt length and pad);
-    built once per module that asks (the codec tests, the role-binding tests)."""
+    built once per session for every module that asks (the codec, role-binding and preflight tests: they
+    only read it, and copy it before changing anything)."""
     from voxcli.models.cosyvoice3.tiny import SPEAKER, build_tiny, speaker_entry
 
     d = build_tiny(tmp_path_factory.mktemp("cosy") / "ckpt")

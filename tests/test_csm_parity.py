@@ -56,7 +56,7 @@ def oracle(tmp_path_factory):
         },
     ]
     (d / "cases.json").write_text(json.dumps(cases))
-    py = oracle_python("VOX_CSM_ORACLE_PYTHON", ".oracle-csm-venv", "scripts/setup_oracle_csm.sh")
+    py = oracle_python("VOX_CSM_ORACLE_PYTHON", ".oracle-tf524-venv", "scripts/setup_oracle_tf524.sh")
     run_oracle("run_csm.py", str(ckpt), str(d / "cases.json"), str(d / "out.pt"), python=py)
     return ckpt, torch.load(d / "out.pt", weights_only=False), d
 

@@ -34,14 +34,15 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..cosyvoice3 import sim as cv3
 from ..registry import sim_sizes
 from ..sim_calibration import Calibration, Simulator
-from ..sim_priors import BW_EFF, BYTES_BF16, FLOP_EFF, GPUS, LAUNCH_US, ROW_INEFFICIENCY
+from ..sim_priors import FLOP_EFF, GPUS, LAUNCH_US
 from ..sim_profile import render_profile, stage_profile
 
 MODEL = "cosyvoice2-0.5b"
-CTX_POSITIONS = 150 + 125  # prompt (~75 prompt-text + text ids, ~75 prompt speech tokens) + half of 10 s
-PROMPT_POSITIONS = 150
+# The LM side (context and prompt positions, the decode step's and prefill's terms) is CosyVoice 3's
+# arithmetic on this model's sizes: models/cosyvoice3/sim.py's lm_terms.
 HISTORY_FRAMES = 250  # average cached mel frames a chunk's queries attend to (half of a 10 s utterance)
 FRAMES_REF = 100  # tokens per chunk the codec rows are quoted for (upstream's steady hop)
 SETTINGS = ("pessimistic", "optimistic")
@@ -54,15 +55,7 @@ def sizes() -> dict:
 
 
 def lm_params() -> int:
-    m = sizes()["lm"]
-    h, hd = m["hidden"], m["head_dim"]
-    per_layer = 2 * h * m["heads"] * hd + 2 * h * m["kv_heads"] * hd + 3 * h * m["mlp"]
-    return m["layers"] * per_layer + h * m["vocab"]
-
-
-def lm_row_bytes() -> float:
-    m = sizes()["lm"]
-    return CTX_POSITIONS * m["layers"] * 2 * m["kv_heads"] * m["head_dim"] * BYTES_BF16
+    return cv3.lm_params(MODEL)
 
 
 def encoder_token_flops() -> float:
@@ -86,21 +79,13 @@ def unet_token_flops() -> float:
 
 
 def hift_frame_flops() -> float:
-    from ..cosyvoice3.sim import hift_frame_flops as cv3_hift
-
-    return cv3_hift()  # CosyVoice 2's HiFT has CosyVoice 3's dimensions (base 512, rates 8/5/3)
-
-
-def kernels_per_step() -> int:
-    return sizes()["lm"]["layers"] * 7 + 3 + 6
+    return cv3.hift_frame_flops()  # CosyVoice 2's HiFT has CosyVoice 3's dimensions (base 512, rates 8/5/3)
 
 
 def carried_flow_eff(root: Path | None = None) -> float:
     """CosyVoice 3's fitted DiT efficiency, read from its shipped H100 profile's header."""
-    from ..cosyvoice3.sim import shipped_dit_eff
-
     base = root or Path(__file__).resolve().parents[2]
-    return shipped_dit_eff((base / COSYVOICE3_PROFILE).read_text(encoding="utf-8"))
+    return cv3.shipped_dit_eff((base / COSYVOICE3_PROFILE).read_text(encoding="utf-8"))
 
 
 def terms(gpu_name: str, setting: str, flow_eff: float | None = None) -> dict[str, float]:
@@ -108,21 +93,14 @@ def terms(gpu_name: str, setting: str, flow_eff: float | None = None) -> dict[st
         raise ValueError(f"setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
     if setting == "pessimistic" and not (flow_eff and 0 < flow_eff <= 1):
         raise ValueError(f"the pessimistic setting needs its flow efficiency in (0, 1], got {flow_eff!r}")
-    gpu = GPUS[gpu_name]
-    bw, fl = gpu.bandwidth * BW_EFF, gpu.flops * FLOP_EFF
+    fl = GPUS[gpu_name].flops * FLOP_EFF
     pess = setting == "pessimistic"
-    arith_row = (lm_row_bytes() / bw + 2 * lm_params() / fl) * 1e3
-    floor = lm_params() * BYTES_BF16 / bw * 1e3 + kernels_per_step() * LAUNCH_US / 1e3
     u = sizes()["unet"]
     eff, hift_eff = (float(flow_eff), HIFT_EFF_PESSIMISTIC) if pess else (1.0, 1.0)  # type: ignore[arg-type]
     flow = encoder_token_flops() + unet_token_flops()
     token_ms = (flow / (fl * eff) + 2 * hift_frame_flops() / (fl * hift_eff)) * 1e3
     return {
-        "floor_ms": floor,
-        "row_ms": arith_row * (ROW_INEFFICIENCY if pess else 1.0),
-        "arith_row_ms": arith_row,
-        "prefill_ms": floor + 2 * lm_params() * PROMPT_POSITIONS / fl * 1e3,
-        "prefill_token_ms": 2 * lm_params() / fl * 1e3,
+        **cv3.lm_terms(MODEL, gpu_name, pess),
         "codec_c0_ms": (u["levels"] * u["blocks"] * u["steps"] * 8 + 200) * LAUNCH_US / 1e3,
         "codec_token_ms": token_ms,
         "flow_eff": eff,

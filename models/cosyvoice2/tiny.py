@@ -1,6 +1,6 @@
 """Deterministic random-weight CosyVoice 2 checkpoints in the released layout (CosyVoice2-0.5B's), written
-without upstream code (CosyVoice 3's builder supplies the tokenizer, the Qwen2 folder, the randomiser and
-the speaker format):
+without upstream code by CosyVoice 3's builder (models/cosyvoice3/tiny.py: its yaml template, tokenizer, Qwen2
+folder, randomiser and speaker format), given what CosyVoice 2 has of its own:
 
     OUT/cosyvoice2.yaml            upstream's HyperPyYAML structure (Qwen2LM, CausalMaskedDiffWithXvec with
                                    UpsampleConformerEncoder + CausalConditionalDecoder, HiFTGenerator)
@@ -13,17 +13,13 @@ Upstream's CosyVoice2 class loads it strictly (tests/test_cosyvoice2_parity.py).
 
 from __future__ import annotations
 
-import json
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import save_file
 
-from ..cosyvoice3.tiny import _qwen_config, _randomize, hift_state, speaker_entry, tiny_tokenizer
-from .config import QWEN_DIR, YAML, parse_config
+from ..cosyvoice3.tiny import Generation, YamlVariant, write_checkpoint
+from .config import YAML, parse_config
 from .flow import FlowWeights
 from .hift import HiFTWeights
 from .lm import CosyVoice2LMWeights
@@ -52,38 +48,7 @@ SIZES: dict[str, dict[str, Any]] = {
     ),
 }
 
-YAML_TEMPLATE = """\
-# voxcli random CosyVoice 2 ({size}): upstream's structure (examples/libritts/cosyvoice2/conf/cosyvoice2.yaml)
-__set_seed1: !apply:random.seed [1986]
-__set_seed2: !apply:numpy.random.seed [1986]
-__set_seed3: !apply:torch.manual_seed [1986]
-__set_seed4: !apply:torch.cuda.manual_seed_all [1986]
-
-sample_rate: 24000
-llm_input_size: {hidden}
-llm_output_size: {hidden}
-spk_embed_dim: 192
-qwen_pretrain_path: ''
-token_frame_rate: 25
-token_mel_ratio: 2
-chunk_size: 25
-num_decoding_left_chunks: -1
-
-llm: !new:cosyvoice.llm.llm.Qwen2LM
-    llm_input_size: !ref <llm_input_size>
-    llm_output_size: !ref <llm_output_size>
-    speech_token_size: 6561
-    length_normalized_loss: True
-    lsm_weight: 0
-    mix_ratio: [5, 15]
-    llm: !new:cosyvoice.llm.llm.Qwen2Encoder
-        pretrain_path: !ref <qwen_pretrain_path>
-    sampling: !name:cosyvoice.utils.common.ras_sampling
-        top_p: 0.8
-        top_k: 25
-        win_size: 10
-        tau_r: 0.1
-
+FLOW = """\
 flow: !new:cosyvoice.flow.flow.CausalMaskedDiffWithXvec
     input_size: {d}
     output_size: 80
@@ -135,44 +100,36 @@ flow: !new:cosyvoice.flow.flow.CausalMaskedDiffWithXvec
             static_chunk_size: !ref <chunk_size> * <token_mel_ratio>
             num_decoding_left_chunks: !ref <num_decoding_left_chunks>
 
-hift: !new:cosyvoice.hifigan.generator.HiFTGenerator
-    in_channels: 80
-    base_channels: {base_channels}
-    nb_harmonics: 8
-    sampling_rate: !ref <sample_rate>
-    nsf_alpha: 0.1
-    nsf_sigma: 0.003
-    nsf_voiced_threshold: 10
-    upsample_rates: [8, 5, 3]
-    upsample_kernel_sizes: [16, 11, 7]
-    istft_params:
-        n_fft: 16
-        hop_len: 4
-    resblock_kernel_sizes: [3, 7, 11]
-    resblock_dilation_sizes: [[1, 3, 5], [1, 3, 5], [1, 3, 5]]
-    source_resblock_kernel_sizes: [7, 7, 11]
-    source_resblock_dilation_sizes: [[1, 3, 5], [1, 3, 5], [1, 3, 5]]
-    lrelu_slope: 0.1
-    audio_limit: 0.99
-    f0_predictor: !new:cosyvoice.hifigan.f0_predictor.ConvRNNF0Predictor
-        num_class: 1
-        in_channels: 80
-        cond_channels: {f0_cond_channels}
-
-get_tokenizer: !name:cosyvoice.tokenizer.tokenizer.get_qwen_tokenizer
-    token_path: !ref <qwen_pretrain_path>
-    skip_special_tokens: True
-allowed_special: 'all'
-feat_extractor: !name:matcha.utils.audio.mel_spectrogram
-    n_fft: 1920
-    num_mels: 80
-    sampling_rate: !ref <sample_rate>
-    hop_size: 480
-    win_size: 1920
-    fmin: 0
-    fmax: 8000
-    center: False
 """
+
+
+def _flow_scale(fsd: dict[str, torch.Tensor]) -> None:
+    """Convolutions at a He-like scale, so the random UNet's output is not ~0."""
+    for k in list(fsd):
+        if fsd[k].ndim == 3:
+            fsd[k] = fsd[k] / 0.02 * (1.0 / (fsd[k].shape[1] * fsd[k].shape[2])) ** 0.5
+
+
+COSYVOICE2 = Generation(YAML, parse_config, CosyVoice2LMWeights, FlowWeights, HiFTWeights,
+                        speaker_prompt="This is my voice.", flow_scale=_flow_scale)
+
+
+def cosyvoice2_yaml(size: str, s: dict[str, Any]) -> str:
+    """CosyVoice 3's yaml with CosyVoice 2's own parts: Qwen2LM, the conformer encoder + UNet flow, the
+    non-causal HiFT and F0 predictor, the tokenizer's default version, fmax 8000."""
+    e, d = s["enc"], s["dec"]
+    return YamlVariant(
+        title=f"random CosyVoice 2 ({size}): upstream's structure "
+              "(examples/libritts/cosyvoice2/conf/cosyvoice2.yaml)",
+        llm_class="Qwen2LM",
+        flow=FLOW.format(d=e["d"], heads=e["heads"], units=e["units"], blocks=e["blocks"], ch=d["ch"],
+                         head_dim=d["head_dim"], n_blocks=d["n_blocks"], mid=d["mid"], dheads=d["heads"]),
+        hift_class="HiFTGenerator",
+        hift_extra="",
+        f0_class="ConvRNNF0Predictor",
+        tokenizer_extra="",
+        fmax="8000",
+    ).render(s["qwen"]["hidden_size"], **s["hift"])
 
 
 def build_tiny(
@@ -183,46 +140,7 @@ def build_tiny(
     if size not in SIZES:
         raise ValueError(f"size must be one of {', '.join(SIZES)}, got {size!r}")
     s = SIZES[size]
-    out = Path(out)
-    gen = torch.Generator().manual_seed(seed)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".cosy2-build-", dir=out.parent))
-    try:
-        e, d = s["enc"], s["dec"]
-        (tmp / YAML).write_text(YAML_TEMPLATE.format(
-            size=size, hidden=s["qwen"]["hidden_size"], d=e["d"], heads=e["heads"], units=e["units"],
-            blocks=e["blocks"], ch=d["ch"], head_dim=d["head_dim"], n_blocks=d["n_blocks"], mid=d["mid"],
-            dheads=d["heads"], **s["hift"]))
-        qd = tmp / QWEN_DIR
-        qd.mkdir()
-        (qd / "config.json").write_text(json.dumps(_qwen_config(s["qwen"]), indent=2))
-        tiny_tokenizer().save(qd)
-        save_file({"model.norm.weight": torch.ones(s["qwen"]["hidden_size"])}, str(qd / "model.safetensors"),
-                  metadata={"format": "pt"})
-        cfg = parse_config(tmp)
-        with torch.device("meta"):
-            lm, flow = CosyVoice2LMWeights(cfg.lm), FlowWeights(cfg.flow)
-        lsd = _randomize(lm, gen)
-        lsd["llm.model.lm_head.weight"] = lsd["llm.model.model.embed_tokens.weight"]  # tied, as Qwen2-0.5B
-        torch.save(lsd, tmp / "llm.pt")
-        fsd = _randomize(flow, gen)
-        fsd["input_embedding.weight"] = torch.randn(fsd["input_embedding.weight"].shape, generator=gen)
-        for k in list(fsd):  # convolutions at a He-like scale, so the random UNet's output is not ~0
-            if fsd[k].ndim == 3:
-                fsd[k] = fsd[k] / 0.02 * (1.0 / (fsd[k].shape[1] * fsd[k].shape[2])) ** 0.5
-        torch.save(fsd, tmp / "flow.pt")
-        torch.save(hift_state(cfg, gen, HiFTWeights), tmp / "hift.pt")
-        spk = speaker_entry(tmp, s["prompt_tokens"], gen, prompt="This is my voice.")
-        torch.save({SPEAKER: spk}, tmp / "spk2info.pt")
-        if eos_at is not None:
-            from ..cosyvoice3.calibrate import calibrate_eos
-            from .program import CosyVoice2Program
+    from .program import CosyVoice2Program  # what calibrate_eos loads the folder with (eos_at)
 
-            calibrate_eos(tmp, *eos_at, program_cls=CosyVoice2Program)
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
-
+    yaml_text = cosyvoice2_yaml(size, s)
+    return write_checkpoint(Path(out), COSYVOICE2, yaml_text, s, seed, eos_at, CosyVoice2Program)

@@ -66,20 +66,42 @@ PUBLISHED = {"full": (30.0, 28.0)}  # the paper's capacities at 90 / 99% (req/s)
 HIFT_EFF_PESSIMISTIC = 0.25
 
 
-def sizes() -> dict:
-    return sim_sizes(MODEL)
+def sizes(model: str = MODEL) -> dict:
+    return sim_sizes(model)
 
 
-def lm_params() -> int:
-    m = sizes()["lm"]
+# The LM side (a Qwen2-0.5B decode step and the prompt's prefill) is the same arithmetic for CosyVoice 2
+# (models/cosyvoice2/sim.py), whose sizes differ only in the speech head's rows: `model` picks the sizes.
+def lm_params(model: str = MODEL) -> int:
+    m = sizes(model)["lm"]
     h, hd = m["hidden"], m["head_dim"]
     per_layer = 2 * h * m["heads"] * hd + 2 * h * m["kv_heads"] * hd + 3 * h * m["mlp"]
     return m["layers"] * per_layer + h * m["vocab"]
 
 
-def lm_row_bytes() -> float:
-    m = sizes()["lm"]
+def lm_row_bytes(model: str = MODEL) -> float:
+    m = sizes(model)["lm"]
     return CTX_POSITIONS * m["layers"] * 2 * m["kv_heads"] * m["head_dim"] * BYTES_BF16
+
+
+def kernels_per_step(model: str = MODEL) -> int:
+    return sizes(model)["lm"]["layers"] * 7 + 3 + 6
+
+
+def lm_terms(model: str, gpu_name: str, pessimistic: bool) -> dict[str, float]:
+    """The LM lane's terms of a profile: the decode step's floor and per-row cost, the prefill's."""
+    gpu = GPUS[gpu_name]
+    bw, fl = gpu.bandwidth * BW_EFF, gpu.flops * FLOP_EFF
+    params = lm_params(model)
+    arith_row = (lm_row_bytes(model) / bw + 2 * params / fl) * 1e3
+    floor = params * BYTES_BF16 / bw * 1e3 + kernels_per_step(model) * LAUNCH_US / 1e3
+    return {
+        "floor_ms": floor,
+        "row_ms": arith_row * (ROW_INEFFICIENCY if pessimistic else 1.0),
+        "arith_row_ms": arith_row,
+        "prefill_ms": floor + 2 * params * PROMPT_POSITIONS / fl * 1e3,
+        "prefill_token_ms": 2 * params / fl * 1e3,
+    }
 
 
 def dit_token_flops() -> float:
@@ -113,30 +135,19 @@ def hift_frame_flops() -> float:
     return float(f)
 
 
-def kernels_per_step() -> int:
-    return sizes()["lm"]["layers"] * 7 + 3 + 6
-
-
 def terms(gpu_name: str, setting: str, dit_eff: float | None = None) -> dict[str, float]:
     """The profile's terms; `dit_eff` (the fitted parameter) is what the pessimistic setting needs."""
     if setting not in SETTINGS:
         raise ValueError(f"setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
     if setting == "pessimistic" and not (dit_eff and 0 < dit_eff <= 1):
         raise ValueError(f"the pessimistic setting needs its fitted dit_eff in (0, 1], got {dit_eff!r}")
-    gpu = GPUS[gpu_name]
-    bw, fl = gpu.bandwidth * BW_EFF, gpu.flops * FLOP_EFF
+    fl = GPUS[gpu_name].flops * FLOP_EFF
     pess = setting == "pessimistic"
-    arith_row = (lm_row_bytes() / bw + 2 * lm_params() / fl) * 1e3
-    floor = lm_params() * BYTES_BF16 / bw * 1e3 + kernels_per_step() * LAUNCH_US / 1e3
     d = sizes()["dit"]
     dit_eff, hift_eff = (float(dit_eff), HIFT_EFF_PESSIMISTIC) if pess else (1.0, 1.0)  # type: ignore[arg-type]
     token_ms = (dit_token_flops() / (fl * dit_eff) + 2 * hift_frame_flops() / (fl * hift_eff)) * 1e3
     return {
-        "floor_ms": floor,
-        "row_ms": arith_row * (ROW_INEFFICIENCY if pess else 1.0),
-        "arith_row_ms": arith_row,
-        "prefill_ms": floor + 2 * lm_params() * PROMPT_POSITIONS / fl * 1e3,
-        "prefill_token_ms": 2 * lm_params() / fl * 1e3,
+        **lm_terms(MODEL, gpu_name, pess),
         "codec_c0_ms": (d["depth"] * d["steps"] * 8 + 200) * LAUNCH_US / 1e3,
         "codec_token_ms": token_ms,
         "dit_eff": dit_eff,

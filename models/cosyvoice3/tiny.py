@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +87,7 @@ SIZES: dict[str, dict[str, Any]] = {
 }
 
 YAML_TEMPLATE = """\
-# voxcli tiny random CosyVoice 3 ({size}): upstream's structure, small dimensions
+# voxcli {title}
 __set_seed1: !apply:random.seed [1986]
 __set_seed2: !apply:numpy.random.seed [1986]
 __set_seed3: !apply:torch.manual_seed [1986]
@@ -101,7 +103,7 @@ token_mel_ratio: 2
 chunk_size: 25
 num_decoding_left_chunks: -1
 
-llm: !new:cosyvoice.llm.llm.CosyVoice3LM
+llm: !new:cosyvoice.llm.llm.{llm_class}
     llm_input_size: !ref <llm_input_size>
     llm_output_size: !ref <llm_output_size>
     speech_token_size: 6561
@@ -116,6 +118,46 @@ llm: !new:cosyvoice.llm.llm.CosyVoice3LM
         win_size: 10
         tau_r: 0.1
 
+{flow}hift: !new:cosyvoice.hifigan.generator.{hift_class}
+    in_channels: 80
+    base_channels: {base_channels}
+    nb_harmonics: 8
+    sampling_rate: !ref <sample_rate>
+    nsf_alpha: 0.1
+    nsf_sigma: 0.003
+    nsf_voiced_threshold: 10
+    upsample_rates: [8, 5, 3]
+    upsample_kernel_sizes: [16, 11, 7]
+    istft_params:
+        n_fft: 16
+        hop_len: 4
+    resblock_kernel_sizes: [3, 7, 11]
+    resblock_dilation_sizes: [[1, 3, 5], [1, 3, 5], [1, 3, 5]]
+    source_resblock_kernel_sizes: [7, 7, 11]
+    source_resblock_dilation_sizes: [[1, 3, 5], [1, 3, 5], [1, 3, 5]]
+    lrelu_slope: 0.1
+    audio_limit: 0.99
+{hift_extra}    f0_predictor: !new:cosyvoice.hifigan.f0_predictor.{f0_class}
+        num_class: 1
+        in_channels: 80
+        cond_channels: {f0_cond_channels}
+
+get_tokenizer: !name:cosyvoice.tokenizer.tokenizer.get_qwen_tokenizer
+    token_path: !ref <qwen_pretrain_path>
+    skip_special_tokens: True
+{tokenizer_extra}allowed_special: 'all'
+feat_extractor: !name:matcha.utils.audio.mel_spectrogram
+    n_fft: 1920
+    num_mels: 80
+    sampling_rate: !ref <sample_rate>
+    hop_size: 480
+    win_size: 1920
+    fmin: 0
+    fmax: {fmax}
+    center: False
+"""
+
+COSYVOICE3_FLOW = """\
 flow: !new:cosyvoice.flow.flow.CausalMaskedDiffWithDiT
     input_size: 80
     output_size: 80
@@ -155,46 +197,39 @@ flow: !new:cosyvoice.flow.flow.CausalMaskedDiffWithDiT
             static_chunk_size: !ref <chunk_size> * <token_mel_ratio>
             num_decoding_left_chunks: !ref <num_decoding_left_chunks>
 
-hift: !new:cosyvoice.hifigan.generator.CausalHiFTGenerator
-    in_channels: 80
-    base_channels: {base_channels}
-    nb_harmonics: 8
-    sampling_rate: !ref <sample_rate>
-    nsf_alpha: 0.1
-    nsf_sigma: 0.003
-    nsf_voiced_threshold: 10
-    upsample_rates: [8, 5, 3]
-    upsample_kernel_sizes: [16, 11, 7]
-    istft_params:
-        n_fft: 16
-        hop_len: 4
-    resblock_kernel_sizes: [3, 7, 11]
-    resblock_dilation_sizes: [[1, 3, 5], [1, 3, 5], [1, 3, 5]]
-    source_resblock_kernel_sizes: [7, 7, 11]
-    source_resblock_dilation_sizes: [[1, 3, 5], [1, 3, 5], [1, 3, 5]]
-    lrelu_slope: 0.1
-    audio_limit: 0.99
-    conv_pre_look_right: 4
-    f0_predictor: !new:cosyvoice.hifigan.f0_predictor.CausalConvRNNF0Predictor
-        num_class: 1
-        in_channels: 80
-        cond_channels: {f0_cond_channels}
-
-get_tokenizer: !name:cosyvoice.tokenizer.tokenizer.get_qwen_tokenizer
-    token_path: !ref <qwen_pretrain_path>
-    skip_special_tokens: True
-    version: cosyvoice3
-allowed_special: 'all'
-feat_extractor: !name:matcha.utils.audio.mel_spectrogram
-    n_fft: 1920
-    num_mels: 80
-    sampling_rate: !ref <sample_rate>
-    hop_size: 480
-    win_size: 1920
-    fmin: 0
-    fmax: null
-    center: False
 """
+
+
+@dataclass(frozen=True)
+class YamlVariant:
+    """What one CosyVoice generation's yaml has of its own; the rest of YAML_TEMPLATE is common to both
+    (CosyVoice 2's builder, models/cosyvoice2/tiny.py, passes its own)."""
+
+    title: str  # the first line's comment, after "voxcli "
+    llm_class: str
+    flow: str  # the whole flow section, its dimensions filled in, ending in a blank line
+    hift_class: str
+    hift_extra: str  # lines of the hift section before its f0_predictor
+    f0_class: str
+    tokenizer_extra: str  # lines of get_tokenizer after skip_special_tokens
+    fmax: str
+
+    def render(self, hidden: int, base_channels: int, f0_cond_channels: int) -> str:
+        return YAML_TEMPLATE.format(hidden=hidden, base_channels=base_channels,
+                                    f0_cond_channels=f0_cond_channels, **vars(self))
+
+
+def cosyvoice3_yaml(size: str, s: dict[str, Any]) -> str:
+    return YamlVariant(
+        title=f"tiny random CosyVoice 3 ({size}): upstream's structure, small dimensions",
+        llm_class="CosyVoice3LM",
+        flow=COSYVOICE3_FLOW.format(lookahead=s["lookahead"], **s["dit"]),
+        hift_class="CausalHiFTGenerator",
+        hift_extra="    conv_pre_look_right: 4\n",
+        f0_class="CausalConvRNNF0Predictor",
+        tokenizer_extra="    version: cosyvoice3\n",
+        fmax="null",
+    ).render(s["qwen"]["hidden_size"], **s["hift"])
 
 
 def tiny_tokenizer() -> TextTokenizer:
@@ -296,24 +331,30 @@ def hift_state(cfg, gen: torch.Generator, weights_cls: type = HiFTWeights) -> di
     return sd
 
 
-def build_tiny(
-    out: str | Path, size: str = "tiny", seed: int = SEED, eos_at: tuple[str, int] | None = None
-) -> Path:
-    """Write a checkpoint into `out` (replaced); `eos_at=(text, n)`: make greedy decoding of `text` with
-    the built-in speaker stop after exactly n tokens (see calibrate.py)."""
-    if size not in SIZES:
-        raise ValueError(f"size must be one of {', '.join(SIZES)}, got {size!r}")
-    s = SIZES[size]
-    out = Path(out)
+@dataclass(frozen=True)
+class Generation:
+    """What a CosyVoice generation's checkpoint is written with (CosyVoice 2's builder passes its own)."""
+
+    yaml_name: str
+    parse_config: Callable[[Path], Any]
+    lm_weights: type
+    flow_weights: type
+    hift_weights: type
+    speaker_prompt: str
+    flow_scale: Callable[[dict[str, torch.Tensor]], None] | None = None  # rescales the random flow in place
+
+
+def write_checkpoint(out: Path, gen_kind: Generation, yaml_text: str, s: dict[str, Any], seed: int,
+                     eos_at: tuple[str, int] | None, program_cls: type | None = None) -> Path:
+    """Write a checkpoint into `out` (replaced; built in a temp folder beside it): the yaml, the Qwen2
+    folder, random llm/flow/hift weights and one saved speaker, drawn in that order from `seed`;
+    `eos_at=(text, n)`: greedy decoding of `text` stops after n tokens (calibrate.py, `program_cls` loading
+    the folder)."""
     gen = torch.Generator().manual_seed(seed)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".cosy-build-", dir=out.parent))
     try:
-        (tmp / YAML).write_text(
-            YAML_TEMPLATE.format(
-                size=size, hidden=s["qwen"]["hidden_size"], lookahead=s["lookahead"], **s["dit"], **s["hift"]
-            )
-        )
+        (tmp / gen_kind.yaml_name).write_text(yaml_text)
         qd = tmp / QWEN_DIR
         qd.mkdir()
         (qd / "config.json").write_text(json.dumps(_qwen_config(s["qwen"]), indent=2))
@@ -323,27 +364,44 @@ def build_tiny(
             str(qd / "model.safetensors"),
             metadata={"format": "pt"},
         )
-        cfg = parse_config(tmp)
+        cfg = gen_kind.parse_config(tmp)
         with torch.device("meta"):
-            lm, flow = CosyVoice3LMWeights(cfg.lm), FlowWeights(cfg.flow)
+            lm, flow = gen_kind.lm_weights(cfg.lm), gen_kind.flow_weights(cfg.flow)
         lsd = _randomize(lm, gen)
         lsd["llm.model.lm_head.weight"] = lsd["llm.model.model.embed_tokens.weight"]  # tied, as Qwen2-0.5B
         torch.save(lsd, tmp / "llm.pt")
         fsd = _randomize(flow, gen)
         fsd["input_embedding.weight"] = torch.randn(fsd["input_embedding.weight"].shape, generator=gen)
+        if gen_kind.flow_scale is not None:
+            gen_kind.flow_scale(fsd)
         torch.save(fsd, tmp / "flow.pt")
-        torch.save(hift_state(cfg, gen), tmp / "hift.pt")
-        torch.save({SPEAKER: speaker_entry(tmp, s["prompt_tokens"], gen)}, tmp / "spk2info.pt")
+        torch.save(hift_state(cfg, gen, gen_kind.hift_weights), tmp / "hift.pt")
+        spk = speaker_entry(tmp, s["prompt_tokens"], gen, prompt=gen_kind.speaker_prompt)
+        torch.save({SPEAKER: spk}, tmp / "spk2info.pt")
         if eos_at is not None:
             from .calibrate import calibrate_eos
 
-            calibrate_eos(tmp, *eos_at)
+            calibrate_eos(tmp, *eos_at, program_cls=program_cls)
         if out.exists():
             shutil.rmtree(out)
         tmp.rename(out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+COSYVOICE3 = Generation(YAML, parse_config, CosyVoice3LMWeights, FlowWeights, HiFTWeights, SPEAKER_PROMPT)
+
+
+def build_tiny(
+    out: str | Path, size: str = "tiny", seed: int = SEED, eos_at: tuple[str, int] | None = None
+) -> Path:
+    """Write a checkpoint into `out` (replaced); `eos_at=(text, n)`: make greedy decoding of `text` with
+    the built-in speaker stop after exactly n tokens (see calibrate.py)."""
+    if size not in SIZES:
+        raise ValueError(f"size must be one of {', '.join(SIZES)}, got {size!r}")
+    s = SIZES[size]
+    return write_checkpoint(Path(out), COSYVOICE3, cosyvoice3_yaml(size, s), s, seed, eos_at)
 
 
 def speaker_entry(

@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from .pool import run_script
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "tests" / "oracle" / "run_cosyvoice.py"
 
@@ -71,14 +73,9 @@ def run_cases(ckpt: Path, cases: list[dict], work: Path, timeout: float = 1500,
         TOKENIZERS_PARALLELISM="false",
     )
     env.pop("PYTHONPATH", None)
-    proc = subprocess.run(
-        [py, str(SCRIPT.parent / script), str(ckpt), str(cases_path), str(out)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        cwd=str(SCRIPT.parent),
-    )
+    # cosyvoice_stubs go in before torch, so the fork server imports only what no stub touches
+    proc = run_script(py, SCRIPT.parent / script, [str(ckpt), str(cases_path), str(out)], env,
+                      str(SCRIPT.parent), timeout, preload=("json", "numpy", "torch"))
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout[-4000:])
         pytest.fail(f"CosyVoice oracle failed ({proc.returncode}):\n{proc.stderr[-6000:]}")

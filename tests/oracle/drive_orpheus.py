@@ -1,5 +1,6 @@
-"""Run the Orpheus oracle (transformers 5.24 + snac 1.2.1 in its own venv, scripts/setup_oracle_orpheus.sh)
-as a subprocess: VOX_ORPHEUS_ORACLE_PYTHON, default <repo>/.oracle-orpheus-venv/bin/python. Absent: the tests
+"""Run the Orpheus oracle (transformers 5.24 + snac 1.2.1 in the venv it shares with CSM's,
+scripts/setup_oracle_tf524.sh) as a subprocess: VOX_ORPHEUS_ORACLE_PYTHON, default
+<repo>/.oracle-tf524-venv/bin/python. Absent: the tests
 skip, except under VOX_REQUIRE_ORACLE=1 (CI), where it is a failure."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from oracle.interpreters import oracle_python, run_oracle
 
 def orpheus_oracle_python() -> str:
     return oracle_python(
-        "VOX_ORPHEUS_ORACLE_PYTHON", ".oracle-orpheus-venv", "scripts/setup_oracle_orpheus.sh"
+        "VOX_ORPHEUS_ORACLE_PYTHON", ".oracle-tf524-venv", "scripts/setup_oracle_tf524.sh"
     )
 
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from .pool import run_script
+
 REPO = Path(__file__).resolve().parents[2]
 ORACLE_DIR = Path(__file__).resolve().parent
 
@@ -31,14 +33,34 @@ def oracle_python(env: str = "VOX_ORACLE_PYTHON", venv: str = ".oracle-venv",
     return py
 
 
+# What each script imports first, before any stub or shim of its own: its fork server (tests/oracle/pool.py)
+# imports these once per session. Scripts not named here get numpy and torch.
+# Scripts sharing a tuple share a server (run_dac.py and run_dia.py; run_csm.py and run_orpheus.py, one
+# venv in CI); a transformers model module named here is one the script imports anyway, with no stub.
+_DAC_DIA = ("numpy", "torch", "transformers", "transformers.models.dac.modeling_dac",
+            "transformers.models.dia.modeling_dia")
+_TF524 = ("numpy", "torch", "transformers", "transformers.models.llama.modeling_llama",
+          "transformers.models.csm.modeling_csm", "transformers.models.mimi.modeling_mimi")
+PRELOAD = {
+    "run_talker.py": ("numpy", "torch", "official"),
+    "run_audio.py": ("numpy", "torch", "official"),
+    "run_dac.py": _DAC_DIA,
+    "run_dia.py": _DAC_DIA,
+    "run_csm.py": _TF524,
+    "run_orpheus.py": _TF524,
+    "run_speechlm.py": ("numpy", "torch", "transformers"),
+    "run_speechlm_audio_in.py": ("numpy", "torch", "transformers"),  # run_speechlm's first imports
+}
+
+
 def run_oracle(script: str, *args: str, timeout: float = 900,
                python: str | None = None) -> subprocess.CompletedProcess:
     """Run tests/oracle/<script> with the oracle interpreter (or `python`); fail the test with its stderr."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONHASHSEED="0",
                OMP_NUM_THREADS="2", TOKENIZERS_PARALLELISM="false")
     env.pop("PYTHONPATH", None)
-    proc = subprocess.run([python or oracle_python(), str(ORACLE_DIR / script), *args], capture_output=True,
-                          text=True, timeout=timeout, env=env, cwd=str(ORACLE_DIR))
+    proc = run_script(python or oracle_python(), ORACLE_DIR / script, list(args), env, str(ORACLE_DIR),
+                      timeout, **({"preload": PRELOAD[script]} if script in PRELOAD else {}))
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout[-4000:])
         pytest.fail(f"oracle script {script} failed ({proc.returncode}):\n{proc.stderr[-6000:]}")

@@ -1,5 +1,5 @@
-"""Oracle for CSM-1B (runs in the CSM oracle venv, scripts/setup_oracle_csm.sh): transformers 5.24's own
-CsmForConditionalGeneration, CsmProcessor (its chat template) and MimiModel.
+"""Oracle for CSM-1B (runs in the transformers 5.24 oracle venv, scripts/setup_oracle_tf524.sh): transformers
+5.24's own CsmForConditionalGeneration, CsmProcessor (its chat template) and MimiModel.
 
 usage: run_csm.py CKPT CASES.json OUT.pt
   Load OUR builder's checkpoint (models/csm/tiny.py, the transformers layout of sesame/csm-1b) with
