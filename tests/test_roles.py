@@ -3,6 +3,7 @@ single "both" engine gives (greedy, exact), and cancels and failures free pages 
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 
@@ -180,46 +181,66 @@ def _chunk(key: str, index: int, start: int, frames: int, books: int) -> CodeChu
                      sent_epoch=time.time())
 
 
-def test_codec_replica_reaps_requests_nobody_claims():
-    """The codec replica (without Ray: the class Serve wraps) ends a request that nobody feeds or reads
-    within its idle timeout, freeing its slot and counting it; an active one is left alone. A request
-    the front door aborted before its audio call came fails that call with the reason."""
+class _NoLink:
+    """A codes link that never delivers: the test hands chunks to the replica's `_take` itself."""
+
+    def __init__(self, peer, me, take, lost) -> None:  # type: ignore[no-untyped-def]
+        self.alive = True
+
+    def cancel(self) -> None:
+        self.alive = False
+
+
+def test_codec_replica_reaps_requests_nobody_feeds():
+    """The codec replica (without Ray: the class Serve wraps) ends a request whose audio call is open but
+    that nobody has fed or read for its idle timeout (its LM replica stopped sending without an end),
+    failing the call with the reason, freeing its slot and counting it; a fed one is left alone, and a
+    cancelled one is not counted. The reaper is driven with explicit times (`reap(now)`), not waited
+    for: the replica's own reaper thread has a timeout no test reaches."""
     import asyncio
 
     from voxcli.cluster.ray_roles import CodecReplica
-    from voxcli.engine.stream import RequestFailed
 
+    timeout = 3600.0
     rep = CodecReplica({"model": "qwen3-tts-1.7b", "executor": "sim", "gpu": "h100"}, pcm_scale=1.0,
-                       idle_timeout_s=0.6)
+                       idle_timeout_s=timeout)
+    rep.link_class = _NoLink
     try:
         books = rep.engine.spec.codebooks
-        # its first chunk came over the link, then its front door died before calling `audio`
-        rep._take(_chunk("orphan", 0, 0, 3, books), time.time())
-        wait_until(lambda: rep.engine.scheduler.slots.used == 1)
-        end = time.monotonic() + 1.2  # past the timeout, but "busy" keeps being fed
-        start = 0
-        while time.monotonic() < end:
-            rep._take(_chunk("busy", start // 3, start, 3, books), time.time())
-            start += 3
-            time.sleep(0.1)
-        wait_until(lambda: rep.reaped == 1)
-        wait_until(lambda: rep.engine.scheduler.slots.used == 1)  # the orphan's slot is free, busy's held
-        assert rep.engine.holds("busy") and not rep.engine.holds("orphan")
-        m = rep.metrics()
-        assert m["counters"]["reaped"] == 1 and m["outcomes"]["failed"] == 1
-        assert "orphan" not in rep._opened
-        rep.cancel("busy")
-        wait_until(lambda: rep.engine.scheduler.slots.used == 0)
-        assert rep.reaped == 1  # a cancelled request is not reaped
-        rep.abort("late", "the LM replica lm-0 ended the request: failed (boom)")
 
-        async def read() -> None:
-            async for _ in rep.audio("late", "lm-0"):
+        async def scenario() -> None:
+            orphan = rep.audio("orphan", "lm-0", SynthesisRequest(text="never fed", fixed_frames=30))
+            busy = rep.audio("busy", "lm-0", SynthesisRequest(text="fed", fixed_frames=300))
+            orphan_first = asyncio.ensure_future(orphan.__anext__())
+            busy_first = asyncio.ensure_future(busy.__anext__())
+            while "orphan" not in rep._active or "busy" not in rep._active:
+                await asyncio.sleep(0)  # both calls opened (their requests sent to the LM replica)
+            chunk = _chunk("busy", 0, 0, 3, books)
+            rep._take(dataclasses.replace(chunk, schedule=ChunkSchedule(first=3, steady=3)), time.time())
+            await asyncio.wait_for(busy_first, 60)  # fed and read: active (a bound, not a pace)
+            now = time.monotonic()
+            rep._active["orphan"] = now - 2 * timeout  # its last activity, long ago
+            assert rep.reap(now) == ["orphan"]
+            with pytest.raises(RequestFailed, match="nobody fed or read it for 3600 s"):
+                await asyncio.wait_for(orphan_first, 60)
+            assert rep.engine.holds("busy") and not rep.engine.holds("orphan")
+            rep.cancel("busy")
+            with pytest.raises((StopAsyncIteration, RequestFailed)):
+                while True:
+                    await busy.__anext__()
+
+        asyncio.run(scenario())
+        wait_until(lambda: rep.engine.scheduler.slots.used == 0)
+        m = rep.metrics()
+        assert rep.reaped == 1 and m["counters"]["reaped"] == 1  # the cancelled one is not reaped
+        assert m["outcomes"]["failed"] == 1
+
+        async def again() -> None:  # a request that ended here cannot be asked for again
+            async for _ in rep.audio("orphan", "lm-0", SynthesisRequest(text="x", fixed_frames=3)):
                 pass
 
-        with pytest.raises(RequestFailed, match="lm-0 ended the request: failed"):
-            asyncio.run(read())
-        assert not rep._links  # it failed before linking
+        with pytest.raises(RequestFailed, match="orphan ended here"):
+            asyncio.run(again())
     finally:
         rep.engine.close()
 
