@@ -41,7 +41,9 @@ def test_a_stuck_work_fails_with_one_sentence_and_is_counted_until_it_ends():
 
     deadline.expired.set()
     with pytest.raises(PrepareTimeout, match=r"^preparing the request took longer than 10 s, so the request "
-                                             r"was abandoned; shorten its text or its options\.$"):
+                                             r"was abandoned; shorten its text or its options \(a slow "
+                                             r"machine may raise the limit: --set "
+                                             r"prepare_limit_s=SECONDS\)\.$"):
         guard.run(stuck)
     assert entered.is_set() and guard.stuck == 1
     with pytest.raises(PrepareTimeout, match="takes no new requests until one does"):
@@ -143,3 +145,20 @@ def test_a_request_whose_prepare_never_ends_fails_while_its_neighbour_completes(
     finally:
         gate.set()
         session.close()
+
+
+def test_the_engine_takes_its_preparation_limit_from_the_config():
+    """A CPU running a real-size speaker model (Zonos' ResNet293: 247 s for a 3 s clip here) needs more
+    than the default 10 s: `--set prepare_limit_s=...` sets it; a limit that is no number of seconds is
+    refused by name."""
+    from voxcli.config import ConfigError, EngineConfig
+    from voxcli.session import sim_session
+
+    session = sim_session("qwen3-tts-1.7b", "h100", sets=["prepare_limit_s=300"])  # what --set passes
+    try:
+        assert session.engine.prepare_guard.limit_s == 300.0
+    finally:
+        session.close()
+    for bad in (0.0, -1.0, float("inf")):
+        with pytest.raises(ConfigError, match="prepare_limit_s must be"):
+            EngineConfig(model="demo", prepare_limit_s=bad).validate()

@@ -122,4 +122,5 @@ def test_a_preparation_past_its_limit_exits_with_its_sentence_not_an_abort():
         assert proc.returncode == 2, (proc.returncode, proc.stderr)
         assert proc.stderr.strip().splitlines() == [
             "vox: error: preparing the voice clone took longer than 0.2 s, so the request was abandoned; "
-            "shorten its text or its options."]
+            "shorten its text or its options (a slow machine may raise the limit: --set "
+            "prepare_limit_s=SECONDS)."]

@@ -98,6 +98,9 @@ class EngineConfig:
     slack_cap: bool = True
     urgent_margin_s: float = 0.100  # delta_u: a chunk whose deadline is this close is urgent
     max_defer_s: float = 0.100  # deadline-aware admission defers a prefill at most this long in a row
+    # a request's preparation (a clone's speaker model, text front ends) fails past this many seconds
+    # (engine/prepare_guard.py); a CPU running a real-size speaker model needs more than a GPU's 10 s
+    prepare_limit_s: float = 10.0
     ttfa_target_s: float = 0.200  # SLO: time to first audio
     urgent_buckets: tuple[int, ...] = (1, 2, 4, 8)
     background_buckets: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
@@ -161,6 +164,9 @@ class EngineConfig:
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
                 raise ConfigError(f"{name} must be a finite number of seconds >= 0, got {value}")
+        if not (math.isfinite(self.prepare_limit_s) and self.prepare_limit_s > 0):
+            raise ConfigError(f"prepare_limit_s must be a finite number of seconds > 0, got "
+                              f"{self.prepare_limit_s}")
         if not (math.isfinite(self.codec_state_gb) and self.codec_state_gb >= 0):
             raise ConfigError(f"codec_state_gb must be a finite number of GB >= 0 (0 = no cap), got "
                               f"{self.codec_state_gb}")

@@ -136,7 +136,7 @@ class Engine:
         self.executor = executor or make_executor(config, program, self.profile, self.layout)
         self.realtime: bool = getattr(self.executor, "realtime", True)
         # a request's preparation runs off the engine loop, with a deadline (engine/prepare_guard.py)
-        self.prepare_guard = PrepareGuard(inline=not self.realtime)
+        self.prepare_guard = PrepareGuard(config.prepare_limit_s, inline=not self.realtime)
         self.scheduler = Scheduler(config, program.spec, self.estimator, program.kv_tokens, self.layout)
         self.spec = program.spec
         self._ids = itertools.count(1)

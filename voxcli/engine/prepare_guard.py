@@ -107,7 +107,8 @@ class PrepareGuard:
                 if self._closed:
                     raise PrepareClosed("the engine was closed")
                 raise PrepareTimeout(f"{what} took longer than {self.limit_s:g} s, so the request was "
-                                     "abandoned; shorten its text or its options.")
+                                     "abandoned; shorten its text or its options (a slow machine may "
+                                     "raise the limit: --set prepare_limit_s=SECONDS).")
         if "error" in box:
             raise box["error"]
         return box["value"]  # type: ignore[no-any-return]
