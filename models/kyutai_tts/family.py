@@ -7,7 +7,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ..registry import Family, HubModel, SimModel, SimSpec, Tiny
+from ..registry import Demo, Family, HubModel, SimModel, SimSpec, Tiny
 from .options import OPTIONS
 from .spec import DEFAULT_CHUNKS
 
@@ -27,15 +27,22 @@ def describe(path: str) -> Any:
     return model_spec(parse_config(read_json(root / "config.json"), root), root, root.name)
 
 
+def build_demo(out: Path) -> None:
+    from .build import build
+
+    build(out, size="tiny")
+
+
 def build_tiny(out: Path, size: str = "tiny", seed: int | None = None, **options: Any) -> Path:
-    from .tiny import SEED
-    from .tiny import build_tiny as build
+    """The pure-torch builder (build.py: no moshi, streamed, tiny / bench / real); the parity tests build
+    through moshi's own classes with tiny.py instead."""
+    from .build import SEED, build
 
     return build(Path(out), size=size, seed=SEED if seed is None else seed)
 
 
 def tiny_sizes() -> tuple[str, ...]:
-    from .tiny import SIZES
+    from .build import SIZES
 
     return tuple(SIZES)
 
@@ -77,6 +84,16 @@ FAMILY = Family(
         ),
     ),
     tiny=(Tiny("kyutai_tts", build_tiny, tiny_sizes),),
+    demos=(
+        Demo(
+            "demo-kyutai",
+            build_demo,
+            version="1",
+            recipe="demo-kyutai",
+            description="tiny random Kyutai TTS (delayed streams, depformer, Mimi, two voices), offline; "
+            "its audio is not speech",
+        ),
+    ),
     reference=reference,
     calibration=calibration,
     # 24 kHz PCM, 1920 samples (80 ms) per frame, 32 codebooks; Mimi is causal. The first frame comes after
