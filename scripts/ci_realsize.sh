@@ -3,11 +3,13 @@
 # built once and cached by the builder's version, then `vox say --max-frames 8` (no recipe: float32) and
 # a 3-line `vox batch -c 2` with the model's serving recipe (dtype auto) on it, each asserting exit 0 and
 # a peak RSS under a stated bound; with VOX_REALSIZE_PARITY=1 also the parity script against the
-# official qwen-tts on the same weights (8 min on a loaded 2-core host: off by default).
+# official qwen-tts on the same weights (8 min on a loaded 2-core host: off by default). Then Kyutai TTS
+# 1.6B (issue 31) the same way: built once by the pure-torch builder, cached, `vox say --max-frames 4`.
 #
 #   bash scripts/ci_realsize.sh            # PYTHON=.venv/bin/python, cache in ~/.cache/voxcli
 #
-# Environment: PYTHON (the venv's interpreter), VOX_REALSIZE_CACHE (cache dir), VOX_REALSIZE_RSS_MB
+# Environment: PYTHON (the venv's interpreter), VOX_REALSIZE_CACHE (cache dir), VOX_REALSIZE_KYUTAI_RSS_MB
+# (the Kyutai say's bound, default 10000 MB), VOX_REALSIZE_RSS_MB
 # (the peak-RSS bound of each vox run; default 6500 MB: measured 4.5 GB for the float32 say = 3.9 GB of
 # weights plus interpreter, torch, the pools in use and workspaces, 2.5-5.0 GB for the others), and
 # VOX_REALSIZE_PARITY (1: also run scripts/parity_realsize.py; needs VOX_ORACLE_PYTHON).
@@ -60,6 +62,31 @@ done = [r for r in rows if not r.get("error")]
 assert len(done) == 3, f"expected 3 finished items, manifest has {rows}"
 print(f"batch manifest: {len(done)} items written")
 PYEOF
+
+# Kyutai TTS 1.6B (tts-1.6b-en_fr's published sizes in bfloat16 + moshi's fixed Mimi, random weights, 4.1 GB):
+# the pure-torch builder streams it tensor by tensor (measured 544 MB peak, 2 min on a loaded 2-core host),
+# cached by the package's source hash like the Qwen build; then `vox say` (float32 on a CPU without bf16:
+# measured 8.3 GB peak for 7.3 GB of LM weights) until 4 frames have played (18 lead steps before the first)
+KKEY=$("$PY" - <<'PYEOF'
+import hashlib
+import pathlib
+h = hashlib.sha256()
+for f in sorted(pathlib.Path("models/kyutai_tts").glob("*.py")):
+    h.update(f.name.encode() + f.read_bytes())
+print(h.hexdigest()[:12])
+PYEOF
+)
+KCKPT="$CACHE/realsize-kyutai-1.6b-$KKEY"
+if [ -d "$KCKPT" ]; then
+  echo "real-size Kyutai TTS 1.6B checkpoint: cached at $KCKPT"
+else
+  "$PY" scripts/peak_rss.py 1500 "build $KCKPT" -- \
+    "$PY" scripts/make_tiny.py "$KCKPT.tmp" --family kyutai_tts --size real
+  mv "$KCKPT.tmp" "$KCKPT"
+fi
+"$PY" scripts/peak_rss.py "${VOX_REALSIZE_KYUTAI_RSS_MB:-10000}" "kyutai vox say --max-frames 4" -- \
+  "${VOX[@]}" say -m "$KCKPT" --greedy --max-frames 4 --verbose "Hello there." -o "$WORK/kyutai.wav"
+test -s "$WORK/kyutai.wav"
 if [ "${VOX_REALSIZE_PARITY:-0}" = "1" ]; then
   "$PY" scripts/parity_realsize.py "$CKPT" --frames 8
 fi
