@@ -101,3 +101,24 @@ def test_demo_kyutai_says_from_an_empty_cache_without_moshi(vox, tmp_path, monke
     assert r.exit_code == 0 and "tiny-default.wav" in r.output and "tiny-other.wav" in r.output, r.output
     r = vox("models")
     assert r.exit_code == 0 and "demo-kyutai" in r.output
+
+
+def test_streamed_writer_reads_back_as_safetensors_wrote_it(tmp_path):
+    """write_streamed's file (header from the plan, tensors drawn one at a time) is what safetensors reads:
+    the same tensors, bfloat16 and float32 alike; a draw that breaks the plan is an error."""
+    import torch
+    from safetensors.torch import load_file
+    from voxcli.models.kyutai_tts.stream_write import write_streamed
+
+    g = torch.Generator().manual_seed(0)
+    bf16 = torch.bfloat16
+    want = {"b.weight": torch.randn(5, 3, generator=g).to(bf16), "a.alpha": torch.randn(1, 1, 7, generator=g),
+            "c.bias": torch.randn(4, generator=g).to(bf16)}
+    plan = {k: (tuple(v.shape), v.dtype) for k, v in want.items()}
+    size = write_streamed(tmp_path / "x.safetensors", plan, lambda name, shape, dtype: want[name])
+    got = load_file(str(tmp_path / "x.safetensors"))
+    assert size == sum(v.numel() * v.element_size() for v in want.values()) and set(got) == set(want)
+    assert all(got[k].dtype == v.dtype and torch.equal(got[k], v) for k, v in want.items())
+    with pytest.raises(ValueError, match="b.weight: drew"):
+        write_streamed(tmp_path / "y.safetensors", plan, lambda name, shape, dtype: want[name].float())
+    assert list(tmp_path.iterdir()) == [tmp_path / "x.safetensors"]  # no half-written file left

@@ -36,16 +36,21 @@ def write_streamed(path: Path, plan: Mapping[str, tuple[tuple[int, ...], torch.d
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)  # the data starts 8-byte aligned, as safetensors writes it
     tmp = path.with_name(path.name + ".part")
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(raw)))
-        f.write(raw)
-        for name in names:
-            shape, dtype = plan[name]
-            t = draw(name, shape, dtype)
-            if tuple(t.shape) != tuple(shape) or t.dtype != dtype:
-                raise ValueError(f"{name}: drew {tuple(t.shape)} {t.dtype}, planned {tuple(shape)} {dtype}")
-            if t.numel():
-                f.write(t.contiguous().reshape(-1).view(torch.uint8).numpy())
-            del t
+    try:
+        with open(tmp, "wb") as f:
+            f.write(struct.pack("<Q", len(raw)))
+            f.write(raw)
+            for name in names:
+                shape, dtype = plan[name]
+                t = draw(name, shape, dtype)
+                if tuple(t.shape) != tuple(shape) or t.dtype != dtype:
+                    raise ValueError(f"{name}: drew {tuple(t.shape)} {t.dtype}, "
+                                     f"planned {tuple(shape)} {dtype}")
+                if t.numel():
+                    f.write(t.contiguous().reshape(-1).view(torch.uint8).numpy())
+                del t
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a half-written file must not pass for a checkpoint
+        raise
     tmp.rename(path)
     return offset
