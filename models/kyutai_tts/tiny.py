@@ -1,6 +1,8 @@
 """Random-weight Kyutai TTS checkpoints in the released layout, written by moshi's own classes: this runs
 moshi_build.py under the Kyutai oracle interpreter (`VOX_KYUTAI_ORACLE_PYTHON`, else the repository's
-.oracle-kyutai-venv; `bash scripts/setup_oracle_kyutai.sh` makes it). Sizes:
+.oracle-kyutai-venv; `bash scripts/setup_oracle_kyutai.sh` makes it). The parity tests build here; the
+demo, `make_tiny.py --family kyutai_tts` and the real-size run use build.py (plain torch, streamed: this
+path's real size holds moshi's whole model in memory and took 19 minutes without writing). Sizes:
 
 * tiny: a 32-wide 2-layer LM (context 24 so a test crosses the attention window), a 16-wide 2-layer
   depformer with the release's 32-codebook / 11-weight-set schedule, a 400-piece tokenizer, and a small
