@@ -172,12 +172,12 @@ class TTS:
 
     def _speak_arriving(self, text: Iterable[str], template: Any, on_audio: Any,
                         stop: threading.Event | None) -> Any:
-        from voxcli.textstream import speak_fed, speak_live, stdin_requests
+        from voxcli.textstream import feeds_text, speak_fed, speak_live, stdin_requests
 
         session = self._session
         fragments = _fragments(text)
         session.check(template.request("(flags check)"))  # the fields, before the text arrives
-        if session.spec.streams_text:  # one request, its words fed as they arrive
+        if feeds_text(session.spec, session.engine):  # one request, its words fed as they arrive
             return speak_fed(session.engine, template.request(""), fragments, on_audio, self.sample_rate,
                              stop=stop)
 

@@ -142,11 +142,13 @@ def say(
                                              split=session.spec.split_sentences)
             if requests:
                 session.check(requests[0])  # before any synthesis; every segment shares the settings
+            fed = False  # one request fed word by word (a model that reads text as it arrives)
             if live_stdin:
-                from voxcli.textstream import speak_live, stdin_requests
+                from voxcli.textstream import feeds_text, speak_fed, speak_live, stdin_requests
 
                 session.check(template.request("(flags check)"))  # the flags, before the text arrives
-                if session.spec.streams_text:  # one request, its words fed as they arrive (Kyutai)
+                fed = feeds_text(session.spec, session.engine)
+                if fed:  # one request, its words fed as they arrive (Kyutai)
                     requests = live_text
                 elif session.spec.split_sentences:
                     requests = stdin_requests(live_text, _sentence_request(template, session.frame_cap))
@@ -168,9 +170,7 @@ def say(
                     if player is not None:
                         player.feed(pcm)
 
-                if live_stdin and session.spec.streams_text:
-                    from voxcli.textstream import speak_fed
-
+                if fed:
                     stats = speak_fed(session.engine, template.request(""), requests, on_audio, sr)
                 else:
                     stats = (speak_live if live_stdin else speak)(session.engine, requests, on_audio, sr)

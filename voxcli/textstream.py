@@ -12,6 +12,7 @@ its own.
 from __future__ import annotations
 
 import codecs
+import inspect
 import itertools
 import os
 import queue
@@ -241,6 +242,18 @@ def speak_live(engine: Any, requests: Iterable[SynthesisRequest], on_audio: Call
             except Exception:  # noqa: BLE001 - best effort on the way out
                 pass
         raise
+
+
+def feeds_text(spec: Any, engine: Any) -> bool:
+    """Whether to speak a text still arriving as ONE fed request (`speak_fed`): the model reads text as it
+    arrives (`ModelSpec.streams_text`) and the engine takes a feed (a Ray front or a role engine does not:
+    they get one request per sentence, as any other model)."""
+    if not getattr(spec, "streams_text", False):
+        return False
+    try:
+        return "text_feed" in inspect.signature(engine.submit).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def speak_fed(engine: Any, request: SynthesisRequest, fragments: Iterable[str],

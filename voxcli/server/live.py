@@ -45,7 +45,7 @@ from voxcli.server.routes import (
 from voxcli.server.service import Item, SpeechJob, SpeechService
 from voxcli.speak import Stopped
 from voxcli.text import TextInputError, check_real_text, has_words
-from voxcli.textstream import SentenceBuffer, speak_fed, speak_live
+from voxcli.textstream import SentenceBuffer, feeds_text, speak_fed, speak_live
 
 
 class LiveStart(BaseModel):
@@ -140,7 +140,7 @@ def build_live_router(service: SpeechService, metrics: ServerMetrics) -> APIRout
                 raise InputError("the text streamed in holds only control characters; send some words to "
                                  "say.")
 
-        if service.spec.streams_text:  # one request, fed word by word (its text still arriving)
+        if feeds_text(service.spec, service.engine):  # one request, fed word by word as it arrives
             request = template.request("")
             sentences = 1
             # the route's own idle timeout answers a silent client first; the feed's is the backstop
