@@ -118,6 +118,21 @@ def test_fed_text_complete_from_the_start_equals_the_whole_text_alone_and_among_
     assert any(a.size for a in neighbours)
 
 
+def test_a_kyutai_text_that_stops_arriving_fails_alone_and_frees_its_row(program):
+    eng = _engine(program)
+    feed = TextFeed(idle_limit_s=1.0)  # on the engine's (virtual) clock, bound at submit
+    stream = eng.submit(FED, text_feed=feed)
+    other = eng.submit(WHOLE)
+    feed.add("Hello ")
+    eng.run(until=3.0)
+    assert stream.status == "failed" and "no text arrived for" in stream.reason
+    eng.run()
+    assert other.status == "done" and other.wait(timeout=0).size > 0
+    sched = eng.scheduler
+    assert sched.kv.free == sched.kv.num_pages and sched.slots.free == sched.slots.num_slots
+    eng.close()
+
+
 def test_vox_say_from_a_pipe_speaks_before_the_pipe_closes(program, ckpt, tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
