@@ -73,7 +73,7 @@ def test_the_request_arrives_with_its_first_word_and_speaks_every_word():
 
 
 def test_a_waiting_row_does_not_stall_or_change_its_neighbours():
-    def neighbours(with_fed: bool) -> list[np.ndarray]:
+    def neighbours(with_fed: bool) -> tuple[list[np.ndarray], list]:
         eng = engine()
         feed = TextFeed()
         others = [eng.submit(SynthesisRequest(text=f"neighbour {i}", fixed_frames=60 + 7 * i), at=0.05 * i)
@@ -96,8 +96,10 @@ def test_a_waiting_row_does_not_stall_or_change_its_neighbours():
     among, t_among = neighbours(True)
     for a, b in zip(alone, among, strict=True):
         np.testing.assert_array_equal(a, b)
-    # the row that waited for its word did not hold the batch back: the neighbours finish in time
-    assert all(t.finished is not None and t.status == "done" for t in t_among)
+    # the row that waited for its word did not hold the batch back: the neighbours start and finish as
+    # they do without it (within 5%: its rows make each step a little dearer on the simulated device)
+    for a, b in zip(t_alone, t_among, strict=True):
+        assert b.status == "done" and b.ttfa <= 0.2 and b.finished <= 1.05 * a.finished
 
 
 def test_a_text_that_stops_arriving_fails_alone_and_frees_its_row():
