@@ -77,6 +77,11 @@ class ChunkSchedule:
                 raise ValueError(f"chunk.{name} must be a whole number of frames >= 1, got {n!r}")
 
 
+# The mode of a family that reads text as it arrives: its `prepare` takes `feed=` (a TextFeed), the engine
+# submits one request for a text still arriving, and its first word's arrival starts the request.
+TEXT_STREAM = "text_stream"
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     name: str
@@ -103,6 +108,12 @@ class ModelSpec:
         """Whether a reference clip (--ref-audio) can give the voice: every family names its cloning
         modes "clone…" (clone, clone_context, clone_xvec, clone_icl)."""
         return any(m.startswith("clone") for m in self.modes)
+
+    @property
+    def streams_text(self) -> bool:
+        """Whether a request's text may still be arriving while it runs (`prepare(request, feed=...)`,
+        models/text_feed.py): the family declares the mode TEXT_STREAM (Kyutai's delayed streams)."""
+        return TEXT_STREAM in self.modes
 
     @property
     def frame_seconds(self) -> float:
@@ -346,7 +357,8 @@ class ModelProgram(ABC):
     @abstractmethod
     def prepare(self, request: SynthesisRequest) -> Prompt:
         """Validate (at least what `check` does) and tokenize on the host. Raise InputError with a
-        sentence for the user."""
+        sentence for the user. A program whose spec `streams_text` also takes `feed=` (a TextFeed: the
+        text still arriving, read at every step; a stale one fails that row alone)."""
 
     def check(self, request: SynthesisRequest) -> None:
         """Cheap validation, no tokenizing or audio encoding: what a CLI runs before synthesis for early

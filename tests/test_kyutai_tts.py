@@ -196,7 +196,7 @@ def test_streaming_text_feeds_words_as_they_arrive_without_stalling_the_batch(ck
 
     def arrive(step: int) -> None:
         if step % 20 == 0 and step // 20 < len(words):
-            feed.add(words[step // 20])
+            feed.add(words[step // 20] + " ")  # a fragment: the space completes the word
             if step // 20 == len(words) - 1:
                 feed.close()
         st = rows[0].state

@@ -100,14 +100,18 @@ class TTS:
         schema = getattr(program, "option_schema", None)
         return schema.describe() if schema is not None else []
 
-    def say(self, text: str, **fields: Any) -> Audio:
-        """The whole utterance for `text` (split into sentences as the model prefers), once complete."""
+    def say(self, text: str | Iterable[str], **fields: Any) -> Audio:
+        """The whole utterance for `text` (split into sentences as the model prefers), once complete.
+        `text` may also be an iterable of fragments still arriving (an LLM's tokens, a queue's items; its
+        end ends the text): a model that reads text as it arrives (`streams_text`, Kyutai) speaks it as
+        ONE request fed word by word, audio starting before the text ends; any other model speaks each
+        sentence once it is complete."""
         pieces: list[np.ndarray] = []
         stats = self._speak(text, fields, pieces.append)
         samples = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
         return Audio(samples=samples, sample_rate=self.sample_rate, ttfa_s=stats.ttfa_s, wall_s=stats.wall_s)
 
-    def stream(self, text: str, **fields: Any) -> Iterator[np.ndarray]:
+    def stream(self, text: str | Iterable[str], **fields: Any) -> Iterator[np.ndarray]:
         """The audio of `text` chunk by chunk as the engine delivers it (mono float32 at `sample_rate`).
         Leaving the loop early cancels the rest of the request."""
         from voxcli.speak import Stopped
@@ -136,7 +140,7 @@ class TTS:
         if failure and not isinstance(failure[0], Stopped):
             raise failure[0]
 
-    async def astream(self, text: str, **fields: Any) -> AsyncIterator[np.ndarray]:
+    async def astream(self, text: str | Iterable[str], **fields: Any) -> AsyncIterator[np.ndarray]:
         """`stream` for asyncio: chunks as they come, without blocking the event loop."""
         chunks = self.stream(text, **fields)
         end = object()
@@ -166,6 +170,26 @@ class TTS:
         with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="voxcli-batch") as pool:
             return list(pool.map(one, requests))
 
+    def _speak_arriving(self, text: Iterable[str], template: Any, on_audio: Any,
+                        stop: threading.Event | None) -> Any:
+        from voxcli.textstream import feeds_text, speak_fed, speak_live, stdin_requests
+
+        session = self._session
+        fragments = _fragments(text)
+        session.check(template.request("(flags check)"))  # the fields, before the text arrives
+        if feeds_text(session.spec, session.engine):  # one request, its words fed as they arrive
+            return speak_fed(session.engine, template.request(""), fragments, on_audio, self.sample_rate,
+                             stop=stop)
+
+        def make(sentence: str) -> Any:
+            req = template.request(sentence)
+            if req.max_frames is None and session.frame_cap is not None:
+                req.max_frames = session.frame_cap(sentence)
+            return req
+
+        return speak_live(session.engine, stdin_requests(fragments, make), on_audio, self.sample_rate,
+                          stop=stop)
+
     def close(self) -> None:
         self._session.close()
 
@@ -175,19 +199,22 @@ class TTS:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _speak(self, text: str, fields: Mapping[str, Any], on_audio: Any,
+    def _speak(self, text: str | Iterable[str], fields: Mapping[str, Any], on_audio: Any,
                stop: threading.Event | None = None) -> Any:
-        """One text through `voxcli.speak.speak`, the loop `vox say` runs; the engine's own error raised."""
+        """One text through `voxcli.speak.speak`, the loop `vox say` runs (a text still arriving: the
+        loops `vox say -` runs); the engine's own error raised."""
         from voxcli.speak import SpeechFailed, segment_requests, speak
 
         session = self._session
         template = _template(fields)
-        _check_text(text)
-        requests = segment_requests(text, template, frame_cap=session.frame_cap,
-                                    split=session.spec.split_sentences)
-        if requests:
-            session.check(requests[0])  # the model's check, before any synthesis; the segments share it
         try:
+            if not isinstance(text, str):
+                return self._speak_arriving(text, template, on_audio, stop)
+            _check_text(text)
+            requests = segment_requests(text, template, frame_cap=session.frame_cap,
+                                        split=session.spec.split_sentences)
+            if requests:
+                session.check(requests[0])  # the model's check, before any synthesis; segments share it
             return speak(session.engine, requests, on_audio, self.sample_rate, stop=stop)
         except SpeechFailed as e:
             cause = e.__cause__
@@ -196,6 +223,25 @@ class TTS:
                     cause.add_note(str(e))
                 raise cause from None
             raise
+
+
+def _fragments(text: Iterable[str]) -> Iterator[str]:
+    """The fragments of a text still arriving, each checked as any text is (a string, real text)."""
+    from voxcli.text import check_real_text
+
+    if isinstance(text, bytes | bytearray | Mapping) or not isinstance(text, Iterable):
+        raise RequestFieldError(f"text must be a string or an iterable of strings, got "
+                                f"{type(text).__name__}.")
+
+    def checked() -> Iterator[str]:
+        for fragment in text:
+            if not isinstance(fragment, str):
+                raise RequestFieldError(f"each fragment of the text must be a string, got "
+                                        f"{type(fragment).__name__}.")
+            check_real_text(fragment, "the text")
+            yield fragment
+
+    return checked()
 
 
 def load(model: str | None = None, *, recipe: str | None = None, executor: str | None = None,

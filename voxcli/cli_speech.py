@@ -142,11 +142,15 @@ def say(
                                              split=session.spec.split_sentences)
             if requests:
                 session.check(requests[0])  # before any synthesis; every segment shares the settings
+            fed = False  # one request fed word by word (a model that reads text as it arrives)
             if live_stdin:
-                from voxcli.textstream import speak_live, stdin_requests
+                from voxcli.textstream import feeds_text, speak_fed, speak_live, stdin_requests
 
                 session.check(template.request("(flags check)"))  # the flags, before the text arrives
-                if session.spec.split_sentences:
+                fed = feeds_text(session.spec, session.engine)
+                if fed:  # one request, its words fed as they arrive (Kyutai)
+                    requests = live_text
+                elif session.spec.split_sentences:
                     requests = stdin_requests(live_text, _sentence_request(template, session.frame_cap))
                 else:  # a model that speaks whole texts gets the whole input (at its end)
                     requests = segment_requests("".join(live_text).strip(), template,
@@ -166,7 +170,10 @@ def say(
                     if player is not None:
                         player.feed(pcm)
 
-                stats = (speak_live if live_stdin else speak)(session.engine, requests, on_audio, sr)
+                if fed:
+                    stats = speak_fed(session.engine, template.request(""), requests, on_audio, sr)
+                else:
+                    stats = (speak_live if live_stdin else speak)(session.engine, requests, on_audio, sr)
                 if stats.samples == 0:
                     raise VoxError("the model produced no audio for this text.")
                 if player is not None:

@@ -12,6 +12,7 @@ its own.
 from __future__ import annotations
 
 import codecs
+import inspect
 import itertools
 import os
 import queue
@@ -22,7 +23,9 @@ from typing import IO, Any
 
 import numpy as np
 
-from voxcli.models.base import SynthesisRequest
+from voxcli.audio import AudioOutputError
+from voxcli.models.base import InputError, SynthesisRequest
+from voxcli.models.text_feed import DEFAULT_IDLE_LIMIT_S, TextFeed
 from voxcli.speak import SpeechFailed, SpeechStats, Stopped, describe
 from voxcli.text import TextInputError, has_words, split_sentences
 
@@ -239,6 +242,73 @@ def speak_live(engine: Any, requests: Iterable[SynthesisRequest], on_audio: Call
             except Exception:  # noqa: BLE001 - best effort on the way out
                 pass
         raise
+
+
+def feeds_text(spec: Any, engine: Any) -> bool:
+    """Whether to speak a text still arriving as ONE fed request (`speak_fed`): the model reads text as it
+    arrives (`ModelSpec.streams_text`) and the engine takes a feed (a Ray front or a role engine does not:
+    they get one request per sentence, as any other model)."""
+    if not getattr(spec, "streams_text", False):
+        return False
+    try:
+        return "text_feed" in inspect.signature(engine.submit).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def speak_fed(engine: Any, request: SynthesisRequest, fragments: Iterable[str],
+              on_audio: Callable[[np.ndarray], None], sample_rate: int, stop: threading.Event | None = None,
+              idle_limit_s: float = DEFAULT_IDLE_LIMIT_S) -> SpeechStats:
+    """For a model that reads text as it arrives (`ModelSpec.streams_text`, Kyutai): ONE request whose
+    text is `fragments` (a pipe, a WebSocket, an LLM's tokens; read on its own thread, blocking as it
+    likes), fed into the engine as they arrive, so audio starts before the text ends. The end of
+    `fragments` ends the text; an error reading it cancels the request and is raised here. `request`
+    carries everything but the text."""
+    stats = SpeechStats(sample_rate=sample_rate, started=time.monotonic())
+    feed = TextFeed(idle_limit_s=idle_limit_s)
+    try:
+        stream = engine.submit(request, text_feed=feed)
+    except Exception as e:
+        raise SpeechFailed(describe(e)) from e
+    failure: list[BaseException] = []
+    seen = [False]
+
+    def pump() -> None:
+        try:
+            for fragment in fragments:
+                if stop is not None and stop.is_set():
+                    return
+                seen[0] = seen[0] or has_words(fragment)
+                feed.add(fragment)
+            if not seen[0]:
+                raise InputError("the text streamed in holds no words; send some words to say.")
+            feed.close()
+        except BaseException as e:  # noqa: BLE001 - raised on the speaking side, after the cancel
+            failure.append(e)
+            stream.cancel()
+
+    reader = threading.Thread(target=pump, name="vox-text-feed", daemon=True)
+    reader.start()
+    try:
+        for chunk in stream:
+            if stop is not None and stop.is_set():
+                raise Stopped()
+            pcm = np.asarray(chunk.pcm, dtype=np.float32).reshape(-1)
+            if stats.first_audio is None:
+                stats.first_audio = time.monotonic()
+            if pcm.size:
+                stats.samples += pcm.size
+                on_audio(pcm)
+        stats.segments = 1
+        stats.finished = time.monotonic()
+        return stats
+    except BaseException as e:
+        stream.cancel()
+        if failure:  # the text could not be read: that is the reason, not the cancel it caused
+            raise failure[0] from None
+        if isinstance(e, Stopped | AudioOutputError) or not isinstance(e, Exception):
+            raise
+        raise SpeechFailed(describe(e)) from e
 
 
 def open_stdin_text(stream: IO[str]) -> Iterator[str]:

@@ -15,8 +15,10 @@ request at prefill), `control` + `cfg` (the distilled guidance strength: `cfg_sc
 step. One pass per step: no doubled batch. Mimi (models/mimi, moshi's weight names) decodes in the codec
 lanes with per-request slots.
 
-Streaming text (`TextFeed`): a request's words may arrive while it runs; the machine pads while it waits
-for the next word (the row keeps stepping, the batch never stalls). Re-runnable stages (models/base.py):
+Streaming text (`TextFeed`, models/text_feed.py; the spec's TEXT_STREAM mode): a request's words may
+arrive while it runs; the machine pads while it waits for the next word (the row keeps stepping, the batch
+never stalls); a feed open with no text for its idle limit fails its row alone (an InputError in place of
+the row's StepOutput), so its pages come back. Re-runnable stages (models/base.py):
 each stage computes on copies of the rows' host state and commits them in a loop that cannot raise.
 """
 
@@ -26,6 +28,7 @@ import copy
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -45,12 +48,15 @@ from ..device_memory import pool_zeros
 from ..mimi.codec import MimiCodec, load_codec
 from ..mimi.layouts import deinterleave_rope, moshi_layout
 from ..qwen3_tts.layers import PagedBatch
+from ..text_feed import TextFeed
 from .checkpoint import lm_entries
 from .config import KyutaiConfig, parse_config
 from .layers import KyutaiLM
 from .machine import Machine, MachineState, script_entries
 from .options import OPTIONS
 from .spec import MAX_STEPS, model_spec
+
+__all__ = ["KyutaiProgram", "TextFeed"]
 from .step import depformer_frame, main_step
 from .voices import resolve_voice
 
@@ -60,23 +66,6 @@ DTYPES = {
 MAX_SPEAKERS = 5  # moshi TTSModel.max_speakers: the cross-attention source holds 5 voice slots
 DEFAULT_CFG = 2.0  # delayed-streams-modeling tts_pytorch.py's cfg_coef
 DEFAULT_STREAM_FRAMES = 1500  # a streaming text's frame cap (2 minutes) unless the request sets max_frames
-
-
-class TextFeed:
-    """The text of a streaming request: words appended as they arrive, `close()` when the text is done.
-    The program tokenizes each word when the machine reaches it, so a word may arrive at any step."""
-
-    def __init__(self) -> None:
-        self.words: list[str] = []
-        self.closed = False
-
-    def add(self, text: str) -> None:
-        if self.closed:
-            raise InputError("the text of this request is already complete")
-        self.words.extend(text.split())
-
-    def close(self) -> None:
-        self.closed = True
 
 
 @dataclass
@@ -263,14 +252,14 @@ class KyutaiProgram(ModelProgram):
         if p.feed is None:
             return
         o = p.options
-        words = p.feed.words[st.fed_words:]
+        words, closed = p.feed.snapshot(st.fed_words)  # together: never closed without its last word
         if words:
             first = st.fed_words == 0
             st.machine.entries.extend(
                 script_entries(self.tok.encode, " ".join(words), self.cfg.mimi.frame_rate,
                                o["padding_between"], first_turn=first))
             st.fed_words += len(words)
-        st.machine.closed = p.feed.closed and st.fed_words == len(p.feed.words)
+        st.machine.closed = closed
 
     # --- stages ----------------------------------------------------------------------------------
     def _machine(self, row: Row) -> Machine:
@@ -291,7 +280,7 @@ class KyutaiProgram(ModelProgram):
             out[b] = idx[(vals.cpu() / noise).argmax()].to(out.device)
         return out
 
-    def _step(self, rows: list[Row], states: list[KyState]) -> list[StepOutput]:
+    def _step(self, rows: list[Row], states: list[KyState]) -> list[Any]:
         c = self.cfg
         if self.k_pool is None or self.v_pool is None:
             raise RuntimeError("the KV pool is not allocated: call init_kv(num_pages, page_size) first")
@@ -322,7 +311,7 @@ class KyutaiProgram(ModelProgram):
             for st, g in zip(states, saved, strict=True):
                 st.gen.set_state(g)
             raise
-        out: list[StepOutput] = []
+        out: list[Any] = []  # a StepOutput per row, or the InputError of a row whose text went stale
         md, delay = max(c.delays), c.audio_delay_steps
         for b, (r, st, w) in enumerate(zip(rows, states, work, strict=True)):
             t = w.step
@@ -344,7 +333,10 @@ class KyutaiProgram(ModelProgram):
             r.kv_len = t + 1
             _commit(st, w)
             r.state = st
-            out.append(StepOutput(frame=frame, done=done))
+            feed = r.prompt.data.feed
+            stale = feed.stale() if feed is not None and not done else None
+            # a text that stopped arriving: this row alone fails (its pages come back), the batch goes on
+            out.append(InputError(stale) if stale else StepOutput(frame=frame, done=done))
         return out
 
     @torch.inference_mode()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..base import ChunkSchedule, ModelSpec
+from ..base import TEXT_STREAM, ChunkSchedule, ModelSpec
 from .config import KyutaiConfig
 from .voices import list_voices
 
@@ -26,5 +26,5 @@ def model_spec(cfg: KyutaiConfig, root: Path, name: str) -> ModelSpec:
         max_context=MAX_STEPS,
         voices=list_voices(root, cfg.voice_suffix),
         languages=("en", "fr"),
-        modes=("tts", "text_stream"),
+        modes=("tts", TEXT_STREAM),  # reads text as it arrives (prepare(request, feed=...))
     )

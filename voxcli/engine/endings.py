@@ -59,6 +59,7 @@ class Endings(SchedulerState):
         if r.id in self.pending:
             self.chunks.remove(self.pending[r.id])
         self.requests.pop(r.id, None)
+        self.fed.pop(r.id, None)
         r.state = state
         r.reason = reason
         self.admission.forget(r)

@@ -59,7 +59,8 @@ from voxcli.engine.stream import (
     RequestFailed,
     RequestRejected,
 )
-from voxcli.models.base import ModelProgram, Prompt, ResourceLimits, SynthesisRequest
+from voxcli.models.base import InputError, ModelProgram, Prompt, ResourceLimits, SynthesisRequest
+from voxcli.models.text_feed import TextFeed
 
 __all__ = ["Engine", "AudioStream", "AudioChunk", "Timeline", "EngineError", "EngineClosed", "RequestFailed",
            "RequestRejected", "RequestCancelled", "make_executor"]
@@ -141,6 +142,7 @@ class Engine:
         self.spec = program.spec
         self._ids = itertools.count(1)
         self._streams: dict[int, AudioStream] = {}
+        self._awaiting: dict[int, Request] = {}  # fed requests whose first word has not arrived
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._inbox: list[tuple[str, Any]] = []
@@ -171,7 +173,8 @@ class Engine:
 
     # ------------------------------------------------------------------ public API
     def submit(self, request: SynthesisRequest, at: float | None = None,
-               continues: AudioStream | None = None, playback_from: float | None = None) -> AudioStream:
+               continues: AudioStream | None = None, playback_from: float | None = None,
+               text_feed: TextFeed | None = None) -> AudioStream:
         """Queue a request; returns its stream at once. Raises InputError (from the model) for a bad
         request, EngineClosed after close(). `at` (virtual time only) schedules the arrival.
 
@@ -180,7 +183,18 @@ class Engine:
         full, predicted TTFA), it is queued ahead of new requests, and its first chunk's deadline is
         the end of the audio already delivered for the user request (when playback would stall).
         `playback_from` (engine clock): that end given directly, for a previous sentence whose stream
-        lives elsewhere (a placement's front door: engine/roles.py)."""
+        lives elsewhere (a placement's front door: engine/roles.py).
+
+        `text_feed`: the request's text is still arriving (models/text_feed.py), for a model whose spec
+        `streams_text`; `request.text` is ignored. The request arrives (its TTFA and first-chunk deadline
+        count from then, admission sees it then) when the feed's first word does; until then it holds
+        nothing but its stream. A cancel before that ends it at once."""
+        if text_feed is not None:
+            if not self.spec.streams_text:
+                raise InputError(f"model {self.spec.name} reads each text whole; send the whole text (only "
+                                 f"a model that reads text as it arrives, such as Kyutai TTS, takes a feed)")
+            if continues is not None or playback_from is not None:
+                raise ValueError("a request fed its text as it arrives is one request, never a continuation")
         if self._closed:
             raise EngineClosed(self._dead or "the engine is closed")
         if at is not None and self.realtime:
@@ -189,7 +203,8 @@ class Engine:
         # per request, before it can share (and fail) a batch: the shared fields and the family's options
         check_request(request, self.program.option_schema, f"model {self.spec.name}")
         try:
-            prompt = self._prepare(request)
+            # (a role engine's _prepare takes no feed: its front door never submits one)
+            prompt = self._prepare(request) if text_feed is None else self._prepare(request, text_feed)
             # its KV need is planned here too, not on the engine loop (the loop only reads the number)
             kv_tokens = self.prepare_guard.run(lambda: self.program.kv_tokens(prompt), "planning the request")
         except PrepareClosed:
@@ -199,6 +214,7 @@ class Engine:
         stream = self._new_stream(rid, request)
         r = self.scheduler.new_request(rid, prompt, arrival, request, stream)
         r.need_pages = self.scheduler.kv.pages_for(kv_tokens)
+        r.text_feed = text_feed
         stream.timeline = r.timeline
         sentences.chain(r, stream, continues, playback_from)
         with self._wake:
@@ -206,6 +222,10 @@ class Engine:
                 raise EngineClosed(self._dead or "the engine is closed")
             self._streams[rid] = stream
             self.timelines.append(r.timeline)
+            if text_feed is not None and not text_feed.bind(self.executor.now,
+                                                         lambda: self._text_started(r, text_feed)):
+                self._awaiting[rid] = r  # it arrives with its first word (_text_started)
+                return stream
             if self.realtime:
                 self._inbox.append(("add", r))
                 self._wake.notify_all()
@@ -215,6 +235,33 @@ class Engine:
             self._interrupt()
         return stream
 
+    def _text_started(self, r: Request, feed: TextFeed) -> None:
+        """A fed request's first word arrived (or its text ended with none): on the writer's thread."""
+        with self._wake:
+            if self._awaiting.pop(r.id, None) is None or self._closed:
+                return  # cancelled or closed meanwhile
+            now = self.executor.now()
+            if not feed.has_words:  # it holds nothing yet: ended here, never seen by the scheduler
+                self._end_unadmitted(r, "failed", "the text ended before any words arrived; send some "
+                                                  "words to say", now)
+                return
+            r.arrival = r.timeline.arrival = now
+            if self.realtime:
+                self._inbox.append(("add", r))
+                self._wake.notify_all()
+            else:
+                heapq.heappush(self._arrivals, (now, next(self._seq), "add", r))
+        if self.realtime:
+            self._interrupt()
+
+    def _end_unadmitted(self, r: Request, status: str, reason: str, now: float) -> None:
+        """End a fed request still waiting for its first word (it holds no pages, slot or row). Under
+        the lock."""
+        tl = r.timeline
+        tl.status, tl.reason, tl.finished = status, reason, now
+        r.user.end(status, reason)
+        self._streams.pop(r.id, None)
+
     def _new_stream(self, rid: int, request: SynthesisRequest) -> AudioStream:
         """The stream `submit` hands back (a role engine's carries more: engine/roles.py)."""
         pump = None if self.realtime else self._pump
@@ -222,6 +269,11 @@ class Engine:
 
     def cancel(self, request_id: int, at: float | None = None) -> None:
         """Cancel a request (idempotent; unknown or finished ids are ignored)."""
+        with self._wake:
+            waiting = self._awaiting.pop(request_id, None)
+            if waiting is not None:  # a fed request whose first word has not arrived
+                self._end_unadmitted(waiting, "cancelled", "cancelled by the user", self.executor.now())
+                return
         if self.realtime:
             with self._wake:
                 self._inbox.append(("cancel", request_id))
@@ -248,6 +300,7 @@ class Engine:
             if self._closed and self._thread is None:
                 return
             self._closed = True
+            self._awaiting.clear()  # their streams end with the others' (_fail_open)
             self._wake.notify_all()
         self.prepare_guard.close()  # a submitter waiting on a preparation is released now, not at its limit
         self._interrupt()
@@ -277,9 +330,12 @@ class Engine:
             warnings.warn(f"engine.close() could not release every request: {type(e).__name__}: {e}",
                           stacklevel=2)
 
-    def _prepare(self, request: SynthesisRequest) -> Prompt:
+    def _prepare(self, request: SynthesisRequest, text_feed: TextFeed | None = None) -> Prompt:
         """The program's prompt for `request` (a role engine adds what crosses to the other role), made on
         a worker with a deadline: a preparation that never ends fails this request alone."""
+        if text_feed is not None:  # a program whose spec streams_text takes the feed (models/base.py)
+            prepare: Any = self.program.prepare
+            return self.prepare_guard.run(lambda: prepare(request, feed=text_feed))
         return self.prepare_guard.run(lambda: self.program.prepare(request))
 
     def __enter__(self) -> Engine:

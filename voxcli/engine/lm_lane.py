@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from operator import attrgetter
 
+from voxcli.engine import text_pacing
 from voxcli.engine.chunk_flow import ChunkFlow
 from voxcli.engine.executors.base import Work
 from voxcli.engine.request import Request
@@ -91,8 +92,10 @@ class LmLane(ChunkFlow):
         return Work(lane="lm", stage="prefill", rows=rows, bucket=n, tag=cands,
                     tokens=sum(r.prompt.length * r.prompt.width for r in cands))
 
-    def _launch_decode(self, now: float) -> Work:
-        if self.decoding_rows <= self.max_decode:
+    def _launch_decode(self, now: float) -> Work | None:
+        # rows whose text is still arriving sit out while far ahead of playback (text_pacing.py)
+        paced = text_pacing.paced(self, now) if self.fed else None
+        if not paced and self.decoding_rows <= self.max_decode:
             # every running row: `_decode_all` stands for their lm_inflight flags (no per-row writes;
             # `_end` sets the flag of a row that ends while the step runs)
             batch = self._decode_batch
@@ -108,11 +111,15 @@ class LmLane(ChunkFlow):
                                     if self.deadline_admission else self.decoding.values())
         reqs, rows = [], 0
         for r in order:
+            if paced and r.id in paced:
+                continue
             if rows + r.prompt.width <= self.max_decode:
                 reqs.append(r)
                 rows += r.prompt.width
                 if rows == self.max_decode:
                     break
+        if not reqs:
+            return None  # every running row is paced: the next one is due at a timer (next_timer)
         for r in reqs:
             r.lm_inflight = True
         return Work(lane="lm", stage="decode", rows=list(map(_row_of, reqs)),

@@ -135,7 +135,7 @@ class Request:
                  "gen_chunk", "gen_start", "gen_end", "chunk_inflight", "lm_inflight", "t_first_audio",
                  "pages", "slot", "reason", "user", "need_pages", "frame_cap", "next_end", "retry_after",
                  "next_event", "continuation", "log_epoch", "log_from", "due_step", "join_seq",
-                 "state_bytes", "next_ready", "hold_s")
+                 "state_bytes", "next_ready", "hold_s", "text_feed")
 
     def __init__(self, request_id: int, prompt: Prompt, arrival: float, schedule: ChunkSchedule,
                  frame_s: float, ttfa_target: float, synthesis: SynthesisRequest | None = None,
@@ -186,6 +186,9 @@ class Request:
         # the next chunk, made when its bounds became known (its previous chunk was delivered) and
         # pended by the decode step whose frame completes it (Scheduler._due_frames sets t_ready)
         self.next_ready: Chunk | None = None
+        # a text still arriving (models/text_feed.py; Engine.submit(text_feed=...)): while it is open the
+        # row is paced to its playback (engine/text_pacing.py); opaque otherwise
+        self.text_feed: Any = None
         self.refresh_event()
 
     @property

@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from voxcli.engine import sentences
+from voxcli.engine import sentences, text_pacing
 from voxcli.engine.codec_lanes import CodecLanes
 from voxcli.engine.events import Delivered, Ended, Event, HandedOff, Released
 from voxcli.engine.executors.base import Completion, Work
@@ -104,6 +104,8 @@ class Scheduler(LmLane, LmCompletion, CodecLanes, RemoteRole):
                              f"raise max_queue")
         self.requests[r.id] = r
         self.waiting.append(r)
+        if r.text_feed is not None:
+            self.fed[r.id] = r
         return []
 
     def continue_after(self, r: Request, playback_end: float) -> None:
@@ -141,6 +143,8 @@ class Scheduler(LmLane, LmCompletion, CodecLanes, RemoteRole):
         times = self.codec_timers(now)
         if self.defer_since is not None:
             times.append(self.defer_since + self.config.max_defer_s)
+        if self.fed:  # rows whose text is open, sitting out steps until their playback catches up
+            times += text_pacing.wake_times(self, now)
         future = [t for t in times if t > now]
         return min(future) if future else None
 

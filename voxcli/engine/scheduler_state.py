@@ -76,6 +76,7 @@ class SchedulerState:
         self.decoding: dict[int, Request] = {}  # admission order
         self.prefilling = 0  # rows (sum of widths) in the prefill batch in flight
         self.decoding_rows = 0  # rows (sum of widths) of `decoding`
+        self.fed: dict[int, Request] = {}  # requests whose text is fed as it arrives (text_pacing.py)
         # dispatchable chunks, at most one per request (pending.py); the hot paths use the aliases
         self.chunks = PendingChunks()
         self.pending = self.chunks.by_request

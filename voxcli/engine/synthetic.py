@@ -14,6 +14,12 @@ characters per second of speech). Frame k of a request is the code vector filled
 turns each frame into `samples_per_frame` samples of the value `code[0] * pcm_scale` (0 by default:
 silence of the right length), so a test can read back which frames reached the audio and in what order.
 
+Text that arrives while the request runs (`streams_text=True`: the spec's TEXT_STREAM mode, as Kyutai's;
+`prepare(request, feed=...)`): each word owes its frames at the same speaking rate once it has arrived;
+a row that has spoken every word it has while the text is still open emits a pad frame per step (Kyutai's
+state machine pads while it waits for a word: the row never stalls a batch); it ends when the text is
+closed and spoken, and fails alone (an InputError in place of its step) once its feed is stale.
+
 Failure injection for tests, written into the text: `[fail:prefill]` (the prefill batch holding the
 request raises), `[fail:decode@K]` (the decode step that would produce frame K reports an error for that
 row only), `[fail:codec@C]` (chunk C reports an error for that item only), `[fail:input]` (prepare raises
@@ -32,6 +38,7 @@ import numpy as np
 from voxcli.config import ChunkSchedule
 from voxcli.models import registry
 from voxcli.models.base import (
+    TEXT_STREAM,
     CodecItem,
     InputError,
     ModelProgram,
@@ -43,6 +50,7 @@ from voxcli.models.base import (
     check_numbers,
 )
 from voxcli.models.options import NO_OPTIONS, OptionSchema
+from voxcli.models.text_feed import TextFeed
 
 _FAIL = re.compile(r"\[fail:(prefill|input|decode@(\d+)|codec@(\d+))\]")
 
@@ -67,12 +75,15 @@ class _Plan:
     fail_prefill: bool = False
     fail_decode_at: int | None = None
     fail_codec_at: int | None = None
+    feed: TextFeed | None = None  # the text still arriving (streams_text)
 
 
 @dataclass
 class _RowState:
     emitted: int = 0
     lead: int = 0  # lead steps taken (see SimSpec.lead_steps)
+    fed_words: int = 0  # a fed text's words read so far, and the frames they owe
+    owed: int = 0
 
 
 class SyntheticProgram(ModelProgram):
@@ -81,7 +92,8 @@ class SyntheticProgram(ModelProgram):
     def __init__(self, sample_rate: float | None = None, frame_rate: float | None = None,
                  samples_per_frame: int | None = None, codebooks: int | None = None,
                  chunk: ChunkSchedule | None = None, max_context: int = 4096, chars_per_second: float = 15.0,
-                 pcm_scale: float = 0.0, sim: registry.SimSpec | None = None) -> None:
+                 pcm_scale: float = 0.0, sim: registry.SimSpec | None = None,
+                 streams_text: bool = False) -> None:
         """`sim` (default: the default family's) supplies every audio setting not given. `chunk` is the
         program's own (model default) schedule: ChunkSchedule() unless given (`for_model` gives the
         family's sim schedule)."""
@@ -91,7 +103,8 @@ class SyntheticProgram(ModelProgram):
                               samples_per_frame=samples_per_frame or sim.samples_per_frame,
                               codebooks=codebooks or sim.codebooks,
                               chunk=chunk or ChunkSchedule(), max_context=max_context,
-                              voices=("any",), modes=("custom_voice",),
+                              voices=("any",),
+                              modes=("custom_voice", *((TEXT_STREAM,) if streams_text else ())),
                               codec_lookahead_frames=sim.codec_lookahead_frames)
         self.chars_per_second = chars_per_second
         self.pcm_scale = pcm_scale
@@ -120,8 +133,13 @@ class SyntheticProgram(ModelProgram):
     def load(cls, source: str, device: str = "cpu", dtype: str = "float32") -> SyntheticProgram:
         return cls.for_model(source)
 
-    def prepare(self, request: SynthesisRequest) -> Prompt:
+    def prepare(self, request: SynthesisRequest, feed: TextFeed | None = None) -> Prompt:
         check_numbers(request)  # the ranges every family applies (models/base.py NUMERIC_BOUNDS)
+        if feed is not None:
+            if not self.spec.streams_text:
+                raise InputError("this model reads each text whole; it takes no text feed")
+            max_frames = request.max_frames or 2048
+            return Prompt(length=8, data=_Plan(frames=0, feed=feed), max_frames=max_frames)
         if request.input_audio is not None:
             return self._heard(request)
         text = request.text or ""
@@ -183,9 +201,11 @@ class SyntheticProgram(ModelProgram):
             self._frames.append(np.full(self.spec.codebooks, len(self._frames), dtype=np.int64))
         return self._frames[k]
 
-    def _step(self, row: Row) -> StepOutput | InjectedFailure:
+    def _step(self, row: Row) -> StepOutput | Exception:
         plan: _Plan = row.prompt.data
         st: _RowState = row.state
+        if plan.feed is not None:
+            return self._fed_step(row, plan.feed, st)
         if plan.text_tokens:  # a text answer: one token per step, no frame
             st.emitted += 1
             row.kv_len += 1
@@ -205,6 +225,21 @@ class SyntheticProgram(ModelProgram):
         row.kv_len += 1
         return StepOutput(frame=frame, done=st.emitted >= plan.frames)
 
+    def _fed_step(self, row: Row, feed: TextFeed, st: _RowState) -> StepOutput | Exception:
+        words, closed = feed.snapshot(st.fed_words)
+        st.fed_words += len(words)
+        st.owed += sum(max(1, math.ceil((len(w) + 1) / self.chars_per_second * self.spec.frame_rate))
+                       for w in words)
+        row.kv_len += 1
+        if st.lead < self.lead_steps:
+            st.lead += 1
+            return StepOutput(frame=None, done=False)
+        frame = self._frame(st.emitted)  # a word's frame, or a pad while the next word is awaited
+        st.emitted += 1
+        done = (closed and st.emitted >= st.owed) or st.emitted >= row.prompt.max_frames
+        stale = None if done else feed.stale()
+        return InputError(stale) if stale else StepOutput(frame=frame, done=done)
+
     def prefill(self, rows: list[Row]) -> list[StepOutput]:
         for row in rows:
             if row.prompt.data.fail_prefill:
@@ -217,10 +252,11 @@ class SyntheticProgram(ModelProgram):
             row.kv_len = row.prompt.length
             plan: _Plan = row.prompt.data
             # like Qwen3-TTS, the prefill samples a token but no complete frame exists yet
-            out.append(StepOutput(frame=None, done=plan.frames == 0 and not plan.text_tokens))
+            out.append(StepOutput(frame=None, done=plan.frames == 0 and not plan.text_tokens
+                                  and plan.feed is None))
         return out
 
-    def decode(self, rows: list[Row]) -> list[StepOutput]:  # type: ignore[override]
+    def decode(self, rows: list[Row]) -> list[StepOutput | Exception]:  # type: ignore[override]
         return [self._step(row) for row in rows]
 
     def codec(self, items: list[CodecItem]) -> list[np.ndarray]:

@@ -7,7 +7,9 @@
     server -> {"type": "sentence", "index": i, "text": ...}   a sentence was complete and is being spoken
     server -> {"type": "done", "audio_seconds": ..., "sentences": n} | {"type": "error", "code", "message"}
 
-Each sentence is spoken as soon as it is complete (see voxcli.textstream), while more text arrives.
+Each sentence is spoken as soon as it is complete (see voxcli.textstream), while more text arrives. A
+model that reads text as it arrives (`ModelSpec.streams_text`, Kyutai) gets the whole session as ONE
+request instead, its words fed to it as they arrive (no `sentence` messages; `done` counts 1).
 A client that goes away cancels everything it started.
 
 Every frame in every state is answered: a frame the protocol does not allow (binary, a JSON object of
@@ -43,7 +45,7 @@ from voxcli.server.routes import (
 from voxcli.server.service import Item, SpeechJob, SpeechService
 from voxcli.speak import Stopped
 from voxcli.text import TextInputError, check_real_text, has_words
-from voxcli.textstream import SentenceBuffer, speak_live
+from voxcli.textstream import SentenceBuffer, feeds_text, speak_fed, speak_live
 
 
 class LiveStart(BaseModel):
@@ -138,7 +140,19 @@ def build_live_router(service: SpeechService, metrics: ServerMetrics) -> APIRout
                 raise InputError("the text streamed in holds only control characters; send some words to "
                                  "say.")
 
-        job.start(requests(), runner=speak_live)
+        if feeds_text(service.spec, service.engine):  # one request, fed word by word as it arrives
+            request = template.request("")
+            sentences = 1
+            # the route's own idle timeout answers a silent client first; the feed's is the backstop
+            idle = 2 * limits.ws_idle_timeout_s
+
+            def fed(engine: Any, fragments: Any, on_audio: Any, sample_rate: int, stop: Any = None) -> Any:
+                return speak_fed(engine, request, fragments, on_audio, sample_rate, stop=stop,
+                                 idle_limit_s=idle)
+
+            job.start(iter(text_in.get, None), runner=fed)
+        else:
+            job.start(requests(), runner=speak_live)
         receiver = asyncio.create_task(_receive_text(ws, job, text_in, limits.max_ws_chars,
                                                      limits.ws_idle_timeout_s))
         clock: PlaybackClock | None = None

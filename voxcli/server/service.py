@@ -61,13 +61,16 @@ class _TrackedEngine:
     def __init__(self, engine: Any, job: SpeechJob) -> None:
         self._engine, self._job = engine, job
 
-    def submit(self, request: SynthesisRequest, continues: Any = None) -> Any:
+    def submit(self, request: SynthesisRequest, continues: Any = None, text_feed: Any = None) -> Any:
         job = self._job
         if job.stop.is_set():
             raise Stopped()
-        # prepare() runs here: never under the job's lock; `continues`: a later sentence (speak.py)
+        # prepare() runs here: never under the job's lock; `continues`: a later sentence (speak.py);
+        # `text_feed`: the text of one request still arriving (textstream.speak_fed)
         if continues is not None:
             stream = self._engine.submit(request, continues=continues)
+        elif text_feed is not None:
+            stream = self._engine.submit(request, text_feed=text_feed)
         else:
             stream = self._engine.submit(request)
         keep_audio = getattr(stream, "keep_audio", None)
