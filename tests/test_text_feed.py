@@ -185,3 +185,9 @@ def test_the_python_api_takes_a_text_still_arriving(streams_text):
         assert [t.status for t in eng.timelines] == ["done"] * (1 if streams_text else 2)
         with pytest.raises(ValueError, match="iterable of strings"):
             tts.say(42)
+
+
+def test_the_sim_of_a_family_that_reads_text_as_it_arrives_takes_feeds():
+    """The family's SimSpec says so (Kyutai), so `vox serve --executor sim` feeds its WebSocket words."""
+    assert SyntheticProgram.for_model("kyutai-tts-1.6b").spec.streams_text
+    assert not SyntheticProgram.for_model("qwen3-tts-1.7b").spec.streams_text

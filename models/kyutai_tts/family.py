@@ -105,6 +105,7 @@ FAMILY = Family(
         codebooks=32,
         chunk=DEFAULT_CHUNKS,
         lead_steps=18,
+        streams_text=True,  # words are fed as they arrive (the TEXT_STREAM mode in spec.py)
         models=(SimModel("kyutai-tts-1.6b", KYUTAI_TTS_1_6B, gpu_profile="{gpu}-kyutai-tts-1.6b"),),
     ),
 )

@@ -93,11 +93,12 @@ class SyntheticProgram(ModelProgram):
                  samples_per_frame: int | None = None, codebooks: int | None = None,
                  chunk: ChunkSchedule | None = None, max_context: int = 4096, chars_per_second: float = 15.0,
                  pcm_scale: float = 0.0, sim: registry.SimSpec | None = None,
-                 streams_text: bool = False) -> None:
+                 streams_text: bool | None = None) -> None:
         """`sim` (default: the default family's) supplies every audio setting not given. `chunk` is the
         program's own (model default) schedule: ChunkSchedule() unless given (`for_model` gives the
         family's sim schedule)."""
         sim = sim or registry.default_family().sim
+        streams_text = sim.streams_text if streams_text is None else streams_text
         self.spec = ModelSpec(name="synthetic", sample_rate=sample_rate or sim.sample_rate,
                               frame_rate=frame_rate or sim.frame_rate,
                               samples_per_frame=samples_per_frame or sim.samples_per_frame,
