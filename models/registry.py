@@ -86,7 +86,7 @@ class SimSpec:
     cfg_scale: float | None = None  # the checkpoint's default guidance (> 1: requests run as width-2 pairs)
     lead_steps: int = 0  # decode steps before a request's first frame (a delay pattern's fill)
     codec_lookahead_frames: float = 0.0  # the released codec's hold-back (ModelSpec.codec_lookahead_frames)
-    streams_text: bool = False  # the model reads text as it arrives (ModelSpec.streams_text): the sim takes feeds
+    streams_text: bool = False  # reads text as it arrives (ModelSpec.streams_text): the sim takes feeds
 
 
 @dataclass(frozen=True)

@@ -141,8 +141,8 @@ def _check_runnable(config: EngineConfig, profile: Any = None) -> EngineConfig:
     if config.executor == "sim" and not config.gpu and profile is None:
         from voxcli.config import ConfigError
 
-        raise ConfigError("--executor sim needs the GPU cost profile to simulate: --set gpu=h100 (or h200, "
-                          "b200; `vox serve` and `vox bench` also take --gpu).")
+        raise ConfigError("--executor sim needs --gpu h100, h200 or b200 (the cost profile to simulate; a "
+                          "command without --gpu takes --set gpu=h100).")
     return config
 
 
