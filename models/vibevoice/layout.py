@@ -19,21 +19,17 @@ from typing import Any
 import torch
 
 from ..qwen3_tts.text_tokenizer import bytes_to_unicode
+from .hf_build import SCHEDULER, SPECIALS
+from .hf_build import SIZES as HF_SIZES
 
 TRANSFORMERS_VERSION = "5.24.0"
-SPECIALS = ("<|endoftext|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>")
-SCHEDULER = {"beta_schedule": "squaredcos_cap_v2", "prediction_type": "v_prediction"}
 
+# hf_build.py's tiny and real (one source for both builders: their checkpoints must have the same names and
+# shapes), with what transformers fills in: the LM head tied except in the tiny (hf_build's docstring says
+# why), and the codec's init settings at their defaults where hf_build leaves them unset.
+CODEC_DEFAULTS = {"layer_scale_init_value": 1e-6, "initializer_range": 0.01}
 SIZES: dict[str, dict[str, Any]] = {
-    "tiny": dict(
-        text=dict(vocab_size=264, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048),
-        head=dict(num_hidden_layers=2, intermediate_size=96, frequency_embedding_size=32),
-        codec=dict(num_filters=4, downsampling_ratios=[2, 2, 5], depths=[2, 1, 1, 2], ffn_expansion=2,
-                   layer_scale_init_value=0.3, initializer_range=0.3),
-        semantic_hidden=16,
-        tied=False,  # the tiny LM head is its own (hf_build.py's docstring says why)
-    ),
+    "tiny": dict(HF_SIZES["tiny"], codec={**CODEC_DEFAULTS, **HF_SIZES["tiny"]["codec"]}, tied=False),
     "bench": dict(
         text=dict(vocab_size=264, hidden_size=256, intermediate_size=704, num_hidden_layers=4,
                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=8192),
@@ -43,15 +39,7 @@ SIZES: dict[str, dict[str, Any]] = {
         semantic_hidden=32,
         tied=True,
     ),
-    "real": dict(
-        text=dict(vocab_size=151936, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
-                  num_attention_heads=12, num_key_value_heads=2, max_position_embeddings=65536),
-        head=dict(num_hidden_layers=4, intermediate_size=4608, frequency_embedding_size=256),
-        codec=dict(num_filters=32, downsampling_ratios=[2, 2, 4, 5, 5, 8], depths=[3, 3, 3, 3, 3, 3, 8],
-                   ffn_expansion=4, layer_scale_init_value=1e-6, initializer_range=0.01),
-        semantic_hidden=128,
-        tied=True,
-    ),
+    "real": dict(HF_SIZES["real"], codec={**CODEC_DEFAULTS, **HF_SIZES["real"]["codec"]}, tied=True),
 }
 
 
