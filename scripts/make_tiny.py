@@ -13,6 +13,8 @@ usage: python scripts/make_tiny.py OUT [--family NAME] [--size SIZE] [--seed N] 
                                      --clone-models adds tiny random speech_tokenizer_v2.onnx, campplus.onnx)
        --family speechlm             --size tiny|real  (OpusLM-like, ESPnet's layout; real = OpusLM-Dialogue's
                                      SmolLM2-1.7B backbone, 9 streams, ESPnet DAC)
+       --family vibevoice            --size tiny|bench|real  (the transformers layout, plain torch; real =
+                                     VibeVoice-1.5B in bf16, 6 shards, 3 GB peak RSS to build)
 
 The builders are the families' `Family.tiny` registrations (models/registry.py `Tiny`); `--list` prints
 them with their sizes. 0.6b / 1.7b: the real Qwen3-TTS architectures (random weights, talker stored in
