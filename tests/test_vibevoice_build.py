@@ -132,7 +132,8 @@ def test_demo_says_from_an_empty_cache_without_transformers(tmp_path, monkeypatc
                                      str(out), "--quiet"])
     assert r.exit_code == 0, r.output
     info = sf.info(str(out))
-    assert info.samplerate == 24000 and 0 < info.frames <= 200 * 20 and info.frames % 20 == 0
+    # it ended by itself (eos) before the recipe's 200-frame cap: the calibrated LM does for seeds 0..11
+    assert info.samplerate == 24000 and 0 < info.frames < 200 * 20 and info.frames % 20 == 0
     assert "transformers" not in sys.modules  # built and run by this interpreter's torch alone
     r = CliRunner().invoke(cli.app, ["voices", "-m", "demo-vibevoice"])
     assert r.exit_code == 0 and all(v in r.output for v in ("0", "1", "2", "3"))
