@@ -4,7 +4,8 @@
 # a 3-line `vox batch -c 2` with the model's serving recipe (dtype auto) on it, each asserting exit 0 and
 # a peak RSS under a stated bound; with VOX_REALSIZE_PARITY=1 also the parity script against the
 # official qwen-tts on the same weights (8 min on a loaded 2-core host: off by default). Then Kyutai TTS
-# 1.6B (issue 31) the same way: built once by the pure-torch builder, cached, `vox say --max-frames 4`.
+# 1.6B and VibeVoice-1.5B (issue 31) the same way: built once by their pure-torch builders, cached,
+# `vox say --max-frames 4` (Kyutai) and `--max-frames 2` in bfloat16 (VibeVoice).
 #
 #   bash scripts/ci_realsize.sh            # PYTHON=.venv/bin/python, cache in ~/.cache/voxcli
 #
@@ -14,33 +15,43 @@
 # weights plus interpreter, torch, the pools in use and workspaces, 2.5-5.0 GB for the others), and
 # VOX_REALSIZE_PARITY (1: also run scripts/parity_realsize.py; needs VOX_ORACLE_PYTHON).
 set -euo pipefail
+shopt -s inherit_errexit  # a failing build inside $(cached ...) stops the script
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
 CACHE=${VOX_REALSIZE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/voxcli}
 BOUND=${VOX_REALSIZE_RSS_MB:-6500}
 START=$(date +%s)
 
-# The builder's version: a hash of every file that can decide the checkpoint's bytes (the builder and
-# the modules whose parameter order it draws in); make_tiny.py only parses flags.
-KEY=$("$PY" - <<'PYEOF'
+# cached NAME PACKAGE BUILD_RSS_MB MAKE_TINY_ARGS...: the checkpoint folder of NAME, built once by
+# scripts/make_tiny.py and cached under a hash of every file of PACKAGE (the builder and the modules whose
+# parameter order it draws in; make_tiny.py only parses flags). It is built into NAME.tmp and renamed, so a
+# folder that exists is whole; older builds of NAME (another hash) are removed: each is gigabytes.
+cached() {
+  local name=$1 package=$2 rss=$3; shift 3
+  local key dir
+  key=$("$PY" - "$package" <<'PYEOF'
 import hashlib
 import pathlib
-files = sorted(pathlib.Path("models/qwen3_tts").glob("*.py"))
+import sys
 h = hashlib.sha256()
-for f in files:
+for f in sorted(pathlib.Path(sys.argv[1]).glob("*.py")):
     h.update(f.name.encode() + f.read_bytes())
 print(h.hexdigest()[:12])
 PYEOF
 )
-CKPT="$CACHE/realsize-0.6b-cv-$KEY"
-if [ -d "$CKPT" ]; then
-  echo "real-size 0.6B CustomVoice checkpoint: cached at $CKPT"
-else
-  mkdir -p "$CACHE"
-  # build_tiny writes into a temporary folder and renames it into place: a folder that exists is whole
-  "$PY" scripts/peak_rss.py 4000 "build $CKPT" -- \
-    "$PY" scripts/make_tiny.py "$CKPT" --size 0.6b --variant custom_voice
-fi
+  dir="$CACHE/$name-$key"
+  if [ -d "$dir" ]; then
+    echo "real-size $name: cached at $dir" >&2
+  else
+    mkdir -p "$CACHE"
+    find "$CACHE" -maxdepth 1 -name "$name-*" -exec rm -rf {} + >&2
+    "$PY" scripts/peak_rss.py "$rss" "build $dir" -- "$PY" scripts/make_tiny.py "$dir.tmp" "$@" >&2
+    mv "$dir.tmp" "$dir"
+  fi
+  echo "$dir"
+}
+
+CKPT=$(cached realsize-0.6b-cv models/qwen3_tts 4000 --size 0.6b --variant custom_voice)
 
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
@@ -67,27 +78,27 @@ PYEOF
 # the pure-torch builder streams it tensor by tensor (measured 544 MB peak, 2 min on a loaded 2-core host),
 # cached by the package's source hash like the Qwen build; then `vox say` (float32 on a CPU without bf16:
 # measured 8.3 GB peak for 7.3 GB of LM weights) until 4 frames have played (18 lead steps before the first)
-KKEY=$("$PY" - <<'PYEOF'
-import hashlib
-import pathlib
-h = hashlib.sha256()
-for f in sorted(pathlib.Path("models/kyutai_tts").glob("*.py")):
-    h.update(f.name.encode() + f.read_bytes())
-print(h.hexdigest()[:12])
-PYEOF
-)
-KCKPT="$CACHE/realsize-kyutai-1.6b-$KKEY"
-if [ -d "$KCKPT" ]; then
-  echo "real-size Kyutai TTS 1.6B checkpoint: cached at $KCKPT"
-else
-  "$PY" scripts/peak_rss.py 1500 "build $KCKPT" -- \
-    "$PY" scripts/make_tiny.py "$KCKPT.tmp" --family kyutai_tts --size real
-  mv "$KCKPT.tmp" "$KCKPT"
-fi
+KCKPT=$(cached realsize-kyutai-1.6b models/kyutai_tts 1500 --family kyutai_tts --size real)
 "$PY" scripts/peak_rss.py "${VOX_REALSIZE_KYUTAI_RSS_MB:-10000}" "kyutai vox say --max-frames 4" -- \
   "${VOX[@]}" say -m "$KCKPT" --greedy --max-frames 4 --verbose "Hello there." -o "$WORK/kyutai.wav"
 test -s "$WORK/kyutai.wav"
 if [ "${VOX_REALSIZE_PARITY:-0}" = "1" ]; then
   "$PY" scripts/parity_realsize.py "$CKPT" --frames 8
 fi
+# VibeVoice-1.5B (issue 31): the released transformers layout at the published size (random weights, bf16,
+# 5.4 GB in 6 shards), drawn with plain torch (models/vibevoice/torch_build.py: peak RSS 3.0 GB) and cached
+# by its package's source hash; its LM picks the diffusion token every step, so `--max-frames 2` plays
+# exactly 2 frames (each: 3 LM passes, 10 diffusion-head solver steps on the CFG pair, the acoustic decode
+# and the semantic re-encode). Measured: peak RSS 5.1 GB in bfloat16 (9.7 GB in float32).
+VV_CKPT=$(cached realsize-vibevoice-1.5b models/vibevoice 4000 --family vibevoice --size real)
+"$PY" scripts/peak_rss.py "$BOUND" "vox say VibeVoice-1.5B bf16 --max-frames 2" -- \
+  "${VOX[@]}" say -m "$VV_CKPT" --dtype bfloat16 --seed 1 --max-frames 2 --verbose "Hello there." \
+  -o "$WORK/vibevoice.wav"
+"$PY" - "$WORK/vibevoice.wav" <<'PYEOF'
+import sys
+import soundfile as sf
+info = sf.info(sys.argv[1])
+assert info.samplerate == 24000 and info.frames == 2 * 3200, (info.samplerate, info.frames)
+print(f"VibeVoice say: {info.frames} samples (2 frames of 3200)")
+PYEOF
 echo "ci_realsize: ok in $(( $(date +%s) - START )) s"

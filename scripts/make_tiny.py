@@ -15,6 +15,8 @@ usage: python scripts/make_tiny.py OUT [--family NAME] [--size SIZE] [--seed N] 
                                      SmolLM2-1.7B backbone, 9 streams, ESPnet DAC)
        --family kyutai_tts           --size tiny|bench|real  (moshi's layout in plain torch; real = the
                                      published 1.6B in bfloat16 + moshi's Mimi, streamed: ~0.5 GB peak)
+       --family vibevoice            --size tiny|bench|real  (the transformers layout, plain torch; real =
+                                     VibeVoice-1.5B in bf16, 6 shards, 3 GB peak RSS to build)
 
 The builders are the families' `Family.tiny` registrations (models/registry.py `Tiny`); `--list` prints
 them with their sizes. 0.6b / 1.7b: the real Qwen3-TTS architectures (random weights, talker stored in

@@ -7,7 +7,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ..registry import Family, HubModel, SimModel, SimSpec, Tiny
+from ..registry import Demo, Family, HubModel, SimModel, SimSpec, Tiny
 from .options import OPTIONS
 from .spec import DEFAULT_CHUNKS, VOICES
 
@@ -23,6 +23,13 @@ def describe(path: str) -> Any:
     from .spec import model_spec
 
     return model_spec(read_json(Path(path) / "config.json"), Path(path).name)
+
+
+def build_demo(out: Path) -> None:
+    """The demo: the tiny checkpoint, drawn and calibrated in this interpreter (no transformers)."""
+    from .tiny import build_tiny
+
+    build_tiny(out, size="tiny")
 
 
 def build_tiny(out: Path, size: str = "tiny", seed: int | None = None, **options: Any) -> Path:
@@ -74,6 +81,16 @@ FAMILY = Family(
             "VibeVoice-1.5B (transformers layout): speakers 0..3, diffusion head + sigma-VAE codec in the "
             "LM loop, CFG 1.3, --seed for the noise",
             "vibevoice-1.5b",
+        ),
+    ),
+    demos=(
+        Demo(
+            "demo-vibevoice",
+            build_demo,
+            version="1",
+            recipe="demo-vibevoice",
+            description="tiny random VibeVoice (diffusion head + codec in the LM loop, CFG 1.3), offline; "
+                        "not speech",
         ),
     ),
     voices=VOICES,

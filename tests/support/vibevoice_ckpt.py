@@ -22,9 +22,9 @@ def oracle() -> str:
 
 
 def tiny_checkpoint() -> Path:
-    from voxcli.models.vibevoice.tiny import build_tiny
+    from voxcli.models.vibevoice.tiny import build_with_transformers
 
     oracle()
     if "tiny" not in _BUILT:
-        _BUILT["tiny"] = build_tiny(Path(tempfile.mkdtemp(prefix="vibevoice-tiny-")) / "ckpt")
+        _BUILT["tiny"] = build_with_transformers(Path(tempfile.mkdtemp(prefix="vibevoice-tiny-")) / "ckpt")
     return _BUILT["tiny"]
