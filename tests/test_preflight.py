@@ -155,3 +155,15 @@ def test_cosyvoice2_answers_from_its_files_as_the_loaded_program_does(tmp_path, 
     assert rc == 0 and not err.strip(), err
     assert "torch" not in loaded and "numpy" not in loaded
     assert f"voices:    {', '.join(spec.voices)}" in out
+
+
+BENCH = ["bench", "--executor", "cpu", "--rates", "1", "--duration", "1", "--out", "b"]
+
+
+@pytest.mark.parametrize("command", [BENCH, ["say", "hi", "-o", "x.wav"]])
+def test_a_model_folder_that_does_not_exist_is_refused_without_torch(tmp_path, command):
+    """The loader finds the folder (models/locate) before it imports torch: a mistyped path is one sentence
+    at once, not after seconds of imports."""
+    rc, _, err, loaded = run_vox([*command, "--model", "./missing-dir/model"], tmp_path, tmp_path / "cache")
+    assert rc != 0 and "does not exist" in err and "missing-dir/model" in err, err
+    assert "torch" not in loaded
