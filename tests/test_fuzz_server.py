@@ -46,12 +46,10 @@ OTHER_DEMOS = [(f.demos[0].name, f.options) for f in families() if f.demos and f
 
 
 @contextlib.contextmanager
-def serving(model: str, tmp_path_factory, demo_store) -> Iterator[tuple[str, int, subprocess.Popen, Any]]:
-    """`vox serve -m model` as a subprocess on a free port: (url, port, process, its log file). The demo is
-    built already (the session's copy): the server is what is fuzzed here, not the first-use build."""
+def serving(model: str, tmp_path_factory) -> Iterator[tuple[str, int, subprocess.Popen, Any]]:
+    """`vox serve -m model` as a subprocess on a free port: (url, port, process, its log file)."""
     port = free_port()
-    cache = demo_store.cache(tmp_path_factory.getbasetemp() / "fuzz_serve_cache", model)
-    env = {**os.environ, "VOX_CACHE": str(cache)}
+    env = {**os.environ, "VOX_CACHE": str(tmp_path_factory.getbasetemp() / "fuzz_serve_cache")}
     log = open(tmp_path_factory.mktemp("fuzz_serve_log") / "serve.log", "w+")  # noqa: SIM115
     proc = subprocess.Popen([sys.executable, "-m", "voxcli", "serve", "-m", model, "--port", str(port), "-q",
                              "--header-timeout", str(HEADER_S), "--body-timeout", str(BODY_S)],
@@ -80,8 +78,8 @@ def serving(model: str, tmp_path_factory, demo_store) -> Iterator[tuple[str, int
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, demo_store):
-    with serving(MODEL, tmp_path_factory, demo_store) as running:
+def server(tmp_path_factory):
+    with serving(MODEL, tmp_path_factory) as running:
         yield running
 
 
@@ -309,12 +307,12 @@ def test_fuzz_server_over_a_thousand_hostile_clients(server):
 
 
 @pytest.mark.parametrize("model, schema", OTHER_DEMOS, ids=[m for m, _ in OTHER_DEMOS])
-def test_fuzz_every_family_with_its_option_schema(model, schema, tmp_path_factory, demo_store):
+def test_fuzz_every_family_with_its_option_schema(model, schema, tmp_path_factory):
     """Every other demo family's server gets its own schema's cases (each option at each hostile value,
     each shared numeric field at its extremes; HTTP and WebSocket): a 4xx sentence or an error and a
     close each, then the server is settled and healthy, with nothing in its log but the lines it means."""
     cases = schema_cases(model, schema)
-    with serving(model, tmp_path_factory, demo_store) as (url, port, proc, log):
+    with serving(model, tmp_path_factory) as (url, port, proc, log):
         with ThreadPoolExecutor(max_workers=ROUND) as pool:
             outcomes = list(pool.map(lambda c: (c, run_case(c, url, port)), cases))
         findings = [f"{c.kind} {c.label}: {why}" for c, why in outcomes if why is not None]
