@@ -1,7 +1,8 @@
 """Demo checkpoints built once per test session, for the tests that need a demo alias to exist but are about
-something else (serving it, refusing its options, describing it): each gets a VOX_CACHE of its own holding a
-copy, where it used to build the demo again in a fresh cache (in a `vox` subprocess that is a cold build:
-Orpheus' SNAC and stop calibration, CosyVoice's ONNX parts, 5-10 s of CPU each).
+something else (refusing its options, describing it, the README's blocks): each gets a VOX_CACHE of its own
+holding a copy, where it used to build the demo again in a fresh cache (Orpheus' stop calibration, CosyVoice's
+parts: 1-5 s of CPU each, more in a fresh interpreter). The server fuzz builds in its served process: with
+copies its servers measured slower (test_fuzz_server's history), for a reason not yet found.
 
 A copy, not the store itself: a test may change or delete what is in its cache. A test about building a demo
 (its first use, its version stamp, what `vox models` shows before and after) keeps a fresh empty cache.
