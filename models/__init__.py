@@ -114,7 +114,7 @@ def load_model(source: str, device: str = "cpu", dtype: str = "float32") -> Mode
         program = demo[0].load(str(path), device, dtype)
         program.spec = replace(program.spec, name=source)
         return program
-    from .checkpoint import read_json, resolve
+    from .locate import read_json, resolve  # no torch yet: a folder that does not exist is refused at once
 
     claimed = _claimed(source)
     if claimed is not None:

@@ -76,3 +76,12 @@ def cosyvoice_ckpt(tmp_path_factory):
     spk["second"] = speaker_entry(d, 22, torch.Generator().manual_seed(5))  # another prompt length / pad
     torch.save({SPEAKER: spk[SPEAKER], "second": spk["second"]}, d / "spk2info.pt")
     return d
+
+
+@pytest.fixture(scope="session")
+def demo_store(tmp_path_factory):
+    """Demo checkpoints built once per session; `demo_store.cache(dir, "demo-csm", ...)` makes `dir` a
+    VOX_CACHE holding copies (tests/support/demo_store.py)."""
+    from support.demo_store import DemoStore
+
+    return DemoStore(tmp_path_factory.getbasetemp() / "demo_store")

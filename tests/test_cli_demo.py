@@ -26,11 +26,10 @@ FAST = ["-m", "demo", "--greedy", "--max-frames", "12", "--quiet"]
 
 
 @pytest.fixture(scope="session")
-def vox_cache(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("vox_cache")
+def vox_cache(tmp_path_factory, demo_store) -> Path:
+    root = demo_store.cache(tmp_path_factory.mktemp("vox_cache"), "demo")  # the demo checkpoint, built
     old = os.environ.get("VOX_CACHE")
     os.environ["VOX_CACHE"] = str(root)
-    CliRunner().invoke(cli.app, ["voices", "-m", "demo"])  # builds the demo checkpoint once
     yield root
     if old is None:
         os.environ.pop("VOX_CACHE", None)

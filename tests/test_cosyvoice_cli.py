@@ -16,8 +16,8 @@ FAST = ["-m", "demo-cosyvoice", "--greedy", "--max-frames", "40", "--quiet"]
 
 
 @pytest.fixture
-def vox(tmp_path_factory, monkeypatch):
-    cache = tmp_path_factory.getbasetemp() / "cosy_cli_cache"
+def vox(tmp_path_factory, monkeypatch, demo_store):
+    cache = demo_store.cache(tmp_path_factory.getbasetemp() / "cosy_cli_cache", "demo-cosyvoice")
     monkeypatch.setenv("VOX_CACHE", str(cache))
     monkeypatch.setattr(cli.console, "STATE", cli.console._State())
 

@@ -25,12 +25,13 @@ TEXT = "You are a helpful assistant, please say it again."  # the demo's greedy 
 FRAMES = 80
 
 
-def test_streamed_wav_equals_vox_say(tmp_path_factory, tmp_path, monkeypatch):
+def test_streamed_wav_equals_vox_say(tmp_path_factory, tmp_path, monkeypatch, demo_store):
     from voxcli.server.service import SpeechService
     from voxcli.session import EngineOptions, open_session
 
-    # the demo cache the cli tests build into (one build per session)
-    monkeypatch.setenv("VOX_CACHE", str(tmp_path_factory.getbasetemp() / "cosy_cli_cache"))
+    # the demo cache the cli tests use (the session's built copy)
+    cache = demo_store.cache(tmp_path_factory.getbasetemp() / "cosy_cli_cache", "demo-cosyvoice")
+    monkeypatch.setenv("VOX_CACHE", str(cache))
     monkeypatch.setattr(cli.console, "STATE", cli.console._State())
     out = tmp_path / "say.wav"
     r = CliRunner().invoke(cli.app, ["say", "-m", "demo-cosyvoice", "--greedy", "--max-frames", str(FRAMES),

@@ -58,7 +58,7 @@ def test_a_bool_is_never_a_number_and_a_float_never_whole():
 
 
 @pytest.fixture(scope="module", params=DEMOS, ids=[name for name, _ in DEMOS])
-def served(request, tmp_path_factory):
+def served(request, tmp_path_factory, demo_store):
     """(demo name, its family, an in-process HTTP client, a Python API handle) over one cpu session."""
     import os
 
@@ -69,7 +69,8 @@ def served(request, tmp_path_factory):
 
     name, family = request.param
     old = os.environ.get("VOX_CACHE")
-    os.environ["VOX_CACHE"] = str(tmp_path_factory.getbasetemp() / "option_schema_cache")
+    cache = demo_store.cache(tmp_path_factory.getbasetemp() / "option_schema_cache", name)
+    os.environ["VOX_CACHE"] = str(cache)
     session = open_session(EngineOptions(model=name, executor="cpu", device="cpu"))
     try:
         client = TestClient(create_app(SpeechService(session), close_on_shutdown=False))

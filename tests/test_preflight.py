@@ -37,18 +37,9 @@ def run_vox(args: list[str], cwd: Path, cache: Path) -> tuple[int, str, str, set
 
 
 @pytest.fixture(scope="module")
-def demos(tmp_path_factory):
-    """The demo checkpoints, built once (as a first `vox say -m demo...` would)."""
-    cache = tmp_path_factory.mktemp("cache")
-    os.environ["VOX_CACHE"] = str(cache)
-    try:
-        from voxcli.models import demo_checkpoint
-
-        for name in ("demo", "demo-higgs", "demo-speechlm"):
-            demo_checkpoint(name)
-    finally:
-        del os.environ["VOX_CACHE"]
-    return cache
+def demos(tmp_path_factory, demo_store):
+    """A cache with the demo checkpoints built (as a first `vox say -m demo...` would leave it)."""
+    return demo_store.cache(tmp_path_factory.mktemp("cache"), "demo", "demo-higgs", "demo-speechlm")
 
 
 def _one_line(rc: int, err: str, code: int, *needles: str) -> None:
@@ -151,20 +142,28 @@ def test_cosyvoice_voices_come_from_spk2info_without_torch(tmp_path, cosyvoice_c
     assert describe_config(str(cosyvoice_ckpt)) == spec
 
 
-def test_cosyvoice2_answers_from_its_files_as_the_loaded_program_does(tmp_path):
+def test_cosyvoice2_answers_from_its_files_as_the_loaded_program_does(tmp_path, demo_store):
     """CosyVoice 2 (cosyvoice2.yaml, not config.json) also answers `vox voices` without torch, and the
     spec read from its files is the loaded program's."""
-    from voxcli.models import demo_checkpoint, describe_config, load_model
+    from voxcli.models import describe_config, load_model
 
-    cache = tmp_path / "cache"
-    os.environ["VOX_CACHE"] = str(cache)
-    try:
-        path = str(demo_checkpoint("demo-cosyvoice2"))
-        spec = describe_config(path)
-        assert spec is not None and spec == load_model(path).spec
-    finally:
-        del os.environ["VOX_CACHE"]
+    cache = demo_store.cache(tmp_path / "cache", "demo-cosyvoice2")
+    path = str(cache / "demo-cosyvoice2")
+    spec = describe_config(path)
+    assert spec is not None and spec == load_model(path).spec
     rc, out, err, loaded = run_vox(["voices", "-m", "demo-cosyvoice2"], tmp_path, cache)
     assert rc == 0 and not err.strip(), err
     assert "torch" not in loaded and "numpy" not in loaded
     assert f"voices:    {', '.join(spec.voices)}" in out
+
+
+BENCH = ["bench", "--executor", "cpu", "--rates", "1", "--duration", "1", "--out", "b"]
+
+
+@pytest.mark.parametrize("command", [BENCH, ["say", "hi", "-o", "x.wav"]])
+def test_a_model_folder_that_does_not_exist_is_refused_without_torch(tmp_path, command):
+    """The loader finds the folder (models/locate) before it imports torch: a mistyped path is one sentence
+    at once, not after seconds of imports."""
+    rc, _, err, loaded = run_vox([*command, "--model", "./missing-dir/model"], tmp_path, tmp_path / "cache")
+    assert rc != 0 and "does not exist" in err and "missing-dir/model" in err, err
+    assert "torch" not in loaded

@@ -30,6 +30,7 @@ def test_readme_python_block_runs(index, tmp_path, demo_cache):
 
 
 @pytest.fixture(scope="module")
-def demo_cache(tmp_path_factory):
-    """One cache for the module: the demo checkpoint is built once, not per block."""
-    return tmp_path_factory.mktemp("vox_cache")
+def demo_cache(tmp_path_factory, demo_store):
+    """One cache for the module, the demo checkpoint in it built (the session's copy): the blocks are about
+    the API, and a reader's second run finds it built too."""
+    return demo_store.cache(tmp_path_factory.mktemp("vox_cache"), "demo")

@@ -9,7 +9,8 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from ..base import Row, SamplingParams, SynthesisRequest
+from ..base import SamplingParams, SynthesisRequest
+from ..batch_one import played_frames
 
 
 @lru_cache(maxsize=2)
@@ -47,18 +48,7 @@ def generate_with(
     prompt = prog.prepare(req, ref_codes=ref_codes)
     page = 16
     pages = -(-(prompt.length + max_frames + 1) // page)
-    prog.init_kv(pages, page)
-    row = Row(request_id=0, prompt=prompt, pages=list(range(pages)))
-    frames = []
-    out = prog.prefill([row])[0]
-    while True:
-        if out.frame is not None:
-            frames.append(out.frame)
-        if out.done:
-            break
-        out = prog.decode([row])[0]
-    K = prog.cfg.num_codebooks
-    return np.stack(frames) if frames else np.zeros((0, K), dtype=np.int64)
+    return played_frames(prog, prompt, pages, prog.cfg.num_codebooks, page)
 
 
 def decode_full(program, codes: np.ndarray) -> np.ndarray:

@@ -34,23 +34,13 @@ Write both profiles of a GPU (no fit to run):
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Mapping
 from typing import Any
 
+from .. import sim_unfitted
 from ..registry import sim_sizes
-from ..sim_calibration import Calibration, Simulator
-from ..sim_priors import (
-    BW_EFF,
-    BYTES_BF16,
-    FLOP_EFF,
-    GPUS,
-    KERNELS_PER_LAYER,
-    KERNELS_PER_MODEL,
-    LAUNCH_US,
-    ROW_INEFFICIENCY,
-)
+from ..sim_priors import BYTES_BF16, GPUS, KERNELS_PER_LAYER, KERNELS_PER_MODEL, LAUNCH_US, ROW_INEFFICIENCY
 from ..sim_profile import render_profile, stage_profile
+from ..sim_unfitted import datasheet_line
 
 MODEL = "csm-1b"
 PROMPT_TOKENS = 30
@@ -60,7 +50,6 @@ FRAMES_REF = 10
 CODEC_KERNELS = (
     8 * KERNELS_PER_LAYER + 40
 )  # the transformer, then RVQ, upsample, SEANet convs, gather/scatter
-SETTINGS = ("pessimistic", "optimistic")
 
 
 def sizes() -> dict[str, Any]:
@@ -123,33 +112,17 @@ def codec_frame_cost() -> tuple[float, float]:
     return flops, act
 
 
-def arithmetic_row_ms(gpu_name: str) -> float:
-    g = GPUS[gpu_name]
-    return (row_bytes() / (g.bandwidth * BW_EFF) + 2 * step_params() / (g.flops * FLOP_EFF)) * 1e3
-
-
 def terms(gpu_name: str, setting: str) -> dict[str, float]:
-    if setting not in SETTINGS:
-        raise ValueError(f"setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
-    g = GPUS[gpu_name]
-    bw, fl = g.bandwidth * BW_EFF, g.flops * FLOP_EFF
-    pess = setting == "pessimistic"
-    arith = arithmetic_row_ms(gpu_name)
     flops, act = codec_frame_cost()
-    return {
-        "floor_ms": step_params() * BYTES_BF16 / bw * 1e3 + kernels_per_step() * LAUNCH_US / 1e3,
-        "row_ms": arith * ROW_INEFFICIENCY if pess else arith,
-        "arith_row_ms": arith,
-        "prefill_ms": step_params() * BYTES_BF16 / bw * 1e3
-        + PROMPT_TOKENS * 2 * backbone_params() / fl * 1e3,
-        "prefill_token_ms": 2 * backbone_params() / fl * 1e3,
-        "codec_c0_ms": CODEC_KERNELS * LAUNCH_US / 1e3,
-        "codec_frame_ms": (flops / (fl * (0.5 if pess else 1.0)) + act / bw) * 1e3,
-    }
+    return sim_unfitted.stage_terms(
+        gpu_name, setting, step_params=step_params(), backbone_params=backbone_params(),
+        row_bytes=row_bytes(), kernels=kernels_per_step(), prompt_tokens=PROMPT_TOKENS,
+        codec_kernels=CODEC_KERNELS, codec_flops=flops, codec_act=act,
+    )
 
 
 def profile_name(gpu_name: str, setting: str) -> str:
-    return f"{gpu_name}{'' if setting == 'pessimistic' else '-' + setting}-{MODEL}"
+    return sim_unfitted.profile_name(gpu_name, setting, MODEL)
 
 
 def build_profile(gpu_name: str, setting: str) -> dict:
@@ -173,8 +146,7 @@ def profile_toml(gpu_name: str, setting: str) -> str:
         f"Written by `python -m voxcli.bench.calibration --family csm`: CSM-1B on {gpu_name}, "
         f"setting {setting!r}",
         f"row_ms {how}. Derivation and assumptions in models/csm/sim.py's docstring.",
-        f"{g.name}: {g.sms} SMs, {g.bandwidth / 1e12:.2f} TB/s, {g.flops / 1e12:.0f} TFLOP/s bf16 "
-        "(datasheet)",
+        datasheet_line(g),
         f"a step reads {step_params() / 1e9:.3f} G params (backbone {backbone_params() / 1e9:.3f} G + "
         "31 depth "
         f"passes of {depth_params() / 1e9:.3f} G); {kernels_per_step()} kernels x {LAUNCH_US} us",
@@ -186,14 +158,4 @@ def profile_toml(gpu_name: str, setting: str) -> str:
     return render_profile(head, build_profile(gpu_name, setting), f"csm-{setting}")
 
 
-def add_options(ap: argparse.ArgumentParser) -> None:
-    del ap  # nothing to fit, nothing to set
-
-
-def run(args: argparse.Namespace, sim: Simulator) -> Mapping[str, str]:
-    """Both profiles of `--gpu` (default h100); the simulator is not needed (nothing is fitted)."""
-    gpu = getattr(args, "gpu", None) or "h100"
-    return {f"recipes/gpus/{profile_name(gpu, s)}.toml": profile_toml(gpu, s) for s in SETTINGS}
-
-
-CALIBRATION = Calibration(__doc__ or "", add_options, run)
+CALIBRATION = sim_unfitted.calibration(__doc__ or "", MODEL, profile_toml)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..base import Row, SamplingParams, SynthesisRequest
+from ..base import SamplingParams, SynthesisRequest
+from ..batch_one import played_frames
 
 
 def generate_with(prog, text: str, voice: str | None = None, max_frames: int = 600, cfg: float | None = None,
@@ -18,18 +19,7 @@ def generate_with(prog, text: str, voice: str | None = None, max_frames: int = 6
     prompt = prog.prepare(req)
     page = 16
     pages = -(-prog.kv_tokens(prompt) // page)
-    prog.init_kv(pages, page)
-    row = Row(request_id=0, prompt=prompt, pages=list(range(pages)))
-    frames = []
-    out = prog.prefill([row])[0]
-    while True:
-        if out.frame is not None:
-            frames.append(out.frame)
-        if out.done:
-            break
-        out = prog.decode([row])[0]
-    K = prog.cfg.n_q
-    return np.stack(frames) if frames else np.zeros((0, K), dtype=np.int64)
+    return played_frames(prog, prompt, pages, prog.cfg.n_q, page)
 
 
 def decode_full(program, codes: np.ndarray) -> np.ndarray:

@@ -7,7 +7,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..base import Row, SynthesisRequest
+from ..base import SynthesisRequest
+from ..batch_one import run_alone
 from .program import unpack_pcm
 
 
@@ -29,15 +30,9 @@ def generate_with(prog, text: str, seed: int, voice: str = "0",
     page = 16
     prog.page_size = page
     pages = prog.kv_tokens(prompt) // page
-    prog.init_kv(pages, page)
-    row = Row(request_id=0, prompt=prompt, pages=list(range(pages)))
     audio, tokens = [], []
-    out = prog.prefill([row])[0]
-    while True:
+    for row, out in run_alone(prog, prompt, pages, page):
         tokens.append(row.state.last_token)
         if out.frame is not None:
             audio.append(unpack_pcm(out.frame))
-        if out.done:
-            break
-        out = prog.decode([row])[0]
     return tokens, (np.concatenate(audio) if audio else np.zeros(0, np.float32))

@@ -32,12 +32,10 @@ Write both profiles of a GPU (no fit to run):
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Mapping
 from typing import Any
 
+from .. import sim_unfitted
 from ..registry import sim_sizes
-from ..sim_calibration import Calibration, Simulator
 from ..sim_priors import (
     BW_EFF,
     BYTES_BF16,
@@ -49,6 +47,7 @@ from ..sim_priors import (
     ROW_INEFFICIENCY,
 )
 from ..sim_profile import render_profile, stage_profile
+from ..sim_unfitted import datasheet_line
 
 MODEL = "vibevoice-1.5b"
 PROMPT_TOKENS = 60
@@ -58,7 +57,6 @@ SOLVER_STEPS = 10
 FRAMES_REF = 10
 CODEC_LANE_MS_PER_FRAME = 0.0005  # unpacking 3200 samples: a copy
 HEAD_KERNELS = 4 * 8 + 8  # per solver step: 4 adaLN layers (~8 kernels each), the final layer and the update
-SETTINGS = ("pessimistic", "optimistic")
 
 
 def sizes() -> dict[str, Any]:
@@ -149,8 +147,7 @@ def arithmetic_row_ms(gpu_name: str, conv_eff: float = 1.0) -> float:
 
 
 def terms(gpu_name: str, setting: str) -> dict[str, float]:
-    if setting not in SETTINGS:
-        raise ValueError(f"setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
+    sim_unfitted.check_setting(setting)
     g = GPUS[gpu_name]
     bw, fl = g.bandwidth * BW_EFF, g.flops * FLOP_EFF
     pess = setting == "pessimistic"
@@ -167,7 +164,7 @@ def terms(gpu_name: str, setting: str) -> dict[str, float]:
 
 
 def profile_name(gpu_name: str, setting: str) -> str:
-    return f"{gpu_name}{'' if setting == 'pessimistic' else '-' + setting}-{MODEL}"
+    return sim_unfitted.profile_name(gpu_name, setting, MODEL)
 
 
 def build_profile(gpu_name: str, setting: str) -> dict:
@@ -189,8 +186,7 @@ def profile_toml(gpu_name: str, setting: str) -> str:
         f"Written by `python -m voxcli.bench.calibration --family vibevoice`: VibeVoice-1.5B on {gpu_name}, "
         f"setting {setting!r}",
         f"row_ms {how}. Derivation and assumptions in models/vibevoice/sim.py's docstring.",
-        f"{g.name}: {g.sms} SMs, {g.bandwidth / 1e12:.2f} TB/s, {g.flops / 1e12:.0f} TFLOP/s bf16 "
-        "(datasheet)",
+        datasheet_line(g),
         f"a step reads {step_weight_bytes() / 1e9:.3f} GB of weights (LM {lm_params() / 1e9:.3f} G params, "
         f"{SOLVER_STEPS} head passes of {head_params() / 1e6:.1f} M, codec {codec_params() / 1e6:.1f} M); "
         f"{kernels_per_step()} kernels x {LAUNCH_US} us",
@@ -202,15 +198,4 @@ def profile_toml(gpu_name: str, setting: str) -> str:
     return render_profile(head, build_profile(gpu_name, setting), f"vibevoice-{setting}")
 
 
-def add_options(ap: argparse.ArgumentParser) -> None:
-    del ap  # nothing to fit, nothing to set
-
-
-def run(args: argparse.Namespace, sim: Simulator) -> Mapping[str, str]:
-    """Both profiles of `--gpu` (default h100); the simulator is not needed (nothing is fitted)."""
-    del sim
-    gpu = getattr(args, "gpu", None) or "h100"
-    return {f"recipes/gpus/{profile_name(gpu, s)}.toml": profile_toml(gpu, s) for s in SETTINGS}
-
-
-CALIBRATION = Calibration(__doc__ or "", add_options, run)
+CALIBRATION = sim_unfitted.calibration(__doc__ or "", MODEL, profile_toml)
