@@ -30,15 +30,15 @@ def _wav(seconds: float = 1.2, rate: int = 16000, seed: int = 4) -> bytes:
 
 @pytest.fixture(scope="module")
 def url(tmp_path_factory):
-    import os
-
     from voxcli.server.service import SpeechService
     from voxcli.session import EngineOptions, open_session
 
-    os.environ["VOX_CACHE"] = str(tmp_path_factory.getbasetemp() / "speechlm_cli_cache")
-    session = open_session(EngineOptions(model="demo-speechlm"))
-    with running_server(SpeechService(session)) as u:
-        yield u
+    # the cache for this module only: later modules see the VOX_CACHE they had
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("VOX_CACHE", str(tmp_path_factory.getbasetemp() / "speechlm_cli_cache"))
+        session = open_session(EngineOptions(model="demo-speechlm"))
+        with running_server(SpeechService(session)) as u:
+            yield u
 
 
 def test_the_openai_client_transcribes(url):
