@@ -35,6 +35,8 @@ nobody pulls for STALE_S are dropped.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
 import time
 from collections import deque
 from collections.abc import AsyncIterator
@@ -45,6 +47,15 @@ from voxcli.engine.roles import CodeChunk
 
 RELAY_KEEP = 100_000
 STALE_S = 60.0  # chunks waiting this long with no codec replica pulling them are dropped
+# A middle chunk may wait in the LM replica's outbox for this long (at most) so that several share one
+# codes link item (`chunk_hold_s`; measured in benchmarks/bench_relay_cost.py); 0: every chunk at once.
+CHUNK_HOLD_S = 0.25
+HOLD_LEAD_S = 0.3  # ... but it leaves by its playback deadline less this (urgent margin + decode + hop)
+# A request's first-audio time may wait as long in the codec replica's work outbox for the next request
+# to share its item: until it arrives the LM replica places later deadlines after arrival + TTFA target,
+# at most the target later than the codec's real first audio (LM lane ordering only: the codec replica
+# keeps its own deadlines)
+FIRST_AUDIO_HOLD_S = CHUNK_HOLD_S
 
 
 @dataclass(frozen=True)
@@ -68,24 +79,47 @@ class Refused:
 
 class Outbox:
     """Items waiting for one link's consumer (all on the replica's event loop): an LM replica's chunks
-    (and ends) for one codec replica, or a codec replica's work for one LM replica. Every item has `key`."""
+    (and ends) for one codec replica, or a codec replica's work for one LM replica. Every item has `key`.
 
-    def __init__(self) -> None:
+    An item put with `hold_s` > 0 may wait up to that long for others to share its link item (`hold_s`
+    for a chunk: `chunk_hold_s`); one put without a hold sends everything waiting at once, so nothing
+    that is held is ever behind an item that is not, and order is kept."""
+
+    def __init__(self, clock: Any = time.monotonic) -> None:
         self.items: list[Any] = []
         self.wake = asyncio.Event()
         self.consumer = 0  # the live `codes_for` call's token (a newer call supersedes an older one)
         self._tokens = 0
-        self.idle_since: float | None = time.monotonic()  # no consumer since then
+        self.clock = clock
+        self.idle_since: float | None = clock()  # no consumer since then
+        self.due = math.inf  # when what is waiting must leave (clock seconds): now, unless all of it holds
 
-    def put(self, item: Any) -> None:
-        if self.idle_since is not None and time.monotonic() - self.idle_since > STALE_S:
-            self.items.clear()  # nobody pulled for a long time: the codec replica is gone
+    def put(self, item: Any, hold_s: float = 0.0) -> None:
+        now = self.clock()
+        if self.idle_since is not None and now - self.idle_since > STALE_S:
+            self.clear()  # nobody pulled for a long time: the codec replica is gone
         self.items.append(item)
-        self.wake.set()
+        due = now + max(0.0, hold_s)
+        if due < self.due:
+            self.due = due
+            self.wake.set()  # the sender's wait ends sooner (or now)
+
+    def ready(self) -> bool:
+        """Whether what is waiting must leave now."""
+        return bool(self.items) and self.clock() >= self.due
+
+    def take(self) -> list[Any]:
+        batch, self.items, self.due = self.items, [], math.inf
+        return batch
+
+    def clear(self) -> None:
+        self.items, self.due = [], math.inf
 
     def drop(self, key: str) -> None:
         """A request that ended here early (cancelled, failed): its items not sent yet go nowhere."""
         self.items = [c for c in self.items if c.key != key]
+        if not self.items:
+            self.due = math.inf
 
     def attach(self) -> int:
         self._tokens += 1
@@ -97,20 +131,39 @@ class Outbox:
     def detach(self, token: int) -> None:
         if self.consumer == token:
             self.consumer = 0
-            self.idle_since = time.monotonic()
+            self.idle_since = self.clock()
+
+
+def chunk_hold_s(chunk: CodeChunk | Any, max_hold_s: float, lead_s: float = HOLD_LEAD_S,
+                 now_epoch: float | None = None) -> float:
+    """How long a chunk may wait in its outbox for others to share its link item: chunk 0 not at all (the
+    request's first audio waits on it), nor a request's bad end (`RoleEnd`, `Refused`); a later chunk up
+    to `max_hold_s`, and never past its playback deadline less `lead_s` (what the codec engine needs
+    ahead of a deadline: its urgent margin, a decode and the hop). A held last chunk keeps its request's
+    codec slot that much longer: `max_hold_s` is small against a request's time in its slot."""
+    if max_hold_s <= 0 or not isinstance(chunk, CodeChunk) or chunk.index == 0:
+        return 0.0
+    now = time.time() if now_epoch is None else now_epoch
+    return max(0.0, min(max_hold_s, chunk.deadline_epoch - lead_s - now))
 
 
 async def serve_items(box: Outbox, stats: RelayStats | None = None) -> AsyncIterator[list[Any]]:
-    """The sending side of a link: everything waiting in `box`, one item per wake, until superseded or
-    cancelled (the other replica went away)."""
+    """The sending side of a link: everything waiting in `box`, one item per send (when something that
+    does not hold arrives, or the earliest hold runs out), until superseded or cancelled (the other
+    replica went away)."""
     me = box.attach()
     try:
         while box.consumer == me:
-            if not box.items:
+            if not box.ready():
                 box.wake.clear()
-                await box.wake.wait()
+                wait = box.due - box.clock()
+                if wait == math.inf:
+                    await box.wake.wait()
+                elif wait > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(box.wake.wait(), wait)
                 continue
-            batch, box.items = box.items, []
+            batch = box.take()
             if stats is not None:
                 stats.sent(batch)
             yield batch
