@@ -1,20 +1,25 @@
 """Host CPU per request of a split placement vs one engine, side by side in one run, and the LM -> codec hop.
 
-    nice -n 10 python -m benchmarks bench_relay_cost                        # both=1 vs lm=1,codec=1
-    nice -n 10 python -m benchmarks bench_relay_cost --requests 200 --rates 2,8
+    nice -n 10 python -m benchmarks bench_relay_cost --rates 1,4            # both=1 vs lm=1,codec=1
+    nice -n 10 python -m benchmarks bench_relay_cost --placements "both=1;lm=1,codec=1@0;lm=1,codec=1@250"
 
-Each placement is deployed on the same local Ray instance in turn (the real-time sim executor: a simulated
-GPU on the wall clock, so the host work is all there is to measure), and the same workload is played
-through the front door (`PlacementEngine` in this process, as `vox batch --placement` runs it): requests
-of the workload's utterances (frames from the bench's estimator, `fixed_frames`), arriving evenly at
-each rate. Measured per placement and rate:
+Every placement is deployed at once on one local Ray instance (the real-time sim executor: a simulated
+GPU on the wall clock, so the host work is all there is to measure; `@MS` after a split placement sets
+its chunk hold, relay.py), and the same workload is played through each one's front door
+(`PlacementEngine` in this process, as `vox batch --placement` runs it): requests of the workload's
+utterances (frames from the bench's estimator, `fixed_frames`), arriving evenly at each rate. The runs
+interleave: for each rate, `--rounds` rounds, each running every placement once in turn (A/B/A/B), so
+a host shared with other work weighs on neighbours alike; each round's ratio is against the first
+placement's run in that round, and the table gives the ratios and their median. Measured per run:
 
 - host CPU per request of the WHOLE process tree: this process (the front door and the client) and every
   descendant (Ray's GCS, raylet, the Serve controller, the replicas' workers), as user + system CPU seconds
-  read from /proc before and after the requests (after every stream ended), divided by the requests. The
-  tree's idle CPU rate (measured for `--idle-s` with the placement up and nothing to do) times the run's
-  wall time is printed beside it and subtracted in the "net" column: Ray's own background work (heartbeats,
-  metrics) is paid whatever the load, and on a loaded host the wall time differs between runs;
+  read from /proc before and after the requests (after every stream ended), divided by the requests, net
+  of each process's idle rate (measured for `--idle-s` with every placement up and nothing to do) times
+  the run's wall time: Ray's own background work (heartbeats, metrics) is paid whatever the load. The
+  other placements' (idle) replicas are not counted. Also the work alone, the placement's replicas and
+  the front door: Ray's shared daemons (GCS, raylet, the Serve controller) net of idle are mostly noise
+  on a loaded host;
 - the LM -> codec hop (a split placement's chunks: left the LM engine -> taken by the codec replica),
   p50/p99 at each rate; Ray messages per chunk.
 

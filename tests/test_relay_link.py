@@ -1,9 +1,11 @@
 """The links between role replicas without Ray (voxcli/cluster/relay.py, ray_roles.py): an outbox streams
-everything ready at once, in order, to the one live link; a codec replica's `audio` call sends its request,
-then its first audio's time, to the LM replica over the work link, plays the chunks that come back, ends a
-request the LM refused or rejected as that error, sends the cancel of a request cancelled here, and fails
-the requests of an LM replica whose link broke with one sentence; an LM replica generates what its work
-link brings, for the codec replica that sent it, and stops on a cancel or when that codec replica is lost."""
+everything ready at once, in order, to the one live link; a later chunk waits there within its slack so
+that several share an item, chunk 0 and a bad end never wait; a codec replica's `audio` call sends its
+request, then its first audio's time, to the LM replica over the work link, plays the chunks that come
+back, ends a request the LM refused or rejected as that error, sends the cancel of a request cancelled
+here, and fails the requests of an LM replica whose link broke with one sentence; an LM replica generates
+what its work link brings, for the codec replica that sent it, holds its later chunks, and stops on a
+cancel or when that codec replica is lost."""
 
 from __future__ import annotations
 
@@ -253,6 +255,15 @@ def test_a_broken_link_fails_its_lms_requests_with_one_sentence(codec_replica):
     _until(lambda: rep.engine.scheduler.slots.used == 0)
 
 
+async def until(check) -> None:
+    """Wait (on the test's event loop) until `check()` holds: the replica's engine runs on its own thread."""
+    for _ in range(4000):
+        if check():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("timed out")
+
+
 @pytest.fixture
 def lm_replica():
     yield from _replica("LMReplica", "lm-0")
@@ -264,13 +275,6 @@ def test_lm_replica_generates_its_work_for_the_codec_that_sent_it_and_stops_when
     from voxcli.engine.roles import CodeChunk
 
     rep = lm_replica
-
-    async def until(check) -> None:
-        for _ in range(4000):
-            if check():
-                return
-            await asyncio.sleep(0.005)
-        raise AssertionError("timed out")
 
     async def scenario() -> None:
         link = serve_items(rep._outbox("c-0"), rep.relay)  # as `codes_for` serves it (no work link here)
@@ -322,13 +326,6 @@ def test_lm_replica_generates_its_work_for_the_codec_that_sent_it_and_stops_when
 def test_lm_replica_holds_later_chunks_so_that_they_share_a_link_item(lm_replica):
     rep = lm_replica
     rep.chunk_hold = 60.0  # far beyond the run: the holds end only when an item that does not hold comes
-
-    async def until(check) -> None:
-        for _ in range(4000):
-            if check():
-                return
-            await asyncio.sleep(0.005)
-        raise AssertionError("timed out")
 
     async def scenario() -> None:
         box = rep._outbox("c-0")

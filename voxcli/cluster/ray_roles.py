@@ -8,11 +8,12 @@ Serve still does the placement (one GPU each), the transport, the health checks 
 A split request, per chunk (never per decode step): the LM replica's engine hands the chunk's `CodeChunk`
 (roles.py: codes + deadline + arrival as epoch seconds, chunk 0 with the codec slot's binding) to the
 outbox of the codec replica the front door chose, and that codec replica's link (relay.py: ONE streaming
-call per LM -> codec pair, long-lived) carries it over as part of the next item, every chunk ready then in
-one; the codec replica's streaming `audio` yields the PCM to the front door. Per chunk at most 2 Ray
-messages, none of them a handle call; per request ONE call, the front door's `audio` on the codec
-replica, as on one engine: the request, its first-audio time and its cancel reach the LM replica over
-the codec replica's work link (relay.py).
+call per LM -> codec pair, long-lived) carries it over as part of the next item, every chunk waiting then
+in one (a later chunk may wait a little, within its slack, so that several share an item); the codec
+replica's streaming `audio` yields the PCM to the front door. Per chunk at most 2 Ray messages, none
+of them a handle call; per request ONE call, the front door's `audio` on the codec replica, as on one
+engine: the request, its first-audio time and its cancel reach the LM replica over the codec replica's
+work link (relay.py).
 """
 
 from __future__ import annotations

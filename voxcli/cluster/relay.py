@@ -14,9 +14,24 @@ and its cancel ride the work link to the LM replica, its chunks the codes link b
 Why streams. A Ray Serve handle call pays the whole request path every time (the caller's router and
 its replica choice, the callee's queue and an asyncio task, a reply object, Serve's request metrics):
 about 5 ms of host CPU across the processes. Items of a streaming call pay none of it: each is one object
-the callee's core worker reports to the caller as the generator yields it, in order. Each side yields,
-whenever something is ready, everything waiting for the other side as ONE item: at light load an item
-per message, under load many messages an item.
+the callee's core worker reports to the caller as the generator yields it, in order. Each side yields
+everything waiting for the other side as ONE item.
+
+Why chunks wait (`chunk_hold_s`). An item still costs both replicas a wake, Serve's streaming path on
+each side and a serialisation, whatever it carries: with every chunk sent as it was made, an item
+carried 1.0-1.1 chunks and the split cost 1.5-1.6x one engine's host CPU per request. But only chunk 0
+is urgent (the first audio waits on it); a later chunk is made far ahead of its playback deadline (the
+LM runs several times faster than real time). So a later chunk waits in the outbox up to CHUNK_HOLD_S,
+never past its deadline less HOLD_LEAD_S, and whatever does not wait (a chunk 0, a bad end) takes
+everything waiting along: 3-4 chunks an item, measured in benchmarks/bench_relay_cost.py. What a hold
+costs: the hop's latency (p50 tens of ms; within each chunk's slack, so no deadline moves), and a last
+chunk's codec slot held that much longer.
+
+Why Serve's streaming calls and not plain Ray actor calls: an item costs the host the same on either
+(benchmarks/bench_stream_item_cost.py: 2.28 ms through a Serve streaming handle, 2.19 ms through a plain
+actor's streaming generator, net CPU per item, 2 cores at load 11). The cost is Ray core's per-item path
+(the item's object, its report to the caller, a wake on each side), not Serve's router: leaving Serve
+would give up its placement, health checks and restarts and save nothing; fewer items is the lever.
 
 Why not Ray Compiled Graphs' channels: a compiled graph is a static DAG of plain actors, executed as a
 whole per input; requests that start, stream a varying number of chunks and end independently, between
