@@ -65,10 +65,12 @@ STALE_S = 60.0  # chunks waiting this long with no codec replica pulling them ar
 # A middle chunk may wait in the LM replica's outbox for this long (at most) so that several share one
 # codes link item (`chunk_hold_s`; measured in benchmarks/bench_relay_cost.py); 0: every chunk at once.
 CHUNK_HOLD_S = 0.25
-# ... but it leaves by its playback deadline less this: the codec's urgent margin (0.1 s), a decode and
-# the hop, and up to the TTFA target (0.2 s) by which the LM's deadline may be later than the codec's
-# while the request's first-audio time has not reached the LM (it places it at arrival + target)
-HOLD_LEAD_S = 0.5
+# ... but it leaves by its playback deadline less this: the codec's urgent margin (0.1 s), and what the
+# LM's deadline may be later than the codec's while the request's first-audio time has not reached the
+# LM (it places it at arrival + TTFA target, 0.2 s; the real first audio comes after at least a prefill
+# and a chunk's decode steps, ~0.1 s on the sim's H100), and a decode and the hop. 0.5 s was measured
+# too: at 1 req/s it stopped chunk 1's hold (3.05 chunks an item, not 3.9)
+HOLD_LEAD_S = 0.3
 # A request's first-audio time may wait as long in the codec replica's work outbox for the next request
 # to share its item: until it arrives the LM replica places later deadlines after arrival + TTFA target,
 # at most the target later than the codec's real first audio (LM lane ordering only: the codec replica
