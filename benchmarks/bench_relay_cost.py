@@ -103,8 +103,10 @@ def _requests(workload: str, n: int, frame_rate: float) -> list[object]:
             for u in (utts * (n // len(utts) + 1))[:n]]
 
 
-def run_rate(front: object, requests: list[object], rate: float) -> dict[str, float]:
-    """Submit `requests` evenly at `rate` per second, wait for every one; the tree's CPU meanwhile."""
+def run_rate(front: object, requests: list[object], rate: float,
+             idle: dict[int, float] | None = None) -> dict[str, float]:
+    """Submit `requests` evenly at `rate` per second, wait for every one; the tree's CPU meanwhile (by
+    part, less each process's `idle` rate over the wall time)."""
     me = os.getpid()
     per0 = tree_cpu_by_process(me)
     cpu0 = sum(c for _, c in per0.values())
@@ -125,23 +127,22 @@ def run_rate(front: object, requests: list[object], rate: float) -> dict[str, fl
     wall = time.perf_counter() - t0
     per1 = tree_cpu_by_process(me)
     parts: dict[str, float] = {}
+    idle = idle or {}
     for pid, (part, c) in per1.items():  # by part (processes that started meanwhile count from zero)
-        parts[part] = parts.get(part, 0.0) + c - per0.get(pid, ("", 0.0))[1]
+        parts[part] = parts.get(part, 0.0) + c - per0.get(pid, ("", 0.0))[1] - idle.get(pid, 0.0) * wall
     return {"cpu_s": sum(c for _, c in per1.values()) - cpu0, "wall_s": wall, "failed": failed,
             "procs": len(per1), "parts_cpu_s": parts}
 
 
-def idle_rate(seconds: float) -> tuple[float, dict[str, float]]:
+def idle_rate(seconds: float) -> tuple[float, dict[int, float]]:
     """The tree's CPU seconds per wall second with nothing to do (Ray's background work), in all and
-    by part."""
+    by process (by pid: Ray retitles some processes as they work, e.g. the Serve controller)."""
     me = os.getpid()
     per0, t0 = tree_cpu_by_process(me), time.perf_counter()
     time.sleep(seconds)
     per1, wall = tree_cpu_by_process(me), time.perf_counter() - t0
-    parts: dict[str, float] = {}
-    for pid, (part, c) in per1.items():
-        parts[part] = parts.get(part, 0.0) + (c - per0.get(pid, ("", 0.0))[1]) / wall
-    return sum(parts.values()), parts
+    rates = {pid: (c - per0.get(pid, ("", 0.0))[1]) / wall for pid, (_, c) in per1.items()}
+    return sum(rates.values()), rates
 
 
 def _parse_placements(text: str) -> list[tuple[str, object, float]]:
@@ -204,12 +205,12 @@ def main() -> None:
         reqs = _requests(args.workload, args.requests, model_spec.frame_rate)
         for _, front, _ in fronts:
             run_rate(front, reqs[:4], 4.0)  # warm up (first calls, worker imports, links opened)
-        idle, idle_parts = idle_rate(args.idle_s)
+        idle, idle_per_pid = idle_rate(args.idle_s)
         print(f"idle tree (all placements up): {1e3 * idle:.0f} ms/s", flush=True)
         for rate in rates:
             for rnd in range(args.rounds):
                 for label, front, names in fronts:
-                    rows.append(_one_run(front, names, label, reqs, rate, rnd, idle_parts))
+                    rows.append(_one_run(front, names, label, reqs, rate, rnd, idle_per_pid))
     finally:
         for _, front, _ in fronts:
             front.close()  # type: ignore[attr-defined]
@@ -227,15 +228,14 @@ def _loads() -> str:
 
 
 def _one_run(front: object, names: dict[str, list[str]], label: str, reqs: list[object], rate: float,
-             rnd: int, idle_parts: dict[str, float]) -> dict:
+             rnd: int, idle: dict[int, float]) -> dict:
     """One placement's run at one rate: its CPU per request, net of idle, counting its own replicas (the
     other placements' idle replicas are not its cost) and the shared processes (front door, Ray's own)."""
     own = {f"replica {n}" for ns in names.values() for n in ns}
     relay0 = front.relay().raw() if names["lm"] else None  # type: ignore[attr-defined]
     load = _loads()
-    got = run_rate(front, reqs, rate)
-    parts = {part: 1e3 * (cpu - idle_parts.get(part, 0.0) * got["wall_s"]) / len(reqs)
-             for part, cpu in got.pop("parts_cpu_s").items()
+    got = run_rate(front, reqs, rate, idle)
+    parts = {part: 1e3 * cpu / len(reqs) for part, cpu in got.pop("parts_cpu_s").items()
              if part in own or not part.startswith("replica ")}
     row = {"placement": label, "rate": rate, "round": rnd, "requests": len(reqs), "load_avg": load, **got,
            "net_cpu_ms_per_request": sum(parts.values()),
