@@ -1,9 +1,11 @@
 """The links between role replicas without Ray (voxcli/cluster/relay.py, ray_roles.py): an outbox streams
-everything ready at once, in order, to the one live link; a codec replica's `audio` call sends its request,
-then its first audio's time, to the LM replica over the work link, plays the chunks that come back, ends a
-request the LM refused or rejected as that error, sends the cancel of a request cancelled here, and fails
-the requests of an LM replica whose link broke with one sentence; an LM replica generates what its work
-link brings, for the codec replica that sent it, and stops on a cancel or when that codec replica is lost."""
+everything ready at once, in order, to the one live link; a later chunk waits there within its slack so
+that several share an item, chunk 0 and a bad end never wait; a codec replica's `audio` call sends its
+request, then its first audio's time, to the LM replica over the work link, plays the chunks that come
+back, ends a request the LM refused or rejected as that error, sends the cancel of a request cancelled
+here, and fails the requests of an LM replica whose link broke with one sentence; an LM replica generates
+what its work link brings, for the codec replica that sent it, holds its later chunks, and stops on a
+cancel or when that codec replica is lost."""
 
 from __future__ import annotations
 
@@ -14,18 +16,18 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 
-from voxcli.cluster.relay import Outbox, Refused, RelayStats, Work, serve_items
+from voxcli.cluster.relay import HOLD_LEAD_S, Outbox, Refused, RelayStats, Work, chunk_hold_s, serve_items
 from voxcli.config import ChunkSchedule
 from voxcli.engine.roles import CodeChunk
 
 BOOKS = 16
 
 
-def _chunk(key: str, index: int, last: bool, frames: int = 3) -> CodeChunk:
+def _chunk(key: str, index: int, last: bool, frames: int = 3, deadline: float = 0.0) -> CodeChunk:
     codes = np.zeros((frames, BOOKS), np.int64)
     codes[:, 0] = np.arange(frames * index, frames * (index + 1))  # the sim's PCM: the frame's index
     return CodeChunk(key=key, index=index, start=frames * index, codes=codes,
-                     last=last, deadline_epoch=0.0, arrival_epoch=time.time(), ttfa_target_s=0.2,
+                     last=last, deadline_epoch=deadline, arrival_epoch=time.time(), ttfa_target_s=0.2,
                      schedule=ChunkSchedule(first=frames, steady=frames), sent_epoch=time.time())
 
 
@@ -53,6 +55,47 @@ def test_outbox_streams_what_is_ready_in_order_and_a_newer_link_supersedes():
         assert box.consumer == 0
 
     asyncio.run(scenario())
+
+
+def test_a_later_chunk_holds_within_its_slack_and_chunk_0_and_ends_never_do():
+    from voxcli.engine.roles import RoleEnd
+
+    now = 1000.0
+    far, near = now + 10.0, now + HOLD_LEAD_S + 0.05
+    assert chunk_hold_s(_chunk("a", 1, False, deadline=far), 0.25, now_epoch=now) == 0.25
+    assert chunk_hold_s(_chunk("a", 1, False, deadline=near), 0.25, now_epoch=now) == pytest.approx(0.05)
+    assert chunk_hold_s(_chunk("a", 1, False, deadline=now), 0.25, now_epoch=now) == 0.0  # late: at once
+    assert chunk_hold_s(_chunk("a", 0, False, deadline=far), 0.25, now_epoch=now) == 0.0  # first audio
+    assert chunk_hold_s(_chunk("a", 2, True, deadline=far), 0.25, now_epoch=now) == 0.25  # a last one too
+    assert chunk_hold_s(RoleEnd("a", "failed", "x"), 0.25, now_epoch=now) == 0.0
+    assert chunk_hold_s(_chunk("a", 1, False, deadline=far), 0.0, now_epoch=now) == 0.0  # holding off
+
+
+def test_outbox_sends_held_chunks_together_when_the_first_hold_runs_out_or_an_unheld_item_comes():
+    t = [0.0]
+    box = Outbox(clock=lambda: t[0])
+    box.put(_chunk("a", 1, False), 0.25)
+    t[0] = 0.1
+    box.put(_chunk("b", 1, False), 0.25)
+    assert not box.ready()
+    t[0] = 0.25  # a's hold ran out: b goes with it
+    assert box.ready() and [(c.key, c.index) for c in box.take()] == [("a", 1), ("b", 1)]
+    assert not box.ready()
+    box.put(_chunk("a", 2, False), 0.25)
+    box.put(_chunk("c", 0, False))  # a first chunk does not wait, and takes what waits before it along
+    assert box.ready() and [(c.key, c.index) for c in box.take()] == [("a", 2), ("c", 0)]
+    box.put(_chunk("a", 3, False), 0.25)
+    box.drop("a")  # a ended here: nothing waits any more
+    assert not box.ready() and box.due == float("inf")
+
+    async def sent_after_its_hold() -> list:
+        real = Outbox()
+        link = serve_items(real)
+        real.put(_chunk("d", 1, False), 0.01)
+        real.put(_chunk("e", 1, False), 0.01)
+        return await asyncio.wait_for(link.__anext__(), 30)  # the link's own timer sends them
+
+    assert [c.key for c in asyncio.run(sent_after_its_hold())] == ["d", "e"]
 
 
 def test_outbox_drops_chunks_nobody_pulls(monkeypatch):
@@ -212,6 +255,15 @@ def test_a_broken_link_fails_its_lms_requests_with_one_sentence(codec_replica):
     _until(lambda: rep.engine.scheduler.slots.used == 0)
 
 
+async def until(check) -> None:
+    """Wait (on the test's event loop) until `check()` holds: the replica's engine runs on its own thread."""
+    for _ in range(4000):
+        if check():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("timed out")
+
+
 @pytest.fixture
 def lm_replica():
     yield from _replica("LMReplica", "lm-0")
@@ -223,13 +275,6 @@ def test_lm_replica_generates_its_work_for_the_codec_that_sent_it_and_stops_when
     from voxcli.engine.roles import CodeChunk
 
     rep = lm_replica
-
-    async def until(check) -> None:
-        for _ in range(4000):
-            if check():
-                return
-            await asyncio.sleep(0.005)
-        raise AssertionError("timed out")
 
     async def scenario() -> None:
         link = serve_items(rep._outbox("c-0"), rep.relay)  # as `codes_for` serves it (no work link here)
@@ -274,5 +319,28 @@ def test_lm_replica_generates_its_work_for_the_codec_that_sent_it_and_stops_when
         await until(lambda: not rep._running and rep.engine.scheduler.kv.used == 0)
         for pending in (opened, reopened):
             pending.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_lm_replica_holds_later_chunks_so_that_they_share_a_link_item(lm_replica):
+    rep = lm_replica
+    rep.chunk_hold = 60.0  # far beyond the run: the holds end only when an item that does not hold comes
+
+    async def scenario() -> None:
+        box = rep._outbox("c-0")
+        link = serve_items(box, rep.relay)
+        # a later sentence whose audio plays 100 s from now: every later chunk has slack for the whole hold
+        rep._work("c-0", Work("generate", "a", _request(frames=30), time.time() + 100))
+        assert [c.index for c in await link.__anext__()] == [0]  # chunk 0 at once (the first audio)
+        await until(lambda: "a" not in rep._running)
+        held = [(c.key, c.index) for c in box.items]
+        assert held == [("a", i) for i in range(1, len(held) + 1)] and len(held) >= 2  # generated, held
+        assert box.items[-1].last and not box.ready()
+        rep._work("c-0", Work("generate", "b", _request(frames=9)))
+        together = await link.__anext__()  # b's chunk 0 does not wait, and takes a's along, in order
+        assert [(c.key, c.index) for c in together] == [*held, ("b", 0)]
+        assert (rep.relay.items, rep.relay.chunks) == (2, len(held) + 2)
+        await link.aclose()
 
     asyncio.run(scenario())

@@ -8,11 +8,12 @@ Serve still does the placement (one GPU each), the transport, the health checks 
 A split request, per chunk (never per decode step): the LM replica's engine hands the chunk's `CodeChunk`
 (roles.py: codes + deadline + arrival as epoch seconds, chunk 0 with the codec slot's binding) to the
 outbox of the codec replica the front door chose, and that codec replica's link (relay.py: ONE streaming
-call per LM -> codec pair, long-lived) carries it over as part of the next item, every chunk ready then in
-one; the codec replica's streaming `audio` yields the PCM to the front door. Per chunk at most 2 Ray
-messages, none of them a handle call; per request ONE call, the front door's `audio` on the codec
-replica, as on one engine: the request, its first-audio time and its cancel reach the LM replica over
-the codec replica's work link (relay.py).
+call per LM -> codec pair, long-lived) carries it over as part of the next item, every chunk waiting then
+in one (a later chunk may wait a little, within its slack, so that several share an item); the codec
+replica's streaming `audio` yields the PCM to the front door. Per chunk at most 2 Ray messages, none
+of them a handle call; per request ONE call, the front door's `audio` on the codec replica, as on one
+engine: the request, its first-audio time and its cancel reach the LM replica over the codec replica's
+work link (relay.py).
 """
 
 from __future__ import annotations
@@ -30,7 +31,18 @@ from voxcli.cluster.fit import SCHEDULE_TIMEOUT_S, check_fits, cluster_resources
 from voxcli.cluster.ray_app import ReplicaSpec, build_deployment, replica_resources
 from voxcli.cluster.ray_errors import ray_reason
 from voxcli.cluster.ray_metrics import replica_metrics
-from voxcli.cluster.relay import CodeLink, Outbox, Refused, RelayStats, Work, WorkLink, serve_items
+from voxcli.cluster.relay import (
+    CHUNK_HOLD_S,
+    FIRST_AUDIO_HOLD_S,
+    CodeLink,
+    Outbox,
+    Refused,
+    RelayStats,
+    Work,
+    WorkLink,
+    chunk_hold_s,
+    serve_items,
+)
 from voxcli.cluster.signals import push_signals
 from voxcli.engine.roles import CodeChunk, RoleEnd
 from voxcli.engine.stream import EngineClosed
@@ -68,7 +80,8 @@ class LMReplica:
 
     link_class: Any = WorkLink  # (a test gives the replica links of its own, without Ray)
 
-    def __init__(self, spec_dict: dict[str, Any], pcm_scale: float = 0.0, name: str = "") -> None:
+    def __init__(self, spec_dict: dict[str, Any], pcm_scale: float = 0.0, name: str = "",
+                 chunk_hold: float = CHUNK_HOLD_S) -> None:
         import sys
 
         from voxcli.server.service import SWITCH_INTERVAL_S, SpeechService
@@ -77,6 +90,7 @@ class LMReplica:
         sys.setswitchinterval(SWITCH_INTERVAL_S)
         s = ReplicaSpec(**spec_dict)
         self.name = name
+        self.chunk_hold = chunk_hold  # how long a middle chunk may wait to share a codes link item (relay.py)
         session = open_session(s.options(), role="lm", pcm_scale=pcm_scale)
         self.service = SpeechService(session)  # its routing_stats: the LM's slack
         self.engine = session.engine
@@ -128,7 +142,7 @@ class LMReplica:
         for codec_of, task in list(self._running.values()):
             if codec_of == codec:
                 task.cancel()
-        self._outbox(codec).items.clear()
+        self._outbox(codec).clear()
 
     async def _generate(self, request: Any, key: str, codec: str, playback_epoch: float | None) -> None:
         """Generate `request`, its chunks (and, unless it ended well, its end) for codec replica app
@@ -150,7 +164,7 @@ class LMReplica:
                     self.outcomes[item.status] += 1
                     loop.call_soon_threadsafe(settle, item)
                 else:
-                    loop.call_soon_threadsafe(box.put, item)
+                    loop.call_soon_threadsafe(box.put, item, chunk_hold_s(item, self.chunk_hold))
             except RuntimeError:
                 pass  # the replica's loop is gone: nobody is listening
 
@@ -306,11 +320,11 @@ class CodecReplica:
             self._links[lm] = self.link_class(lm, self.name, self._take,
                                               lambda why, lm=lm: self._lost(lm, why))
 
-    def _send(self, lm: str, work: Work) -> None:
+    def _send(self, lm: str, work: Work, hold_s: float = 0.0) -> None:
         box = self._work.get(lm)
         if box is None:
             box = self._work[lm] = Outbox()
-        box.put(work)
+        box.put(work, hold_s)
 
     async def work_for(self, lm: str) -> Any:
         """The work link to LM replica app `lm` (its one long-lived streaming call): lists of `Work`."""
@@ -355,7 +369,7 @@ class CodecReplica:
                 self.engine.abort(key, reason)
         box = self._work.get(lm)
         if box is not None:
-            box.items.clear()
+            box.clear()
 
     # --- the front door's calls
     def cancel(self, key: str) -> None:
@@ -392,7 +406,7 @@ class CodecReplica:
                 for ch in chunks:
                     if first:  # the LM's later deadlines follow this replica's first audio (roles.py)
                         first = False
-                        self._send(lm, Work("first_audio", key, epoch=time.time()))
+                        self._send(lm, Work("first_audio", key, epoch=time.time()), FIRST_AUDIO_HOLD_S)
                     self.audio_chunks += 1
                     self._touch(key)
                     yield ch.pcm
@@ -435,7 +449,7 @@ class CodecReplica:
 
 
 def _role_deployment(cls: type, name: str, spec: ReplicaSpec, pcm_scale: float, max_ongoing: int,
-                     pin: dict[str, float] | None = None) -> Any:
+                     pin: dict[str, float] | None = None, **extra: Any) -> Any:
     from ray import serve
 
     actor = replica_resources(spec)
@@ -446,13 +460,14 @@ def _role_deployment(cls: type, name: str, spec: ReplicaSpec, pcm_scale: float, 
     options = {"num_replicas": 1, "ray_actor_options": actor,
                "max_ongoing_requests": max_ongoing, "health_check_period_s": 2,
                "graceful_shutdown_timeout_s": ROLE_SHUTDOWN_S, "graceful_shutdown_wait_loop_s": 0.5}
-    return serve.deployment(cls, name=name, **options).bind(asdict(spec), pcm_scale, name)
+    return serve.deployment(cls, name=name, **options).bind(asdict(spec), pcm_scale, name, **extra)
 
 
 def deploy_replicas(spec: ReplicaSpec, placement: Placement, prefix: str = "vox", max_ongoing: int = 2048,
                     pcm_scale: float = 0.0, extra: dict[str, float] | None = None,
                     schedule_timeout_s: float | None = None,
-                    pin: dict[str, dict[str, float]] | None = None) -> dict[str, list[str]]:
+                    pin: dict[str, dict[str, float]] | None = None,
+                    chunk_hold_s: float = CHUNK_HOLD_S) -> dict[str, list[str]]:
     """Deploy one Serve application per replica; returns the app names by role. First whether the
     cluster can hold them all (and `extra`, the front door's resources), then each deployment bounded
     in time (`voxcli.cluster.fit`): one sentence instead of waiting for resources forever. `pin`: custom
@@ -468,8 +483,9 @@ def deploy_replicas(spec: ReplicaSpec, placement: Placement, prefix: str = "vox"
             if role == "both":
                 app = build_deployment(spec, 1, max_ongoing, name=name, router=False)
             else:
+                extra = {"chunk_hold": chunk_hold_s} if role == "lm" else {}
                 app = _role_deployment(LMReplica if role == "lm" else CodecReplica, name, spec, pcm_scale,
-                                       max_ongoing, (pin or {}).get(role))
+                                       max_ongoing, (pin or {}).get(role), **extra)
             run_bounded(lambda app=app, name=name: serve.run(app, name=name, route_prefix=None), name,
                         serve_status, timeout_s=bound)
             names[role].append(name)

@@ -14,9 +14,24 @@ and its cancel ride the work link to the LM replica, its chunks the codes link b
 Why streams. A Ray Serve handle call pays the whole request path every time (the caller's router and
 its replica choice, the callee's queue and an asyncio task, a reply object, Serve's request metrics):
 about 5 ms of host CPU across the processes. Items of a streaming call pay none of it: each is one object
-the callee's core worker reports to the caller as the generator yields it, in order. Each side yields,
-whenever something is ready, everything waiting for the other side as ONE item: at light load an item
-per message, under load many messages an item.
+the callee's core worker reports to the caller as the generator yields it, in order. Each side yields
+everything waiting for the other side as ONE item.
+
+Why chunks wait (`chunk_hold_s`). An item still costs both replicas a wake, Serve's streaming path on
+each side and a serialisation, whatever it carries: with every chunk sent as it was made, an item
+carried 1.0-1.1 chunks and the split cost 1.5-1.6x one engine's host CPU per request. But only chunk 0
+is urgent (the first audio waits on it); a later chunk is made far ahead of its playback deadline (the
+LM runs several times faster than real time). So a later chunk waits in the outbox up to CHUNK_HOLD_S,
+never past its deadline less HOLD_LEAD_S, and whatever does not wait (a chunk 0, a bad end) takes
+everything waiting along: 3-4 chunks an item, measured in benchmarks/bench_relay_cost.py. What a hold
+costs: the hop's latency (p50 tens of ms; within each chunk's slack, so no deadline moves), and a last
+chunk's codec slot held that much longer.
+
+Why Serve's streaming calls and not plain Ray actor calls: an item costs the host the same on either
+(benchmarks/bench_stream_item_cost.py: 2.28 ms through a Serve streaming handle, 2.19 ms through a plain
+actor's streaming generator, net CPU per item, 2 cores at load 11). The cost is Ray core's per-item path
+(the item's object, its report to the caller, a wake on each side), not Serve's router: leaving Serve
+would give up its placement, health checks and restarts and save nothing; fewer items is the lever.
 
 Why not Ray Compiled Graphs' channels: a compiled graph is a static DAG of plain actors, executed as a
 whole per input; requests that start, stream a varying number of chunks and end independently, between
@@ -35,6 +50,8 @@ nobody pulls for STALE_S are dropped.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
 import time
 from collections import deque
 from collections.abc import AsyncIterator
@@ -45,6 +62,20 @@ from voxcli.engine.roles import CodeChunk
 
 RELAY_KEEP = 100_000
 STALE_S = 60.0  # chunks waiting this long with no codec replica pulling them are dropped
+# A middle chunk may wait in the LM replica's outbox for this long (at most) so that several share one
+# codes link item (`chunk_hold_s`; measured in benchmarks/bench_relay_cost.py); 0: every chunk at once.
+CHUNK_HOLD_S = 0.25
+# ... but it leaves by its playback deadline less this: the codec's urgent margin (0.1 s), and what the
+# LM's deadline may be later than the codec's while the request's first-audio time has not reached the
+# LM (it places it at arrival + TTFA target, 0.2 s; the real first audio comes after at least a prefill
+# and a chunk's decode steps, ~0.1 s on the sim's H100), and a decode and the hop. 0.5 s was measured
+# too: at 1 req/s it stopped chunk 1's hold (3.05 chunks an item, not 3.9)
+HOLD_LEAD_S = 0.3
+# A request's first-audio time may wait as long in the codec replica's work outbox for the next request
+# to share its item: until it arrives the LM replica places later deadlines after arrival + TTFA target,
+# at most the target later than the codec's real first audio (LM lane ordering only: the codec replica
+# keeps its own deadlines)
+FIRST_AUDIO_HOLD_S = CHUNK_HOLD_S
 
 
 @dataclass(frozen=True)
@@ -68,24 +99,47 @@ class Refused:
 
 class Outbox:
     """Items waiting for one link's consumer (all on the replica's event loop): an LM replica's chunks
-    (and ends) for one codec replica, or a codec replica's work for one LM replica. Every item has `key`."""
+    (and ends) for one codec replica, or a codec replica's work for one LM replica. Every item has `key`.
 
-    def __init__(self) -> None:
+    An item put with `hold_s` > 0 may wait up to that long for others to share its link item (`hold_s`
+    for a chunk: `chunk_hold_s`); one put without a hold sends everything waiting at once, so nothing
+    that is held is ever behind an item that is not, and order is kept."""
+
+    def __init__(self, clock: Any = time.monotonic) -> None:
         self.items: list[Any] = []
         self.wake = asyncio.Event()
         self.consumer = 0  # the live `codes_for` call's token (a newer call supersedes an older one)
         self._tokens = 0
-        self.idle_since: float | None = time.monotonic()  # no consumer since then
+        self.clock = clock
+        self.idle_since: float | None = clock()  # no consumer since then
+        self.due = math.inf  # when what is waiting must leave (clock seconds): now, unless all of it holds
 
-    def put(self, item: Any) -> None:
-        if self.idle_since is not None and time.monotonic() - self.idle_since > STALE_S:
-            self.items.clear()  # nobody pulled for a long time: the codec replica is gone
+    def put(self, item: Any, hold_s: float = 0.0) -> None:
+        now = self.clock()
+        if self.idle_since is not None and now - self.idle_since > STALE_S:
+            self.clear()  # nobody pulled for a long time: the codec replica is gone
         self.items.append(item)
-        self.wake.set()
+        due = now + max(0.0, hold_s)
+        if due < self.due:
+            self.due = due
+            self.wake.set()  # the sender's wait ends sooner (or now)
+
+    def ready(self) -> bool:
+        """Whether what is waiting must leave now."""
+        return bool(self.items) and self.clock() >= self.due
+
+    def take(self) -> list[Any]:
+        batch, self.items, self.due = self.items, [], math.inf
+        return batch
+
+    def clear(self) -> None:
+        self.items, self.due = [], math.inf
 
     def drop(self, key: str) -> None:
         """A request that ended here early (cancelled, failed): its items not sent yet go nowhere."""
         self.items = [c for c in self.items if c.key != key]
+        if not self.items:
+            self.due = math.inf
 
     def attach(self) -> int:
         self._tokens += 1
@@ -97,20 +151,39 @@ class Outbox:
     def detach(self, token: int) -> None:
         if self.consumer == token:
             self.consumer = 0
-            self.idle_since = time.monotonic()
+            self.idle_since = self.clock()
+
+
+def chunk_hold_s(chunk: CodeChunk | Any, max_hold_s: float, lead_s: float = HOLD_LEAD_S,
+                 now_epoch: float | None = None) -> float:
+    """How long a chunk may wait in its outbox for others to share its link item: chunk 0 not at all (the
+    request's first audio waits on it), nor a request's bad end (`RoleEnd`, `Refused`); a later chunk up
+    to `max_hold_s`, and never past its playback deadline less `lead_s` (what the codec engine needs
+    ahead of a deadline: its urgent margin, a decode and the hop). A held last chunk keeps its request's
+    codec slot that much longer: `max_hold_s` is small against a request's time in its slot."""
+    if max_hold_s <= 0 or not isinstance(chunk, CodeChunk) or chunk.index == 0:
+        return 0.0
+    now = time.time() if now_epoch is None else now_epoch
+    return max(0.0, min(max_hold_s, chunk.deadline_epoch - lead_s - now))
 
 
 async def serve_items(box: Outbox, stats: RelayStats | None = None) -> AsyncIterator[list[Any]]:
-    """The sending side of a link: everything waiting in `box`, one item per wake, until superseded or
-    cancelled (the other replica went away)."""
+    """The sending side of a link: everything waiting in `box`, one item per send (when something that
+    does not hold arrives, or the earliest hold runs out), until superseded or cancelled (the other
+    replica went away)."""
     me = box.attach()
     try:
         while box.consumer == me:
-            if not box.items:
+            if not box.ready():
                 box.wake.clear()
-                await box.wake.wait()
+                wait = box.due - box.clock()
+                if wait == math.inf:
+                    await box.wake.wait()
+                elif wait > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(box.wake.wait(), wait)
                 continue
-            batch, box.items = box.items, []
+            batch = box.take()
             if stats is not None:
                 stats.sent(batch)
             yield batch
