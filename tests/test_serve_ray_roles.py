@@ -196,8 +196,16 @@ def test_front_door_serves_the_openai_api_and_metrics(placement):
     assert bad.status_code == 400 and "refused" in bad.text, bad.text  # the model check, on a replica
     metrics = httpx.get(f"{url}/metrics", timeout=30).text
     assert 'vox_requests_total{outcome="done"} 1.0' in metrics and "vox_kv_pages_used" in metrics
-    for name in names["lm"]:  # the replicas' own series too (the front door's poller gathered them)
-        assert f'vox_replica_up{{replica="{name}",role="lm"}} 1.0' in metrics
+    # the replicas' own series too: the front door's poller thread gathers them every METRICS_PERIOD_S, so a
+    # fast request can be done before its first gather; read until they appear (the deadline only turns a
+    # poller that never gathers into a failure, whatever the machine's speed)
+    wanted = [f'vox_replica_up{{replica="{name}",role="lm"}} 1.0' for name in names["lm"]]
+    end = time.monotonic() + 60
+    while not all(w in metrics for w in wanted) and time.monotonic() < end:
+        time.sleep(0.2)
+        metrics = httpx.get(f"{url}/metrics", timeout=30).text
+    for w in wanted:
+        assert w in metrics
     serve.delete("t-front")
 
 

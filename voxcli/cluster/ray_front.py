@@ -131,6 +131,7 @@ class PlacementEngine:
                 b.stats, b.routed = stats, 0
 
     def _gather_loop(self) -> None:
+        self.gather_metrics()  # at once: a scrape soon after start shows the replicas, not nothing
         while not self._closed.wait(METRICS_PERIOD_S):
             self.gather_metrics()
 
