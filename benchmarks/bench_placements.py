@@ -1,7 +1,7 @@
 """Disaggregated placements on Ray Serve, measured against `vox profile --gpus N`'s prediction, one run.
 
-    nice -n 10 python -m benchmarks bench_placements --gpus 2 --set max_running=4 --duration 8
-    nice -n 10 python -m benchmarks bench_placements --gpus 2,4 --model cosyvoice3-0.5b --set max_running=4
+    nice -n 10 python -m benchmarks bench_placements --gpus 2 --set max_running=4 --duration 8 --seeds 1
+    python -m benchmarks bench_placements --gpus 2,4 --top 2 --set max_running=4 --duration 60 --seeds 2
 
 Every replica runs the REAL-TIME SIM executor (a simulated GPU on the wall clock: the only way to run a
 placement of GPUs on a CPU machine), one Ray Serve app per replica as `vox serve --placement` deploys
@@ -11,13 +11,16 @@ arrivals (`EngineTarget`, the in-process client of `vox bench`). Each placement'
 capacity times --fractions, so every capacity (90% of requests meeting TTFA <= 200 ms and no stall) is
 measured to the grid's resolution around the prediction it is checked against.
 
-The prediction is `voxcli.placement.ranked_placements`: `vox profile --gpus N --no-simulate`'s throughput
-model, given the same decode-row cap as the engines (`--set max_running=M` -> LoadShape.max_decode_batch=M),
-so predicted and measured describe the same engines. Cap the rows on a small host: the simulated GPUs are
-fast, the host's CPUs (Ray, the engines' host loops, the client) are what this machine lacks. Also printed
-per split placement: Ray messages and code bytes per chunk (the LM replicas' count), the LM -> codec hop
-(chunk handed off by the LM engine -> acknowledged by the codec replica), the latency the hop adds to TTFA,
-and the host CPU each role's replica processes spend per chunk (engine host loop + Ray messaging).
+The prediction is `vox profile --gpus N`'s (voxcli/bench/profile_placements.py): the throughput model
+ranks the placements (`voxcli.placement.ranked_placements`, given the engines' decode-row cap: `--set
+max_running=M` -> LoadShape.max_decode_batch=M), and each is co-simulated on the virtual clock for its SLO
+capacity (voxcli/bench/placement_sim.py), with the replicas' own config, under its optimistic and
+pessimistic network; the rates run here are fractions of the optimistic one, with `--seeds` arrival seeds
+each. Cap the rows on a small host: the simulated GPUs are fast, the host's CPUs (Ray, the engines' host
+loops, the client) are what this machine lacks. Also printed per split placement: Ray messages and code
+bytes per chunk (the LM replicas' count), the LM -> codec hop (chunk handed off by the LM engine ->
+acknowledged by the codec replica), the latency the hop adds to TTFA, and the host CPU each role's
+replica processes spend per chunk (engine host loop + Ray messaging).
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ import time
 from pathlib import Path
 
 from voxcli.bench.client import EngineTarget
+from voxcli.bench.placement_sim import NETWORKS, PlacementPrediction, predict_capacity
+from voxcli.bench.profile_placements import candidates
 from voxcli.bench.sweep import SweepSpec, Variant, sweep_variant
 from voxcli.bench.workloads import load_workload
 from voxcli.cluster.ray_app import ReplicaSpec
@@ -36,15 +41,16 @@ from voxcli.placement import Placement, ranked_placements
 
 
 def _placements(model: str, gpu: str, gpus: int, cap: int | None, top: int) -> list[tuple[Placement, float]]:
-    """The runnable placements (LM-only with codec-only) of `gpus` GPUs, best predicted first, N x both
-    always among them."""
-    out = []
-    for p in ranked_placements(model, gpu, gpus, max_decode_batch=cap):
-        placement = Placement(p.both, p.lm_only, p.codec_only)
-        if p.rps > 0 and (p.lm_only > 0) == (p.codec_only > 0):
-            out.append((placement, p.rps))
-    both = [x for x in out if x[0].both == gpus]
-    return (both + [x for x in out if x[0].both != gpus])[:top]
+    """The runnable placements (LM-only with codec-only) of `gpus` GPUs, best by throughput bound first,
+    N x both always among them (what `vox profile --gpus N` simulates)."""
+    return candidates(ranked_placements(model, gpu, gpus, max_decode_batch=cap), gpus, top)
+
+
+def predict(config, placement: Placement, bound: float, utts, duration: float, seeds: int,  # noqa: ANN001
+            frame_rate: float) -> dict[str, PlacementPrediction]:
+    """`vox profile --gpus N`'s SLO capacity of `placement` (both network settings), for `config`."""
+    return {name: predict_capacity(config, placement, bound, utts, net, duration, seeds,
+                                   frame_rate=frame_rate) for name, net in NETWORKS.items()}
 
 
 def _cpu(front) -> dict[str, float]:  # noqa: ANN001
@@ -137,9 +143,9 @@ def host_budget(model: str, gpu: str, gpus: list[int], cap: int | None, top: int
               f"message (derived), both {both_ms:.2f} ms per chunk (in-process + one message)")
     now = os.getloadavg()[0]
     print(f"host: {cores} cores, load average {now:.1f} now; {per_req:.2f} chunks per {workload} request")
-    print(f"| GPUs | placement | GPU prediction req/s | host CPU ms/request | host capacity req/s ({cores} "
-          "idle cores) | binds on an idle host | measured capacity@90% (load avg) | host cores that "
-          "capacity uses |")
+    print(f"| GPUs | placement | GPU throughput bound req/s | host CPU ms/request | host capacity req/s "
+          f"({cores} idle cores) | binds on an idle host | measured capacity@90% (load avg) | host cores "
+          "that capacity uses |")
     print("|---|---|---|---|---|---|---|---|")
     for n in gpus:
         for placement, predicted in _placements(model, gpu, n, cap, top):
@@ -160,9 +166,12 @@ def main() -> None:
     ap.add_argument("--model", default="qwen3-tts-1.7b")
     ap.add_argument("--gpu", default="h100")
     ap.add_argument("--set", dest="sets", action="append", default=[])
-    ap.add_argument("--fractions", default="0.5,0.7,0.85,1.0,1.15",
-                    help="offered rates as fractions of each placement's predicted capacity")
+    ap.add_argument("--fractions", default="0.7,0.8,0.9,1.0,1.1,1.2",
+                    help="offered rates as fractions of each placement's predicted SLO capacity (optimistic)")
     ap.add_argument("--duration", type=float, default=8.0)
+    ap.add_argument("--seeds", type=int, default=2, help="arrival seeds per rate (measured and predicted)")
+    ap.add_argument("--stop-below", type=float, default=0.6,
+                    help="stop a placement's sweep after a rate with fewer requests than this in SLO")
     ap.add_argument("--warmup", type=int, default=4)
     ap.add_argument("--top", type=int, default=3, help="placements per GPU count (N x both first)")
     ap.add_argument("--only", default="", help="run only these placements (e.g. 'lm=3,codec=1;both=4')")
@@ -187,80 +196,113 @@ def main() -> None:
                     args.workload, ms, args.ray_split_ms, args.ray_msgs, measured or None)
         return
 
-    import ray
-    from ray import serve
+    from voxcli.models.registry import sim_spec_for
 
-    from voxcli.cluster.ray_front import PlacementEngine
-    from voxcli.cluster.ray_roles import deploy_replicas, describe_first
+    from voxcli.bench.targets import model_config
 
     utts = load_workload(args.workload)
     fractions = [float(x) for x in args.fractions.split(",")]
+    frame_rate = sim_spec_for(args.model).frame_rate
+    # the replicas' own config (the model's recipe and --set, the recipe's split): what is predicted for
+    config = model_config(args.model, "sim", args.gpu, args.sets)
+    plan = []  # (GPUs, placement, bound, predictions): all predicted before Ray starts (no CPU contention)
+    for gpus in [int(x) for x in args.gpus.split(",")]:
+        runs = _placements(args.model, args.gpu, gpus, cap, 99 if args.only else args.top)
+        if args.only:
+            runs = [r for r in runs if r[0].describe() in args.only.split(";")]
+        for placement, bound in runs:
+            t0 = time.process_time()
+            pred = predict(config, placement, bound, utts, args.duration, args.seeds, frame_rate)
+            print(f"{gpus} GPUs, {placement.describe()}: bound {bound:.2f} req/s, predicted SLO capacity "
+                  + ", ".join(f"{n} {p.cell}" for n, p in pred.items())
+                  + f" ({time.process_time() - t0:.0f} s CPU)", flush=True)
+            plan.append((gpus, placement, bound, pred))
+    rows = measure(args, plan, utts, fractions)
+    print("\n| GPUs | placement | bound req/s | predicted SLO capacity (optimistic / pessimistic) | measured "
+          "capacity@90% | measured / optimistic | measured / pessimistic | TTFA p50 (lowest rate) | "
+          "msgs/chunk | code B/chunk | LM->codec hop p50/p90 ms | load avg |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        rl = r["relay"]
+        split = rl["chunks"] > 0
+        hop = (f"{rl['hop_ms_p50']:.1f}/{rl['hop_ms_p90']:.1f} (chunk 0: {rl['first_hop_ms_p50']:.1f}/"
+               f"{rl['first_hop_ms_p90']:.1f})") if split else "-"
+        print(f"| {r['gpus']} | {r['placement']} | {r['bound_rps']} | {r['predicted_cell']['optimistic']} / "
+              f"{r['predicted_cell']['pessimistic']} | {r['measured_cell']} | {r['ratio']['optimistic']} | "
+              f"{r['ratio']['pessimistic']} | {r['ttfa_p50_ms_lowest_rate']} ms | "
+              f"{rl['messages_per_chunk']:.0f} | {rl['code_bytes_per_chunk']:.0f} | {hop} | "
+              f"{r['load_avg']} |")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"args": {**vars(args), "out": str(args.out)}, "rows": rows}, indent=1))
+    print(f"JSON: {args.out}")
+
+
+def measure(args, plan, utts, fractions: list[float]) -> list[dict]:  # noqa: ANN001
+    """Each planned placement deployed on Ray Serve (real-time sim replicas), swept at fractions of its
+    optimistic prediction, `--seeds` seeds per rate."""
+    import ray
+    from ray import serve
+
+    from voxcli.bench.report import capacity_cell
+    from voxcli.cluster.ray_front import PlacementEngine
+    from voxcli.cluster.ray_roles import deploy_replicas, describe_first
+
     ray.init(include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     serve.start(proxy_location="Disabled")
     spec = ReplicaSpec(model=args.model, executor="sim", gpu=args.gpu, sets=args.sets)
     rows = []
     print(f"host: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start", flush=True)
     try:
-        for gpus in [int(x) for x in args.gpus.split(",")]:
-            runs = _placements(args.model, args.gpu, gpus, cap, 99 if args.only else args.top)
-            if args.only:
-                runs = [r for r in runs if r[0].describe() in args.only.split(";")]
-            for k, (placement, predicted) in enumerate(runs):
-                t0 = time.perf_counter()
-                names = deploy_replicas(spec, placement, prefix=f"b{gpus}-{k}")
-                model_spec, _, _ = describe_first(names)
-                front = PlacementEngine(names, model_spec.sample_rate, model_spec.frame_seconds)
-                print(f"{placement.describe()} up in {time.perf_counter() - t0:.1f} s; predicted "
-                      f"{predicted:.1f} req/s", flush=True)
-                sweep = SweepSpec(rates=[round(predicted * f, 2) for f in fractions],
-                                  duration_s=args.duration, warmup=args.warmup, seeds=1, timeout_s=120,
-                                  stop_rule=False,
-                                  frame_rate=model_spec.frame_rate)
-                target = EngineTarget(front, placement.describe(), seed=0)
-                load0 = os.getloadavg()[0]
+        for k, (gpus, placement, bound, pred) in enumerate(plan):
+            predicted = pred["optimistic"].capacity90
+            t0 = time.perf_counter()
+            names = deploy_replicas(spec, placement, prefix=f"b{gpus}-{k}")
+            model_spec, _, _ = describe_first(names)
+            front = PlacementEngine(names, model_spec.sample_rate, model_spec.frame_seconds)
+            print(f"{placement.describe()} up in {time.perf_counter() - t0:.1f} s; predicted "
+                  f"{predicted:g} req/s (optimistic), {pred['pessimistic'].capacity90:g} (pessimistic)",
+                  flush=True)
+            sweep = SweepSpec(rates=[round(predicted * f, 2) for f in fractions], duration_s=args.duration,
+                              warmup=args.warmup, seeds=args.seeds, timeout_s=120, stop_rule=False,
+                              stop_below=args.stop_below, frame_rate=model_spec.frame_rate)
+            target = EngineTarget(front, placement.describe(), seed=0)
+            load0 = os.getloadavg()[0]
 
-                def progress(sw, r):  # noqa: ANN001 - the sweep's callback
-                    print(f"  {r.rate:g} req/s -> {r.attainment * 100:5.1f}% SLO, TTFA p50 "
-                          f"{(r.ttfa_p50 or 0) * 1e3:.0f} ms, {r.rejected} rejected", flush=True)
+            def progress(sw, r):  # noqa: ANN001 - the sweep's callback
+                print(f"  {r.rate:g} req/s -> {r.attainment * 100:5.1f}% SLO, TTFA p50 "
+                      f"{(r.ttfa_p50 or 0) * 1e3:.0f} ms, {r.rejected} rejected (seeds "
+                      + ", ".join(f"{rs[-1].attainment * 100:.1f}%" for rs in sw.per_seed) + ")", flush=True)
 
-                cpu0 = _cpu(front)
-                res = sweep_variant(target, Variant(placement.describe()), sweep, utts, progress)
-                cpu = {k: v - cpu0.get(k, 0.0) for k, v in _cpu(front).items()}
-                relay = front.relay().per_chunk()
-                if relay["chunks"]:  # host CPU per chunk of each split role: what a starved host runs out of
-                    for role in ("lm", "codec"):
-                        spent = sum(v for k, v in cpu.items() if f"-{role}-" in k)
-                        relay[f"{role}_cpu_ms_per_chunk"] = 1e3 * spent / relay["chunks"]
-                row = {"gpus": gpus, "placement": placement.describe(), "predicted_rps": round(predicted, 2),
-                       "capacity90": res.capacity90,
-                       "ratio": round(res.capacity90 / predicted, 3) if predicted else None,
-                       "ttfa_p50_ms_lowest_rate": round((res.results[0].ttfa_p50 or 0) * 1e3, 1),
-                       "load_avg": round((load0 + os.getloadavg()[0]) / 2, 1), "relay": relay,
-                       "sweep": res.to_dict()}
-                rows.append(row)
-                print(f"  capacity@90% {res.capacity90:g} req/s vs predicted {predicted:.1f} "
-                      f"({row['ratio']}x); relay {json.dumps({k: round(v, 2) for k, v in relay.items()})}",
-                      flush=True)
-                front.close()
-                for ns in names.values():
-                    for n in ns:
-                        serve.delete(n)
+            cpu0 = _cpu(front)
+            res = sweep_variant(target, Variant(placement.describe()), sweep, utts, progress)
+            cpu = {k: v - cpu0.get(k, 0.0) for k, v in _cpu(front).items()}
+            relay = front.relay().per_chunk()
+            if relay["chunks"]:  # host CPU per chunk of each split role: what a starved host runs out of
+                for role in ("lm", "codec"):
+                    spent = sum(v for k, v in cpu.items() if f"-{role}-" in k)
+                    relay[f"{role}_cpu_ms_per_chunk"] = 1e3 * spent / relay["chunks"]
+            row = {"gpus": gpus, "placement": placement.describe(), "bound_rps": round(bound, 2),
+                   "predicted": {n: p.to_dict() for n, p in pred.items()},
+                   "predicted_cell": {n: p.cell for n, p in pred.items()},
+                   "capacity90": res.capacity90, "capacity90_seeds": res.seed_capacities(0.90),
+                   "measured_cell": capacity_cell(res, 0.90),
+                   "ratio": {n: round(res.capacity90 / p.capacity90, 3) if p.capacity90 else None
+                             for n, p in pred.items()},
+                   "ttfa_p50_ms_lowest_rate": round((res.results[0].ttfa_p50 or 0) * 1e3, 1),
+                   "load_avg": round((load0 + os.getloadavg()[0]) / 2, 1), "relay": relay,
+                   "sweep": res.to_dict()}
+            rows.append(row)
+            print(f"  capacity@90% {row['measured_cell']} req/s vs predicted {predicted:g} "
+                  f"({row['ratio']}); relay {json.dumps({k: round(v, 2) for k, v in relay.items()})}",
+                  flush=True)
+            front.close()
+            for ns in names.values():
+                for n in ns:
+                    serve.delete(n)
     finally:
         serve.shutdown()
         ray.shutdown()
-    print("\n| GPUs | placement | predicted req/s | measured capacity@90% | measured/predicted | TTFA p50 "
-          "(lowest rate) | msgs/chunk | code B/chunk | LM->codec hop p50/p90 ms | load avg |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        rl = r["relay"]
-        split = rl["chunks"] > 0
-        hop = f"{rl['hop_ms_p50']:.1f}/{rl['hop_ms_p90']:.1f}" if split else "-"
-        print(f"| {r['gpus']} | {r['placement']} | {r['predicted_rps']} | {r['capacity90']:g} | "
-              f"{r['ratio']} | {r['ttfa_p50_ms_lowest_rate']} ms | {rl['messages_per_chunk']:.0f} | "
-              f"{rl['code_bytes_per_chunk']:.0f} | {hop} | {r['load_avg']} |")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"args": {**vars(args), "out": str(args.out)}, "rows": rows}, indent=1))
-    print(f"JSON: {args.out}")
+    return rows
 
 
 if __name__ == "__main__":

@@ -147,8 +147,8 @@ def idle_rate(seconds: float) -> tuple[float, dict[int, float]]:
 
 def _parse_placements(text: str) -> list[tuple[str, object, float]]:
     """'both=1;lm=1,codec=1;lm=1,codec=1@0': (label, Placement, chunk hold in seconds) each; `@MS` sets
-    a split placement's chunk hold (relay.py's CHUNK_HOLD_S otherwise)."""
-    from voxcli.cluster.relay import CHUNK_HOLD_S
+    a split placement's chunk hold (engine/hold.py's CHUNK_HOLD_S otherwise)."""
+    from voxcli.engine.hold import CHUNK_HOLD_S
 
     out = []
     for part in text.split(";"):
@@ -260,9 +260,10 @@ def _relay_delta(front: object, before: dict) -> dict[str, float]:
     from voxcli.cluster import ray_roles
 
     now = front.relay().raw()  # type: ignore[attr-defined]
-    delta = {k: now[k] - before[k] for k in now if k != "hops"}
+    delta = {k: now[k] - before[k] for k in now if k not in ("hops", "first_hops")}
     hops = sorted(now["hops"][len(before["hops"]):])
     delta["hops"] = hops
+    delta["first_hops"] = now.get("first_hops", [])[len(before.get("first_hops", [])):]
     out = ray_roles.RelayStats.merged([delta]).per_chunk()
     for name, q in (("hop_ms_p50", 0.5), ("hop_ms_p99", 0.99)):
         out[name] = 1e3 * hops[min(len(hops) - 1, int(len(hops) * q))] if hops else float("nan")

@@ -16,8 +16,9 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 
-from voxcli.cluster.relay import HOLD_LEAD_S, Outbox, Refused, RelayStats, Work, chunk_hold_s, serve_items
+from voxcli.cluster.relay import Outbox, Refused, RelayStats, Work, serve_items
 from voxcli.config import ChunkSchedule
+from voxcli.engine.hold import HOLD_LEAD_S, chunk_hold_s
 from voxcli.engine.roles import CodeChunk
 
 BOOKS = 16

@@ -39,13 +39,6 @@ def test_epoch_clock_round_trip():
     assert abs(clock.from_epoch(clock.to_epoch(local)) - local) < 1e-3
 
 
-def test_role_engine_needs_a_real_clock():
-    from voxcli.engine.synthetic import SyntheticProgram
-
-    with pytest.raises(ConfigError, match="real clock"):
-        LMEngine(SyntheticProgram(), EngineConfig(executor="sim", gpu="h100"))
-
-
 @pytest.mark.parametrize("policy", ["full", "lanes"])
 def test_split_sim_audio_equals_both_engine(policy):
     lengths = [1, 7, 23, 40, 61]

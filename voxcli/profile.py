@@ -387,7 +387,7 @@ def plot_splits(
 
 
 def recipe_text(model: str, gpu: str, chosen: SplitPoint, rate: float, base: EngineConfig,
-                source: str | None) -> str:
+                source: str | None, sets: Sequence[str] = ()) -> str:
     """The engine recipe `model` runs with (`base`, from the recipe `source`: admission, chunk schedule,
     decode buckets and all) with only the split changed to `chosen` (and policy full, the one policy with
     a split: every shipped recipe's), under the name the tables and the plot give it. Written in full:
@@ -401,7 +401,7 @@ def recipe_text(model: str, gpu: str, chosen: SplitPoint, rate: float, base: Eng
             f"# written by `vox profile`: {model} on {gpu}, split chosen at a target load of "
             f"{rate:.1f} req/s",
             f"# every setting is {origin} except lm_sms and codec_sms (was {base.lm_sms}/"
-            f"{base.codec_sms})",
+            f"{base.codec_sms})" + (f" and --set {' '.join(sets)}" if sets else ""),
             f"# backbone {chosen.lm_frames_s:.0f} frames/s at batch {chosen.lm_batch:.1f}; codec "
             f"{chosen.codec_chunks_s:.0f} chunks/s at batch {chosen.codec_batch:.1f}",
             f"# split {chosen.described}",

@@ -354,6 +354,15 @@ def profile(
     ] = "",
     sim_duration: Annotated[float, typer.Option(help="Seconds of arrivals per rate (simulation).")] = 10.0,
     sim_seeds: Annotated[int, typer.Option(help="Arrival seeds per rate in the simulation.")] = 3,
+    placements: Annotated[
+        int, typer.Option(help="With --gpus N > 1: simulate this many placements (the best by the "
+                          "throughput model, N x both among them) for their SLO capacity; 0 = rank by the "
+                          "model alone.")
+    ] = 3,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Engine override key=value (repeatable), applied to the "
+                                       "model's recipe before anything is chosen (e.g. max_running=4).")
+    ] = None,
     out: Annotated[Path, typer.Option(help="Directory for the plot, the recipe and the JSON.")] = Path(
         "out/profile"
     ),
@@ -385,6 +394,9 @@ def profile(
     with friendly_errors():
         if gpus < 1:
             _fail(f"--gpus must be >= 1, got {gpus}")
+        if placements < 0:
+            _fail(f"--placements must be >= 0, got {placements}")
+        sets = list(set_ or [])
         _finite("--target-rate", target_rate, 0.0, strict=False)
         _check_profile_model(model)
         _check_out(out)
@@ -429,8 +441,16 @@ def profile(
             source = f"measured on {data['gpu']['name']} -> {prof_path}"
         utts = _load_workload(workload)
         sim = sim_spec_for(model)  # the model family's frame rate and the chunks its profiles assume
+        # The config every split runs with: the model's own recipe (what `vox bench` runs), --set applied,
+        # only the split changed. The bound of that config decides "keeps up", the target load and the
+        # simulated rates, and that config is what the recipe file holds: one set of assumptions throughout.
+        base, base_recipe = model_recipe_config(model)
+        base = base.with_overrides(sets)
+        # a --set cap on running rows caps the decode batch the throughput model assumes too
+        capped = any(s.startswith("max_running=") for s in sets)
+        cap = {"max_decode_batch": base.max_running} if capped else {}
         # each request's frames cut by the model's own chunk schedule: the codec's cost per chunk
-        shape = load_shape([estimate_frames(u.text, sim.frame_rate) for u in utts], sim.chunk)
+        shape = load_shape([estimate_frames(u.text, sim.frame_rate) for u in utts], sim.chunk, **cap)
         frames = shape.frames_per_request
         console.print(f"[bold]{model}[/bold] on [bold]{prof.name}[/bold] ({prof.sms} SMs) from {source}")
         console.print(
@@ -440,10 +460,6 @@ def profile(
         )
         for t in profile_tables(prof, shape):
             console.print(t)
-        # The config every split runs with: the model's own recipe (what `vox bench` runs), only the split
-        # changed. The bound of that config decides "keeps up", the target load and the simulated rates,
-        # and that config is what the recipe file holds: one set of assumptions throughout.
-        base, base_recipe = model_recipe_config(model)
         bounds = SplitBounds(base, utts, sim.frame_rate, profile=prof)
         best_bound = max_sustainable_rate(prof, shape, capacities=bounds.capacities)
         rate = target_rate or best_bound
@@ -452,7 +468,8 @@ def profile(
         simulated = None
         if simulate:
             simulated, tried, step = _simulate_splits(console, prof, gpu, model, workload, utts, points, keep,
-                                                      sim_rates, sim_duration, sim_seeds, best_bound, bounds)
+                                                      sim_rates, sim_duration, sim_seeds, best_bound, bounds,
+                                                      sets)
             chosen = simulated.point
         console.print(split_table(points, chosen, rate, "the capacity bound (voxcli/bound.py) of the recipe "
                                   "with that split"))  # after the choice: * marks the split chosen
@@ -469,7 +486,7 @@ def profile(
             f"{model} on {prof.name} at {rate:.1f} req/s",
         ) if _has_matplotlib() else None
         recipe = out / f"{stem}.toml"
-        recipe.write_text(recipe_text(model, gpu, chosen, rate, base, base_recipe))
+        recipe.write_text(recipe_text(model, gpu, chosen, rate, base, base_recipe, sets))
         summary = summary_dict(points, chosen, rate)
         if simulated is not None:
             summary["simulated"] = {"chosen": simulated.to_dict(), "candidates": [t.to_dict() for t in tried],
@@ -503,6 +520,14 @@ def profile(
             for i, p in enumerate(ranked[:8], 1):
                 console.print(f"  {i}. {p.describe():40s} {p.rps:7.1f} req/s")
             summary["placements"] = [{"placement": p.describe(), "rps": p.rps} for p in ranked]
+            if placements and simulate:
+                from voxcli.bench.targets import model_config
+
+                config = model_config(model, "sim", gpu if gpu != "measured" else "", sets).replace(
+                    policy="full", lm_sms=chosen.lm_sms, codec_sms=chosen.codec_sms)
+                summary["placements_simulated"] = _simulate_placements(
+                    console, config, prof, ranked, gpus, placements, utts, sim_duration, sim_seeds,
+                    sim.frame_rate)
         (out / f"{stem}.json").write_text(json.dumps(summary, indent=1))
         console.print(f"plot: {png if png is not None else 'none; ' + PLOT_HINT.split(' (or')[0]}",
                       markup=False)
@@ -535,8 +560,33 @@ def _check_profile_model(model: str) -> None:
           "checkpoint folder")
 
 
+def _simulate_placements(console, config, prof, ranked, gpus: int, top: int, utts, duration: float,
+                         seeds: int, frame_rate: float) -> list[dict]:
+    """Last pass of `vox profile --gpus N`: the best placements' SLO capacities (bench/placement_sim.py)."""
+    from voxcli.bench.profile_placements import candidates, placement_table, predict_placements, summary
+
+    runs = candidates(ranked, gpus, top)
+    console.print(f"simulating {len(runs)} placements with the chosen split, each engine as `vox serve "
+                  "--placement` runs it, under an optimistic and a pessimistic network:", markup=False)
+
+    def starting(what: str) -> None:
+        typer.echo(f"vox profile: simulating placement {what}", err=True)
+
+    def rate_done(sw, r) -> None:
+        typer.echo(f"vox profile:   {sw.variant.label} at {r.rate:g} req/s: {r.attainment * 100:.1f}% SLO",
+                   err=True)
+
+    rows = predict_placements(config, runs, utts, duration, seeds, frame_rate, prof, starting, rate_done)
+    console.print(placement_table(rows, gpus, duration, seeds))
+    best = rows[0]
+    console.print(f"best placement by SLO capacity: {best[0].describe()} (`vox serve --placement "
+                  f"{best[0].describe()}`)", markup=False)
+    return summary(rows)
+
+
 def _simulate_splits(console, prof, gpu: str, model: str, workload: str, utts, points, keep: int,
-                     sim_rates: str, duration: float, seeds: int, best_rps: float, bounds):
+                     sim_rates: str, duration: float, seeds: int, best_rps: float, bounds,
+                     sets: list[str] | None = None):
     """Second pass of `vox profile`: simulate the best `keep` splits by their bound (voxcli/bench/
     split_search.py) on a rate grid fine enough for the bound; returns (the one with the highest simulated
     capacity, all of them, the grid's step)."""
@@ -569,7 +619,7 @@ def _simulate_splits(console, prof, gpu: str, model: str, workload: str, utts, p
     except ValueError as e:
         _fail(f"--sim-rates: {e}")
     text = sim_rates or ",".join(f"{r:g}" for r in rates)
-    config = model_config(model, "sim", gpu if gpu != "measured" else "", None)
+    config = model_config(model, "sim", gpu if gpu != "measured" else "", sets)
     from voxcli.models.registry import sim_spec_for
 
     # request lengths at the model's own frame rate, as `vox bench` sets them

@@ -162,6 +162,7 @@ class PlacementEngine:
         out = RelayStats.merged(sent)
         for part in took:
             out.lm_to_codec_s.extend(part["hops"])
+            out.first_s.extend(part.get("first_hops", ()))
             out.work_items += part.get("work_items", 0)
         return out
 

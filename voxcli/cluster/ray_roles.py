@@ -32,18 +32,16 @@ from voxcli.cluster.ray_app import ReplicaSpec, build_deployment, replica_resour
 from voxcli.cluster.ray_errors import ray_reason
 from voxcli.cluster.ray_metrics import replica_metrics
 from voxcli.cluster.relay import (
-    CHUNK_HOLD_S,
-    FIRST_AUDIO_HOLD_S,
     CodeLink,
     Outbox,
     Refused,
     RelayStats,
     Work,
     WorkLink,
-    chunk_hold_s,
     serve_items,
 )
 from voxcli.cluster.signals import push_signals
+from voxcli.engine.hold import CHUNK_HOLD_S, FIRST_AUDIO_HOLD_S, chunk_hold_s
 from voxcli.engine.roles import CodeChunk, RoleEnd
 from voxcli.engine.stream import EngineClosed
 from voxcli.placement import Placement

@@ -17,7 +17,8 @@ about 5 ms of host CPU across the processes. Items of a streaming call pay none 
 the callee's core worker reports to the caller as the generator yields it, in order. Each side yields
 everything waiting for the other side as ONE item.
 
-Why chunks wait (`chunk_hold_s`). An item still costs both replicas a wake, Serve's streaming path on
+Why chunks wait (`chunk_hold_s`: voxcli/engine/hold.py, whose rule the placement co-simulation applies
+too). An item still costs both replicas a wake, Serve's streaming path on
 each side and a serialisation, whatever it carries: with every chunk sent as it was made, an item
 carried 1.0-1.1 chunks and the split cost 1.5-1.6x one engine's host CPU per request. But only chunk 0
 is urgent (the first audio waits on it); a later chunk is made far ahead of its playback deadline (the
@@ -62,20 +63,6 @@ from voxcli.engine.roles import CodeChunk
 
 RELAY_KEEP = 100_000
 STALE_S = 60.0  # chunks waiting this long with no codec replica pulling them are dropped
-# A middle chunk may wait in the LM replica's outbox for this long (at most) so that several share one
-# codes link item (`chunk_hold_s`; measured in benchmarks/bench_relay_cost.py); 0: every chunk at once.
-CHUNK_HOLD_S = 0.25
-# ... but it leaves by its playback deadline less this: the codec's urgent margin (0.1 s), and what the
-# LM's deadline may be later than the codec's while the request's first-audio time has not reached the
-# LM (it places it at arrival + TTFA target, 0.2 s; the real first audio comes after at least a prefill
-# and a chunk's decode steps, ~0.1 s on the sim's H100), and a decode and the hop. 0.5 s was measured
-# too: at 1 req/s it stopped chunk 1's hold (3.05 chunks an item, not 3.9)
-HOLD_LEAD_S = 0.3
-# A request's first-audio time may wait as long in the codec replica's work outbox for the next request
-# to share its item: until it arrives the LM replica places later deadlines after arrival + TTFA target,
-# at most the target later than the codec's real first audio (LM lane ordering only: the codec replica
-# keeps its own deadlines)
-FIRST_AUDIO_HOLD_S = CHUNK_HOLD_S
 
 
 @dataclass(frozen=True)
@@ -154,19 +141,6 @@ class Outbox:
             self.idle_since = self.clock()
 
 
-def chunk_hold_s(chunk: CodeChunk | Any, max_hold_s: float, lead_s: float = HOLD_LEAD_S,
-                 now_epoch: float | None = None) -> float:
-    """How long a chunk may wait in its outbox for others to share its link item: chunk 0 not at all (the
-    request's first audio waits on it), nor a request's bad end (`RoleEnd`, `Refused`); a later chunk up
-    to `max_hold_s`, and never past its playback deadline less `lead_s` (what the codec engine needs
-    ahead of a deadline: its urgent margin, a decode and the hop). A held last chunk keeps its request's
-    codec slot that much longer: `max_hold_s` is small against a request's time in its slot."""
-    if max_hold_s <= 0 or not isinstance(chunk, CodeChunk) or chunk.index == 0:
-        return 0.0
-    now = time.time() if now_epoch is None else now_epoch
-    return max(0.0, min(max_hold_s, chunk.deadline_epoch - lead_s - now))
-
-
 async def serve_items(box: Outbox, stats: RelayStats | None = None) -> AsyncIterator[list[Any]]:
     """The sending side of a link: everything waiting in `box`, one item per send (when something that
     does not hold arrives, or the earliest hold runs out), until superseded or cancelled (the other
@@ -202,6 +176,8 @@ class RelayStats:
     work_items: int = 0  # codec -> LM stream items (each carries every request, first-audio time, cancel)
     code_bytes: int = 0  # the codes' own bytes and chunk 0's binding (pickling adds ~0.3 kB per chunk)
     lm_to_codec_s: deque[float] = field(default_factory=lambda: deque(maxlen=RELAY_KEEP))
+    # chunk 0's alone: it never waits in the outbox, so these are the link's own latency
+    first_s: deque[float] = field(default_factory=lambda: deque(maxlen=RELAY_KEEP))
 
     def sent(self, batch: list[Any]) -> None:
         chunks = [c for c in batch if isinstance(c, CodeChunk)]
@@ -212,10 +188,13 @@ class RelayStats:
     def took(self, item: Any, now: float) -> None:
         if isinstance(item, CodeChunk):
             self.lm_to_codec_s.append(now - item.sent_epoch)
+            if item.index == 0:
+                self.first_s.append(now - item.sent_epoch)
 
     def raw(self) -> dict[str, Any]:
         return {"chunks": self.chunks, "items": self.items, "code_bytes": self.code_bytes,
-                "work_items": self.work_items, "hops": list(self.lm_to_codec_s)}
+                "work_items": self.work_items, "hops": list(self.lm_to_codec_s),
+                "first_hops": list(self.first_s)}
 
     @classmethod
     def merged(cls, parts: list[dict[str, Any]]) -> RelayStats:
@@ -226,6 +205,7 @@ class RelayStats:
             out.code_bytes += p["code_bytes"]
             out.work_items += p.get("work_items", 0)
             out.lm_to_codec_s.extend(p["hops"])
+            out.first_s.extend(p.get("first_hops", ()))
         return out
 
     def per_chunk(self) -> dict[str, float]:
@@ -233,16 +213,18 @@ class RelayStats:
         PCM codec -> front door, one per chunk, and the work link's items codec -> LM: a request's own
         and its first audio's, fewer under load), code bytes, and the hop's latency percentiles."""
         n = max(1, self.chunks)
-        hops = sorted(self.lm_to_codec_s)
+        hops, first = sorted(self.lm_to_codec_s), sorted(self.first_s)
 
-        def pct(q: float) -> float:
-            return 1e3 * hops[min(len(hops) - 1, int(len(hops) * q))] if hops else 0.0
+        def pct(q: float, xs: list[float] | None = None) -> float:
+            xs = hops if xs is None else xs
+            return 1e3 * xs[min(len(xs) - 1, int(len(xs) * q))] if xs else 0.0
 
         return {"chunks": float(self.chunks),
                 "messages_per_chunk": (self.items + self.work_items + self.chunks) / n,
                 "chunks_per_item": self.chunks / max(1, self.items),
                 "code_bytes_per_chunk": self.code_bytes / n,
-                "hop_ms_p50": pct(0.5), "hop_ms_p90": pct(0.9), "hop_ms_p99": pct(0.99)}
+                "hop_ms_p50": pct(0.5), "hop_ms_p90": pct(0.9), "hop_ms_p99": pct(0.99),
+                "first_hop_ms_p50": pct(0.5, first), "first_hop_ms_p90": pct(0.9, first)}
 
 
 class Link:
@@ -293,3 +275,4 @@ class WorkLink(Link):
     """The LM side of the work link to codec replica app `peer`: requests, first-audio times, cancels."""
 
     method, peer_role = "work_for", "codec"
+

@@ -32,11 +32,17 @@ offset, so run NTP on every machine of a placement. What crosses: the request's 
 time the chunk left (hop latency). The codec engine computes later chunks' deadlines from its own first
 audio (first_audio + start frame x frame seconds): it delivers the audio, so its clock is the one that
 counts; `LMEngine.first_audio` hands that time back so the LM's slack keys use it too.
+
+Virtual time. On the virtual-clock sim (`vox profile --gpus N`'s placement prediction) a placement's engines
+share one timeline: a co-simulator (voxcli/bench/placement_sim.py) advances them in lockstep, every
+engine's clock then reads the same virtual seconds and they ARE the epoch that crosses (`VirtualEpoch`),
+and what crosses is posted at a virtual time (`at`), as a Ray message arriving then would be.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import itertools
 import threading
 import time
@@ -161,6 +167,25 @@ class EpochClock:
     def from_epoch(self, epoch: float) -> float:
         return self._now() - (time.time() - epoch)
 
+    def now_epoch(self) -> float:
+        return time.time()
+
+
+class VirtualEpoch:
+    """The epoch of engines on one shared virtual timeline (the module's "Virtual time"): their clock."""
+
+    def __init__(self, now: Callable[[], float]) -> None:
+        self._now = now
+
+    def to_epoch(self, t: float) -> float:
+        return t
+
+    def from_epoch(self, epoch: float) -> float:
+        return epoch
+
+    def now_epoch(self) -> float:
+        return self._now()
+
 
 def _role_config(config: EngineConfig, role: str) -> EngineConfig:
     if config.role not in ("both", role):
@@ -176,19 +201,22 @@ class _RoleEngine(Engine):
     def __init__(self, program: ModelProgram, config: EngineConfig, executor: Executor | None = None,
                  profile: CostProfile | None = None) -> None:
         super().__init__(program, _role_config(config, self.role), executor=executor, profile=profile)
-        if not self.realtime:
-            self.close()
-            raise ConfigError(f"a {self.role}-only engine runs on a real clock (executor cpu, cuda or the "
-                              "real-time sim), not the virtual-time sim")
-        self.clock = EpochClock(self.executor.now)
+        clock = EpochClock if self.realtime else VirtualEpoch
+        self.clock: EpochClock | VirtualEpoch = clock(self.executor.now)
 
-    def _post(self, kind: str, payload: Any) -> None:
+    def _post(self, kind: str, payload: Any, at: float | None = None) -> None:
+        """`at`: virtual time only, when it arrives (a message in flight); default now."""
         with self._wake:
             if self._closed:
                 raise EngineClosed(self._dead or "the engine is closed")
-            self._inbox.append((kind, payload))
-            self._wake.notify_all()
-        self._interrupt()
+            if self.realtime:
+                self._inbox.append((kind, payload))
+                self._wake.notify_all()
+            else:
+                when = self.executor.now() if at is None else max(float(at), self.executor.now())
+                heapq.heappush(self._arrivals, (when, next(self._seq), kind, payload))
+        if self.realtime:
+            self._interrupt()
 
 
 class LMEngine(_RoleEngine):
@@ -234,9 +262,9 @@ class LMEngine(_RoleEngine):
             self._by_key[key] = rid
         return stream
 
-    def first_audio(self, key: str, epoch: float) -> None:
+    def first_audio(self, key: str, epoch: float, at: float | None = None) -> None:
         """The codec delivered the request's first audio at `epoch`: later chunks' deadlines follow it."""
-        self._post("first_audio", (key, epoch))
+        self._post("first_audio", (key, epoch), at)
 
     def _admit(self, kind: str, payload: Any, now: float) -> None:
         if kind != "first_audio":
@@ -266,7 +294,7 @@ class LMEngine(_RoleEngine):
         to_epoch = self.clock.to_epoch
         item = CodeChunk(key=stream.key, index=ch.index, start=ch.start, codes=ev.codes, last=ch.last,
                          deadline_epoch=to_epoch(ch.deadline), arrival_epoch=to_epoch(r.arrival),
-                         ttfa_target_s=r.ttfa_target, schedule=r.schedule, sent_epoch=time.time(),
+                         ttfa_target_s=r.ttfa_target, schedule=r.schedule, sent_epoch=self.clock.now_epoch(),
                          continuation=r.continuation, binding=stream.binding if ch.index == 0 else None,
                          state_bytes=r.state_bytes)
         if ch.index == 0:
@@ -324,9 +352,10 @@ class CodecEngine(_RoleEngine):
                 self._streams[rid] = stream
             return stream  # type: ignore[return-value]
 
-    def feed(self, chunk: CodeChunk) -> AudioStream:
+    def feed(self, chunk: CodeChunk, at: float | None = None) -> AudioStream:
         """Queue a chunk (thread-safe, returns at once). Chunks of a request must come in order. A later
-        chunk of a request this engine does not hold (it ended here, or the engine was restarted) raises."""
+        chunk of a request this engine does not hold (it ended here, or the engine was restarted) raises.
+        `at`: virtual time only, when the chunk arrives."""
         if chunk.index > 0:
             with self._lock:
                 known = chunk.key in self._by_key
@@ -334,14 +363,14 @@ class CodecEngine(_RoleEngine):
                 raise LookupError(f"chunk {chunk.index} of {chunk.key}: this codec engine holds no such "
                                   "request (it ended here, or the replica restarted)")
         stream = self.attach(chunk.key)
-        self._post("feed", (stream, chunk))
+        self._post("feed", (stream, chunk), at)
         return stream
 
-    def abort(self, key: str, reason: str) -> None:
+    def abort(self, key: str, reason: str, at: float | None = None) -> None:
         with self._lock:
             stream = self._by_key.get(key)
         if stream is not None:
-            self._post("abort", (stream.request_id, reason))
+            self._post("abort", (stream.request_id, reason), at)
 
     def holds(self, key: str) -> bool:
         """Whether request `key` is here (attached or open, not ended)."""
@@ -455,5 +484,5 @@ def lm_items(stream: AudioStream) -> Iterator[CodeChunk | RoleEnd]:
     yield RoleEnd(stream.key, stream.status, stream.reason)  # type: ignore[attr-defined]
 
 
-__all__ = ["CodeChunk", "RoleEnd", "EpochClock", "WatchedStream", "LMEngine", "CodecEngine", "relay",
-           "lm_items", "plain_nbytes", "RequestState"]
+__all__ = ["CodeChunk", "RoleEnd", "EpochClock", "VirtualEpoch", "WatchedStream", "LMEngine", "CodecEngine",
+           "relay", "lm_items", "plain_nbytes", "RequestState"]

@@ -224,23 +224,11 @@ class SpeechService:
         return int(min(60, max(1, math.ceil(estimate or 1.0))))
 
     def routing_stats(self, utilization: float = 0.6) -> dict[str, float]:
-        """For the scale-out router: `slack` = how many more streams this engine's device can decode
-        within `utilization` of one audio frame's time (its latency estimator's decode-step cost; the
-        rest of the frame is for prefills and the codec), less the streams it holds or has waiting."""
+        """For the scale-out router: the engine's slack (voxcli/engine/slack.py) and a report number."""
+        from voxcli.engine.slack import decode_slack
+
         self._seq += 1
-        engine = self.engine
-        sched, cfg = engine.scheduler, engine.config
-        budget = self.spec.frame_seconds * utilization
-        lo, hi = 0, cfg.max_running  # largest n with decode_step(n) <= budget (monotonic in n)
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if engine.estimator.decode_step(mid) <= budget:
-                lo = mid
-            else:
-                hi = mid - 1
-        held = len(sched.decoding) + sched.prefilling + len(sched.waiting)
-        return {"slack": float(lo - held), "held": float(held), "capacity": float(lo),
-                "seq": float(self._seq)}
+        return {**decode_slack(self.engine, utilization), "seq": float(self._seq)}
 
     # --- engine state for /health and /metrics (read from another thread: approximate by nature) ---
     def queued(self) -> int:
