@@ -170,6 +170,9 @@ def main() -> None:
                     help="offered rates as fractions of each placement's predicted SLO capacity (optimistic)")
     ap.add_argument("--duration", type=float, default=8.0)
     ap.add_argument("--seeds", type=int, default=2, help="arrival seeds per rate (measured and predicted)")
+    ap.add_argument("--predict-only", action="store_true",
+                    help="only the predictions (virtual time: seconds of CPU, no Ray), with --measured "
+                    "runs' capacities beside them")
     ap.add_argument("--stop-below", type=float, default=0.6,
                     help="stop a placement's sweep after a rate with fewer requests than this in SLO")
     ap.add_argument("--warmup", type=int, default=4)
@@ -217,6 +220,10 @@ def main() -> None:
                   + ", ".join(f"{n} {p.cell}" for n, p in pred.items())
                   + f" ({time.process_time() - t0:.0f} s CPU)", flush=True)
             plan.append((gpus, placement, bound, pred))
+    if args.predict_only:
+        compare(plan, {f"{r['gpus']}:{r['placement']}": r for f in args.measured
+                       for r in json.loads(f.read_text())["rows"]})
+        return
     rows = measure(args, plan, utts, fractions)
     print("\n| GPUs | placement | bound req/s | predicted SLO capacity (optimistic / pessimistic) | measured "
           "capacity@90% | measured / optimistic | measured / pessimistic | TTFA p50 (lowest rate) | "
@@ -235,6 +242,21 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"args": {**vars(args), "out": str(args.out)}, "rows": rows}, indent=1))
     print(f"JSON: {args.out}")
+
+
+def compare(plan, measured: dict[str, dict]) -> None:  # noqa: ANN001
+    """The predictions beside earlier runs' measured capacities (pooled over their seeds)."""
+    print("\n| GPUs | placement | bound req/s | predicted optimistic | predicted pessimistic | measured | "
+          "measured / optimistic | measured / pessimistic |")
+    print("|---|---|---|---|---|---|---|---|")
+    for gpus, placement, bound, pred in plan:
+        got = measured.get(f"{gpus}:{placement.describe()}")
+        opt, pes = pred["optimistic"].capacity90, pred["pessimistic"].capacity90
+        seen = got["capacity90"] if got else None
+        ratios = [f"{seen / x:.2f}" if seen is not None and x else "-" for x in (opt, pes)]
+        print(f"| {gpus} | {placement.describe()} | {bound:.2f} | {opt:g} ({pred['optimistic'].cell}) | "
+              f"{pes:g} ({pred['pessimistic'].cell}) | {'-' if seen is None else f'{seen:g}'} | "
+              f"{ratios[0]} | {ratios[1]} |")
 
 
 def measure(args, plan, utts, fractions: list[float]) -> list[dict]:  # noqa: ANN001

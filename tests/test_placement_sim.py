@@ -123,7 +123,13 @@ def test_vox_profile_predicts_placement_capacities_by_simulation(tmp_path):
     assert [s["placement"] for s in sims] and {s["placement"] for s in sims} == {"both=2", "lm=1,codec=1"}
     for s in sims:
         assert 0 < s["capacity90_pessimistic"] <= s["capacity90_optimistic"] * 1.2
-        assert s["capacity90_optimistic"] < s["bound_rps"] * 1.25  # searched up to 1.25x the bound
+        for pred in s["simulated"].values():
+            # a coarse pass in tenths of the bound, then quarters of the tenth where 90% was crossed
+            rates, bound = pred["rates"], s["bound_rps"]
+            gaps = {round((b - a) / bound, 3) for a, b in zip(rates, rates[1:], strict=False)}
+            assert 0.025 in gaps and max(gaps) <= 0.1 + 1e-3 and pred["capacity90"] < rates[-1]
+            passed = [r for r, a in zip(rates, pred["attainment"], strict=True) if r <= pred["capacity90"]]
+            assert all(a >= 0.9 for r, a in zip(rates, pred["attainment"], strict=True) if r in passed)
     assert sims[0]["capacity90_optimistic"] >= sims[1]["capacity90_optimistic"]  # sorted by it
     assert "max_running = 4" in (tmp_path / f"{MODEL}-h100.toml").read_text()
 

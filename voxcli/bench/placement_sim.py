@@ -117,14 +117,15 @@ class PlacementSimTarget:
         self.counts: dict[str, int] = {}
         self.replicas: dict[str, list[_Replica]] | None = None
         self._keys = itertools.count(1)
+        self._outboxes: dict[tuple[int, int], _Outbox] = {}  # (LM, codec) replica indices -> its link
+        self._handed: list[tuple[float, int, int, Any]] = []  # (time, lm, codec, item) this period
+        self._by_key: dict[str, _Job] = {}  # the split requests of the play under way
 
     def _open(self) -> dict[str, list[_Replica]]:
         if self.replicas is None:
             p = self.placement
             self.replicas = {role: [_Replica(role, self.make_engine(role)) for _ in range(n)]
                              for role, n in (("both", p.both), ("lm", p.lm), ("codec", p.codec))}
-            self._outboxes: dict[tuple[int, int], _Outbox] = {}
-            self._handed: list[tuple[float, int, int, Any]] = []  # (time, lm, codec, item) this period
         return self.replicas
 
     def _engines(self, *roles: str) -> list[Any]:
@@ -240,7 +241,7 @@ class PlacementSimTarget:
 
     def play(self, arrivals: Sequence[Arrival], timeout_s: float) -> list[RequestRecord]:
         reps = self._open()
-        self._by_key: dict[str, _Job] = {}
+        self._by_key = {}
         net = self.network
         start = self._now()
         self._advance(start)  # every engine at one time
@@ -277,6 +278,7 @@ class PlacementSimTarget:
         for e in self._engines("both", "lm", "codec") if self.replicas is not None else []:
             e.close()
         self.replicas = None
+        self._outboxes, self._handed = {}, []
 
 
 def sim_engines(config: Any, profile: Any = None) -> Callable[[str], Any]:
@@ -304,26 +306,49 @@ class PlacementPrediction:
         return dataclasses.asdict(self)
 
 
+COARSE_STEP = 0.1  # x the throughput bound: the first pass's rate step, from COARSE_FROM up
+COARSE_FROM = 0.4
+FINE_STEPS = 4  # the second pass splits the coarse step where 90% was crossed into this many
+TOP = 3.0  # x the bound: the highest rate tried (pooled engines may serve more than their bounds' sum)
+
+
 def predict_capacity(config: Any, placement: Any, bound_rps: float, utterances: Sequence[Any],
                      network: Network = OPTIMISTIC, duration_s: float = 20.0, seeds: int = 2,
-                     step: float = 0.05, profile: Any = None, frame_rate: float | None = None,
+                     profile: Any = None, frame_rate: float | None = None,
                      rate_done: Callable[[Any, Any], None] | None = None) -> PlacementPrediction:
-    """The placement's SLO capacity on the co-simulation: rates in steps of `step` x its throughput bound,
-    up from a third of the bound until one falls below 60% of requests in SLO (well past the capacity) or
-    to 1.25x the bound, every rate played with `seeds` arrival seeds for `duration_s` (its capacity per
-    seed, and pooled)."""
+    """The placement's SLO capacity on the co-simulation, every rate played with `seeds` arrival seeds for
+    `duration_s`: a coarse pass up from COARSE_FROM x its throughput bound in steps of COARSE_STEP x the
+    bound until the pooled attainment falls below 90% (or TOP x the bound), then a fine pass inside the
+    step where it fell, so the capacity is read to COARSE_STEP / FINE_STEPS of the bound."""
     from voxcli.bench.report import capacity_cell
-    from voxcli.bench.sweep import SweepSpec, Variant, sweep_variant
+    from voxcli.bench.sweep import SweepSpec, Variant, VariantSweep, sweep_variant
 
     if bound_rps <= 0:
         raise ValueError(f"placement {placement.describe()}: no throughput bound to search around")
-    unit = bound_rps * step
-    rates = [round(unit * i, 3) for i in range(max(1, round(1 / (3 * step))), round(1.25 / step) + 1)]
+    unit = bound_rps * COARSE_STEP
+    first, last = round(COARSE_FROM / COARSE_STEP), round(TOP / COARSE_STEP)
+    coarse = [round(unit * i, 3) for i in range(first, last + 1)]
     target = PlacementSimTarget(sim_engines(config, profile), placement, network)
-    spec = SweepSpec(rates=rates, duration_s=duration_s, warmup=4, seeds=seeds, timeout_s=120, stop_rule=True,
-                     stop_below=0.6, **({} if frame_rate is None else {"frame_rate": frame_rate}))
+    label = Variant(placement.describe())
+
+    def sweep(rates: list[float], warmup: int) -> VariantSweep:
+        spec = SweepSpec(rates=rates, duration_s=duration_s, warmup=warmup, seeds=seeds, timeout_s=120,
+                         stop_below=0.9, **({} if frame_rate is None else {"frame_rate": frame_rate}))
+        return sweep_variant(target, label, spec, utterances, rate_done)
+
     try:
-        res = sweep_variant(target, Variant(placement.describe()), spec, utterances, rate_done)
+        res = sweep(coarse, warmup=4)
+        cap = res.capacity90
+        failed = [r.rate for r in res.results if r.rate > cap]
+        # the 90% crossing lies between the last rate that passed (or 0) and the first that failed
+        step = (failed[0] - cap) / FINE_STEPS if failed else 0.0
+        fine = [round(cap + step * i, 3) for i in range(1, FINE_STEPS)] if step > 0 else []
+        if fine:
+            more = sweep(fine, warmup=0)
+            merged = VariantSweep(label, results=sorted(res.results + more.results, key=lambda r: r.rate))
+            merged.per_seed = [sorted(a + b, key=lambda r: r.rate)
+                               for a, b in zip(res.per_seed, more.per_seed, strict=True)]
+            res = merged
     finally:
         target.close()
     return PlacementPrediction(placement.describe(), network.name, round(bound_rps, 2), res.capacity90,
