@@ -32,8 +32,8 @@ import time
 from pathlib import Path
 
 from voxcli.bench.client import EngineTarget
-from voxcli.bench.placement_sim import NETWORKS, PlacementPrediction, predict_capacity
-from voxcli.bench.profile_placements import candidates
+from voxcli.bench.placement_sim import PlacementPrediction
+from voxcli.bench.profile_placements import candidates, predict_placements
 from voxcli.bench.sweep import SweepSpec, Variant, sweep_variant
 from voxcli.bench.workloads import load_workload
 from voxcli.cluster.ray_app import ReplicaSpec
@@ -49,8 +49,7 @@ def _placements(model: str, gpu: str, gpus: int, cap: int | None, top: int) -> l
 def predict(config, placement: Placement, bound: float, utts, duration: float, seeds: int,  # noqa: ANN001
             frame_rate: float) -> dict[str, PlacementPrediction]:
     """`vox profile --gpus N`'s SLO capacity of `placement` (both network settings), for `config`."""
-    return {name: predict_capacity(config, placement, bound, utts, net, duration, seeds,
-                                   frame_rate=frame_rate) for name, net in NETWORKS.items()}
+    return predict_placements(config, [(placement, bound)], utts, duration, seeds, frame_rate)[0][2]
 
 
 def _cpu(front) -> dict[str, float]:  # noqa: ANN001

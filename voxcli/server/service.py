@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from voxcli.engine.slack import decode_slack
 from voxcli.models.base import SynthesisRequest
 from voxcli.server.retry import RetryEstimator
 from voxcli.speak import RequestTemplate, SpeechStats, Stopped, segment_requests, speak
@@ -225,8 +226,6 @@ class SpeechService:
 
     def routing_stats(self, utilization: float = 0.6) -> dict[str, float]:
         """For the scale-out router: the engine's slack (voxcli/engine/slack.py) and a report number."""
-        from voxcli.engine.slack import decode_slack
-
         self._seq += 1
         return {**decode_slack(self.engine, utilization), "seq": float(self._seq)}
 
