@@ -663,7 +663,9 @@ BENCH_EXAMPLES = (
 )
 PROFILE_EXAMPLES = (
     "vox profile --gpu h100 --model qwen3-tts-1.7b",
-    "vox profile --gpu b200 --model qwen3-tts-1.7b --gpus 4",
+    "vox profile --gpu h100 --model qwen3-tts-1.7b --gpus 2 --set max_running=4",
+    # uncapped b200 engines serve hundreds of req/s: simulating 4-GPU placements there takes long
+    "vox profile --gpu b200 --model qwen3-tts-1.7b --gpus 4 --placements 0",
 )
 
 
