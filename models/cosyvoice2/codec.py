@@ -116,6 +116,7 @@ class CosyCodec2(CosyCodec):
     def _vocode(self, s: Slot, new_mel: torch.Tensor, final: bool) -> np.ndarray:
         assert isinstance(s, Slot2) and s.gen is not None
         c = s.hift_cache
+        new_mel = new_mel.to(self.hift2.dtype)  # the flow's mel in the vocoder's dtype (HIFT_DTYPE)
         mel = new_mel if c is None else torch.cat([c.mel, new_mel], dim=1)
         speech, source = self.hift2.generate(mel, None if c is None else c.source, s.gen)
         if c is not None:

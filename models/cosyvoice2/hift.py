@@ -25,6 +25,10 @@ def _pad(kernel: int, dilation: int = 1) -> int:
     return (kernel * dilation - dilation) // 2
 
 
+# The vocoder runs in float32 whatever the LM and flow run in (upstream halves only those two; the
+# source signal is float32 and the CPU has no bfloat16 istft). The loader and the codec apply it.
+HIFT_DTYPE = torch.float32
+
 class ResBlock(nn.Module):
     def __init__(self, ch: int, kernel: int, dilations: tuple[int, ...]) -> None:
         super().__init__()
@@ -92,6 +96,7 @@ class HiFTWeights(nn.Module):
 class HiFT:
     def __init__(self, weights: HiFTWeights) -> None:
         self.w, self.c = weights, weights.c
+        self.dtype = HIFT_DTYPE
         self.window_fn: torch.Tensor | None = None
 
     def source(self, f0: torch.Tensor, gen: torch.Generator) -> torch.Tensor:

@@ -25,7 +25,7 @@ from ..cosyvoice3.program import DTYPES, CosyVoice3Program, PreparedCosy, _devic
 from .codec import CosyCodec2
 from .config import SPEECH_TOKENIZER, YAML, CosyVoice2Config, parse_config
 from .flow import NOISE_FRAMES, Flow, FlowWeights, flow_noise
-from .hift import HiFT, HiFTWeights
+from .hift import HIFT_DTYPE, HiFT, HiFTWeights
 from .lm import CosyVoice2LMWeights
 from .options import OPTIONS
 
@@ -63,8 +63,8 @@ class CosyVoice2Program(CosyVoice3Program):
         load_module(fw, read_pt(root / "flow.pt"), root / "flow.pt", dev, dt)
         hsd = read_pt(root / "hift.pt")
         if isinstance(hsd, dict):  # upstream strips a HiFiGan wrapper's `generator.` prefix the same way
-            hsd = fold_weight_norm({k.replace("generator.", ""): v for k, v in hsd.items()}, dt)
-        load_module(hw, hsd, root / "hift.pt", dev, dt)
+            hsd = fold_weight_norm({k.replace("generator.", ""): v for k, v in hsd.items()}, HIFT_DTYPE)
+        load_module(hw, hsd, root / "hift.pt", dev, HIFT_DTYPE)  # float32 always: see HIFT_DTYPE
         flow = Flow(fw, flow_noise().to(dev, dt))
         hift = HiFT(hw)
         speakers = read_speakers(root / "spk2info.pt", dev, dt, sft=True)

@@ -176,6 +176,7 @@ class CosyCodec:
     def _vocode(self, s: Slot, new_mel: torch.Tensor, final: bool) -> np.ndarray:
         h = self.hift
         up = h.c.upsample
+        new_mel = new_mel.to(h.dtype)  # the flow's mel in the vocoder's dtype (HIFT_DTYPE)
         s.mel = new_mel if s.mel is None else torch.cat([s.mel, new_mel], dim=1)
         M = s.mel.shape[1]
         K = 0 if s.f0 is None else int(s.f0.shape[0])

@@ -29,6 +29,10 @@ def causal_padding(kernel: int, dilation: int = 1) -> int:
     return int((kernel * dilation - dilation) / 2) * 2 + (kernel + 1) % 2
 
 
+# The vocoder runs in float32 whatever the LM and flow run in (upstream halves only those two; the
+# source signal is float32 and the CPU has no bfloat16 istft). The loader and the codec apply it.
+HIFT_DTYPE = torch.float32
+
 class Snake(nn.Module):
     def __init__(self, channels: int) -> None:
         super().__init__()
@@ -181,6 +185,7 @@ class HiFT:
         self.w = weights
         self.c = weights.c
         self.sine_noise = sine_noise  # [samples, harmonics + 1], upstream's construction-time buffer
+        self.dtype = HIFT_DTYPE
         self.window_fn = hann_window(self.c.n_fft).to(sine_noise.device)
 
     # --- f0 and the sine source -----------------------------------------------------------------

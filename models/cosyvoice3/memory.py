@@ -28,6 +28,7 @@ import torch
 
 from ..base import MemoryNeeds
 from .config import CosyVoice3Config
+from .hift import HIFT_DTYPE
 
 CONV_CONTEXT = 30  # left context of each of the DiT's two position convolutions (dit.CONV_KERNEL - 1)
 
@@ -44,7 +45,7 @@ def dit_cache_bytes_per_mel_frame(cfg: CosyVoice3Config, dtype: torch.dtype) -> 
 
 def state_bytes_per_mel_frame(cfg: CosyVoice3Config, dtype: torch.dtype) -> int:
     """All per-request codec state of one mel frame: DiT caches + the vocoder's mel, f0 and phases."""
-    vocoder = (cfg.flow.output_size + 1) * _element(dtype) + (cfg.hift.nb_harmonics + 1) * 4
+    vocoder = (cfg.flow.output_size + 1) * _element(HIFT_DTYPE) + (cfg.hift.nb_harmonics + 1) * 4
     return dit_cache_bytes_per_mel_frame(cfg, dtype) + vocoder
 
 

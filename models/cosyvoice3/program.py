@@ -42,7 +42,7 @@ from .config import QWEN_DIR, YAML, CosyVoice3Config, parse_config
 from .features import MelParams
 from .flow import Flow, FlowWeights
 from .frontend import ENDOFPROMPT, endofprompt_ok, load_tokenizer, normalize
-from .hift import HiFT, HiFTWeights, fold_weight_norm
+from .hift import HIFT_DTYPE, HiFT, HiFTWeights, fold_weight_norm
 from .lm import CosyVoice3LMWeights
 from .noise import construction_noise
 from .onnx_models import SPEECH_TOKENIZER
@@ -138,16 +138,18 @@ class CosyVoice3Program(ModelProgram):
         load_module(lm, read_pt(root / "llm.pt"), root / "llm.pt", dev, dt)
         load_module(fw, read_pt(root / "flow.pt"), root / "flow.pt", dev, dt)
         hsd = read_pt(root / "hift.pt")
+        # HiFT stays float32 whatever --dtype says (as upstream keeps it when it halves the LM and flow):
+        # its source signal is built in float32 and istft has no bfloat16 kernel on the CPU
         if isinstance(hsd, dict):  # upstream strips a HiFiGan wrapper's `generator.` prefix the same way
             hsd = fold_weight_norm(
                 {k.replace("generator.", ""): v for k, v in hsd.items()},
-                dt,
+                HIFT_DTYPE,
                 float64_prefixes=("f0_predictor.",),
             )
-        load_module(hw, hsd, root / "hift.pt", dev, dt, float64_children=("f0_predictor",))
+        load_module(hw, hsd, root / "hift.pt", dev, HIFT_DTYPE, float64_children=("f0_predictor",))
         flow_noise, sine = construction_noise(cfg)
         flow = Flow(fw, flow_noise.to(dev, dt))
-        hift = HiFT(hw, sine.to(dev, dt))
+        hift = HiFT(hw, sine.to(dev, HIFT_DTYPE))
         speakers = read_speakers(root / "spk2info.pt", dev, dt)
         name = source if not Path(source).exists() else root.name
         return cls(root, cfg, lm, flow, hift, speakers, dev, dt, name)

@@ -142,7 +142,8 @@ class Lut(nn.Module):
         """[out] float32: the row for `index`, or the learnt padding for an absent value (None)."""
         if index is None:
             return self.learnt_padding[0, 0].float()
-        return self.output_proj(self.embed.weight[index].float()).float()
+        # in the projection's own dtype, as the speaker projection below and moshi's LUT run under bf16
+        return self.output_proj(self.embed.weight[index].to(self.output_proj.weight.dtype)).float()
 
 
 class SpeakerConditioner(nn.Module):
