@@ -12,8 +12,10 @@ wraps (`Family.profile_ops`), the voices `vox serve` maps OpenAI voice names to
 (`Family.openai_voices`) and the request options its programs take (`Family.options`). Code outside
 models/ (benchmarks, scripts) reaches a family's code only through these, never by its package name.
 
-Listing families is cheap: `family.py` imports nothing heavy (no torch); `Family.load`, the demo and
-tiny builders, the reference, the profiled ops and the calibration import their code when called.
+A family registers its code as data: `Entry("models.qwen3_tts.program:Qwen3TTSProgram.load")` names
+the loader, describer, demo and tiny builders, reference module, calibration and profiled ops by
+module and attribute, and `resolve` (the one resolver) imports them on first use. So listing families is
+cheap: `family.py` imports nothing heavy (no torch) and writes no wrapper functions.
 """
 
 from __future__ import annotations
@@ -38,6 +40,56 @@ FAMILY_PACKAGES: tuple[str, ...] = (
     "qwen3_tts", "dia", "higgs_audio", "speechlm", "cosyvoice3", "orpheus", "cosyvoice2", "zonos",
     "csm", "kyutai_tts", "vibevoice",
 )
+
+
+def resolve(ref: str) -> Any:
+    """The object a `"package.module:Attr.attr"` reference names (a module for `"package.module"`),
+    importing its module. A reference under `models.` names this package under whatever name it was
+    imported as (`voxcli.models` when installed, `models` from a checkout), so a module is never loaded
+    twice under two names. Not cached: the import system caches modules, and a test's monkeypatch of the
+    attribute must be what callers get."""
+    module, _, attrs = ref.partition(":")
+    if module == "models" or module.startswith("models."):
+        module = __package__ + module[len("models"):]
+    found: Any = importlib.import_module(module)
+    for attr in attrs.split(".") if attrs else ():
+        found = getattr(found, attr)
+    return found
+
+
+class Entry:
+    """A lazy entry point: a reference `resolve` reads on each call, plus keyword arguments bound at
+    registration (a demo's size, a tiny layout), so a family registers data instead of wrapper functions.
+
+    Calling it calls the target with the bound keywords under the caller's; a target that is not
+    callable (a module, a calibration, a table of sizes) is returned as it is, so every registered
+    field reads the same way: `family.calibration()`, `family.reference()`, `family.load(path, ...)`."""
+
+    __slots__ = ("bound", "ref")
+
+    def __init__(self, ref: str, **bound: Any) -> None:
+        if ":" not in ref and not ref.count("."):
+            raise ValueError(f"an entry point is 'package.module[:attribute]', got {ref!r}")
+        self.ref = ref
+        self.bound = bound
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        target = resolve(self.ref)
+        if callable(target):
+            return target(*args, **{**self.bound, **kwargs})
+        if args or kwargs or self.bound:
+            raise TypeError(f"{self.ref} is a value ({type(target).__name__}), not a function to call")
+        return target
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Entry) and (self.ref, self.bound) == (other.ref, other.bound)
+
+    def __hash__(self) -> int:
+        return hash(self.ref)
+
+    def __repr__(self) -> str:
+        bound = "".join(f", {k}={v!r}" for k, v in self.bound.items())
+        return f"Entry({self.ref!r}{bound})"
 
 
 @dataclass(frozen=True)
@@ -97,17 +149,25 @@ class Tiny:
     name: str  # what `make_tiny.py --family` calls it (a family may have several layouts: higgs, higgs-v3)
     # (out folder, size=, seed=, **options) -> the checkpoint folder written; imports the builder when called
     build: Callable[..., Path]
-    # () -> the sizes it builds, the small test one first (imports the builder)
-    sizes: Callable[[], tuple[str, ...]]
+    # () -> a table whose keys are the sizes it builds, the small test one first (imports the builder)
+    size_table: Callable[[], Any]
     options: tuple[str, ...] = ()  # further keyword options `build` takes (variant, proj, clone_models...)
     # (size, device, dtype, seed=) -> the family's program with random weights drawn where it runs, no
     # checkpoint written (the device check's model: seconds on a GPU, not a minute of writing 4 GB);
     # imports the builder when called. None: the family builds only checkpoints.
     program: Callable[..., ModelProgram] | None = None
+    more_sizes: tuple[str, ...] = ()  # sizes `build` takes beyond the table's (another builder's)
+
+    def sizes(self) -> tuple[str, ...]:
+        """The sizes it builds, the small test one first."""
+        return (*self.size_table(), *self.more_sizes)
 
 
 @dataclass(frozen=True)
 class Family:
+    """A family's registration. Its code is named, not imported: every callable field is an `Entry`
+    (a test may pass a plain function), resolved when first called."""
+
     name: str  # e.g. "Qwen3-TTS 12 Hz"
     model_types: tuple[str, ...]  # config.json `model_type` values this family loads
     load: Callable[[str, str, str], ModelProgram]  # (checkpoint dir, device, dtype) -> program

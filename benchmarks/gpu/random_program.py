@@ -15,4 +15,5 @@ def random_program(size: str = "1.7b", device: Any = "cuda", dtype: Any = None, 
     build = get_tiny(FAMILY).program
     if build is None:
         raise RuntimeError(f"the {FAMILY} family offers no random-weight program builder")
-    return build(size, device, dtype, seed)
+    # the builder's own default dtype (bfloat16) unless one is given
+    return build(size, device, seed=seed) if dtype is None else build(size, device, dtype, seed)

@@ -10,65 +10,9 @@ zero-shot speaker format, the hop schedule and the program's request handling.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 from ..base import ChunkSchedule
-from ..registry import Demo, Family, HubModel, SimModel, SimSpec, Tiny
+from ..registry import Demo, Entry, Family, HubModel, SimModel, SimSpec, Tiny
 from .options import OPTIONS
-
-
-def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
-    from .program import CosyVoice2Program
-
-    return CosyVoice2Program.load(path, device=device, dtype=dtype)
-
-
-def describe(path: str) -> Any:
-    """The spec from the checkpoint's files alone (cosyvoice2.yaml, spk2info.pt's keys), no torch: what
-    `vox voices` and the fast refusals read; the loaded program builds the same spec."""
-    from ..cosyvoice3.spec import cosyvoice_spec, saved_voice_names
-    from .config import SPEECH_TOKENIZER, parse_config
-
-    root = Path(path)
-    voices = saved_voice_names(root / "spk2info.pt")
-    return cosyvoice_spec(root, parse_config(root), voices, root.name, SPEECH_TOKENIZER)  # type: ignore[arg-type]
-
-
-def build_demo(out: Path) -> None:
-    from .tiny import build_tiny
-
-    build_tiny(out, size="tiny")
-
-
-def build_tiny(out: Path, size: str = "tiny", seed: int | None = None, clone_models: bool = False,
-               **options: Any) -> Path:
-    """Upstream's layout; `clone_models` adds tiny random speech_tokenizer_v2.onnx and campplus.onnx
-    (needs `onnx`) so that --ref-audio runs."""
-    from .tiny import SEED
-    from .tiny import build_tiny as build
-
-    seed = SEED if seed is None else seed
-    folder = build(out, size=size, seed=seed, **options)
-    if clone_models:
-        from ..cosyvoice3.tiny_onnx import write_tiny_onnx
-        from .config import SPEECH_TOKENIZER
-
-        write_tiny_onnx(folder, seed=seed, tokenizer=SPEECH_TOKENIZER)
-    return folder
-
-
-def tiny_sizes() -> tuple[str, ...]:
-    from .tiny import SIZES
-
-    return tuple(SIZES)
-
-
-def calibration() -> Any:
-    from .sim import CALIBRATION
-
-    return CALIBRATION
-
 
 # CosyVoice2-0.5B's published dimensions (its cosyvoice2.yaml): LM = Qwen2-0.5B; flow = a 512-wide
 # conformer encoder (6 + 4 layers, 8 heads, FFN 2048) and a 1-D UNet of 256 channels (1 down + 12 mid + 1
@@ -85,8 +29,8 @@ FAMILY = Family(
     options=OPTIONS,
     name="CosyVoice 2",
     model_types=("cosyvoice2",),
-    load=load,
-    describe=describe,
+    load=Entry("models.cosyvoice2.program:CosyVoice2Program.load"),
+    describe=Entry("models.cosyvoice2.spec:describe"),
     # CosyVoice2-0.5B ships no spk2info.pt (upstream issue #729): its voices are the zero-shot speakers a
     # deployment saves, or CosyVoice-300M's SFT speakers (embedding only, read as upstream's inference_sft
     # reads them), whose English ones the OpenAI names map to by the voice's character.
@@ -95,8 +39,9 @@ FAMILY = Family(
         **dict.fromkeys(("alloy", "coral", "nova", "sage", "shimmer"), ("英文女",)),
         **dict.fromkeys(("ash", "ballad", "echo", "fable", "onyx", "verse"), ("英文男",)),
     },
-    tiny=(Tiny("cosyvoice2", build_tiny, tiny_sizes, options=("clone_models",)),),
-    calibration=calibration,
+    tiny=(Tiny("cosyvoice2", Entry("models.cosyvoice2.tiny:build_tiny"),
+               Entry("models.cosyvoice2.tiny:SIZES"), options=("clone_models",)),),
+    calibration=Entry("models.cosyvoice2.sim:CALIBRATION"),
     hub_models=(
         HubModel(
             "FunAudioLLM/CosyVoice2-0.5B",
@@ -107,7 +52,7 @@ FAMILY = Family(
     demos=(
         Demo(
             "demo-cosyvoice2",
-            build_demo,
+            Entry("models.cosyvoice2.tiny:build_tiny", size="tiny"),
             version="1",
             recipe="demo-cosyvoice2",
             description="tiny random CosyVoice 2 (conformer + UNet flow, HiFT), offline; not speech",
@@ -125,6 +70,6 @@ FAMILY = Family(
         codec_lookahead_frames=7.0,
         models=(SimModel("cosyvoice2-0.5b", COSYVOICE2_0_5B, gpu_profile="{gpu}-cosyvoice2-0.5b"),),
     ),
-    claims=lambda root: (root / "cosyvoice2.yaml").is_file(),
+    claims=Entry("models.cosyvoice2.spec:claims"),
     claim_file="cosyvoice2.yaml",
 )

@@ -133,14 +133,22 @@ def cosyvoice2_yaml(size: str, s: dict[str, Any]) -> str:
 
 
 def build_tiny(
-    out: str | Path, size: str = "tiny", seed: int = SEED, eos_at: tuple[str, int] | None = None
+    out: str | Path, size: str = "tiny", seed: int = SEED, eos_at: tuple[str, int] | None = None,
+    clone_models: bool = False,
 ) -> Path:
     """Write a checkpoint into `out` (replaced); `eos_at=(text, n)`: greedy decoding of `text` with the
-    saved speaker stops after exactly n tokens (models/cosyvoice3/calibrate.py)."""
+    saved speaker stops after exactly n tokens (models/cosyvoice3/calibrate.py); `clone_models` adds tiny
+    random speech_tokenizer_v2.onnx and campplus.onnx (needs `onnx`) so that --ref-audio runs."""
     if size not in SIZES:
         raise ValueError(f"size must be one of {', '.join(SIZES)}, got {size!r}")
     s = SIZES[size]
     from .program import CosyVoice2Program  # what calibrate_eos loads the folder with (eos_at)
 
     yaml_text = cosyvoice2_yaml(size, s)
-    return write_checkpoint(Path(out), COSYVOICE2, yaml_text, s, seed, eos_at, CosyVoice2Program)
+    folder = write_checkpoint(Path(out), COSYVOICE2, yaml_text, s, seed, eos_at, CosyVoice2Program)
+    if clone_models:
+        from ..cosyvoice3.tiny_onnx import write_tiny_onnx  # onnx only when asked for
+        from .config import SPEECH_TOKENIZER
+
+        write_tiny_onnx(folder, seed=seed, tokenizer=SPEECH_TOKENIZER)
+    return folder

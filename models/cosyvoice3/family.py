@@ -4,59 +4,9 @@ config.json (`Family.claims`)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 from ..base import ChunkSchedule
-from ..registry import Demo, Family, HubModel, SimModel, SimSpec, Tiny
+from ..registry import Demo, Entry, Family, HubModel, SimModel, SimSpec, Tiny
 from .options import OPTIONS
-
-
-def describe(path: str) -> Any:
-    from .spec import describe as from_files
-
-    return from_files(path)
-
-
-def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
-    from .program import CosyVoice3Program
-
-    return CosyVoice3Program.load(path, device=device, dtype=dtype)
-
-
-def build_demo(out: Path) -> None:
-    from .tiny import build_tiny
-
-    build_tiny(out, size="tiny")
-
-
-def build_tiny(out: Path, size: str = "tiny", seed: int | None = None, clone_models: bool = False,
-               **options: Any) -> Path:
-    """Upstream's layout; `clone_models` adds tiny random speech_tokenizer_v3.onnx and campplus.onnx
-    (needs `onnx`) so that --ref-audio runs."""
-    from .tiny import SEED
-    from .tiny import build_tiny as build
-
-    seed = SEED if seed is None else seed
-    folder = build(out, size=size, seed=seed, **options)
-    if clone_models:
-        from .tiny_onnx import write_tiny_onnx
-
-        write_tiny_onnx(folder, seed=seed)
-    return folder
-
-
-def tiny_sizes() -> tuple[str, ...]:
-    from .tiny import SIZES
-
-    return tuple(SIZES)
-
-
-def calibration() -> Any:
-    from .sim import CALIBRATION
-
-    return CALIBRATION
-
 
 # Fun-CosyVoice3-0.5B's published dimensions (its cosyvoice3.yaml): LM = Qwen2-0.5B; flow = a DiT of
 # dim 1024 x depth 22 (16 heads of 64), 10 Euler steps with CFG (2 rows); HiFT with 512 base channels.
@@ -71,11 +21,12 @@ FAMILY = Family(
     options=OPTIONS,
     name="CosyVoice 3",
     model_types=("cosyvoice3",),
-    load=load,
+    load=Entry("models.cosyvoice3.program:CosyVoice3Program.load"),
     # Its voices are whatever spk2info.pt holds (no names common to its checkpoints): no OpenAI voice
     # mapping, so an OpenAI name gets the model's 400 that lists its voices.
-    tiny=(Tiny("cosyvoice3", build_tiny, tiny_sizes, options=("clone_models",)),),
-    calibration=calibration,
+    tiny=(Tiny("cosyvoice3", Entry("models.cosyvoice3.tiny:build_tiny"),
+               Entry("models.cosyvoice3.tiny:SIZES"), options=("clone_models",)),),
+    calibration=Entry("models.cosyvoice3.sim:CALIBRATION"),
     hub_models=(
         HubModel(
             "FunAudioLLM/Fun-CosyVoice3-0.5B-2512",
@@ -86,7 +37,7 @@ FAMILY = Family(
     demos=(
         Demo(
             "demo-cosyvoice",
-            build_demo,
+            Entry("models.cosyvoice3.tiny:build_tiny", size="tiny"),
             version="1",
             recipe="demo-cosyvoice",
             description="tiny random CosyVoice 3 (DiT flow + HiFT), offline; its audio is not speech",
@@ -105,7 +56,7 @@ FAMILY = Family(
         codec_lookahead_frames=7.0,
         models=(SimModel("cosyvoice3-0.5b", COSYVOICE3_0_5B, gpu_profile="{gpu}-cosyvoice3-0.5b"),),
     ),
-    claims=lambda root: (root / "cosyvoice3.yaml").is_file(),
-    describe=describe,
+    claims=Entry("models.cosyvoice3.spec:claims"),
+    describe=Entry("models.cosyvoice3.spec:describe"),
     claim_file="cosyvoice3.yaml",
 )

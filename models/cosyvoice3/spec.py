@@ -83,3 +83,8 @@ def saved_voice_names(path: Path) -> tuple[str, ...]:
 def describe(path: str) -> ModelSpec:
     root = Path(path)
     return cosyvoice_spec(root, parse_config(root), saved_voice_names(root / "spk2info.pt"), root.name)
+
+
+def claims(path: Path) -> bool:
+    """A CosyVoice 3 folder: it holds cosyvoice3.yaml (`Family.claims`)."""
+    return (Path(path) / "cosyvoice3.yaml").is_file()

@@ -394,14 +394,21 @@ COSYVOICE3 = Generation(YAML, parse_config, CosyVoice3LMWeights, FlowWeights, Hi
 
 
 def build_tiny(
-    out: str | Path, size: str = "tiny", seed: int = SEED, eos_at: tuple[str, int] | None = None
+    out: str | Path, size: str = "tiny", seed: int = SEED, eos_at: tuple[str, int] | None = None,
+    clone_models: bool = False,
 ) -> Path:
     """Write a checkpoint into `out` (replaced); `eos_at=(text, n)`: make greedy decoding of `text` with
-    the built-in speaker stop after exactly n tokens (see calibrate.py)."""
+    the built-in speaker stop after exactly n tokens (see calibrate.py); `clone_models` adds tiny random
+    speech_tokenizer_v3.onnx and campplus.onnx (needs `onnx`) so that --ref-audio runs."""
     if size not in SIZES:
         raise ValueError(f"size must be one of {', '.join(SIZES)}, got {size!r}")
     s = SIZES[size]
-    return write_checkpoint(Path(out), COSYVOICE3, cosyvoice3_yaml(size, s), s, seed, eos_at)
+    folder = write_checkpoint(Path(out), COSYVOICE3, cosyvoice3_yaml(size, s), s, seed, eos_at)
+    if clone_models:
+        from .tiny_onnx import write_tiny_onnx  # onnx only when asked for
+
+        write_tiny_onnx(folder, seed=seed)
+    return folder
 
 
 def speaker_entry(

@@ -3,60 +3,9 @@ builders and the Mimi codec load when first used."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from types import ModuleType
-from typing import Any
-
-from ..registry import Demo, Family, HubModel, SimModel, SimSpec, Tiny
+from ..registry import Demo, Entry, Family, HubModel, SimModel, SimSpec, Tiny
 from .options import OPTIONS
 from .spec import DEFAULT_CHUNKS, VOICES
-
-
-def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
-    from .program import CsmProgram
-
-    return CsmProgram.load(path, device=device, dtype=dtype)
-
-
-def describe(path: str) -> Any:
-    from ..locate import read_json
-    from .config import parse_config
-    from .spec import model_spec
-
-    config = Path(path) / "config.json"
-    return model_spec(parse_config(read_json(config), str(config)), Path(path).name)
-
-
-def build_demo(out: Path) -> None:
-    from .tiny import build_tiny
-
-    build_tiny(out, size="tiny", max_new_tokens=200)
-
-
-def build_tiny(out: Path, size: str = "tiny", seed: int | None = None, **options: Any) -> Path:
-    from .tiny import SEED
-    from .tiny import build_tiny as build
-
-    return build(Path(out), size=size, seed=SEED if seed is None else seed, **options)
-
-
-def tiny_sizes() -> tuple[str, ...]:
-    from .tiny import SIZES
-
-    return tuple(SIZES)
-
-
-def reference() -> ModuleType:
-    from . import reference as module
-
-    return module
-
-
-def calibration() -> Any:
-    from .sim import CALIBRATION
-
-    return CALIBRATION
-
 
 # CSM-1B's published dimensions (sesame/csm-1b config.json): a Llama-3.2-1B backbone (16 layers, 2048 wide,
 # 32 / 8 heads of 64, MLP 8192, text vocabulary 128256, audio head 2051), the 100M depth decoder (4 layers,
@@ -103,8 +52,8 @@ FAMILY = Family(
     options=OPTIONS,
     name="CSM",
     model_types=("csm",),
-    load=load,
-    describe=describe,
+    load=Entry("models.csm.program:CsmProgram.load"),
+    describe=Entry("models.csm.spec:describe"),
     hub_models=(
         HubModel(
             "sesame/csm-1b",
@@ -115,13 +64,14 @@ FAMILY = Family(
     ),
     voices=VOICES,
     openai_voices=OPENAI_VOICES,
-    tiny=(Tiny("csm", build_tiny, tiny_sizes, options=("max_new_tokens", "dtype", "calibrate")),),
-    calibration=calibration,
-    reference=reference,
+    tiny=(Tiny("csm", Entry("models.csm.tiny:build_tiny"), Entry("models.csm.tiny:SIZES"),
+               options=("max_new_tokens", "dtype", "calibrate")),),
+    calibration=Entry("models.csm.sim:CALIBRATION"),
+    reference=Entry("models.csm.reference"),
     demos=(
         Demo(
             "demo-csm",
-            build_demo,
+            Entry("models.csm.tiny:build_tiny", size="tiny", max_new_tokens=200),
             version="1",
             recipe="demo-csm",
             description="tiny random CSM (depth decoder, Mimi codec), offline; its audio is not speech",

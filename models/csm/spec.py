@@ -3,8 +3,11 @@ answers from config.json; the program uses it too, so both describe the same mod
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..base import ChunkSchedule, ModelSpec
-from .config import CsmConfig
+from ..locate import read_json
+from .config import CsmConfig, parse_config
 
 # Speakers are integers the template writes as "[N]"; the release was trained on conversations whose
 # speakers are numbered from 0, so ten are offered (0 is the default).
@@ -28,3 +31,9 @@ def model_spec(cfg: CsmConfig, name: str) -> ModelSpec:
         voices=VOICES,
         modes=("tts", "clone_context"),
     )
+
+
+def describe(path: str) -> ModelSpec:
+    """The spec from the checkpoint's config files alone, without torch or weights (`Family.describe`)."""
+    config = Path(path) / "config.json"
+    return model_spec(parse_config(read_json(config), str(config)), Path(path).name)

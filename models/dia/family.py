@@ -3,35 +3,9 @@ the demo builder load when first used."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 from ..base import ChunkSchedule
-from ..registry import Demo, Family, HubModel, SimModel, SimSpec, Tiny
+from ..registry import Demo, Entry, Family, HubModel, SimModel, SimSpec, Tiny
 from .dac_config import decoder_lookahead_frames
-
-
-def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
-    from .program import DiaProgram
-
-    return DiaProgram.load(path, device=device, dtype=dtype)
-
-
-def describe(path: str) -> Any:
-    from ..locate import read_json
-    from .config import parse_config
-    from .spec import model_spec
-
-    config = Path(path) / "config.json"
-    return model_spec(parse_config(read_json(config), str(config)), Path(path), Path(path).name)
-
-
-def build_demo(out: Path) -> None:
-    from .tiny import build_tiny
-
-    # Random weights almost never pick EOS: max_length bounds a request (256 frames, about 3 s).
-    build_tiny(out, size="tiny", max_length=258)
-
 
 # Dia-1.6B's published dimensions (config.json of nari-labs/Dia-1.6B-0626 = transformers' DiaConfig
 # defaults) and the DAC 44.1 kHz decoder's (descript/dac_44khz: decoder width 1536, upsampling 8, 8, 4, 2).
@@ -43,46 +17,23 @@ DIA_1_6B = {
     "dac": dict(hidden=1536, rates=(8, 8, 4, 2), codebooks=9, codebook_dim=8, latent=1024, hop=512),
 }
 
-def build_tiny(out: Path, size: str = "tiny", seed: int | None = None, **options: Any) -> Path:
-    from .tiny import SEED
-    from .tiny import build_tiny as build
-
-    return build(out, size=size, seed=SEED if seed is None else seed, **options)
-
-
-def tiny_sizes() -> tuple[str, ...]:
-    from .tiny import SIZES
-
-    return tuple(SIZES)
-
-
-def profile_ops() -> tuple[tuple[Any, str, str], ...]:
-    from .profile_ops import profile_ops as ops
-
-    return ops()
-
-
-def calibration() -> Any:
-    from .sim import CALIBRATION
-
-    return CALIBRATION
-
-
 # Dia has no named voices (the voice comes from the text's [S1]/[S2] speakers or a reference clip):
 # no OpenAI voice mapping, so `vox serve` takes every OpenAI name as the model's default voice.
 FAMILY = Family(
     name="Dia",
     model_types=("dia",),
-    load=load,
-    describe=describe,
-    tiny=(Tiny("dia", build_tiny, tiny_sizes),),
-    calibration=calibration,
-    profile_ops=profile_ops,
+    load=Entry("models.dia.program:DiaProgram.load"),
+    describe=Entry("models.dia.spec:describe"),
+    tiny=(Tiny("dia", Entry("models.dia.tiny:build_tiny"), Entry("models.dia.tiny:SIZES")),),
+    calibration=Entry("models.dia.sim:CALIBRATION"),
+    profile_ops=Entry("models.dia.profile_ops:profile_ops"),
     hub_models=(
         HubModel("nari-labs/Dia-1.6B-0626", "English dialogue ([S1]/[S2]) with CFG; voice clone from "
                  "--ref-audio + --ref-text", "dia-1.6b"),
     ),
-    demos=(Demo("demo-dia", build_demo, version="1", recipe="demo-dia",
+    # Random weights almost never pick EOS: max_length bounds a request (256 frames, about 3 s).
+    demos=(Demo("demo-dia", Entry("models.dia.tiny:build_tiny", size="tiny", max_length=258), version="1",
+                recipe="demo-dia",
                 description="tiny random Dia (dialogue, CFG), offline; its audio is not speech"),),
     # 44.1 kHz PCM, 512 samples (11.6 ms) per frame, 9 codebooks; the recipe's chunk schedule.
     sim=SimSpec(sample_rate=44100, frame_rate=44100 / 512, samples_per_frame=512, codebooks=9,

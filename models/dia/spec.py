@@ -8,7 +8,8 @@ import math
 from pathlib import Path
 
 from ..base import ChunkSchedule, ModelSpec
-from .config import DiaConfig
+from ..locate import read_json
+from .config import DiaConfig, parse_config
 from .dac_config import decoder_lookahead_frames
 
 SAMPLE_RATE = 44100
@@ -57,3 +58,9 @@ def model_spec(cfg: DiaConfig, root: Path, name: str) -> ModelSpec:
         modes=("tts", "clone"),
         codec_lookahead_frames=codec_lookahead_frames(root),
     )
+
+
+def describe(path: str) -> ModelSpec:
+    """The spec from the checkpoint's config files alone, without torch or weights (`Family.describe`)."""
+    config = Path(path) / "config.json"
+    return model_spec(parse_config(read_json(config), str(config)), Path(path), Path(path).name)

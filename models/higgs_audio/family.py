@@ -3,32 +3,9 @@ and the demo builder load when first used."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 from ..base import ChunkSchedule
 from ..dia.dac_config import decoder_lookahead_frames
-from ..registry import Demo, Family, HubModel, SimModel, SimSpec, Tiny
-
-
-def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
-    from .program import HiggsProgram
-
-    return HiggsProgram.load(path, device=device, dtype=dtype)
-
-
-def describe(path: str) -> Any:
-    from .spec import describe as from_config
-
-    return from_config(path)
-
-
-def build_demo(out: Path) -> None:
-    from .tiny import build_tiny
-
-    # Random weights never pick the stream EOS (tiny.py): max_new_tokens bounds a request (192 frames, 7.7 s).
-    build_tiny(out, size="tiny", max_new_tokens=200)
-
+from ..registry import Demo, Entry, Family, HubModel, SimModel, SimSpec, Tiny
 
 # Higgs Audio v3 4B's published dimensions (bosonai/higgs-audio-v3-tts-4b: Qwen3-4B backbone, the tied
 # fused 8 x 1026 audio head) and the v2 audio tokenizer's decoder it bundles (DAC 1024 wide over a 256
@@ -43,41 +20,19 @@ HIGGS_V3_4B = {
     ),
 }
 
-def _tiny(layout: str) -> Any:
-    def build(out: Path, size: str = "tiny", seed: int | None = None, **options: Any) -> Path:
-        from .tiny import build_sized
-
-        return build_sized(Path(out), layout, size, 0 if seed is None else seed, **options)
-
-    return build
-
-
-def _tiny_sizes(layout: str) -> Any:
-    def sizes() -> tuple[str, ...]:
-        from .tiny import SIZES, V3_SIZES
-
-        return (*(SIZES if layout == "higgs" else V3_SIZES), "real")
-
-    return sizes
-
-
-def calibration() -> Any:
-    from .sim import CALIBRATION
-
-    return CALIBRATION
-
-
 # Higgs Audio has no named voices (a reference clip or the text's description makes the voice): no
 # OpenAI voice mapping, so `vox serve` takes every OpenAI name as the model's default voice.
 FAMILY = Family(
     name="Higgs Audio",
     model_types=("higgs_audio_v2", "higgs_audio", "higgs_multimodal_qwen3"),
-    load=load,
-    describe=describe,
-    # the transformers layout of v2 and the v3 layout (models/higgs_audio/tiny.py)
-    tiny=(Tiny("higgs", _tiny("higgs"), _tiny_sizes("higgs"), options=("max_new_tokens",)),
-          Tiny("higgs-v3", _tiny("higgs-v3"), _tiny_sizes("higgs-v3"), options=("max_new_tokens",))),
-    calibration=calibration,
+    load=Entry("models.higgs_audio.program:HiggsProgram.load"),
+    describe=Entry("models.higgs_audio.spec:describe"),
+    # the transformers layout of v2 and the v3 layout (models/higgs_audio/tiny.py); "real": the released size
+    tiny=(Tiny("higgs", Entry("models.higgs_audio.tiny:build_sized", family="higgs"),
+               Entry("models.higgs_audio.tiny:SIZES"), options=("max_new_tokens",), more_sizes=("real",)),
+          Tiny("higgs-v3", Entry("models.higgs_audio.tiny:build_sized", family="higgs-v3"),
+               Entry("models.higgs_audio.tiny:V3_SIZES"), options=("max_new_tokens",), more_sizes=("real",))),
+    calibration=Entry("models.higgs_audio.sim:CALIBRATION"),
     hub_models=(
         HubModel(
             "eustlb/higgs-audio-v2-generation-3B-base",
@@ -98,7 +53,9 @@ FAMILY = Family(
     demos=(
         Demo(
             "demo-higgs",
-            build_demo,
+            # Random weights never pick the stream EOS (tiny.py): max_new_tokens bounds a request
+            # (192 frames, 7.7 s).
+            Entry("models.higgs_audio.tiny:build_tiny", size="tiny", max_new_tokens=200),
             version="2",
             recipe="demo-higgs",
             description="tiny random Higgs Audio v2 (delay pattern, DAC codec), offline; its audio is not "

@@ -3,61 +3,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from types import ModuleType
-from typing import Any
-
-from ..registry import Demo, Family, HubModel, SimModel, SimSpec, Tiny
+from ..registry import Demo, Entry, Family, HubModel, SimModel, SimSpec, Tiny
 from .options import OPTIONS
 from .spec import DEFAULT_CHUNKS
-
-
-def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
-    from .program import KyutaiProgram
-
-    return KyutaiProgram.load(path, device=device, dtype=dtype)
-
-
-def describe(path: str) -> Any:
-    from ..locate import read_json
-    from .config import parse_config
-    from .spec import model_spec
-
-    root = Path(path)
-    return model_spec(parse_config(read_json(root / "config.json"), root), root, root.name)
-
-
-def build_demo(out: Path) -> None:
-    from .build import build
-
-    build(out, size="tiny")
-
-
-def build_tiny(out: Path, size: str = "tiny", seed: int | None = None, **options: Any) -> Path:
-    """The pure-torch builder (build.py: no moshi, streamed, tiny / bench / real); the parity tests build
-    through moshi's own classes with tiny.py instead."""
-    from .build import SEED, build
-
-    return build(Path(out), size=size, seed=SEED if seed is None else seed)
-
-
-def tiny_sizes() -> tuple[str, ...]:
-    from .build import SIZES
-
-    return tuple(SIZES)
-
-
-def calibration() -> Any:
-    from .sim import CALIBRATION
-
-    return CALIBRATION
-
-
-def reference() -> ModuleType:
-    from . import reference as module
-
-    return module
-
 
 # kyutai/tts-1.6b-en_fr's published dimensions (config.json): the main transformer (16 layers, 2048 wide, 16
 # heads of 128, hidden_scale 4.125 -> SiLU-gated MLP of 5632, text vocabulary 8000, a cross-attention per
@@ -73,8 +21,8 @@ FAMILY = Family(
     options=OPTIONS,
     name="Kyutai TTS",
     model_types=("tts",),
-    load=load,
-    describe=describe,
+    load=Entry("models.kyutai_tts.program:KyutaiProgram.load"),
+    describe=Entry("models.kyutai_tts.spec:describe"),
     hub_models=(
         HubModel(
             "kyutai/tts-1.6b-en_fr",
@@ -83,19 +31,22 @@ FAMILY = Family(
             "kyutai-tts-1.6b",
         ),
     ),
-    tiny=(Tiny("kyutai_tts", build_tiny, tiny_sizes),),
+    # the pure-torch builder (build.py: no moshi, streamed, tiny / bench / real); the parity tests build
+    # through moshi's own classes with tiny.py instead
+    tiny=(Tiny("kyutai_tts", Entry("models.kyutai_tts.build:build"),
+               Entry("models.kyutai_tts.build:SIZES")),),
     demos=(
         Demo(
             "demo-kyutai",
-            build_demo,
+            Entry("models.kyutai_tts.build:build", size="tiny"),
             version="1",
             recipe="demo-kyutai",
             description="tiny random Kyutai TTS (delayed streams, depformer, Mimi, two voices), offline; "
             "its audio is not speech",
         ),
     ),
-    reference=reference,
-    calibration=calibration,
+    reference=Entry("models.kyutai_tts.reference"),
+    calibration=Entry("models.kyutai_tts.sim:CALIBRATION"),
     # 24 kHz PCM, 1920 samples (80 ms) per frame, 32 codebooks; Mimi is causal. The first frame comes after
     # the audio delay (16 steps) plus the acoustic codebooks' delay (2).
     sim=SimSpec(

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..base import TEXT_STREAM, ChunkSchedule, ModelSpec
-from .config import KyutaiConfig
+from ..locate import read_json
+from .config import KyutaiConfig, parse_config
 from .voices import list_voices
 
 # Mimi is causal: a 1-frame first chunk gives the earliest audio, then growing chunks.
@@ -28,3 +29,9 @@ def model_spec(cfg: KyutaiConfig, root: Path, name: str) -> ModelSpec:
         languages=("en", "fr"),
         modes=("tts", TEXT_STREAM),  # reads text as it arrives (prepare(request, feed=...))
     )
+
+
+def describe(path: str) -> ModelSpec:
+    """The spec from the checkpoint's config files alone, without torch or weights (`Family.describe`)."""
+    root = Path(path)
+    return model_spec(parse_config(read_json(root / "config.json"), root), root, root.name)

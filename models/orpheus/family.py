@@ -3,56 +3,10 @@ program, the builders and the sim arithmetic load when first used."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 from ..base import ChunkSchedule
-from ..registry import Demo, Family, HubModel, SimModel, SimSpec, Tiny
+from ..registry import Demo, Entry, Family, HubModel, SimModel, SimSpec, Tiny
 from .options import OPTIONS
 from .tokens import VOICES
-
-
-def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
-    from .program import OrpheusProgram
-
-    return OrpheusProgram.load(path, device=device, dtype=dtype)
-
-
-def describe(path: str) -> Any:
-    from ..locate import read_json
-    from .config import parse_config
-    from .spec import model_spec
-
-    root = Path(path)
-    cfg = parse_config(read_json(root / "config.json"), str(root / "config.json"))
-    codec = root / "codec" / "config.json"
-    return model_spec(root.name, cfg.max_position_embeddings, codec if codec.exists() else None)
-
-
-def build_demo(out: Path) -> None:
-    from .tiny import build_tiny
-
-    build_tiny(out, size="tiny")
-
-
-def build_tiny(out: Path, size: str = "tiny", seed: int | None = None, **options: Any) -> Path:
-    from .tiny import SEED
-    from .tiny import build_tiny as build
-
-    return build(out, size=size, seed=SEED if seed is None else seed, **options)
-
-
-def tiny_sizes() -> tuple[str, ...]:
-    from .tiny import SIZES
-
-    return tuple(SIZES)
-
-
-def calibration() -> Any:
-    from .sim import CALIBRATION
-
-    return CALIBRATION
-
 
 # canopylabs/orpheus-3b-0.1-ft = Llama-3.2-3B; hubertsiuzdak/snac_24khz (models/orpheus/sim.py reads these).
 ORPHEUS_3B = {
@@ -78,13 +32,13 @@ OPENAI_VOICES: dict[str, tuple[str, ...]] = {
 FAMILY = Family(
     name="Orpheus",
     model_types=("llama",),
-    load=load,
-    describe=describe,
+    load=Entry("models.orpheus.program:OrpheusProgram.load"),
+    describe=Entry("models.orpheus.spec:describe"),
     voices=VOICES,
     openai_voices=OPENAI_VOICES,
     options=OPTIONS,
-    tiny=(Tiny("orpheus", build_tiny, tiny_sizes),),
-    calibration=calibration,
+    tiny=(Tiny("orpheus", Entry("models.orpheus.tiny:build_tiny"), Entry("models.orpheus.tiny:SIZES")),),
+    calibration=Entry("models.orpheus.sim:CALIBRATION"),
     hub_models=(
         HubModel(
             "canopylabs/orpheus-3b-0.1-ft",
@@ -96,7 +50,7 @@ FAMILY = Family(
     demos=(
         Demo(
             "demo-orpheus",
-            build_demo,
+            Entry("models.orpheus.tiny:build_tiny", size="tiny"),
             version="1",
             recipe="demo-orpheus",
             description="tiny random Orpheus (8 voices, SNAC), offline; its audio is not speech",

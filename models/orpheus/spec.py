@@ -7,6 +7,8 @@ import math
 from pathlib import Path
 
 from ..base import ChunkSchedule, ModelSpec
+from ..locate import read_json
+from .config import parse_config
 from .tokens import FRAME_TOKENS, VOICES
 
 SAMPLE_RATE = 24000
@@ -64,3 +66,11 @@ def model_spec(
         modes=("tts",),
         codec_lookahead_frames=hold if hold_frames is None else hold_frames,
     )
+
+
+def describe(path: str) -> ModelSpec:
+    """The spec from the checkpoint's config files alone, without torch or weights (`Family.describe`)."""
+    root = Path(path)
+    cfg = parse_config(read_json(root / "config.json"), str(root / "config.json"))
+    codec = root / "codec" / "config.json"
+    return model_spec(root.name, cfg.max_position_embeddings, codec if codec.exists() else None)

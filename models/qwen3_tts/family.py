@@ -3,69 +3,10 @@ and the demo builder load when first used."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from types import ModuleType
-from typing import Any
-
 from ..base import ChunkSchedule
-from ..registry import Demo, Family, HubModel, SimModel, SimSpec, Tiny
+from ..registry import Demo, Entry, Family, HubModel, SimModel, SimSpec, Tiny
 from .options import OPTIONS
 from .sizes import SPEAKERS
-
-
-def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
-    from .program import Qwen3TTSProgram
-
-    return Qwen3TTSProgram.load(path, device=device, dtype=dtype)
-
-
-def describe(path: str) -> Any:
-    from ..locate import read_json
-    from .config import parse_config
-    from .spec import model_spec
-
-    config = Path(path) / "config.json"
-    return model_spec(parse_config(read_json(config), str(config)), Path(path).name)
-
-
-def build_demo(out: Path) -> None:
-    from .demo import build_demo as build
-
-    build(out)  # the tiny recipe from its shipped calibration: seconds, not the ~20 s of calibrating
-
-
-def build_tiny(out: Path, size: str = "tiny", seed: int | None = None, **options: Any) -> Path:
-    from .tiny import SEED
-    from .tiny import build_tiny as build
-
-    return build(out, size=size, seed=SEED if seed is None else seed, **options)
-
-
-def random_program(size: str = "1.7b", device: Any = "cuda", dtype: Any = None, seed: int = 0) -> Any:
-    import torch
-
-    from .random_program import random_program as build
-
-    return build(size, device, torch.bfloat16 if dtype is None else dtype, seed)
-
-
-def tiny_sizes() -> tuple[str, ...]:
-    from .tiny import ALL_SIZES
-
-    return tuple(ALL_SIZES)
-
-
-def reference() -> ModuleType:
-    from . import reference as module
-
-    return module
-
-
-def calibration() -> Any:
-    from .sim_fit import CALIBRATION
-
-    return CALIBRATION
-
 
 # CustomVoice's nine speakers (the demo has five of them)
 VOICES = tuple(SPEAKERS)
@@ -101,8 +42,8 @@ FAMILY = Family(
     options=OPTIONS,
     name="Qwen3-TTS 12 Hz",
     model_types=("qwen3_tts",),
-    load=load,
-    describe=describe,
+    load=Entry("models.qwen3_tts.program:Qwen3TTSProgram.load"),
+    describe=Entry("models.qwen3_tts.spec:describe"),
     hub_models=(
         HubModel("Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice", "9 built-in voices, 10 languages", "qwen3-tts-0.6b"),
         HubModel("Qwen/Qwen3-TTS-12Hz-0.6B-Base", "voice clone from --ref-audio", "qwen3-tts-0.6b"),
@@ -114,10 +55,12 @@ FAMILY = Family(
     ),
     voices=VOICES,
     openai_voices=OPENAI_VOICES,
-    tiny=(Tiny("qwen3_tts", build_tiny, tiny_sizes, options=("variant", "proj"), program=random_program),),
-    calibration=calibration,
-    reference=reference,
-    demos=(Demo("demo", build_demo, version="3", recipe="demo",
+    tiny=(Tiny("qwen3_tts", Entry("models.qwen3_tts.tiny:build_tiny"),
+               Entry("models.qwen3_tts.tiny:ALL_SIZES"), options=("variant", "proj"),
+               program=Entry("models.qwen3_tts.random_program:random_program")),),
+    calibration=Entry("models.qwen3_tts.sim_fit:CALIBRATION"),
+    reference=Entry("models.qwen3_tts.reference"),
+    demos=(Demo("demo", Entry("models.qwen3_tts.demo:build_demo"), version="3", recipe="demo",
                 description="tiny random weights, offline; its audio is not speech"),),
     # 24 kHz PCM, 1920 samples (80 ms) per frame, 16 codebooks. The sim's chunks are the design paper's
     # Qwen3-TTS configuration (every chunk 10 frames), which the GPU profiles in recipes/gpus/ assume.

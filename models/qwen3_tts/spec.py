@@ -4,8 +4,11 @@ so both always describe the same model."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..base import ChunkSchedule, ModelSpec
-from .config import Qwen3TTSConfig
+from ..locate import read_json
+from .config import Qwen3TTSConfig, parse_config
 
 SAMPLE_RATE = 24000
 SAMPLES_PER_FRAME = 1920
@@ -30,3 +33,9 @@ def model_spec(cfg: Qwen3TTSConfig, name: str) -> ModelSpec:
         languages=cfg.languages,
         modes=MODES.get(cfg.model_type, (cfg.model_type,)),
     )
+
+
+def describe(path: str) -> ModelSpec:
+    """The spec from the checkpoint's config files alone, without torch or weights (`Family.describe`)."""
+    config = Path(path) / "config.json"
+    return model_spec(parse_config(read_json(config), str(config)), Path(path).name)

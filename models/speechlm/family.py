@@ -5,38 +5,10 @@ holding one train*.yaml, inference.yaml and model.pt. Imports nothing heavy."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 from ..base import ChunkSchedule
 from ..dia.dac_config import decoder_lookahead_frames
-from ..registry import Demo, Family, HubModel, SimModel, SimSpec, Tiny
+from ..registry import Demo, Entry, Family, HubModel, SimModel, SimSpec, Tiny
 from .options import OPTIONS
-
-
-def describe(path: str) -> Any:
-    from .spec import describe as from_config
-
-    return from_config(path)
-
-
-def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
-    from .program import SpeechLMProgram
-
-    return SpeechLMProgram.load(path, device=device, dtype=dtype)
-
-
-def build_demo(out: Path) -> None:
-    from .tiny import build_tiny
-
-    build_tiny(out)
-
-
-def claims(path: Path) -> bool:
-    from .config import is_speechlm_dir
-
-    return is_speechlm_dir(path)
-
 
 # Published sizes. Backbones: Qwen/Qwen3-8B-Base and allenai/OLMo-2-1124-7B config.json. Unified vocabulary
 # (speechlm_job.py's layout): 256 specials + the text vocabulary + 1025 per audio stream (codebook + pad);
@@ -49,59 +21,26 @@ BAGPIPER_8B = {"backbone": dict(hidden=4096, layers=36, heads=32, kv_heads=8, he
 OPUSLM_7B = {"backbone": dict(hidden=4096, layers=32, heads=32, kv_heads=32, head_dim=128, mlp=11008),
              "vocab": 256 + 100352 + 9 * 1025, "text_vocab": 100352, "streams": 9, "codec": XCODEC}
 
-def build_tiny(out: Path, size: str = "tiny", seed: int | None = None, **options: Any) -> Path:
-    from .tiny_opuslm import build_opuslm
-
-    if size.startswith("hear-"):
-        return build_hearing(out, size[len("hear-"):], seed)
-
-    return build_opuslm(Path(out), size=size, seed=0 if seed is None else seed, **options)
-
-
-def build_hearing(out: Path, size: str = "tiny", seed: int | None = None) -> Path:
-    """Bagpiper's layout (X-Codec streams, audio input through its encoder): tiny, or real (real_hearing.py:
-    SmolLM2-1.7B's backbone with the released X-Codec's sizes)."""
-    if size == "real":
-        from .real_hearing import build_real_hearing
-
-        return build_real_hearing(Path(out), seed=0 if seed is None else seed)
-    if size != "tiny":
-        raise ValueError(f"the hearing sizes are hear-tiny and hear-real, not hear-{size}")
-    from .tiny import build_tiny as build
-
-    return build(Path(out), seed=0 if seed is None else seed)
-
-
-def tiny_sizes() -> tuple[str, ...]:
-    from .tiny_opuslm import SIZES
-
-    return (*SIZES, "hear-tiny", "hear-real")
-
-
-def calibration() -> Any:
-    from .sim import CALIBRATION
-
-    return CALIBRATION
-
-
 # No named voices (the text plan and a reference clip make the voice): no OpenAI voice mapping, so
 # `vox serve` takes every OpenAI name as the model's default voice.
 FAMILY = Family(
     options=OPTIONS,
-    describe=describe,
+    describe=Entry("models.speechlm.spec:describe"),
     name="ESPnet SpeechLM (unified text+audio)",
     model_types=(),
-    load=load,
+    load=Entry("models.speechlm.program:SpeechLMProgram.load"),
     # OpusLM-like, ESPnet's release layout; sizes hear-tiny / hear-real: Bagpiper-like, it hears
-    tiny=(Tiny("speechlm", build_tiny, tiny_sizes),),
-    calibration=calibration,
-    claims=claims,
+    tiny=(Tiny("speechlm", Entry("models.speechlm.tiny_sizes:build_sized"),
+               Entry("models.speechlm.tiny_sizes:SIZES")),),
+    calibration=Entry("models.speechlm.sim:CALIBRATION"),
+    claims=Entry("models.speechlm.config:is_speechlm_dir"),
     claim_file="inference.yaml",
     hub_models=(
         HubModel("espnet/bagpiper-tts-sft", "Bagpiper TTS (Qwen3-8B, 8 X-Codec streams): writes a text plan, "
                  "then speaks; CFG 3", "bagpiper-8b"),
     ),
-    demos=(Demo("demo-speechlm", build_demo, version="2", recipe="demo-speechlm",
+    demos=(Demo("demo-speechlm", Entry("models.speechlm.tiny:build_tiny"), version="2",
+                recipe="demo-speechlm",
                 description="tiny random unified text+audio LM (Bagpiper-like: text phase, then audio; CFG; "
                             "hears through X-Codec's encoder), offline; neither its text nor its audio is "
                             "language"),),

@@ -3,59 +3,9 @@ nothing heavy: the program, the builders and the reference load when first used.
 
 from __future__ import annotations
 
-from pathlib import Path
-from types import ModuleType
-from typing import Any
-
-from ..registry import Demo, Family, HubModel, SimModel, SimSpec, Tiny
+from ..registry import Demo, Entry, Family, HubModel, SimModel, SimSpec, Tiny
 from .options import OPTIONS
 from .spec import DEFAULT_CHUNKS, VOICES
-
-
-def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
-    from .program import VibeVoiceProgram
-
-    return VibeVoiceProgram.load(path, device=device, dtype=dtype)
-
-
-def describe(path: str) -> Any:
-    from ..locate import read_json
-    from .spec import model_spec
-
-    return model_spec(read_json(Path(path) / "config.json"), Path(path).name)
-
-
-def build_demo(out: Path) -> None:
-    """The demo: the tiny checkpoint, drawn and calibrated in this interpreter (no transformers)."""
-    from .tiny import build_tiny
-
-    build_tiny(out, size="tiny")
-
-
-def build_tiny(out: Path, size: str = "tiny", seed: int | None = None, **options: Any) -> Path:
-    from .tiny import SEED
-    from .tiny import build_tiny as build
-
-    return build(Path(out), size=size, seed=SEED if seed is None else seed, **options)
-
-
-def tiny_sizes() -> tuple[str, ...]:
-    from .tiny import SIZES
-
-    return SIZES
-
-
-def reference() -> ModuleType:
-    from . import reference as module
-
-    return module
-
-
-def calibration() -> Any:
-    from .sim import CALIBRATION
-
-    return CALIBRATION
-
 
 # VibeVoice-1.5B's published dimensions (vibevoice/VibeVoice-1.5B-hf config.json): a Qwen2.5-1.5B LM
 # (28 layers, 1536 wide, 12 / 2 heads of 128, MLP 8960), a 4-layer diffusion head (MLP 4608, 256-d
@@ -73,8 +23,8 @@ FAMILY = Family(
     options=OPTIONS,
     name="VibeVoice",
     model_types=("vibevoice",),
-    load=load,
-    describe=describe,
+    load=Entry("models.vibevoice.program:VibeVoiceProgram.load"),
+    describe=Entry("models.vibevoice.spec:describe"),
     hub_models=(
         HubModel(
             "vibevoice/VibeVoice-1.5B-hf",
@@ -86,7 +36,8 @@ FAMILY = Family(
     demos=(
         Demo(
             "demo-vibevoice",
-            build_demo,
+            # drawn and calibrated in this interpreter (no transformers)
+            Entry("models.vibevoice.tiny:build_tiny", size="tiny"),
             version="1",
             recipe="demo-vibevoice",
             description="tiny random VibeVoice (diffusion head + codec in the LM loop, CFG 1.3), offline; "
@@ -94,9 +45,10 @@ FAMILY = Family(
         ),
     ),
     voices=VOICES,
-    tiny=(Tiny("vibevoice", build_tiny, tiny_sizes, options=("max_new_tokens", "dtype")),),
-    calibration=calibration,
-    reference=reference,
+    tiny=(Tiny("vibevoice", Entry("models.vibevoice.tiny:build_tiny"), Entry("models.vibevoice.tiny:SIZES"),
+               options=("max_new_tokens", "dtype")),),
+    calibration=Entry("models.vibevoice.sim:CALIBRATION"),
+    reference=Entry("models.vibevoice.reference"),
     # 24 kHz PCM, 3200 samples (133 ms) per frame; the engine's "codes" of a frame are its samples (spec.py)
     sim=SimSpec(
         sample_rate=24000,

@@ -11,9 +11,11 @@ the codec lane only unpacks. So the engine's chunking, playback deadlines and st
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from ..base import ChunkSchedule, ModelSpec
+from ..locate import read_json
 
 VOICES = ("0", "1", "2", "3")
 DEFAULT_VOICE = "0"
@@ -45,3 +47,8 @@ def model_spec(raw: dict[str, Any], name: str) -> ModelSpec:
         modes=("tts",),
         split_sentences=False,  # the model reads its whole script at once (long-form, up to 90 minutes)
     )
+
+
+def describe(path: str) -> ModelSpec:
+    """The spec from the checkpoint's config files alone, without torch or weights (`Family.describe`)."""
+    return model_spec(read_json(Path(path) / "config.json"), Path(path).name)

@@ -6,63 +6,9 @@ mamba-ssm's CUDA kernels, and its config.json is refused in one sentence (config
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Any
-
-from ..registry import Demo, Family, HubModel, SimModel, SimSpec, Tiny
+from ..registry import Demo, Entry, Family, HubModel, SimModel, SimSpec, Tiny
 from .options import OPTIONS
 from .spec import DAC_RATIOS, DEFAULT_CHUNKS, HOP, SAMPLE_RATE
-
-
-def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
-    from .program import ZonosProgram
-
-    return ZonosProgram.load(path, device=device, dtype=dtype)
-
-
-def describe(path: str) -> Any:
-    from .spec import model_spec
-
-    return model_spec(Path(path), Path(path).name)
-
-
-def claims(path: Path) -> bool:
-    """A Zonos folder: a config.json with Zonos' `backbone` and `prefix_conditioner` and no model_type."""
-    cfg = Path(path) / "config.json"
-    if not cfg.is_file():
-        return False
-    try:
-        d = json.loads(cfg.read_text())
-    except (OSError, ValueError):
-        return False
-    return isinstance(d, dict) and "model_type" not in d and "backbone" in d and "prefix_conditioner" in d
-
-
-def build_demo(out: Path) -> None:
-    from .tiny import build_tiny
-
-    build_tiny(out, size="tiny")
-
-
-def build_tiny(out: Path, size: str = "tiny", seed: int | None = None, **options: Any) -> Path:
-    from .tiny import SEED
-    from .tiny import build_tiny as build
-
-    return build(out, size=size, seed=SEED if seed is None else seed, **options)
-
-
-def tiny_sizes() -> tuple[str, ...]:
-    from .tiny import SIZES
-
-    return tuple(SIZES)
-
-
-def calibration() -> Any:
-    from .sim import CALIBRATION
-
-    return CALIBRATION
-
 
 # Zonos-v0.1-transformer's dimensions (the released config.json's backbone: d_model 2048, 16 query / 4 KV
 # heads, MLP 8192 as the hybrid's; 26 transformer layers, ~1.6B parameters) and DAC 44.1 kHz's decoder.
@@ -83,10 +29,10 @@ def _lookahead() -> float:
 FAMILY = Family(
     name="Zonos",
     model_types=(),
-    load=load,
-    describe=describe,
-    claims=claims,
-    tiny=(Tiny("zonos", build_tiny, tiny_sizes),),
+    load=Entry("models.zonos.program:ZonosProgram.load"),
+    describe=Entry("models.zonos.spec:describe"),
+    claims=Entry("models.zonos.spec:claims"),
+    tiny=(Tiny("zonos", Entry("models.zonos.tiny:build_tiny"), Entry("models.zonos.tiny:SIZES")),),
     hub_models=(
         HubModel(
             "Zyphra/Zonos-v0.1-transformer",
@@ -97,7 +43,7 @@ FAMILY = Family(
     demos=(
         Demo(
             "demo-zonos",
-            build_demo,
+            Entry("models.zonos.tiny:build_tiny", size="tiny"),
             version="2",
             recipe="demo-zonos",
             description="tiny random Zonos (prefix conditioning, CFG, delay pattern), offline; not speech",
@@ -113,7 +59,7 @@ FAMILY = Family(
         **dict.fromkeys(("alloy", "coral", "nova", "shimmer", "sage", "ballad"), ("aurora",)),
         **dict.fromkeys(("ash", "echo", "fable", "onyx", "verse"), ("basalt",)),
     },
-    calibration=calibration,
+    calibration=Entry("models.zonos.sim:CALIBRATION"),
     # 44.1 kHz PCM, 512 samples (11.6 ms) per frame, 9 codebooks.
     sim=SimSpec(
         sample_rate=SAMPLE_RATE,

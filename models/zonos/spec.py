@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from ..base import ChunkSchedule, ModelSpec
@@ -39,3 +40,21 @@ def model_spec(root: Path, name: str) -> ModelSpec:
         modes=("tts", "clone"),  # clone: a speaker embedding from --ref-audio (speaker_model.py)
         codec_lookahead_frames=decoder_lookahead_frames(DAC_RATIOS),
     )
+
+
+def describe(path: str) -> ModelSpec:
+    """The spec from the checkpoint's config files alone, without torch or weights (`Family.describe`)."""
+    return model_spec(Path(path), Path(path).name)
+
+
+def claims(path: Path) -> bool:
+    """A Zonos folder (`Family.claims`): a config.json with Zonos' `backbone` and `prefix_conditioner` and
+    no model_type."""
+    cfg = Path(path) / "config.json"
+    if not cfg.is_file():
+        return False
+    try:
+        d = json.loads(cfg.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(d, dict) and "model_type" not in d and "backbone" in d and "prefix_conditioner" in d
