@@ -105,21 +105,3 @@ def amdahl_p(batch: float) -> float:
 
 def decode_speed(batch: float, sms: float, total_sms: int) -> float:
     return 1 / (1 + amdahl_p(batch) * (total_sms / sms - 1))
-
-
-def dac_decoder_frame(channels: int, rates: tuple[int, ...] | list[int],
-                      head_flops: float) -> tuple[float, float]:
-    """(conv FLOPs, activation bytes) to decode one frame with a DAC-style decoder: `head_flops` for what
-    runs before the upsampling blocks (input conv, quantizer projections: each codec's own), then per
-    stride a transposed conv halving the channels and three residual units (7-tap dilated conv + 1x1),
-    then the 7-tap output conv. Higgs' tokenizer and ESPnet's X-Codec / DAC share this shape."""
-    ch, positions = channels, 1
-    flops, act = head_flops, 0.0
-    for stride in rates:
-        out = ch // 2
-        flops += 2.0 * ch * out * 2 * stride * positions
-        positions *= stride
-        flops += 3 * 2.0 * (out * out * 7 + out * out) * positions
-        act += 3 * 5 * out * positions * BYTES_BF16
-        ch = out
-    return flops + 2.0 * ch * 7 * positions, act

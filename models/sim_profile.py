@@ -5,6 +5,7 @@ a family's derived terms, over the priors of models/sim_priors.py; no torch, no 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .sim_priors import CODEC_BATCHES, DECODE_BATCHES, REF_SMS, GpuSpec, codec_coefficients, decode_speed
@@ -91,3 +92,12 @@ def toml_value(v: object) -> str:
     if isinstance(v, list):
         return "[" + ", ".join(toml_value(x) for x in v) + "]"
     return repr(v)
+
+
+def header_value(text: str, name: str, marker: str) -> float:
+    """The value a profile's header states as `# <name> <value>: <marker>` (a fitted or carried parameter
+    the profile was written with), or ValueError."""
+    found = re.search(rf"^# {re.escape(name)} ([0-9.]+): {re.escape(marker)}", text, re.M)
+    if found is None:
+        raise ValueError(f"the profile names no {marker.lower()} {name} in its header")
+    return float(found.group(1))

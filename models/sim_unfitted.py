@@ -59,10 +59,10 @@ def stage_terms(gpu_name: str, setting: str, *, step_params: int, backbone_param
 
 def calibration(doc: str, model: str, profile_toml: Callable[[str, str], str]) -> Calibration:
     """The family's `vox calibrate` entry: both settings' profiles of `--gpu` (default h100), written as
-    recipes/gpus/<profile_name>.toml; no option of its own and no simulator run (nothing is fitted)."""
+    recipes/gpus/<profile_name>.toml; no option but the GPU and no simulator run (nothing is fitted)."""
 
     def add_options(ap: argparse.ArgumentParser) -> None:
-        del ap  # nothing to fit, nothing to set
+        ap.add_argument("--gpu", default="h100", choices=sorted(GPUS), help="the simulated GPU")
 
     def run(args: argparse.Namespace, sim: Simulator) -> Mapping[str, str]:
         del sim

@@ -30,19 +30,21 @@ SM scaling: the Amdahl exponents of sim_priors.codec_coefficients / decode_speed
 from __future__ import annotations
 
 import argparse
-import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..cosyvoice3 import sim as cv3
+from .. import sim_stages
 from ..registry import sim_sizes
 from ..sim_calibration import Calibration, Simulator
 from ..sim_priors import FLOP_EFF, GPUS, LAUNCH_US
-from ..sim_profile import render_profile, stage_profile
+from ..sim_profile import header_value, render_profile, stage_profile
 
 MODEL = "cosyvoice2-0.5b"
-# The LM side (context and prompt positions, the decode step's and prefill's terms) is CosyVoice 3's
-# arithmetic on this model's sizes: models/cosyvoice3/sim.py's lm_terms.
+# The LM side (a Qwen2-0.5B step, models/sim_stages.py) under CosyVoice 3's assumptions: a prompt of ~75
+# prompt-text + text ids and ~75 prompt speech tokens, and half of a 10 s utterance decoded on average.
+CTX_POSITIONS = 150 + 125
+PROMPT_POSITIONS = 150
+LM_KERNELS_PER_LAYER, LM_KERNELS_PER_STEP = 7, 3 + 6  # the fused layer's; embedding/head + sampling
 HISTORY_FRAMES = 250  # average cached mel frames a chunk's queries attend to (half of a 10 s utterance)
 FRAMES_REF = 100  # tokens per chunk the codec rows are quoted for (upstream's steady hop)
 SETTINGS = ("pessimistic", "optimistic")
@@ -55,7 +57,15 @@ def sizes() -> dict:
 
 
 def lm_params() -> int:
-    return cv3.lm_params(MODEL)
+    m = sizes()["lm"]
+    return sim_stages.stack_params(m, m["vocab"])
+
+
+def lm_terms(gpu_name: str, pessimistic: bool) -> dict[str, float]:
+    m = sizes()["lm"]
+    kernels = m["layers"] * LM_KERNELS_PER_LAYER + LM_KERNELS_PER_STEP
+    return sim_stages.lm_terms(gpu_name, pessimistic, lm_params(), sim_stages.kv_bytes(m, CTX_POSITIONS),
+                               kernels, PROMPT_POSITIONS)
 
 
 def encoder_token_flops() -> float:
@@ -79,13 +89,13 @@ def unet_token_flops() -> float:
 
 
 def hift_frame_flops() -> float:
-    return cv3.hift_frame_flops()  # CosyVoice 2's HiFT has CosyVoice 3's dimensions (base 512, rates 8/5/3)
+    return sim_stages.hift_frame_flops(sizes()["hift"])  # CosyVoice 3's dimensions (base 512, rates 8/5/3)
 
 
 def carried_flow_eff(root: Path | None = None) -> float:
     """CosyVoice 3's fitted DiT efficiency, read from its shipped H100 profile's header."""
     base = root or Path(__file__).resolve().parents[2]
-    return cv3.shipped_dit_eff((base / COSYVOICE3_PROFILE).read_text(encoding="utf-8"))
+    return header_value((base / COSYVOICE3_PROFILE).read_text(encoding="utf-8"), "dit_eff", "FITTED")
 
 
 def terms(gpu_name: str, setting: str, flow_eff: float | None = None) -> dict[str, float]:
@@ -100,7 +110,7 @@ def terms(gpu_name: str, setting: str, flow_eff: float | None = None) -> dict[st
     flow = encoder_token_flops() + unet_token_flops()
     token_ms = (flow / (fl * eff) + 2 * hift_frame_flops() / (fl * hift_eff)) * 1e3
     return {
-        **cv3.lm_terms(MODEL, gpu_name, pess),
+        **lm_terms(gpu_name, pess),
         "codec_c0_ms": (u["levels"] * u["blocks"] * u["steps"] * 8 + 200) * LAUNCH_US / 1e3,
         "codec_token_ms": token_ms,
         "flow_eff": eff,
@@ -139,10 +149,7 @@ def profile_toml(gpu_name: str, setting: str, flow_eff: float | None = None) -> 
 
 
 def shipped_flow_eff(text: str) -> float:
-    found = re.search(r"^# flow_eff ([0-9.]+): ASSUMED", text, re.M)
-    if found is None:
-        raise ValueError("the profile names no flow_eff in its header")
-    return float(found.group(1))
+    return header_value(text, "flow_eff", "ASSUMED")
 
 
 def add_options(ap: argparse.ArgumentParser) -> None:

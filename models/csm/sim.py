@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import sim_unfitted
+from .. import sim_stages, sim_unfitted
 from ..registry import sim_sizes
 from ..sim_priors import BYTES_BF16, GPUS, KERNELS_PER_LAYER, KERNELS_PER_MODEL, LAUNCH_US, ROW_INEFFICIENCY
 from ..sim_profile import render_profile, stage_profile
@@ -47,29 +47,21 @@ PROMPT_TOKENS = 30
 CTX_POSITIONS = PROMPT_TOKENS + 40
 SAMPLING_KERNELS = 2
 FRAMES_REF = 10
-CODEC_KERNELS = (
-    8 * KERNELS_PER_LAYER + 40
-)  # the transformer, then RVQ, upsample, SEANet convs, gather/scatter
 
 
 def sizes() -> dict[str, Any]:
     return sim_sizes(MODEL)
 
 
-def _layer_params(s: dict[str, int]) -> int:
-    h, hd = s["hidden"], s["head_dim"]
-    return 2 * h * s["heads"] * hd + 2 * h * s["kv_heads"] * hd + 3 * h * s["mlp"]
-
-
 def backbone_params() -> int:
     b = sizes()["backbone"]
-    return b["layers"] * _layer_params(b) + b["hidden"] * b["vocab"]
+    return sim_stages.stack_params(b, b["vocab"])
 
 
 def depth_params() -> int:
     """One depth pass: its layers, the input projector and one codebook head."""
     d = sizes()["depth"]
-    return d["layers"] * _layer_params(d) + d["backbone_hidden"] * d["hidden"] + d["hidden"] * d["vocab"]
+    return sim_stages.stack_params(d, d["vocab"]) + d["backbone_hidden"] * d["hidden"]
 
 
 def step_params() -> int:
@@ -78,7 +70,7 @@ def step_params() -> int:
 
 def row_bytes() -> float:
     b, d = sizes()["backbone"], sizes()["depth"]
-    kv = b["layers"] * 2 * b["kv_heads"] * b["head_dim"] * BYTES_BF16 * CTX_POSITIONS
+    kv = sim_stages.kv_bytes(b, CTX_POSITIONS)
     depth_kv = (
         d["passes"] * d["layers"] * 2 * d["kv_heads"] * d["head_dim"] * BYTES_BF16 * (d["passes"] + 2) / 2
     )
@@ -92,24 +84,8 @@ def kernels_per_step() -> int:
 
 
 def codec_frame_cost() -> tuple[float, float]:
-    """(FLOPs, activation bytes) to decode one 12.5 Hz frame with Mimi's decoder."""
-    c = sizes()["codec"]
-    h = c["hidden"]
-    flops = 2.0 * 256 * h  # the codebook sum's 256 -> 512 output projection
-    flops += 2.0 * h * 4 * 2  # the depthwise upsample (kernel 4), 2 positions
-    flops += 2 * c["layers"] * 2.0 * (4 * h * h + 2 * h * c["mlp"] + c["window"] * h * 2)  # 2 positions
-    ch, positions = c["filters"] * 2 ** len(c["rates"]), 2
-    flops += 2.0 * h * ch * 7 * positions
-    act = 0.0
-    for r in c["rates"]:
-        out = ch // 2
-        flops += 2.0 * ch * out * 2 * r * positions
-        positions *= r
-        flops += 2.0 * (out * (out // 2) * 3 + (out // 2) * out) * positions
-        act += 4 * out * positions * BYTES_BF16
-        ch = out
-    flops += 2.0 * ch * 3 * positions
-    return flops, act
+    """(FLOPs, activation bytes) to decode one 12.5 Hz frame with Mimi's decoder (models/sim_stages.py)."""
+    return sim_stages.mimi_frame_cost(sizes()["codec"])
 
 
 def terms(gpu_name: str, setting: str) -> dict[str, float]:
@@ -117,7 +93,7 @@ def terms(gpu_name: str, setting: str) -> dict[str, float]:
     return sim_unfitted.stage_terms(
         gpu_name, setting, step_params=step_params(), backbone_params=backbone_params(),
         row_bytes=row_bytes(), kernels=kernels_per_step(), prompt_tokens=PROMPT_TOKENS,
-        codec_kernels=CODEC_KERNELS, codec_flops=flops, codec_act=act,
+        codec_kernels=sim_stages.mimi_kernels(sizes()["codec"]), codec_flops=flops, codec_act=act,
     )
 
 

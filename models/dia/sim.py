@@ -56,12 +56,10 @@ exponents of the paper's codec facts (sim_priors.codec_coefficients), i.e. the s
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Mapping
 from typing import Any
 
+from .. import sim_stages, sim_unfitted
 from ..registry import sim_sizes
-from ..sim_calibration import Calibration, Simulator
 from ..sim_priors import (
     BW_EFF,
     BYTES_BF16,
@@ -79,8 +77,7 @@ TEXT_TOKENS = 100
 CTX_POSITIONS = 16 + 129
 CROSS_KERNELS = 3  # per layer: norm + Q GEMM, cross attention, O GEMM + residual
 SAMPLING_KERNELS = 8  # CFG combine, top-k, channel filter, top-p sort/cumsum, draw, EOS bookkeeping
-CODEC_KERNELS = 140
-SETTINGS = ("pessimistic", "optimistic")
+CODEC_KERNELS = sim_stages.DAC_KERNELS
 
 
 def sizes() -> dict[str, Any]:
@@ -133,19 +130,8 @@ def kernels_per_step() -> int:
 
 
 def dac_frame_flops() -> tuple[float, float]:
-    """(conv FLOPs, activation bytes) per 512-sample frame of the DAC decoder."""
-    c = sizes()["dac"]
-    ch, flops, act = c["hidden"], 2.0 * c["latent"] * c["hidden"] * 7, 0.0
-    positions = 1
-    for stride in c["rates"]:
-        out = ch // 2
-        flops += 2.0 * ch * out * 2 * stride * positions  # ConvTranspose, kernel 2 x stride, per input
-        positions *= stride
-        flops += 3 * 2.0 * (out * out * 7 + out * out) * positions  # 3 residual units: k7 + k1
-        act += 3 * 5 * out * positions * BYTES_BF16  # snake, snake, add per unit (read + write ~5 passes)
-        ch = out
-    flops += 2.0 * ch * 1 * 7 * positions
-    return flops, act
+    """(conv FLOPs, activation bytes) per 512-sample frame of the DAC decoder (models/sim_stages.py)."""
+    return sim_stages.dac_frame_cost(sizes()["dac"])
 
 
 def cfg_terms(bw: float, fl: float, row_ms: float, added_kernels: bool) -> dict[str, float]:
@@ -161,8 +147,7 @@ def cfg_terms(bw: float, fl: float, row_ms: float, added_kernels: bool) -> dict[
 
 
 def terms(gpu_name: str, setting: str) -> dict[str, float]:
-    if setting not in SETTINGS:
-        raise ValueError(f"setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
+    sim_unfitted.check_setting(setting)
     gpu = GPUS[gpu_name]
     bw, fl = gpu.bandwidth * BW_EFF, gpu.flops * FLOP_EFF
     arith_row = (row_bytes() / bw + 2 * decoder_step_params() / fl) * 1e3
@@ -224,15 +209,4 @@ def profile_toml(gpu_name: str, setting: str) -> str:
     return render_profile(head, build_profile(gpu_name, setting), f"dia-{setting}")
 
 
-def add_options(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--gpu", default="h100")
-
-
-def run(args: argparse.Namespace, sim: Simulator) -> Mapping[str, str]:
-    """recipes/gpus/<gpu>-dia-1.6b.toml (pessimistic, what `--gpu <gpu> --model dia-1.6b` loads) and
-    recipes/gpus/<gpu>-optimistic-dia-1.6b.toml (`--gpu <gpu>-optimistic`); nothing is simulated."""
-    names = {"pessimistic": f"{args.gpu}-{MODEL}", "optimistic": f"{args.gpu}-optimistic-{MODEL}"}
-    return {f"recipes/gpus/{name}.toml": profile_toml(args.gpu, setting) for setting, name in names.items()}
-
-
-CALIBRATION = Calibration(__doc__ or "", add_options, run)
+CALIBRATION = sim_unfitted.calibration(__doc__ or "", MODEL, profile_toml)

@@ -58,9 +58,9 @@ from ..sim_priors import (
     KERNELS_PER_MODEL,
     LAUNCH_US,
     ROW_INEFFICIENCY,
-    dac_decoder_frame,
 )
 from ..sim_profile import render_profile, stage_profile
+from ..sim_stages import dac_decoder_frame, kv_bytes, stack_params
 
 MODEL = "higgs-v3-4b"
 PROMPT_TOKENS = 40
@@ -83,14 +83,11 @@ def sizes() -> dict[str, Any]:
 
 def step_params() -> int:
     b = sizes()["backbone"]
-    h, hd = b["hidden"], b["head_dim"]
-    attn = 2 * h * b["heads"] * hd + 2 * h * b["kv_heads"] * hd
-    return b["layers"] * (attn + 3 * h * b["mlp"]) + h * b["codebooks"] * b["vocab"]
+    return stack_params(b, b["codebooks"] * b["vocab"])  # the fused audio head
 
 
 def row_bytes() -> float:
-    b = sizes()["backbone"]
-    return b["layers"] * 2 * b["kv_heads"] * b["head_dim"] * BYTES_BF16 * CTX_POSITIONS
+    return kv_bytes(sizes()["backbone"], CTX_POSITIONS)
 
 
 def kernels_per_step() -> int:

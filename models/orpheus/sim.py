@@ -40,12 +40,10 @@ Prefill: the LM over PROMPT tokens (weights read once + 2 x params FLOPs per tok
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Mapping
 from typing import Any
 
+from .. import sim_stages, sim_unfitted
 from ..registry import sim_sizes
-from ..sim_calibration import Calibration, Simulator
 from ..sim_priors import (
     BW_EFF,
     BYTES_BF16,
@@ -66,7 +64,6 @@ SAMPLING_KERNELS = 6
 CODEC_KERNELS = 120  # SNAC's convolutions, snakes and adds (~90) + the window gather and noise draws
 CHUNK_REF = 16
 WHOLE_MODE_OVERHEAD = (CHUNK_REF + 6) / CHUNK_REF
-SETTINGS = ("pessimistic", "optimistic")
 
 
 def sizes() -> dict[str, Any]:
@@ -75,14 +72,12 @@ def sizes() -> dict[str, Any]:
 
 def lm_params() -> int:
     s = sizes()["lm"]
-    h, hd = s["hidden"], s["head_dim"]
-    attn = 2 * h * s["heads"] * hd + 2 * h * s["kv_heads"] * hd
-    return s["layers"] * (attn + 3 * h * s["mlp"]) + s["vocab"] * h  # the tied embedding, read as the head
+    return sim_stages.stack_params(s, s["vocab"])  # the tied embedding, read as the head
 
 
 def row_bytes() -> float:
     s = sizes()["lm"]
-    return s["layers"] * 2 * s["kv_heads"] * s["head_dim"] * BYTES_BF16 * CTX_POSITIONS + s["vocab"] * 4
+    return sim_stages.kv_bytes(s, CTX_POSITIONS) + s["vocab"] * 4
 
 
 def kernels_per_step() -> int:
@@ -108,8 +103,7 @@ def snac_frame_flops() -> tuple[float, float]:
 
 
 def terms(gpu_name: str, setting: str) -> dict[str, float]:
-    if setting not in SETTINGS:
-        raise ValueError(f"setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
+    sim_unfitted.check_setting(setting)
     gpu = GPUS[gpu_name]
     bw, fl = gpu.bandwidth * BW_EFF, gpu.flops * FLOP_EFF
     p = lm_params()
@@ -169,15 +163,4 @@ def profile_toml(gpu_name: str, setting: str) -> str:
     return render_profile(head, build_profile(gpu_name, setting), f"orpheus-{setting}")
 
 
-def add_options(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--gpu", default="h100")
-
-
-def run(args: argparse.Namespace, sim: Simulator) -> Mapping[str, str]:
-    """recipes/gpus/<gpu>-orpheus-3b.toml (pessimistic, what `--gpu <gpu> --model orpheus-3b` loads) and
-    recipes/gpus/<gpu>-optimistic-orpheus-3b.toml (`--gpu <gpu>-optimistic`); nothing is simulated."""
-    names = {"pessimistic": f"{args.gpu}-{MODEL}", "optimistic": f"{args.gpu}-optimistic-{MODEL}"}
-    return {f"recipes/gpus/{name}.toml": profile_toml(args.gpu, setting) for setting, name in names.items()}
-
-
-CALIBRATION = Calibration(__doc__ or "", add_options, run)
+CALIBRATION = sim_unfitted.calibration(__doc__ or "", MODEL, profile_toml)

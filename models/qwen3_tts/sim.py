@@ -83,6 +83,7 @@ from ..sim_priors import (
     decode_speed,
 )
 from ..sim_profile import render_profile
+from ..sim_stages import kv_bytes, stack_params
 
 # --- Qwen3-TTS 1.7B dimensions: the sim model its family registers (models/qwen3_tts/family.py) -------
 MODEL = "qwen3-tts-1.7b"
@@ -101,29 +102,18 @@ PREDICTOR: dict[str, int] = dict(_SIM.sizes["predictor"])
 CHUNK_FRAMES = _FAMILY.sim.chunk.steady  # the paper's chunks (10 frames), as the family's sim schedule
 
 
-def _layer_params(hidden: int, heads: int, kv_heads: int, head_dim: int, mlp: int) -> int:
-    q, kv, o = hidden * heads * head_dim, 2 * hidden * kv_heads * head_dim, heads * head_dim * hidden
-    return q + kv + o + 3 * hidden * mlp
-
-
 def talker_params() -> int:
-    t = TALKER
-    return (
-        t["layers"] * _layer_params(t["hidden"], t["heads"], t["kv_heads"], t["head_dim"], t["mlp"])
-        + t["hidden"] * t["codec_vocab"]
-    )
+    return stack_params(TALKER, TALKER["codec_vocab"])
 
 
 def predictor_pass_params() -> int:
     """Weights one depth-transformer pass reads: its layers, the 2048->1024 projection, one lm head."""
     p = PREDICTOR
-    layers = p["layers"] * _layer_params(p["hidden"], p["heads"], p["kv_heads"], p["head_dim"], p["mlp"])
-    return layers + p["talker_hidden"] * p["hidden"] + p["hidden"] * p["vocab"]
+    return stack_params(p, p["vocab"]) + p["talker_hidden"] * p["hidden"]
 
 
 def kv_bytes_per_token() -> int:
-    t = TALKER
-    return t["layers"] * 2 * t["kv_heads"] * t["head_dim"] * BYTES_BF16
+    return kv_bytes(TALKER, 1)
 
 
 CTX_TOKENS = 64  # average talker context per row during decode (~10 prompt rows + half of ~98 frames)

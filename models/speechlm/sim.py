@@ -59,9 +59,9 @@ from ..sim_priors import (
     KERNELS_PER_MODEL,
     LAUNCH_US,
     ROW_INEFFICIENCY,
-    dac_decoder_frame,
 )
 from ..sim_profile import codec_call_ms, render_profile, stage_profile
+from ..sim_stages import dac_decoder_frame, stack_params
 
 MODELS = ("bagpiper-8b", "opuslm-7b")
 PROMPT_TOKENS = 60
@@ -85,10 +85,7 @@ def sizes(model: str) -> dict:
 
 
 def backbone_params(s: dict) -> int:
-    b = s["backbone"]
-    h, hd = b["hidden"], b["head_dim"]
-    attn = 2 * h * b["heads"] * hd + 2 * h * b["kv_heads"] * hd
-    return b["layers"] * (attn + 3 * h * b["mlp"])
+    return stack_params(s["backbone"], 0)  # its heads are counted per phase (head_params)
 
 
 def text_share(setting: str) -> float:

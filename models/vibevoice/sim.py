@@ -47,6 +47,7 @@ from ..sim_priors import (
     ROW_INEFFICIENCY,
 )
 from ..sim_profile import render_profile, stage_profile
+from ..sim_stages import kv_bytes, stack_params
 from ..sim_unfitted import datasheet_line
 
 MODEL = "vibevoice-1.5b"
@@ -64,10 +65,7 @@ def sizes() -> dict[str, Any]:
 
 
 def lm_params() -> int:
-    s = sizes()["lm"]
-    h, hd = s["hidden"], s["head_dim"]
-    layer = h * s["heads"] * hd * 2 + 2 * h * s["kv_heads"] * hd + 3 * h * s["mlp"]
-    return s["layers"] * layer + 4 * h  # + the 4 LM-head rows
+    return stack_params(sizes()["lm"], 4)  # + the 4 LM-head rows
 
 
 def head_params() -> int:
@@ -124,9 +122,7 @@ def step_weight_bytes() -> float:
 
 
 def row_bytes() -> float:
-    s = sizes()["lm"]
-    per_pos = s["layers"] * 2 * s["kv_heads"] * s["head_dim"] * BYTES_BF16
-    return per_pos * (CTX_POSITIONS + 2 * GUIDE_POSITIONS)
+    return kv_bytes(sizes()["lm"], CTX_POSITIONS + 2 * GUIDE_POSITIONS)
 
 
 def row_flops(conv_eff: float) -> float:

@@ -21,21 +21,18 @@ Assumptions (stated, not fitted): a typical request is ~3 s of audio (258 frames
 phonemes, so its prefix is PREFIX = 100 + 2 + 6 positions and its average decode context is
 CTX = PREFIX + 9 + 129; BW_EFF, FLOP_EFF, LAUNCH_US and the SM scaling are the priors of models/sim_priors.py.
 Prefill: both sequences' PREFIX + 1 positions through the backbone (FLOPs) plus one weight read.
-Codec: the same DAC 44.1 kHz decoder as Dia's, so its cost is Dia's profile's derivation (models/dia/sim.py
-dac_frame_flops), per 48-frame chunk reference.
+Codec: the same DAC 44.1 kHz decoder as Dia's, so its cost is the shared DAC stage (models/sim_stages.py
+dac_frame_cost), per 48-frame chunk reference.
 
     .venv/bin/python -m voxcli.bench.calibration --family zonos [--gpu h100]
 """
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Mapping
 from typing import Any
 
-from ..dia.sim import dac_frame_flops  # the same DAC 44.1 kHz decoder, derived once
+from .. import sim_stages, sim_unfitted
 from ..registry import sim_sizes
-from ..sim_calibration import Calibration, Simulator
 from ..sim_priors import (
     BW_EFF,
     BYTES_BF16,
@@ -52,8 +49,7 @@ MODEL = "zonos-v0.1"
 PREFIX = 100 + 2 + 6
 CTX_POSITIONS = PREFIX + 9 + 129
 SAMPLING_KERNELS = 10
-CODEC_KERNELS = 140
-SETTINGS = ("pessimistic", "optimistic")
+CODEC_KERNELS = sim_stages.DAC_KERNELS  # the same DAC 44.1 kHz decoder as Dia's
 
 
 def sizes() -> dict[str, Any]:
@@ -62,14 +58,11 @@ def sizes() -> dict[str, Any]:
 
 def step_params() -> int:
     b = sizes()["backbone"]
-    h, hd = b["hidden"], b["head_dim"]
-    attn = 2 * h * b["heads"] * hd + 2 * h * b["kv_heads"] * hd
-    return b["layers"] * (attn + 3 * h * b["mlp"]) + b["codebooks"] * b["head_vocab"] * h
+    return sim_stages.stack_params(b, b["codebooks"] * b["head_vocab"])  # + the nine heads
 
 
 def row_bytes() -> float:
-    b = sizes()["backbone"]
-    return b["layers"] * 2 * b["kv_heads"] * b["head_dim"] * BYTES_BF16 * CTX_POSITIONS
+    return sim_stages.kv_bytes(sizes()["backbone"], CTX_POSITIONS)
 
 
 def kernels_per_step() -> int:
@@ -77,13 +70,12 @@ def kernels_per_step() -> int:
 
 
 def terms(gpu_name: str, setting: str) -> dict[str, float]:
-    if setting not in SETTINGS:
-        raise ValueError(f"setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
+    sim_unfitted.check_setting(setting)
     gpu = GPUS[gpu_name]
     bw, fl = gpu.bandwidth * BW_EFF, gpu.flops * FLOP_EFF
     arith_row = (row_bytes() / bw + 2 * step_params() / fl) * 1e3
     floor = step_params() * BYTES_BF16 / bw * 1e3 + kernels_per_step() * LAUNCH_US / 1e3
-    conv, act = dac_frame_flops()
+    conv, act = sim_stages.dac_frame_cost(sizes()["dac"])
     conv_eff = 0.5 if setting == "pessimistic" else 1.0
     return {
         "floor_ms": floor,
@@ -111,7 +103,7 @@ def build_profile(gpu_name: str, setting: str = "pessimistic") -> dict:
 
 def profile_toml(gpu_name: str, setting: str) -> str:
     t = terms(gpu_name, setting)
-    conv, act = dac_frame_flops()
+    conv, act = sim_stages.dac_frame_cost(sizes()["dac"])
     g = GPUS[gpu_name]
     head = [
         "Written by `python -m voxcli.bench.calibration --family zonos`: Zonos v0.1 (transformer) on "
@@ -132,15 +124,4 @@ def profile_toml(gpu_name: str, setting: str) -> str:
     return render_profile(head, build_profile(gpu_name, setting), f"zonos-{setting}")
 
 
-def add_options(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--gpu", default="h100")
-
-
-def run(args: argparse.Namespace, sim: Simulator) -> Mapping[str, str]:
-    """recipes/gpus/<gpu>-zonos-v0.1.toml (pessimistic, what `--gpu <gpu> --model zonos-v0.1` loads) and
-    recipes/gpus/<gpu>-optimistic-zonos-v0.1.toml (`--gpu <gpu>-optimistic`); nothing is simulated."""
-    names = {"pessimistic": f"{args.gpu}-{MODEL}", "optimistic": f"{args.gpu}-optimistic-{MODEL}"}
-    return {f"recipes/gpus/{name}.toml": profile_toml(args.gpu, setting) for setting, name in names.items()}
-
-
-CALIBRATION = Calibration(__doc__ or "", add_options, run)
+CALIBRATION = sim_unfitted.calibration(__doc__ or "", MODEL, profile_toml)
