@@ -42,11 +42,11 @@ def sim_step_ms(profile_name: str, n: int, cfg: bool, texts: list[str], share: s
     "this" (this checkout's profile and keys)."""
     from voxcli.models.base import Row, SynthesisRequest
 
-    from voxcli.engine.cost import CostProfile
     from voxcli.engine.executors.base import Work
-    from voxcli.engine.executors.sim import SimExecutor
     from voxcli.engine.lanes import LaneLayout
-    from voxcli.engine.synthetic import SyntheticProgram
+    from voxcli.sim.cost import CostProfile
+    from voxcli.sim.executor import SimExecutor
+    from voxcli.sim.synthetic import SyntheticProgram
 
     path = f"recipes/gpus/{profile_name}.toml"
     if share == "rev":

@@ -84,7 +84,6 @@ def main() -> int:
     ap.add_argument("--upstream", default=os.environ.get("VOX_COSYVOICE_UPSTREAM")
                     or str(ROOT.parent / "shared" / "oracle" / "cosyvoice3"))
     a = ap.parse_args()
-    sys.path.insert(0, str(ROOT))
     import torch
     from voxcli.models import load_model
     from voxcli.models.registry import get_tiny

@@ -21,14 +21,12 @@ the latter. Executors:
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 TEXT = ("Thanks for calling. Your order shipped this morning and should arrive on Thursday before noon, "
         "so keep an eye on the door.")
@@ -49,8 +47,8 @@ def sim_run(text: str, cpm: float, gpu: str) -> dict[str, float]:
     from voxcli.models.text_feed import TextFeed
 
     from voxcli.engine.engine import Engine
-    from voxcli.engine.synthetic import SyntheticProgram
     from voxcli.session import EngineOptions, engine_config
+    from voxcli.sim.synthetic import SyntheticProgram
 
     config = engine_config(EngineOptions(model="kyutai-tts-1.6b", executor="sim", gpu=gpu))
     words = typed(text, cpm)

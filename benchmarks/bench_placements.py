@@ -14,7 +14,7 @@ measured to the grid's resolution around the prediction it is checked against.
 The prediction is `vox profile --gpus N`'s (voxcli/bench/profile_placements.py): the throughput model
 ranks the placements (`voxcli.placement.ranked_placements`, given the engines' decode-row cap: `--set
 max_running=M` -> LoadShape.max_decode_batch=M), and each is co-simulated on the virtual clock for its SLO
-capacity (voxcli/bench/placement_sim.py), with the replicas' own config, under its optimistic and
+capacity (voxcli/sim/placement.py), with the replicas' own config, under its optimistic and
 pessimistic network; the rates run here are fractions of the optimistic one, with `--seeds` arrival seeds
 each. Cap the rows on a small host: the simulated GPUs are fast, the host's CPUs (Ray, the engines' host
 loops, the client) are what this machine lacks. Also printed per split placement: Ray messages and code
@@ -32,12 +32,12 @@ import time
 from pathlib import Path
 
 from voxcli.bench.client import EngineTarget
-from voxcli.bench.placement_sim import PlacementPrediction
 from voxcli.bench.profile_placements import candidates, predict_placements
 from voxcli.bench.sweep import SweepSpec, Variant, sweep_variant
 from voxcli.bench.workloads import load_workload
 from voxcli.cluster.ray_app import ReplicaSpec
 from voxcli.placement import Placement, ranked_placements
+from voxcli.sim.placement import PlacementPrediction
 
 
 def _placements(model: str, gpu: str, gpus: int, cap: int | None, top: int) -> list[tuple[Placement, float]]:

@@ -34,7 +34,11 @@ from voxcli.models.base import SynthesisRequest
 
 from voxcli.config import EngineConfig
 from voxcli.engine.engine import Engine
-from voxcli.engine.synthetic import SyntheticProgram
+
+try:
+    from voxcli.sim.synthetic import SyntheticProgram
+except ModuleNotFoundError:  # --compare's worker on a revision before voxcli/sim/ (e.g. 2fafad2)
+    from voxcli.engine.synthetic import SyntheticProgram  # type: ignore[no-redef]
 
 CALLS = ("add", "cancel", "decide", "complete", "next_timer")
 

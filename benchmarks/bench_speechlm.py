@@ -19,13 +19,11 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 ORACLE = ROOT / "tests" / "oracle" / "run_speechlm.py"
 SPEC = {"seed": 0, "text_vocab": 64, "weight_scale": 1.0,
         "backbone": {"arch": "qwen3", "hidden": 256, "mlp": 1024, "layers": 4, "heads": 4, "kv_heads": 2,

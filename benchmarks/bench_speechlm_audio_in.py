@@ -8,7 +8,7 @@ Workload (assumptions, stated): TTS texts from the shipped LibriTTS test-clean l
 each `fixed_frames` = its estimated length; audio-in clips with LibriSpeech test-clean-like durations
 (2620 utterances, 5.4 h: mean 7.4 s; lognormal with median 6 s and sigma 0.6, clipped to 1.5..35 s);
 answers of 3.5 tokens per audio second and an X-Codec encode charged as 3% extra prefill tokens
-(voxcli/engine/synthetic.py states both; `--encode-share 0.10` is the pessimistic setting). Poisson
+(voxcli/sim/synthetic.py states both; `--encode-share 0.10` is the pessimistic setting). Poisson
 arrivals, 60 s per rate, seeds 0 and 1. SLO (TTS): TTFA <= the recipe's target (recipes/bagpiper-8b.toml:
 1 s, the text plan comes first) and no stall (voxcli/bench/metrics.py);
 capacity = the highest rate of the list at which >= 90% of the TTS requests met it (per seed). Audio-in:
@@ -21,13 +21,11 @@ import argparse
 import json
 import random
 import statistics
-import sys
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 
 def run(gpu: str, rate: float, seed: int, share: float, seconds: float) -> dict:
@@ -87,7 +85,7 @@ def main() -> None:
     ap.add_argument("--encode-share", type=float, default=None, help="override ENCODE_TOKEN_SHARE")
     a = ap.parse_args()
     if a.encode_share is not None:
-        import voxcli.engine.synthetic as syn
+        import voxcli.sim.synthetic as syn
 
         syn.ENCODE_TOKEN_SHARE = a.encode_share
     rates = [float(x) for x in a.rates.split(",")]

@@ -17,13 +17,11 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 ORACLE = ROOT / "tests" / "oracle" / "run_speechlm_audio_in.py"
 
 

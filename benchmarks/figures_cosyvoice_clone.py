@@ -9,17 +9,16 @@ usage: VOX_COSYVOICE_ORACLE_PYTHON=... python -m benchmarks figures_cosyvoice_cl
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
+from voxcli.models import load_model
+from voxcli.models.base import CodecItem, Row, SamplingParams, SynthesisRequest
+from voxcli.models.registry import get_tiny
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
-
-from oracle.drive_cosyvoice import run_cases  # noqa: E402
-from support.cosyvoice_clone_case import (  # noqa: E402
+from tests.oracle.drive_cosyvoice import run_cases
+from tests.support.cosyvoice_clone_case import (
     INSTRUCTION,
     REF_TEXT,
     TEXT,
@@ -27,9 +26,6 @@ from support.cosyvoice_clone_case import (  # noqa: E402
     UPSTREAM_PROMPT,
     write_clip,
 )
-from voxcli.models import load_model  # noqa: E402
-from voxcli.models.base import CodecItem, Row, SamplingParams, SynthesisRequest  # noqa: E402
-from voxcli.models.registry import get_tiny  # noqa: E402
 
 
 def synthesize(program, req: SynthesisRequest) -> np.ndarray:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from voxcli.models.base import SamplingParams, SynthesisRequest
 
-import voxcli.engine.executors.sim as sim_mod
+import voxcli.sim.executor as sim_mod
 from voxcli.config import ChunkSchedule, EngineConfig
 from voxcli.engine.engine import Engine
 

@@ -17,12 +17,8 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import threading
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 TEXT = "The quick brown fox jumps over the lazy dog. Then it ran off into the quiet forest to sleep."
 
@@ -109,7 +105,8 @@ def main() -> None:
     ap.add_argument("--token-ms", type=float, default=20.0)
     args = ap.parse_args()
     import httpx
-    from support.serve_util import running_server, sim_service
+
+    from tests.support.serve_util import running_server, sim_service
 
     token_s = args.token_ms / 1000
     service = sim_service()

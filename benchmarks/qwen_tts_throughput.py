@@ -13,13 +13,12 @@ may stop early at EOS, so the audio actually produced is what counts.
 import argparse
 import json
 import os
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "oracle"))
-import official  # noqa: E402  (imports qwen_tts offline)
-import torch  # noqa: E402
+# isort: off
+from tests.oracle import official  # imports qwen_tts offline, before torch (as this script always did)
+import torch
+# isort: on
 
 TEXTS = [
     "The beggar's plea, the politician's sceptre and the drummer's ablest assistant.",

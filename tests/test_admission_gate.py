@@ -14,7 +14,7 @@ from voxcli.engine.executors.stages import run_work
 from voxcli.engine.request import RequestState
 from voxcli.engine.scheduler import Ended, Scheduler
 from voxcli.engine.stream import RequestRejected
-from voxcli.engine.synthetic import SyntheticProgram
+from voxcli.sim.synthetic import SyntheticProgram
 
 CHUNK = ChunkSchedule(first=4, steady=10)
 

@@ -13,7 +13,7 @@ from voxcli.bench.sweep import SweepSpec, Variant, parse_rates, sweep_variant
 from voxcli.bench.targets import sim_target
 from voxcli.bench.workloads import load_workload
 from voxcli.config import ChunkSchedule, EngineConfig
-from voxcli.engine.cost import CostProfile
+from voxcli.sim.cost import CostProfile
 
 
 def test_calibrated_profile_reproduces_the_micro_facts_it_was_built_from():

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from voxcli.models.registry import FAMILY_PACKAGES, find_family
 
-from voxcli.bench.calibration import main, repo_root
+from voxcli.bench.calibration import main
+from voxcli.sim.calibration import repo_root
 
 GPUS = repo_root() / "recipes" / "gpus"
 

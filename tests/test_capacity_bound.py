@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from voxcli.bound import capacity_bound
 from voxcli.cli import app
-from voxcli.engine.cost import CostProfile
+from voxcli.sim.cost import CostProfile
 
 
 def _profile(codec_ms: tuple[float, float] = (5.0, 8.0)) -> CostProfile:

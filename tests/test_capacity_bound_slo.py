@@ -9,7 +9,7 @@ import math
 import pytest
 
 from voxcli.bound import capacity_bound, schedule_step_cap
-from voxcli.engine.cost import CostProfile
+from voxcli.sim.cost import CostProfile
 
 
 def _hand(cfg_row: float = 1.0, prefill: bool = False) -> CostProfile:

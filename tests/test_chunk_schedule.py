@@ -7,7 +7,7 @@ import pytest
 
 from voxcli.config import ChunkSchedule, ConfigError, EngineConfig, load_recipe
 from voxcli.engine.engine import Engine
-from voxcli.engine.synthetic import SyntheticProgram
+from voxcli.sim.synthetic import SyntheticProgram
 
 QWEN_DEFAULT = ChunkSchedule(first=1, ramp=(2, 4, 8), steady=10)  # what the Qwen3-TTS program declares
 

@@ -93,7 +93,7 @@ def test_the_engine_resolves_auto_to_where_the_program_lives(monkeypatch):
     import torch
 
     from voxcli.engine.engine import Engine
-    from voxcli.engine.synthetic import SyntheticProgram
+    from voxcli.sim.synthetic import SyntheticProgram
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # even on a GPU machine...
     with Engine(SyntheticProgram(), EngineConfig()) as eng:  # ...a host-only program runs on the cpu

@@ -21,7 +21,7 @@ from voxcli.config import ChunkSchedule, EngineConfig, load_recipe
 from voxcli.engine.engine import Engine
 from voxcli.engine.memory_plan import Budget, MemoryPlanError, plan_limits, plan_memory
 from voxcli.engine.stream import RequestRejected
-from voxcli.engine.synthetic import SyntheticProgram
+from voxcli.sim.synthetic import SyntheticProgram
 
 GB = 10**9
 REAL = CosyVoice3Config(lm=LMConfig(Qwen2Config()), flow=FlowConfig(DiTConfig()), hift=HiFTConfig())

@@ -16,8 +16,8 @@ from voxcli.models.cosyvoice3.sim import (
 )
 
 from voxcli.config import ConfigError, EngineConfig, recipe_path
-from voxcli.engine.cost import CostProfile
 from voxcli.engine.estimates import load_profile
+from voxcli.sim.cost import CostProfile
 
 
 def test_profile_arithmetic_and_settings():

@@ -77,7 +77,7 @@ def digest(case: tuple[str, str, str, dict[str, Any], int], seed: int, n: int) -
     from voxcli.models import registry
 
     from voxcli.engine.engine import Engine
-    from voxcli.engine.synthetic import SyntheticProgram
+    from voxcli.sim.synthetic import SyntheticProgram
 
     _, policy, admission, extra, lead = case
     cfg = EngineConfig(executor="sim", policy=policy, admission=admission, **extra)

@@ -8,8 +8,8 @@ from typer.testing import CliRunner
 from voxcli.models.dia.sim import build_profile, decoder_step_params, profile_toml, terms
 
 from voxcli.config import ConfigError, EngineConfig
-from voxcli.engine.cost import CostProfile
 from voxcli.engine.estimates import load_profile
+from voxcli.sim.cost import CostProfile
 
 
 def test_profile_arithmetic_and_settings():
@@ -43,7 +43,7 @@ def test_dia_gets_its_own_profile_never_qwens():
 def test_stand_in_is_a_cfg_pair_with_a_delay_fill():
     from voxcli.models.base import Row, SynthesisRequest
 
-    from voxcli.engine.synthetic import SyntheticProgram
+    from voxcli.sim.synthetic import SyntheticProgram
 
     p = SyntheticProgram.for_model("dia-1.6b")
     assert p.spec.sample_rate == 44100 and p.spec.samples_per_frame == 512
@@ -69,9 +69,9 @@ def _decode_ms(profile: CostProfile, prompts) -> float:
     from voxcli.models.base import Row
 
     from voxcli.engine.executors.base import Work
-    from voxcli.engine.executors.sim import SimExecutor
     from voxcli.engine.lanes import LaneLayout
-    from voxcli.engine.synthetic import SyntheticProgram
+    from voxcli.sim.executor import SimExecutor
+    from voxcli.sim.synthetic import SyntheticProgram
 
     rows = [Row(i, p, [0]) for i, p in enumerate(prompts)]
     layout = LaneLayout(policy="sync", lanes=("lm",), sms={"lm": None}, serialized=True)
@@ -125,7 +125,7 @@ def test_unconditional_row_loses_its_whole_cross_attention_and_layer_0():
     # the stand-in's CFG prompts all carry one sharing key, whatever the text
     from voxcli.models.base import SynthesisRequest
 
-    from voxcli.engine.synthetic import SyntheticProgram
+    from voxcli.sim.synthetic import SyntheticProgram
 
     p = SyntheticProgram.for_model("dia-1.6b")
     a, b = (p.prepare(SynthesisRequest(text=t)) for t in ("hello there", "hello where"))

@@ -11,7 +11,7 @@ from voxcli.models.base import InputError, SynthesisRequest
 
 from voxcli.config import ChunkSchedule, EngineConfig
 from voxcli.engine.engine import Engine, EngineClosed, RequestCancelled, RequestFailed
-from voxcli.engine.synthetic import SyntheticProgram
+from voxcli.sim.synthetic import SyntheticProgram
 
 
 class SlowProgram(SyntheticProgram):

@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from voxcli.config import EngineConfig
-from voxcli.engine.cost import CostProfile
 from voxcli.engine.estimates import load_profile
+from voxcli.sim.cost import CostProfile
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,7 +50,7 @@ def test_higgs_gets_its_own_profile():
 def test_stand_in_has_the_delay_fill():
     from voxcli.models.base import Row, SynthesisRequest
 
-    from voxcli.engine.synthetic import SyntheticProgram
+    from voxcli.sim.synthetic import SyntheticProgram
 
     p = SyntheticProgram.for_model("higgs-v3-4b")
     assert (p.spec.sample_rate, p.spec.samples_per_frame, p.spec.codebooks) == (24000, 960, 8)

@@ -22,7 +22,7 @@ QWEN_IDS = {"Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice", "Qwen/Qwen3-TTS-12Hz-0.6B-Ba
 @pytest.fixture
 def fake_family(monkeypatch):
     """A second family registered first (so it is also the default), the way Dia will register."""
-    from voxcli.engine.synthetic import SyntheticProgram
+    from voxcli.sim.synthetic import SyntheticProgram
 
     def load(path, device, dtype):
         p = SyntheticProgram(sim=fake.sim)
@@ -85,7 +85,7 @@ def test_bench_and_sim_defaults_come_from_the_default_family(fake_family):
 
     from voxcli.bench.sweep import SweepSpec
     from voxcli.bench.workloads import Utterance, estimate_frames, mean_chunks
-    from voxcli.engine.synthetic import SyntheticProgram
+    from voxcli.sim.synthetic import SyntheticProgram
 
     rate = 44100 / 512
     assert SweepSpec(rates=[1.0]).frame_rate == rate

@@ -14,7 +14,7 @@ from voxcli.models.base import NUMERIC_BOUNDS, InputError, SamplingParams, Synth
 
 from voxcli.config import ChunkSchedule, EngineConfig
 from voxcli.engine.engine import Engine
-from voxcli.engine.synthetic import SyntheticProgram
+from voxcli.sim.synthetic import SyntheticProgram
 
 S = SamplingParams
 # (fields of the request, words of the refusal); each was accepted by `check` before, and most then raised

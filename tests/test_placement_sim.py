@@ -1,4 +1,4 @@
-"""The placement co-simulation (voxcli/bench/placement_sim.py): a placement's engines on one virtual clock
+"""The placement co-simulation (voxcli/sim/placement.py): a placement's engines on one virtual clock
 behind the front door's routing, what `vox profile --gpus N` predicts SLO capacities with. Virtual time
 throughout: nothing here depends on the machine's speed or load."""
 
@@ -11,7 +11,6 @@ from typer.testing import CliRunner
 from voxcli.models.registry import sim_spec_for
 
 from voxcli.bench.client import schedule
-from voxcli.bench.placement_sim import OPTIMISTIC, PESSIMISTIC, Network, PlacementSimTarget, sim_engines
 from voxcli.bench.sweep import Variant
 from voxcli.bench.targets import model_config, sim_target
 from voxcli.bench.workloads import load_workload
@@ -19,6 +18,7 @@ from voxcli.cli import app
 from voxcli.engine.hold import CHUNK_HOLD_S
 from voxcli.engine.roles import CodecEngine, LMEngine, VirtualEpoch
 from voxcli.placement import Placement
+from voxcli.sim.placement import OPTIMISTIC, PESSIMISTIC, Network, PlacementSimTarget, sim_engines
 
 MODEL = "qwen3-tts-1.7b"
 

@@ -11,8 +11,8 @@ from voxcli.models.registry import sim_spec_for
 from voxcli.bench.workloads import estimate_frames, load_workload
 from voxcli.bound import capacity_bound
 from voxcli.config import recipe_path
-from voxcli.engine.cost import CostProfile
 from voxcli.profile import LoadShape, choose_split, codec_capacity_rps, load_shape, split_points
+from voxcli.sim.cost import CostProfile
 
 COSY = ChunkSchedule(first=28, ramp=(50,), steady=100)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from voxcli.engine.cost import CostProfile
 from voxcli.profile import (
     LoadShape,
     Placement,
@@ -13,6 +12,7 @@ from voxcli.profile import (
     rank_placements,
     split_points,
 )
+from voxcli.sim.cost import CostProfile
 
 SHAPE = LoadShape(frames_per_request=100, chunks_per_request=11)  # 10 background chunks per request
 

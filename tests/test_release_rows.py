@@ -199,7 +199,7 @@ def test_row10_sim_bench_holds_no_pcm():
     from voxcli.bench.client import SimTarget, schedule
     from voxcli.bench.workloads import load_workload
     from voxcli.engine.engine import Engine
-    from voxcli.engine.synthetic import SyntheticProgram
+    from voxcli.sim.synthetic import SyntheticProgram
 
     cfg = EngineConfig(executor="sim", gpu="h100", policy="full")
     target = SimTarget(lambda: Engine(SyntheticProgram(), cfg), "full")

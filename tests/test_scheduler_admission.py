@@ -10,7 +10,7 @@ from voxcli.engine.estimates import LatencyEstimator, default_profile
 from voxcli.engine.executors.base import Completion, Work
 from voxcli.engine.executors.stages import run_work
 from voxcli.engine.scheduler import Scheduler
-from voxcli.engine.synthetic import SyntheticProgram
+from voxcli.sim.synthetic import SyntheticProgram
 
 
 def make(**kw):

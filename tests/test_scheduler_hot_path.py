@@ -19,7 +19,7 @@ from voxcli.engine.engine import Engine
 from voxcli.engine.frame_log import FrameLog
 from voxcli.engine.request import Request
 from voxcli.engine.scheduler import Scheduler
-from voxcli.engine.synthetic import SyntheticProgram
+from voxcli.sim.synthetic import SyntheticProgram
 
 
 def _run(cfg: EngineConfig, reqs, logged: bool, monkeypatch, lead_steps: int = 0) -> tuple:

@@ -13,10 +13,10 @@ from voxcli.models.base import SynthesisRequest
 
 from tests.test_scheduler_admission import finish, lm
 from voxcli.config import ChunkSchedule, EngineConfig
-from voxcli.engine.cost import CostProfile
 from voxcli.engine.estimates import LatencyEstimator
 from voxcli.engine.scheduler import Scheduler
-from voxcli.engine.synthetic import SyntheticProgram
+from voxcli.sim.cost import CostProfile
+from voxcli.sim.synthetic import SyntheticProgram
 
 PROFILE = {
     "gpu": {"name": "hand-made", "sms": 132},

@@ -83,7 +83,7 @@ def test_a_continuation_is_never_refused_and_goes_ahead_of_new_requests():
     from voxcli.config import EngineConfig
     from voxcli.engine.estimates import LatencyEstimator, default_profile
     from voxcli.engine.scheduler import Scheduler
-    from voxcli.engine.synthetic import SyntheticProgram
+    from voxcli.sim.synthetic import SyntheticProgram
 
     cfg = EngineConfig(executor="sim", admission="ttfa-gate", max_queue=2, max_running=1,
                        ttfa_target_s=0.2)

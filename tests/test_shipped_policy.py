@@ -23,7 +23,7 @@ from voxcli.engine.estimates import LatencyEstimator, load_profile
 from voxcli.engine.executors.base import Completion
 from voxcli.engine.executors.stages import run_work
 from voxcli.engine.scheduler import Scheduler
-from voxcli.engine.synthetic import SyntheticProgram
+from voxcli.sim.synthetic import SyntheticProgram
 
 POW2 = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 CHUNK = ChunkSchedule(first=10, steady=10)  # the paper's Qwen3-TTS chunks (the family's sim schedule)

@@ -21,10 +21,10 @@ from voxcli.models.base import SynthesisRequest
 from voxcli.config import EngineConfig
 from voxcli.engine.engine import Engine
 from voxcli.engine.estimates import LatencyEstimator, default_profile
-from voxcli.engine.executors.sim import SimExecutor
 from voxcli.engine.lanes import lane_layout
 from voxcli.engine.stream import AudioStream
-from voxcli.engine.synthetic import SyntheticProgram
+from voxcli.sim.executor import SimExecutor
+from voxcli.sim.synthetic import SyntheticProgram
 
 TOTAL = 10_000
 SEGMENTS = 8

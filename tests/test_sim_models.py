@@ -9,12 +9,12 @@ from voxcli.models.base import SynthesisRequest
 from voxcli.models.qwen3_tts.sim import build_profile
 
 from voxcli.config import ChunkSchedule, ConfigError, EngineConfig
-from voxcli.engine.cost import CostProfile, SimModel
 from voxcli.engine.engine import Engine
 from voxcli.engine.executors.base import Work
-from voxcli.engine.executors.sim import SimExecutor
 from voxcli.engine.lanes import lane_layout
-from voxcli.engine.synthetic import SyntheticProgram
+from voxcli.sim.cost import CostProfile, SimModel
+from voxcli.sim.executor import SimExecutor
+from voxcli.sim.synthetic import SyntheticProgram
 
 H100 = build_profile("h100", 0.0835, "v2")
 

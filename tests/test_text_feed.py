@@ -13,8 +13,8 @@ from voxcli.models.text_feed import FeedClosed, TextFeed
 from voxcli.config import ChunkSchedule, EngineConfig
 from voxcli.engine.engine import Engine
 from voxcli.engine.stream import RequestFailed
-from voxcli.engine.synthetic import SyntheticProgram
 from voxcli.engine.text_pacing import LEAD_S
+from voxcli.sim.synthetic import SyntheticProgram
 
 CHUNK = ChunkSchedule(first=1, ramp=(2, 4), steady=8)
 
@@ -161,9 +161,9 @@ def _realtime_sim_tts(streams_text: bool):
     from voxcli.api import TTS
     from voxcli.engine.admission_check import program_check
     from voxcli.engine.estimates import load_profile
-    from voxcli.engine.executors.realtime_sim import RealtimeSimExecutor
     from voxcli.engine.lanes import lane_layout
     from voxcli.session import EngineOptions, Session, engine_config
+    from voxcli.sim.realtime_executor import RealtimeSimExecutor
 
     config = engine_config(EngineOptions(model="kyutai-tts-1.6b", executor="sim", gpu="h100"))
     prog = SyntheticProgram.for_model("kyutai-tts-1.6b", streams_text=streams_text)

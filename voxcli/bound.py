@@ -2,7 +2,7 @@
 allows at best on a given SM split, so a measured capacity can be read as a fraction of what the
 hardware can do (not only as a ratio against another policy).
 
-One pure function, `capacity_bound`; its inputs are a cost profile (voxcli/engine/cost.py) and numbers
+One pure function, `capacity_bound`; its inputs are a cost profile (voxcli/sim/cost.py) and numbers
 that describe the split and one average request. Assumptions, each an upper bound's choice:
 
 1. The backbone (LM lane, on its `lm_sms` partition) always decodes at its best batch: the row count
@@ -72,7 +72,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from voxcli.engine.cost import CostProfile
+from voxcli.sim.cost import CostProfile
 
 
 @dataclass(frozen=True)

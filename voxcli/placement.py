@@ -83,7 +83,6 @@ def ranked_placements(model: str, gpu: str, gpus: int, workload: str = "libritts
     the same model for engines capped at that many running rows (a measurement's `--set max_running`)."""
     from voxcli.bench.workloads import estimate_frames, load_workload, mean_chunks
     from voxcli.config import ConfigError, recipe_path
-    from voxcli.engine.cost import CostProfile
     from voxcli.models.registry import find_sim_model, sim_spec_for
     from voxcli.profile import (
         LoadShape,
@@ -93,6 +92,7 @@ def ranked_placements(model: str, gpu: str, gpus: int, workload: str = "libritts
         role_throughputs,
         split_points,
     )
+    from voxcli.sim.cost import CostProfile
 
     if not gpu:
         raise VoxError("--placement auto needs --gpu (the cost profile it ranks placements on).", 2)

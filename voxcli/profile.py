@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from voxcli.engine.cost import CostProfile
 from voxcli.models.base import ChunkSchedule
+from voxcli.sim.cost import CostProfile
 
 if TYPE_CHECKING:
     from voxcli.config import EngineConfig

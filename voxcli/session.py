@@ -227,7 +227,7 @@ def _sim_session(config: EngineConfig, pcm_scale: float, name: str, profile: Any
     device: advanced by the wall clock (RealtimeSimExecutor, what `vox serve --executor sim` runs) or, for
     the bench, by the engine's own virtual clock."""
     from voxcli.engine.admission_check import program_check
-    from voxcli.engine.synthetic import SyntheticProgram
+    from voxcli.sim.synthetic import SyntheticProgram
 
     # the model family's audio shape and sim chunk schedule, unless the recipe/--set gives one
     program = SyntheticProgram.for_model(config.model, pcm_scale=pcm_scale)
@@ -236,8 +236,8 @@ def _sim_session(config: EngineConfig, pcm_scale: float, name: str, profile: Any
         engine = engine_class(program, config, profile=profile)
     else:
         from voxcli.engine.estimates import load_profile
-        from voxcli.engine.executors.realtime_sim import RealtimeSimExecutor
         from voxcli.engine.lanes import lane_layout
+        from voxcli.sim.realtime_executor import RealtimeSimExecutor
 
         profile = profile if profile is not None else load_profile(config)
         executor = RealtimeSimExecutor(program, profile, lane_layout(config))

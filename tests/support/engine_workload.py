@@ -11,9 +11,9 @@ from support.engine_observer import Observer
 from voxcli.config import EngineConfig
 from voxcli.engine.engine import Engine
 from voxcli.engine.estimates import LatencyEstimator, default_profile
-from voxcli.engine.executors.sim import SimExecutor
 from voxcli.engine.lanes import lane_layout
-from voxcli.engine.synthetic import SyntheticProgram
+from voxcli.sim.executor import SimExecutor
+from voxcli.sim.synthetic import SyntheticProgram
 
 SPF = 8  # tiny PCM per frame: the audio still tells which frames arrived, in which order
 

@@ -16,9 +16,9 @@ from voxcli.engine.roles import CodecEngine, LMEngine, lm_items, relay
 def sim_role_engine(role: str = "both", **sets):
     """A real-time simulated H100 engine of `role` over the sim's program (PCM = frame index x 1)."""
     from voxcli.engine.estimates import load_profile
-    from voxcli.engine.executors.realtime_sim import RealtimeSimExecutor
-    from voxcli.engine.synthetic import SyntheticProgram
     from voxcli.session import EngineOptions, engine_config
+    from voxcli.sim.realtime_executor import RealtimeSimExecutor
+    from voxcli.sim.synthetic import SyntheticProgram
 
     options = EngineOptions(model="qwen3-tts-1.7b", executor="sim", gpu="h100",
                             sets=EngineOptions.sets_from(sets))

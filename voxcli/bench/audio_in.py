@@ -1,7 +1,7 @@
 """The mixed workload of `vox bench --audio-in-share S`: TTS arrivals plus a share S of audio-in
 (transcription: a clip in, text out) requests, on the sim executor.
 
-Assumptions (stated, as in benchmarks/bench_speechlm_audio_in.py and voxcli/engine/synthetic.py):
+Assumptions (stated, as in benchmarks/bench_speechlm_audio_in.py and voxcli/sim/synthetic.py):
 - Which arrivals hear: each arrival of the TTS schedule is turned into an audio-in request with
   probability S, drawn from its own seeded RNG (the arrival times are the schedule's own, so a mixed run
   and a TTS-only run of one seed share their Poisson times).
@@ -9,7 +9,7 @@ Assumptions (stated, as in benchmarks/bench_speechlm_audio_in.py and voxcli/engi
   median 6 s and sigma 0.6, clipped to 1.5..35 s, drawn from the same seeded RNG.
 - The clip is silence at 16 kHz (the sim charges its length, not its content); the sim program answers
   3.5 text tokens per audio second and charges X-Codec's encode as 3% extra prefill tokens
-  (voxcli/engine/synthetic.py).
+  (voxcli/sim/synthetic.py).
 An audio-in request emits no audio, so it is no TTS request: the TTS SLO and capacity count TTS requests
 only; audio-in requests report time to first token and tokens per second (voxcli/bench/metrics.py). A rate
 (req/s) is every arrival's: at share S the TTS requests arrive at (1 - S) times it. The capacity bound

@@ -13,7 +13,7 @@ from voxcli.bench.metrics import TTFA_TARGET_S
 from voxcli.bench.workloads import Utterance
 from voxcli.bound import CapacityBound, capacity_bound, schedule_step_cap
 from voxcli.config import ChunkSchedule, EngineConfig
-from voxcli.engine.cost import CostProfile
+from voxcli.sim.cost import CostProfile
 
 
 class RequestShape(NamedTuple):
@@ -32,9 +32,9 @@ def request_shape(model: str, utterances: Sequence[Utterance], frame_rate: float
                   first_chunk: int = 0) -> RequestShape:
     """The workload's average request: its frames, prompt tokens per sequence, rows, lead steps, frames of
     its first chunk of at most `first_chunk` frames, and whether its CFG pairs share work."""
-    from voxcli.engine.synthetic import SyntheticProgram
     from voxcli.models.base import InputError, SynthesisRequest
     from voxcli.models.registry import sim_spec_for
+    from voxcli.sim.synthetic import SyntheticProgram
 
     program = SyntheticProgram.for_model(model)
     frames = [utterance_frames(u, frame_rate, frames_scale, max_frames) for u in utterances]

@@ -373,7 +373,6 @@ def profile(
     from voxcli.bench.workloads import estimate_frames
     from voxcli.config import ConfigError, model_recipe_config, recipe_path
     from voxcli.console import friendly_errors
-    from voxcli.engine.cost import CostProfile
     from voxcli.models.registry import sim_spec_for
     from voxcli.profile import (
         choose_split,
@@ -389,6 +388,7 @@ def profile(
         summary_dict,
         time_sharing,
     )
+    from voxcli.sim.cost import CostProfile
 
     console = _console()
     with friendly_errors():
@@ -562,7 +562,7 @@ def _check_profile_model(model: str) -> None:
 
 def _simulate_placements(console, config, prof, ranked, gpus: int, top: int, utts, duration: float,
                          seeds: int, frame_rate: float) -> list[dict]:
-    """Last pass of `vox profile --gpus N`: the best placements' SLO capacities (bench/placement_sim.py)."""
+    """Last pass of `vox profile --gpus N`: the best placements' SLO capacities (voxcli/sim/placement.py)."""
     from voxcli.bench.profile_placements import candidates, placement_table, predict_placements, summary
 
     runs = candidates(ranked, gpus, top)

@@ -2,7 +2,7 @@
 
 `scripts/gpu_check.py` times the program's own graphed stages (random real-size weights) on green-context
 partitions of several SM counts, the whole device, and two plain streams at once; this module turns
-those numbers into the profile layout of `voxcli/engine/cost.py`, so `vox bench --executor sim --gpu
+those numbers into the profile layout of `voxcli/sim/cost.py`, so `vox bench --executor sim --gpu
 h200.measured` simulates the device that was measured. Kept apart from the script so it is tested on
 fake measurements on a CPU machine.
 
@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from voxcli.engine.cost import CostProfile
+from voxcli.sim.cost import CostProfile
 
 MIN_SM_COUNTS = 3
 

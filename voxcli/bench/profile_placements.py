@@ -1,5 +1,5 @@
 """`vox profile --gpus N`'s placement prediction: the throughput model's best placements, each simulated
-for its SLO capacity (voxcli/bench/placement_sim.py) under both network settings, as a table.
+for its SLO capacity (voxcli/sim/placement.py) under both network settings, as a table.
 
 The throughput model (profile.rank_placements) sums each role's bound; what a placement serves within
 the SLO is lower (queueing, routing, the hops of a split), by a different factor per placement, so the
@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from voxcli.bench.placement_sim import (
+from voxcli.placement import Placement
+from voxcli.sim.placement import (
     NETWORKS,
     OPTIMISTIC,
     PESSIMISTIC,
     PlacementPrediction,
     predict_capacity,
 )
-from voxcli.placement import Placement
 
 
 def candidates(ranked: Sequence[Any], gpus: int, top: int) -> list[tuple[Placement, float]]:
@@ -56,7 +56,7 @@ def placement_table(rows: Sequence[tuple[Placement, float, dict[str, PlacementPr
              f"{got['optimistic'].capacity90 / bound:.2f}" if bound else "-"] for p, bound, got in rows]
     return figure_table(
         f"placements over {gpus} GPUs: SLO capacity (req/s with 90% of requests in SLO), simulated "
-        f"{duration_s:g} s x {seeds} seeds per rate (voxcli/bench/placement_sim.py)",
+        f"{duration_s:g} s x {seeds} seeds per rate (voxcli/sim/placement.py)",
         ["placement", "bound", f"optimistic ({OPTIMISTIC.hop_s * 1e3:g} ms hops)",
          f"pessimistic ({PESSIMISTIC.hop_s * 1e3:g} ms hops)", "opt./bound"], body,
         left=["placement"])

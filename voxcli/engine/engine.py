@@ -41,7 +41,6 @@ from typing import Any
 from voxcli.config import ChunkSchedule, ConfigError, EngineConfig, resolve_auto
 from voxcli.engine import sentences
 from voxcli.engine.admission_check import check_request
-from voxcli.engine.cost import CostProfile
 from voxcli.engine.estimates import LatencyEstimator, load_profile
 from voxcli.engine.events import Delivered, Ended, Event, Released
 from voxcli.engine.executors.base import Completion, Executor
@@ -61,6 +60,7 @@ from voxcli.engine.stream import (
 )
 from voxcli.models.base import InputError, ModelProgram, Prompt, ResourceLimits, SynthesisRequest
 from voxcli.models.text_feed import TextFeed
+from voxcli.sim.cost import CostProfile
 
 __all__ = ["Engine", "AudioStream", "AudioChunk", "Timeline", "EngineError", "EngineClosed", "RequestFailed",
            "RequestRejected", "RequestCancelled", "make_executor"]
@@ -72,7 +72,7 @@ TIMELINE_HISTORY = 10_000
 def make_executor(config: EngineConfig, program: ModelProgram, profile: CostProfile,
                   layout: LaneLayout) -> Executor:
     if config.executor == "sim":
-        from voxcli.engine.executors.sim import SimExecutor
+        from voxcli.sim.executor import SimExecutor
 
         try:
             model = profile.sim_model(config.sim_model)
@@ -162,7 +162,7 @@ class Engine:
     def from_config(cls, config: EngineConfig) -> Engine:
         config = resolve_auto(config)
         if config.executor == "sim":
-            from voxcli.engine.synthetic import SyntheticProgram
+            from voxcli.sim.synthetic import SyntheticProgram
 
             program: ModelProgram = SyntheticProgram.for_model(config.model)
         else:

@@ -12,9 +12,9 @@ The sim never observes (its profile is the truth), so sim decisions stay reprodu
 from __future__ import annotations
 
 from voxcli.config import ConfigError, EngineConfig, recipe_path
-from voxcli.engine.cost import CostProfile
 from voxcli.engine.executors.base import Work
 from voxcli.engine.lanes import LaneLayout, lane_layout
+from voxcli.sim.cost import CostProfile
 
 _DEFAULT = {
     "gpu": {"name": "default-h100-like", "sms": 132, "interference": 1.35},

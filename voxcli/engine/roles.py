@@ -53,13 +53,13 @@ from typing import Any
 import numpy as np
 
 from voxcli.config import ChunkSchedule, ConfigError, EngineConfig
-from voxcli.engine.cost import CostProfile
 from voxcli.engine.engine import Engine
 from voxcli.engine.events import Ended, Event, HandedOff
 from voxcli.engine.executors.base import Executor
 from voxcli.engine.request import Request, RequestState, Timeline
 from voxcli.engine.stream import AudioStream, EngineClosed
 from voxcli.models.base import ModelProgram, Prompt, Row, SynthesisRequest
+from voxcli.sim.cost import CostProfile
 
 # A codec-side request has no prompt of its own; its frame cap is set when the LM's last chunk arrives.
 _UNBOUNDED = 1 << 30

@@ -32,11 +32,11 @@ from typing import Any
 
 import numpy as np
 
-from voxcli.engine.cost import CostProfile, SimModel
 from voxcli.engine.executors.base import Completion, Executor, LaneName, Work
 from voxcli.engine.executors.stages import run_work_isolated
 from voxcli.engine.lanes import LaneLayout
 from voxcli.models.base import ModelProgram
+from voxcli.sim.cost import CostProfile, SimModel
 
 _EPS = 1e-9  # one virtual nanosecond: float residue of re-rated progress
 
@@ -111,7 +111,7 @@ class SimExecutor(Executor):
 
     def next_completion_at(self) -> float | None:
         """The sim time at which the first running batch ends if nothing else launches (None: none runs):
-        what a real-time wrapper (realtime_sim.py) sleeps until."""
+        what a real-time wrapper (realtime_executor.py) sleeps until."""
         if not self._running:
             return None
         return min(self._t + run.remaining * self._slowdown(lane) for lane, run in self._running.items())

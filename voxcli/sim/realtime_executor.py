@@ -20,11 +20,11 @@ from __future__ import annotations
 import threading
 
 from voxcli.engine.clock import WallClock
-from voxcli.engine.cost import CostProfile
 from voxcli.engine.executors.base import Completion, Executor, LaneName, Work
-from voxcli.engine.executors.sim import SimExecutor
 from voxcli.engine.lanes import LaneLayout
 from voxcli.models.base import ModelProgram
+from voxcli.sim.cost import CostProfile
+from voxcli.sim.executor import SimExecutor
 
 
 class RealtimeSimExecutor(Executor):
