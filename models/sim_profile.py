@@ -1,5 +1,5 @@
 """A GPU cost profile as data and as the TOML recipes/gpus/ holds: the shared layout every family's
-`sim.py` writes (the engine reads it back with voxcli/engine/cost.py's CostProfile). Pure arithmetic on
+`sim.py` writes (the engine reads it back with voxcli/sim/cost.py's CostProfile). Pure arithmetic on
 a family's derived terms, over the priors of models/sim_priors.py; no torch, no engine.
 """
 

@@ -182,7 +182,7 @@ def interference(gpu: GpuSpec) -> float:
     return 2 / (lm_speed + codec_speed)
 
 
-# --- the sim's fidelity models (SimModel in voxcli/engine/cost.py) -----------------------------------
+# --- the sim's fidelity models (SimModel in voxcli/sim/cost.py) -----------------------------------
 # Codec traffic (assumptions, no published fact): weights ~100 M params bf16 read once per batch, and
 # the activations of a convolutional decoder upsampling 10 frames to 19,200 samples, ~4 levels of
 # equal-sized feature maps read and written ~10 times each in bf16: ~150 MB per chunk.
@@ -246,7 +246,7 @@ def sim_lines(gpu_name: str) -> list[str]:
 
 
 def build_profile(gpu_name: str, fitted: float, model: str = "v1") -> dict:
-    """A CostProfile dict (TOML layout of voxcli/engine/cost.py) for `gpu_name`; `fitted` is the one
+    """A CostProfile dict (TOML layout of voxcli/sim/cost.py) for `gpu_name`; `fitted` is the one
     fitted parameter of calibration `model` (step_floor_ms for v1, H100 row_ms for v2)."""
     gpu = GPUS[gpu_name]
     sm_counts = [s for s in range(8, gpu.sms, 8)]
