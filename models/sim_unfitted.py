@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 
 from .sim_calibration import Calibration, Simulator
 from .sim_priors import BW_EFF, BYTES_BF16, FLOP_EFF, GPUS, LAUNCH_US, ROW_INEFFICIENCY, GpuSpec
+from .sim_profile import stage_profile
 
 SETTINGS = ("pessimistic", "optimistic")
 
@@ -27,6 +28,15 @@ def check_setting(setting: str) -> None:
 def profile_name(gpu_name: str, setting: str, model: str) -> str:
     """recipes/gpus/<this>.toml: `<gpu>-<model>` for the pessimistic default, `<gpu>-optimistic-<model>`."""
     return f"{gpu_name}{'' if setting == 'pessimistic' else '-' + setting}-{model}"
+
+
+def build_profile(model: str, gpu_name: str, setting: str, t: Mapping[str, float], frames_ref: int,
+                  decode_extra: dict | None = None) -> dict:
+    """The profile dict of `model` on `gpu_name` in `setting` from its stage terms (`stage_terms` or the
+    family's own): the shared layout of sim_profile.stage_profile at the GPU's paper split."""
+    g = GPUS[gpu_name]
+    name = profile_name(gpu_name, setting, model)
+    return stage_profile(name, g, g.paper_split, dict(t), t["codec_frame_ms"], frames_ref, decode_extra)
 
 
 def datasheet_line(g: GpuSpec) -> str:

@@ -70,7 +70,7 @@ from ..sim_priors import (
     LAUNCH_US,
     ROW_INEFFICIENCY,
 )
-from ..sim_profile import render_profile, stage_profile
+from ..sim_profile import render_profile
 
 MODEL = "dia-1.6b"
 TEXT_TOKENS = 100
@@ -171,12 +171,9 @@ def terms(gpu_name: str, setting: str) -> dict[str, float]:
 
 
 def build_profile(gpu_name: str, setting: str = "pessimistic") -> dict:
-    gpu = GPUS[gpu_name]
     t = terms(gpu_name, setting)
-    return stage_profile(f"{gpu.name}{'-optimistic' if setting == 'optimistic' else ''}-{MODEL}", gpu,
-                         gpu.paper_split, t, t["codec_frame_ms"], frames_ref=48,
-                         decode_extra={"cfg_row": round(t["cfg_row"], 4),
-                                       "cfg_group": round(t["cfg_group"], 4)})
+    extra = {"cfg_row": round(t["cfg_row"], 4), "cfg_group": round(t["cfg_group"], 4)}
+    return sim_unfitted.build_profile(MODEL, gpu_name, setting, t, 48, decode_extra=extra)
 
 
 def profile_toml(gpu_name: str, setting: str) -> str:

@@ -37,7 +37,7 @@ from typing import Any
 from .. import sim_stages, sim_unfitted
 from ..registry import sim_sizes
 from ..sim_priors import BYTES_BF16, GPUS, KERNELS_PER_LAYER, KERNELS_PER_MODEL, LAUNCH_US, ROW_INEFFICIENCY
-from ..sim_profile import render_profile, stage_profile
+from ..sim_profile import render_profile
 from ..sim_unfitted import datasheet_line
 
 MODEL = "kyutai-tts-1.6b"
@@ -97,16 +97,8 @@ def terms(gpu_name: str, setting: str) -> dict[str, float]:
     )
 
 
-def profile_name(gpu_name: str, setting: str) -> str:
-    return sim_unfitted.profile_name(gpu_name, setting, MODEL)
-
-
 def build_profile(gpu_name: str, setting: str) -> dict:
-    g = GPUS[gpu_name]
-    t = terms(gpu_name, setting)
-    return stage_profile(
-        profile_name(gpu_name, setting), g, g.paper_split, t, t["codec_frame_ms"], FRAMES_REF
-    )
+    return sim_unfitted.build_profile(MODEL, gpu_name, setting, terms(gpu_name, setting), FRAMES_REF)
 
 
 def profile_toml(gpu_name: str, setting: str) -> str:

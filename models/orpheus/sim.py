@@ -54,7 +54,7 @@ from ..sim_priors import (
     LAUNCH_US,
     ROW_INEFFICIENCY,
 )
-from ..sim_profile import render_profile, stage_profile
+from ..sim_profile import render_profile
 
 MODEL = "orpheus-3b"
 STEPS_PER_FRAME = 7
@@ -126,16 +126,7 @@ def terms(gpu_name: str, setting: str) -> dict[str, float]:
 
 
 def build_profile(gpu_name: str, setting: str = "pessimistic") -> dict:
-    gpu = GPUS[gpu_name]
-    t = terms(gpu_name, setting)
-    return stage_profile(
-        f"{gpu.name}{'-optimistic' if setting == 'optimistic' else ''}-{MODEL}",
-        gpu,
-        gpu.paper_split,
-        t,
-        t["codec_frame_ms"],
-        frames_ref=CHUNK_REF,
-    )
+    return sim_unfitted.build_profile(MODEL, gpu_name, setting, terms(gpu_name, setting), CHUNK_REF)
 
 
 def profile_toml(gpu_name: str, setting: str) -> str:

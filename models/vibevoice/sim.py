@@ -46,7 +46,7 @@ from ..sim_priors import (
     LAUNCH_US,
     ROW_INEFFICIENCY,
 )
-from ..sim_profile import render_profile, stage_profile
+from ..sim_profile import render_profile
 from ..sim_stages import kv_bytes, stack_params
 from ..sim_unfitted import datasheet_line
 
@@ -159,15 +159,8 @@ def terms(gpu_name: str, setting: str) -> dict[str, float]:
     }
 
 
-def profile_name(gpu_name: str, setting: str) -> str:
-    return sim_unfitted.profile_name(gpu_name, setting, MODEL)
-
-
 def build_profile(gpu_name: str, setting: str) -> dict:
-    g = GPUS[gpu_name]
-    t = terms(gpu_name, setting)
-    name = profile_name(gpu_name, setting)
-    return stage_profile(name, g, g.paper_split, t, t["codec_frame_ms"], FRAMES_REF)
+    return sim_unfitted.build_profile(MODEL, gpu_name, setting, terms(gpu_name, setting), FRAMES_REF)
 
 
 def profile_toml(gpu_name: str, setting: str) -> str:

@@ -43,7 +43,7 @@ from ..sim_priors import (
     LAUNCH_US,
     ROW_INEFFICIENCY,
 )
-from ..sim_profile import render_profile, stage_profile
+from ..sim_profile import render_profile
 
 MODEL = "zonos-v0.1"
 PREFIX = 100 + 2 + 6
@@ -89,16 +89,7 @@ def terms(gpu_name: str, setting: str) -> dict[str, float]:
 
 
 def build_profile(gpu_name: str, setting: str = "pessimistic") -> dict:
-    gpu = GPUS[gpu_name]
-    t = terms(gpu_name, setting)
-    return stage_profile(
-        f"{gpu.name}{'-optimistic' if setting == 'optimistic' else ''}-{MODEL}",
-        gpu,
-        gpu.paper_split,
-        t,
-        t["codec_frame_ms"],
-        frames_ref=48,
-    )
+    return sim_unfitted.build_profile(MODEL, gpu_name, setting, terms(gpu_name, setting), 48)
 
 
 def profile_toml(gpu_name: str, setting: str) -> str:
