@@ -317,7 +317,7 @@ class CodecEngine(_RoleEngine):
         self._key_of: dict[int, str] = {}
         self._rids = itertools.count(1)
         self.on_end: Callable[[str, str, str | None], None] | None = None  # (key, status, reason)
-        self.scheduler.bind_remote = self._bind_slot
+        self.scheduler.bind_slots_with(self._bind_slot)
 
     def _bind_slot(self, r: Request) -> None:
         """The request got codec slot `r.slot` (scheduler, host thread): give it the state its LM engine
@@ -421,7 +421,7 @@ class CodecEngine(_RoleEngine):
                 chunk.arrival_epoch), chunk.schedule, self.spec.frame_seconds, chunk.ttfa_target_s,
                 None, stream, self.spec.codec_lookahead_frames)
             r.frame_cap = _UNBOUNDED
-            r.state_bytes = chunk.state_bytes  # reserved with its slot (remote_role.py)
+            r.state_bytes = chunk.state_bytes  # reserved with its slot (remote_source.py)
             r.continuation = chunk.continuation  # chunk 0's deadline (arrival + target) is the playback end
             r.refresh_event()
             stream.timeline = r.timeline
