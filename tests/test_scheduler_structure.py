@@ -89,6 +89,18 @@ def test_no_part_reads_another_objects_private_fields() -> None:
                     f"{mod}.py:{node.lineno} reads {ast.unparse(node)}: another object's private field"
 
 
+def test_role_engines_extend_the_engine_only_through_its_public_seam() -> None:
+    """No role engine (engine/roles.py) overrides or adds a private method of the Engine's."""
+    from voxcli.engine.engine import Engine
+    from voxcli.engine.roles import CodecEngine, LMEngine
+
+    for role in (LMEngine, CodecEngine):
+        for cls in role.__mro__[:role.__mro__.index(Engine)]:
+            private = [name for name in vars(cls) if name.startswith("_") and not name.startswith("__")]
+            assert not [name for name in private if hasattr(Engine, name)], \
+                f"{cls.__name__} overrides the Engine's private {[n for n in private if hasattr(Engine, n)]}"
+
+
 def test_no_policy_name_compared_in_the_engine() -> None:
     pattern = re.compile(r"\b(policy|admission)\s*(==|!=|not in|in)\s*[(\"']")
     for name, p in _engine_modules().items():
