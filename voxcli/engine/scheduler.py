@@ -108,11 +108,10 @@ class Scheduler:
             self.codec = CodecBatcher(config, self.layout, estimator, self.lane_policy, self.slots, self.book,
                                       spec.codebooks, self.frame_s, self.admission.first_audio)
         if "lm" in lanes:
-            may_defer = self._may_defer
             sink = self.codec if self.codec is not None else HandOffSink(self.book, spec.codebooks)
             self.lm = LmBatcher(config, self.layout, estimator, self.kv, self.book, sink,
                                 self.slots if self.codec is not None else None, first_lane,
-                                self.admission.deadline_aware, may_defer)
+                                self.admission.deadline_aware, self._may_defer)
             self.book.hold_with(*(p for p in (self.lm, self.codec) if p is not None))
         elif self.codec is not None:
             self.remote = RemoteFrameSource(self.book, self.codec)
