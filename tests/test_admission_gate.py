@@ -193,12 +193,12 @@ def test_adaptive_batching_raises_b_with_the_background_lanes_load():
         sched.busy["background"] = True
         sched.complete(Completion(w, t, t + 0.05, []))
         t += 0.05
-    assert sched._bg_min == 32
+    assert sched.codec.background_min == 32
     for _ in range(30):  # one 5 ms batch every 100 ms: mostly idle, B falls back to the configured 8
         sched.busy["background"] = True
         sched.complete(Completion(w, t + 0.095, t + 0.1, []))
         t += 0.1
-    assert sched._bg_min == 8
+    assert sched.codec.background_min == 8
 
 
 def test_a_queue_longer_than_the_running_rows_waits_in_waves():

@@ -14,11 +14,11 @@ from voxcli.models import registry
 from voxcli.models.base import Prompt, SynthesisRequest
 
 from voxcli.config import ChunkSchedule, EngineConfig
-from voxcli.engine.codec_lanes import stack_frames
+from voxcli.engine.codec_batcher import stack_frames
 from voxcli.engine.engine import Engine
 from voxcli.engine.frame_log import FrameLog
+from voxcli.engine.lm_batcher import LmBatcher
 from voxcli.engine.request import Request
-from voxcli.engine.scheduler import Scheduler
 from voxcli.sim.synthetic import SyntheticProgram
 
 
@@ -26,8 +26,8 @@ def _run(cfg: EngineConfig, reqs, logged: bool, monkeypatch, lead_steps: int = 0
     """Every batch decided (time, lane, stage, rows / chunks), every timeline with its audio's hash."""
     hits = {"logged": 0, "due": 0}
     with monkeypatch.context() as m:
-        orig = Scheduler._decode_logged
-        orig_due = Scheduler._due_frames
+        orig = LmBatcher._decode_logged
+        orig_due = LmBatcher._due_frames
 
         def decode_logged(self, *args):
             out = orig(self, *args) if logged else None
@@ -38,8 +38,8 @@ def _run(cfg: EngineConfig, reqs, logged: bool, monkeypatch, lead_steps: int = 0
             hits["due"] += len(due)
             return orig_due(self, due, *args)
 
-        m.setattr(Scheduler, "_decode_logged", decode_logged)
-        m.setattr(Scheduler, "_due_frames", due_frames)
+        m.setattr(LmBatcher, "_decode_logged", decode_logged)
+        m.setattr(LmBatcher, "_due_frames", due_frames)
         sim = dataclasses.replace(registry.default_family().sim, lead_steps=lead_steps)  # steps with no frame
         eng = Engine(SyntheticProgram(sample_rate=100, samples_per_frame=8, pcm_scale=1.0, sim=sim), cfg)
         batches: list = []

@@ -107,7 +107,7 @@ def test_a_chunk_too_close_for_any_background_batch_is_left_to_the_urgent_lane()
     # at 0.115, after the urgent lane (taking it at 0.11) would have delivered it at 0.112: the background
     # lane starts from the late group instead (first deadline 0.23: 0.105 + 20 ms <= 0.132, 3 would not)
     now = 0.105
-    assert sched._urgent_prefix(now) == 0
+    assert sched.codec.urgent_prefix(now) == 0
     (w,) = sched.decide(now, ("background",))
     assert w.tag == chunks[8:10]
     assert sched.next_timer(now) == pytest.approx(0.11)  # when the early group turns urgent: no spin

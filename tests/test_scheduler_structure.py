@@ -1,4 +1,5 @@
-"""The scheduler's shape (issue 28): a façade over parts with one job each, policies picked from
+"""The scheduler's shape (issues 28, 42): a thin scheduler wiring parts that own their data (no class
+stands on more than one part, no part reads another object's private fields), policies picked from
 registries by name and never compared by name in the mechanism, no import circle inside the engine."""
 
 from __future__ import annotations
@@ -46,6 +47,58 @@ def test_no_import_circle_inside_the_engine() -> None:
     for m in sorted(mods):
         if m not in state:
             visit(m, [])
+
+
+# the scheduler's parts (engine/scheduler.py's docstring), by class name and module
+PARTS = {"RequestBook": "request_book", "LmBatcher": "lm_batcher", "CodecBatcher": "codec_batcher",
+         "HandOffSink": "handoff", "RemoteFrameSource": "remote_source", "Scheduler": "scheduler"}
+
+
+def _classes() -> list[tuple[str, ast.ClassDef]]:
+    return [(name, node) for name, p in _engine_modules().items()
+            for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))) if isinstance(node, ast.ClassDef)]
+
+
+def _base_names(node: ast.ClassDef) -> list[str]:
+    return [b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else "?"
+            for b in node.bases]
+
+
+def test_no_class_has_more_than_one_scheduler_part_as_a_base() -> None:
+    classes = _classes()
+    found = {node.name: name for name, node in classes if node.name in PARTS}
+    assert found == {cls: f"voxcli.engine.{mod}" for cls, mod in PARTS.items()}, "a part moved or is missing"
+    for name, node in classes:
+        parts = [b for b in _base_names(node) if b in PARTS]
+        assert len(parts) <= 1, f"{name}.{node.name} stands on several scheduler parts: {parts}"
+        if node.name in PARTS:  # a part owns its data: it is built alone, never a mixin over another part
+            assert not node.bases, f"{node.name} has bases {_base_names(node)}"
+
+
+def test_no_part_reads_another_objects_private_fields() -> None:
+    """In a part's module, a `_name` is only ever read or written on `self` (a part talks to another
+    through its public methods and properties)."""
+    for mod in PARTS.values():
+        path = ENGINE / f"{mod}.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Attribute):
+                continue
+            if node.attr.startswith("_") and not node.attr.startswith("__"):
+                owner = node.value
+                assert isinstance(owner, ast.Name) and owner.id == "self", \
+                    f"{mod}.py:{node.lineno} reads {ast.unparse(node)}: another object's private field"
+
+
+def test_role_engines_extend_the_engine_only_through_its_public_seam() -> None:
+    """No role engine (engine/roles.py) overrides or adds a private method of the Engine's."""
+    from voxcli.engine.engine import Engine
+    from voxcli.engine.roles import CodecEngine, LMEngine
+
+    for role in (LMEngine, CodecEngine):
+        for cls in role.__mro__[:role.__mro__.index(Engine)]:
+            private = [name for name in vars(cls) if name.startswith("_") and not name.startswith("__")]
+            assert not [name for name in private if hasattr(Engine, name)], \
+                f"{cls.__name__} overrides the Engine's private {[n for n in private if hasattr(Engine, n)]}"
 
 
 def test_no_policy_name_compared_in_the_engine() -> None:

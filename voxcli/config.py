@@ -94,7 +94,7 @@ class EngineConfig:
     late_urgent: bool = True  # a later chunk within urgent_margin_s of its deadline moves to the urgent lane
     deadline_launch: bool = True  # a background batch below B launches when waiting longer would be late
     # a background batch (policy full) is cut to the chunks whose batch ends before the first of them turns
-    # urgent; a chunk too close for any background batch waits for the urgent lane (engine/codec_lanes.py)
+    # urgent; a chunk too close for any background batch waits for the urgent lane (engine/codec_batcher.py)
     slack_cap: bool = True
     urgent_margin_s: float = 0.100  # delta_u: a chunk whose deadline is this close is urgent
     max_defer_s: float = 0.100  # deadline-aware admission defers a prefill at most this long in a row

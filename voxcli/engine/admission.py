@@ -65,23 +65,33 @@ class Estimates(Protocol):
 
 
 class SchedulerView(Protocol):
-    """The scheduler's public state an admission policy reads (engine/scheduler.py keeps it current)."""
+    """The scheduler's public state an admission policy reads (engine/scheduler.py keeps it current:
+    plain attributes, or read-only properties over its parts)."""
 
     config: GateSettings
     est: Estimates
-    requests: Mapping[int, Request]  # every non-terminal request
-    waiting: deque[Request]  # the queue, head first
-    decoding: Mapping[int, Request]  # running rows, admission order
-    decoding_rows: int
-    prefilling: int
     kv: KVPagePool
     slots: CodecSlotTable
-    handoff: bool  # role lm: no codec slots held here
     margin: float  # urgent_margin_s
-    chunks: PendingChunks
     lane_policy: LanePolicy
     first_batch_max: int  # the largest batch of first chunks on the lane policy's first-chunk lane
-    max_background: int
+
+    @property
+    def requests(self) -> Mapping[int, Request]: ...  # every non-terminal request
+    @property
+    def waiting(self) -> deque[Request]: ...  # the queue, head first
+    @property
+    def decoding(self) -> Mapping[int, Request]: ...  # running rows, admission order
+    @property
+    def decoding_rows(self) -> int: ...
+    @property
+    def prefilling(self) -> int: ...
+    @property
+    def handoff(self) -> bool: ...  # role lm: no codec slots held here
+    @property
+    def chunks(self) -> PendingChunks: ...
+    @property
+    def max_background(self) -> int: ...
 
 
 @dataclass(frozen=True)

@@ -203,15 +203,15 @@ class Engine:
         # per request, before it can share (and fail) a batch: the shared fields and the family's options
         check_request(request, self.program.option_schema, f"model {self.spec.name}")
         try:
-            # (a role engine's _prepare takes no feed: its front door never submits one)
             prompt = self._prepare(request) if text_feed is None else self._prepare(request, text_feed)
+            self.prepared(request, prompt)
             # its KV need is planned here too, not on the engine loop (the loop only reads the number)
             kv_tokens = self.prepare_guard.run(lambda: self.program.kv_tokens(prompt), "planning the request")
         except PrepareClosed:
             raise EngineClosed(self._dead or "the engine is closed") from None
         with self._lock:
             rid = next(self._ids)
-        stream = self._new_stream(rid, request)
+        stream = self.new_stream(rid, request)
         r = self.scheduler.new_request(rid, prompt, arrival, request, stream)
         r.need_pages = self.scheduler.kv.pages_for(kv_tokens)
         r.text_feed = text_feed
@@ -262,7 +262,12 @@ class Engine:
         r.user.end(status, reason)
         self._streams.pop(r.id, None)
 
-    def _new_stream(self, rid: int, request: SynthesisRequest) -> AudioStream:
+    # ------------------------------------------------------------------ the seam for role engines (roles.py)
+    def prepared(self, request: SynthesisRequest, prompt: Prompt) -> None:
+        """`submit` made `prompt` (on the caller's thread): a role engine adds what crosses to the other role
+        here, and refuses the request by raising InputError. Nothing to add here."""
+
+    def new_stream(self, rid: int, request: SynthesisRequest) -> AudioStream:
         """The stream `submit` hands back (a role engine's carries more: engine/roles.py)."""
         pump = None if self.realtime else self._pump
         return AudioStream(rid, request.request_id, self.spec.sample_rate, Timeline(rid), self.cancel, pump)
@@ -325,7 +330,7 @@ class Engine:
                                   "resources", stacklevel=2)
                     break
                 self._complete(ex.wait(give_up))
-            self._handle(self.scheduler.close(ex.now(), "the engine was closed"))
+            self.handle(self.scheduler.close(ex.now(), "the engine was closed"))
         except Exception as e:  # noqa: BLE001 - closing must never raise; report what was kept
             warnings.warn(f"engine.close() could not release every request: {type(e).__name__}: {e}",
                           stacklevel=2)
@@ -352,8 +357,12 @@ class Engine:
     def _step(self, now: float) -> None:
         free = [lane for lane in self.layout.lanes if not self.executor.busy(lane)]
         if free:
-            for work in self.scheduler.decide(now, free):
+            sched = self.scheduler
+            for work in sched.decide(now, free):
                 self.executor.launch(work)
+            unreported = sched.take_unreported()  # requests a decision ended (a codec engine's slot binding)
+            if unreported:
+                self.handle(unreported)
 
     def _in_flight(self) -> bool:
         return any(self.executor.busy(lane) for lane in self.layout.lanes)
@@ -362,9 +371,48 @@ class Engine:
         for c in completions:
             if self.realtime and c.error is None and not c.reruns:  # an isolated batch ran several times
                 self.estimator.observe(c.work, c.finished - c.started)
-            self._handle(self.scheduler.complete(c))
+            self.handle(self.scheduler.complete(c))
 
-    def _handle(self, events: list[Event]) -> None:
+    def on_message(self, kind: str, payload: Any, now: float) -> None:
+        """A message `post`ed with a kind other than the engine's own (add, cancel), on the host thread: a
+        role engine's (engine/roles.py). None here."""
+        raise ValueError(f"unknown engine message {kind!r}")
+
+    def on_event(self, ev: Event) -> None:
+        """After `handle` fed the streams from `ev` (host thread): a role engine acts on it too
+        (`HandedOff`, which no stream here takes; the other role learns of an end). Nothing more here."""
+
+    def post(self, kind: str, payload: Any, at: float | None = None) -> None:
+        """Hand the engine loop a message (thread-safe; raises EngineClosed after close): "add" a
+        request, "cancel" an id, any other kind goes to `on_message`. `at`: virtual time only, when it
+        arrives (a message in flight); default now."""
+        with self._wake:
+            if self._closed:
+                raise EngineClosed(self._dead or "the engine is closed")
+            if self.realtime:
+                self._inbox.append((kind, payload))
+                self._wake.notify_all()
+            else:
+                when = self.executor.now() if at is None else max(float(at), self.executor.now())
+                heapq.heappush(self._arrivals, (when, next(self._seq), kind, payload))
+        if self.realtime:
+            self._interrupt()
+
+    def watch(self, rid: int, stream: AudioStream) -> None:
+        """Keep a stream the engine did not make in `submit` (a role engine's): it ends when the engine
+        closes or dies. Raises EngineClosed after close."""
+        with self._lock:
+            if self._closed:
+                raise EngineClosed(self._dead or "the engine is closed")
+            self._streams[rid] = stream
+
+    def unwatch(self, rid: int) -> AudioStream | None:
+        """Stop keeping a stream (its request ended outside the scheduler); the stream, if it was kept."""
+        with self._lock:
+            return self._streams.pop(rid, None)
+
+    def handle(self, events: list[Event]) -> None:
+        """Feed the streams from the scheduler's events (host thread), then `on_event` each."""
         for ev in events:
             stream: AudioStream = ev.request.user
             if isinstance(ev, Delivered):
@@ -382,19 +430,22 @@ class Engine:
                     self.program.release(ev.request.row)
                 except Exception as e:  # a release hook must not take the engine down
                     warnings.warn(f"program.release failed for request {ev.request.id}: {e}", stacklevel=1)
+            self.on_event(ev)
 
     def _admit(self, kind: str, payload: Any, now: float) -> None:
         if kind == "add":
-            self._handle(self.scheduler.add(payload, now))
+            self.handle(self.scheduler.add(payload, now))
+        elif kind != "cancel":
+            self.on_message(kind, payload, now)
         else:
-            self._handle(self.scheduler.cancel(payload, now))
+            self.handle(self.scheduler.cancel(payload, now))
             # a request that has not arrived yet (virtual time) is cancelled where it waits
             for i, item in enumerate(self._arrivals):
                 if item[2] == "add" and item[3].id == payload:
                     r: Request = item[3]
                     self._arrivals.pop(i)
                     heapq.heapify(self._arrivals)
-                    self._handle(self.scheduler.cancel_unarrived(r, now))
+                    self.handle(self.scheduler.cancel_unarrived(r, now))
                     break
 
     def _run_virtual(self, until: float | None) -> None:

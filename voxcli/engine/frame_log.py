@@ -6,7 +6,7 @@ list (O(1) per step) and a row's frames stay there until the row is *settled*: `
 to `r.frames` with one C-level map per epoch, no Python per frame. `Request.n_frames` counts the settled
 and the logged frames, so every reader sees the true count at any time.
 
-The scheduler settles a row when its chunk launches (the codec needs the frames), when it touches the
+A row is settled when its chunk launches (the codec needs the frames), when the LM batcher touches the
 row with SETTLE_AFTER frames logged, before anything appends to `r.frames` directly (a row done or
 without a frame; `flush`: every other path than a full step), and when the row stops running
 (`detach`).
@@ -137,3 +137,11 @@ class FrameLog:
                     self.detach(r)
         self.current = None
         self._epochs.clear()
+
+
+def settle(r: LoggedRow) -> None:
+    """Settle a row through the log it is attached to (no-op for a row in none): for a part that needs a
+    row's frames in r.frames (a chunk's launch or hand-off) without holding the log."""
+    e = r.log_epoch
+    if e is not None:
+        e.log.settle(r)

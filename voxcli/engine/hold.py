@@ -1,7 +1,7 @@
 """How long a chunk may wait on its way from an LM engine to a codec engine, so several share one message.
 
 The rule a placement's relay applies (voxcli/cluster/relay.py, which says why chunks wait) and the
-placement co-simulation predicts with (voxcli/bench/placement_sim.py): plain logic on a `CodeChunk`.
+placement co-simulation predicts with (voxcli/sim/placement.py): plain logic on a `CodeChunk`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Lane policies: which batch each free lane runs next. The mechanism (engine/scheduler.py and its
-parts) builds the batches; a policy only picks which to ask for, and when.
+"""Lane policies: which batch each free lane runs next. The mechanism builds the batches (the LM batcher,
+lm_batcher.py, and the codec batcher, codec_batcher.py, which engine/scheduler.py hands each policy as
+`(lm, codec)`); a policy only picks which to ask for, and when.
 
 Picked by name from `LANE_POLICIES` (config `policy`; config.py validates the name against it). See
 `lanes.py` for how each policy's lanes share the device.
@@ -11,7 +12,7 @@ Picked by name from `LANE_POLICIES` (config `policy`; config.py validates the na
     margin (the last moment the batch can finish before its first chunk would turn urgent), or when the
     LM lane has no request left to generate for. With `slack_cap` a launched batch is cut to the head of
     the deadline order that ends before its first chunk turns urgent, and a chunk no background batch can
-    end in time is left to the urgent lane (engine/codec_lanes.py).
+    end in time is left to the urgent lane (engine/codec_batcher.py).
   lanes: one asynchronous codec lane ("background", no partition, no urgent lane) with the same slack
     batching, except that an urgent chunk (first, or near its deadline) launches the batch at once.
   sync2: one host loop; each iteration launches an LM step and a codec batch of every ready chunk
@@ -28,14 +29,42 @@ from typing import ClassVar, Protocol
 from voxcli.engine.executors.base import LaneName, Work
 
 
-class LaneMechanism(Protocol):
-    """What a lane policy asks of the scheduler: each call builds one batch (None: nothing to run)."""
+class LmLane(Protocol):
+    """What a lane policy asks of the LM side: the next LM batch (None: nothing to run)."""
 
     def lm_work(self, now: float) -> Work | None: ...
+
+
+class CodecLanes(Protocol):
+    """What a lane policy asks of the codec side: each call builds one batch (None: nothing to run)."""
+
     def urgent_batch(self, now: float) -> Work | None: ...
     def background_batch(self, now: float, urgent_lane: bool) -> Work | None: ...
     def codec_all(self, now: float) -> Work | None: ...
-    def launch(self, works: list[Work], work: Work | None) -> None: ...
+
+
+class NoLane:
+    """The side of an engine that runs no such lane (a role engine): it never has a batch. A policy
+    asks only for the lanes that are free, so a role's missing lanes are never asked; this answers
+    anyway, never with work."""
+
+    def lm_work(self, now: float) -> Work | None:
+        return None
+
+    def urgent_batch(self, now: float) -> Work | None:
+        return None
+
+    def background_batch(self, now: float, urgent_lane: bool) -> Work | None:
+        return None
+
+    def codec_all(self, now: float) -> Work | None:
+        return None
+
+
+def launch(works: list[Work], work: Work | None) -> None:
+    """Take a batch the policy asked for (None: there was nothing to run)."""
+    if work is not None:
+        works.append(work)
 
 
 class LanePolicy:
@@ -56,9 +85,9 @@ class LanePolicy:
     separate_lanes: ClassVar[bool] = False
     serialized: ClassVar[bool] = False
 
-    def decide(self, m: LaneMechanism, free: set[str], lane_count: int, now: float,
+    def decide(self, lm: LmLane, codec: CodecLanes, free: set[str], lane_count: int, now: float,
                works: list[Work]) -> None:
-        """Append to `works` (through `m.launch`) what the free lanes run next."""
+        """Append to `works` (through `launch`) what the free lanes run next, in the order asked."""
         raise NotImplementedError
 
 
@@ -69,14 +98,14 @@ class Full(LanePolicy):
     deadline_batches = True
     separate_lanes = True
 
-    def decide(self, m: LaneMechanism, free: set[str], lane_count: int, now: float,
+    def decide(self, lm: LmLane, codec: CodecLanes, free: set[str], lane_count: int, now: float,
                works: list[Work]) -> None:
         if "urgent" in free:
-            m.launch(works, m.urgent_batch(now))
+            launch(works, codec.urgent_batch(now))
         if "lm" in free:
-            m.launch(works, m.lm_work(now))
+            launch(works, lm.lm_work(now))
         if "background" in free:
-            m.launch(works, m.background_batch(now, urgent_lane=True))
+            launch(works, codec.background_batch(now, urgent_lane=True))
 
 
 class Lanes(LanePolicy):
@@ -84,22 +113,22 @@ class Lanes(LanePolicy):
     deadline_batches = True
     separate_lanes = True
 
-    def decide(self, m: LaneMechanism, free: set[str], lane_count: int, now: float,
+    def decide(self, lm: LmLane, codec: CodecLanes, free: set[str], lane_count: int, now: float,
                works: list[Work]) -> None:
         if "lm" in free:
-            m.launch(works, m.lm_work(now))
+            launch(works, lm.lm_work(now))
         if "background" in free:
-            m.launch(works, m.background_batch(now, urgent_lane=False))
+            launch(works, codec.background_batch(now, urgent_lane=False))
 
 
 class Sync2(LanePolicy):
     name = "sync2"
 
-    def decide(self, m: LaneMechanism, free: set[str], lane_count: int, now: float,
+    def decide(self, lm: LmLane, codec: CodecLanes, free: set[str], lane_count: int, now: float,
                works: list[Work]) -> None:
         if len(free) == lane_count:  # wait for both halves of the iteration
-            m.launch(works, m.lm_work(now))
-            m.launch(works, m.codec_all(now))
+            launch(works, lm.lm_work(now))
+            launch(works, codec.codec_all(now))
 
 
 class Sync(LanePolicy):
@@ -109,19 +138,19 @@ class Sync(LanePolicy):
     def __init__(self) -> None:
         self.codec_turn = False  # the LM step of this iteration ran: the codec batch is next
 
-    def decide(self, m: LaneMechanism, free: set[str], lane_count: int, now: float,
+    def decide(self, lm: LmLane, codec: CodecLanes, free: set[str], lane_count: int, now: float,
                works: list[Work]) -> None:
         if len(free) != lane_count:  # LM step, then codec batch, never both
             return
         if self.codec_turn:
             self.codec_turn = False
-            m.launch(works, m.codec_all(now))
+            launch(works, codec.codec_all(now))
         if not works:
-            m.launch(works, m.lm_work(now))
+            launch(works, lm.lm_work(now))
             if works:
                 self.codec_turn = True
             else:
-                m.launch(works, m.codec_all(now))
+                launch(works, codec.codec_all(now))
 
 
 LANE_POLICIES: dict[str, type[LanePolicy]] = {p.name: p for p in (Sync, Sync2, Lanes, Full)}

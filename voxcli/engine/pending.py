@@ -6,7 +6,7 @@ their deadline are a prefix of `order` (`urgent_prefix` bisects it: a codec that
 of chunks past their deadline, scanned on every decision otherwise).
 
 This is also the public view of the pending chunks that admission policies read (engine/admission.py):
-`first_count`, `order` and `by_request` are read-only outside the scheduler. The scheduler's hot paths
+`first_count`, `order` and `by_request` are read-only outside the codec batcher. Its hot paths
 keep aliases of the three containers and update them in place, so they are never rebound here.
 """
 

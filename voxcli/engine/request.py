@@ -20,6 +20,7 @@ is real: the end of the audio already delivered).
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -128,7 +129,7 @@ class Chunk:
 
 class Request:
     """Engine-side record of one synthesis request. Owned by the scheduler; mutated only on the host
-    thread. The LM slack key is computed on demand by the scheduler (`Scheduler._key`)."""
+    thread. The LM slack key is computed on demand by the LM batcher (`LmBatcher._key`, lm_batcher.py)."""
 
     __slots__ = ("id", "name", "synthesis", "prompt", "row", "state", "arrival", "timeline", "frames",
                  "schedule", "frame_s", "ttfa_target", "next_chunk", "next_start",
@@ -176,7 +177,7 @@ class Request:
         # A later sentence of a user request already admitted (Engine.submit(continues=...)): never
         # refused for load, queued ahead of new requests, its TTFA target the end of the audio delivered.
         self.continuation = False
-        # the scheduler's decode hot path (frame_log.py, Scheduler._schedule_due): the log epoch holding
+        # the LM batcher's decode hot path (frame_log.py, LmBatcher._schedule_due): the log epoch holding
         # this row's frames after step log_from (None: every frame is in `frames`), the decode step at
         # which it next has more to do than store a frame, and its place in admission order
         self.log_epoch: Epoch | None = None
@@ -184,7 +185,7 @@ class Request:
         self.due_step = -1
         self.join_seq = -1
         # the next chunk, made when its bounds became known (its previous chunk was delivered) and
-        # pended by the decode step whose frame completes it (Scheduler._due_frames sets t_ready)
+        # pended by the decode step whose frame completes it (LmBatcher._due_frames sets t_ready)
         self.next_ready: Chunk | None = None
         # a text still arriving (models/text_feed.py; Engine.submit(text_feed=...)): while it is open the
         # row is paced to its playback (engine/text_pacing.py); opaque otherwise
@@ -224,6 +225,12 @@ class Request:
         """The next chunk to hand to the codec, frames [next_start, end), ready at `now`."""
         start = self.next_start
         return Chunk(self, self.next_chunk, start, end, last, now, self.deadline_of(start))
+
+    def drain(self) -> None:
+        """The LM finished (done, or at its frame cap): the rest of its chunks drain through the codec."""
+        self.state = RequestState.DRAINING
+        self.timeline.status = RequestState.DRAINING.value
+        self.timeline.frames = self.n_frames
 
     def chunk_left(self, ch: Chunk) -> int:
         """Chunk `ch` (the next one) left the engine, delivered or handed off: the one after it is next.
@@ -295,3 +302,8 @@ class Request:
             if self.n_frames > start or self.next_chunk > 0:
                 return start, self.n_frames, True
         return None
+
+
+def rows_of(reqs: Iterable[Request]) -> int:
+    """Rows (sequences per forward pass) of a set of requests: a CFG pair counts 2."""
+    return sum(r.prompt.width for r in reqs)

@@ -1,11 +1,14 @@
 """Role engines for a disaggregated placement: an LM-only engine and a codec-only engine.
 
 A GPU in a placement (`vox profile --gpus N`) has one of three roles: both (the ordinary `Engine`), LM
-only, codec only. The roles are lane plans (`config.role`, lanes.py), run by the one scheduler code path:
+only, codec only. The roles are lane plans (`config.role`, lanes.py), which the scheduler wires from the
+same parts (engine/scheduler.py): an LM batcher feeding a hand-off sink, or a remote frame source feeding
+a codec batcher. The role engines extend the Engine through its public seam only (`prepared`,
+`new_stream`, `on_message`, `on_event`, `post`, `watch`, `handle`):
 
     LMEngine      role=lm: the lm lane alone. When a request's chunk is complete its codes and its playback
-                  deadline leave the engine at once, as a `CodeChunk` (the scheduler's `HandedOff` event),
-                  and the request goes on generating; its KV pages are freed when the LM is done.
+                  deadline leave the engine at once, as a `CodeChunk` (the hand-off sink's `HandedOff`
+                  event), and the request goes on generating; its KV pages are freed when the LM is done.
     CodecEngine   role=codec: the urgent + background codec lanes, per-request codec slots, the same slack
                   batching and urgency rules as the both engine. Chunks arrive by `feed` (in order, one
                   call per chunk, never per decode step) and are cut by the request's own chunk schedule,
@@ -34,7 +37,7 @@ audio (first_audio + start frame x frame seconds): it delivers the audio, so its
 counts; `LMEngine.first_audio` hands that time back so the LM's slack keys use it too.
 
 Virtual time. On the virtual-clock sim (`vox profile --gpus N`'s placement prediction) a placement's engines
-share one timeline: a co-simulator (voxcli/bench/placement_sim.py) advances them in lockstep, every
+share one timeline: a co-simulator (voxcli/sim/placement.py) advances them in lockstep, every
 engine's clock then reads the same virtual seconds and they ARE the epoch that crosses (`VirtualEpoch`),
 and what crosses is posted at a virtual time (`at`), as a Ray message arriving then would be.
 """
@@ -42,7 +45,6 @@ and what crosses is posted at a virtual time (`at`), as a Ray message arriving t
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import itertools
 import threading
 import time
@@ -194,7 +196,8 @@ def _role_config(config: EngineConfig, role: str) -> EngineConfig:
 
 
 class _RoleEngine(Engine):
-    """The Engine with a real clock and a typed inbox for what crosses roles."""
+    """The Engine with an epoch clock for what crosses roles; it extends the Engine only through its
+    public seam (`prepared`, `new_stream`, `on_message`, `on_event`, `post`, `watch`, `handle`)."""
 
     role = "both"
 
@@ -203,20 +206,7 @@ class _RoleEngine(Engine):
         super().__init__(program, _role_config(config, self.role), executor=executor, profile=profile)
         clock = EpochClock if self.realtime else VirtualEpoch
         self.clock: EpochClock | VirtualEpoch = clock(self.executor.now)
-
-    def _post(self, kind: str, payload: Any, at: float | None = None) -> None:
-        """`at`: virtual time only, when it arrives (a message in flight); default now."""
-        with self._wake:
-            if self._closed:
-                raise EngineClosed(self._dead or "the engine is closed")
-            if self.realtime:
-                self._inbox.append((kind, payload))
-                self._wake.notify_all()
-            else:
-                when = self.executor.now() if at is None else max(float(at), self.executor.now())
-                heapq.heappush(self._arrivals, (when, next(self._seq), kind, payload))
-        if self.realtime:
-            self._interrupt()
+        self._keys_lock = threading.Lock()  # the role's own tables (request keys), from any thread
 
 
 class LMEngine(_RoleEngine):
@@ -230,7 +220,7 @@ class LMEngine(_RoleEngine):
         super().__init__(*args, **kw)
         self._keys = itertools.count(1)
         self._by_key: dict[str, int] = {}
-        self._opening = threading.local()  # submit's key, sink and binding, for _new_stream on this thread
+        self._opening = threading.local()  # submit's key, sink and binding, for new_stream on this thread
 
     def submit(self, request: SynthesisRequest, at: float | None = None,  # type: ignore[override]
                continues: AudioStream | None = None, key: str | None = None,
@@ -246,48 +236,43 @@ class LMEngine(_RoleEngine):
         finally:
             self._opening.value = self._opening.binding = None
 
-    def _prepare(self, request: SynthesisRequest) -> Prompt:
-        prompt = super()._prepare(request)
+    def prepared(self, request: SynthesisRequest, prompt: Prompt) -> None:
         # the codec slot's state as plain data, made now: a request whose state cannot leave this process
         # is refused here (the program's InputError), before any LM work, never decoded without it
         self._opening.binding = self.program.codec_binding(prompt)
-        return prompt
 
-    def _new_stream(self, rid: int, request: SynthesisRequest) -> AudioStream:
-        stream = super()._new_stream(rid, request)
+    def new_stream(self, rid: int, request: SynthesisRequest) -> AudioStream:
+        stream = super().new_stream(rid, request)
         key, sink = self._opening.value
         stream.key, stream.sink = key, sink  # type: ignore[attr-defined]
         stream.binding = self._opening.binding  # type: ignore[attr-defined]  # sent with chunk 0, then dropped
-        with self._lock:
+        with self._keys_lock:
             self._by_key[key] = rid
         return stream
 
     def first_audio(self, key: str, epoch: float, at: float | None = None) -> None:
         """The codec delivered the request's first audio at `epoch`: later chunks' deadlines follow it."""
-        self._post("first_audio", (key, epoch), at)
+        self.post("first_audio", (key, epoch), at)
 
-    def _admit(self, kind: str, payload: Any, now: float) -> None:
+    def on_message(self, kind: str, payload: Any, now: float) -> None:
         if kind != "first_audio":
-            return super()._admit(kind, payload, now)
+            return super().on_message(kind, payload, now)
         key, epoch = payload
-        with self._lock:
+        with self._keys_lock:
             rid = self._by_key.get(key)
         r = self.scheduler.requests.get(rid) if rid is not None else None
         if r is not None and r.t_first_audio is None:
             r.t_first_audio = self.clock.from_epoch(epoch)
 
-    def _handle(self, events: list[Event]) -> None:
-        for ev in events:
-            if isinstance(ev, HandedOff):
-                self._hand_off(ev)
-                continue
-            super()._handle([ev])
-            if isinstance(ev, Ended):
-                stream = ev.request.user
-                with self._lock:
-                    self._by_key.pop(stream.key, None)
-                if stream.sink is not None:
-                    stream.sink(RoleEnd(stream.key, ev.request.state.value, ev.request.reason))
+    def on_event(self, ev: Event) -> None:
+        if isinstance(ev, HandedOff):  # (no stream of this engine takes it: the codes leave here)
+            self._hand_off(ev)
+        elif isinstance(ev, Ended):
+            stream = ev.request.user
+            with self._keys_lock:
+                self._by_key.pop(stream.key, None)
+            if stream.sink is not None:
+                stream.sink(RoleEnd(stream.key, ev.request.state.value, ev.request.reason))
 
     def _hand_off(self, ev: HandedOff) -> None:
         r, ch, stream = ev.request, ev.chunk, ev.request.user
@@ -317,7 +302,7 @@ class CodecEngine(_RoleEngine):
         self._key_of: dict[int, str] = {}
         self._rids = itertools.count(1)
         self.on_end: Callable[[str, str, str | None], None] | None = None  # (key, status, reason)
-        self.scheduler.bind_remote = self._bind_slot
+        self.scheduler.bind_slots_with(self._bind_slot)
 
     def _bind_slot(self, r: Request) -> None:
         """The request got codec slot `r.slot` (scheduler, host thread): give it the state its LM engine
@@ -335,21 +320,15 @@ class CodecEngine(_RoleEngine):
             raise
         r.row = row
 
-    def _step(self, now: float) -> None:
-        super()._step(now)
-        self._handle(self.scheduler.take_unreported())
-
     def attach(self, key: str) -> WatchedStream:
-        with self._lock:
+        with self._keys_lock:
             stream = self._by_key.get(key)
             if stream is None:
-                if self._closed:
-                    raise EngineClosed(self._dead or "the engine is closed")
                 rid = -next(self._rids)  # never an Engine.submit id (those count up from 1)
                 stream = WatchedStream(rid, key, self.spec.sample_rate, Timeline(rid, name=key), self.cancel)
+                self.watch(rid, stream)  # (raises EngineClosed after close)
                 self._by_key[key] = stream
                 self._key_of[rid] = key
-                self._streams[rid] = stream
             return stream  # type: ignore[return-value]
 
     def feed(self, chunk: CodeChunk, at: float | None = None) -> AudioStream:
@@ -357,24 +336,24 @@ class CodecEngine(_RoleEngine):
         chunk of a request this engine does not hold (it ended here, or the engine was restarted) raises.
         `at`: virtual time only, when the chunk arrives."""
         if chunk.index > 0:
-            with self._lock:
+            with self._keys_lock:
                 known = chunk.key in self._by_key
             if not known:
                 raise LookupError(f"chunk {chunk.index} of {chunk.key}: this codec engine holds no such "
                                   "request (it ended here, or the replica restarted)")
         stream = self.attach(chunk.key)
-        self._post("feed", (stream, chunk), at)
+        self.post("feed", (stream, chunk), at)
         return stream
 
     def abort(self, key: str, reason: str, at: float | None = None) -> None:
-        with self._lock:
+        with self._keys_lock:
             stream = self._by_key.get(key)
         if stream is not None:
-            self._post("abort", (stream.request_id, reason), at)
+            self.post("abort", (stream.request_id, reason), at)
 
     def holds(self, key: str) -> bool:
         """Whether request `key` is here (attached or open, not ended)."""
-        with self._lock:
+        with self._keys_lock:
             return key in self._by_key
 
     def room(self) -> int:
@@ -382,25 +361,25 @@ class CodecEngine(_RoleEngine):
         sched = self.scheduler
         return sched.slots.free - len(sched.waiting)
 
-    def _admit(self, kind: str, payload: Any, now: float) -> None:
+    def on_message(self, kind: str, payload: Any, now: float) -> None:
         if kind == "feed":
             stream, chunk = payload
             self._feed(stream, chunk, now)
         elif kind == "abort":
             rid, reason = payload
             if not self._end_unopened(rid, "failed", reason):
-                self._handle(self.scheduler.fail(rid, now, reason))
+                self.handle(self.scheduler.fail(rid, now, reason))
         elif kind == "cancel_unopened":
             self._end_unopened(payload, "cancelled", "cancelled by the user")
         else:
-            super()._admit(kind, payload, now)
+            super().on_message(kind, payload, now)
 
     def _end_unopened(self, rid: int, status: str, reason: str) -> bool:
         """End a request whose first chunk never came (it holds nothing here); False if it is open."""
         if rid in self.scheduler.requests:
             return False
-        with self._lock:
-            stream = self._streams.pop(rid, None)
+        stream = self.unwatch(rid)
+        with self._keys_lock:
             key = self._key_of.pop(rid, None)
             if key is not None:
                 self._by_key.pop(key, None)
@@ -421,36 +400,34 @@ class CodecEngine(_RoleEngine):
                 chunk.arrival_epoch), chunk.schedule, self.spec.frame_seconds, chunk.ttfa_target_s,
                 None, stream, self.spec.codec_lookahead_frames)
             r.frame_cap = _UNBOUNDED
-            r.state_bytes = chunk.state_bytes  # reserved with its slot (remote_role.py)
+            r.state_bytes = chunk.state_bytes  # reserved with its slot (remote_source.py)
             r.continuation = chunk.continuation  # chunk 0's deadline (arrival + target) is the playback end
             r.refresh_event()
             stream.timeline = r.timeline
             stream.binding = chunk.binding  # type: ignore[attr-defined]  # bound when it gets a slot
             r.timeline.name = chunk.key
             self.timelines.append(r.timeline)
-            self._handle(sched.open_remote(r, now) + sched.take_unreported())
+            self.handle(sched.open_remote(r, now) + sched.take_unreported())
         if r.n_frames != chunk.start:
-            self._handle(sched.fail(rid, now, f"internal error: chunk {chunk.index} of {chunk.key} starts at "
+            self.handle(sched.fail(rid, now, f"internal error: chunk {chunk.index} of {chunk.key} starts at "
                                               f"frame {chunk.start}, expected {r.n_frames}"))
             return
-        self._handle(sched.feed_remote(r, chunk.codes, chunk.last, now))
+        self.handle(sched.feed_remote(r, chunk.codes, chunk.last, now))
 
-    def _handle(self, events: list[Event]) -> None:
-        super()._handle(events)
-        for ev in events:
-            if isinstance(ev, Ended):
-                with self._lock:
-                    key = self._key_of.pop(ev.request.id, None)
-                    if key is not None:
-                        self._by_key.pop(key, None)
-                if key is not None and self.on_end is not None:
-                    self.on_end(key, ev.request.state.value, ev.request.reason)
+    def on_event(self, ev: Event) -> None:
+        if isinstance(ev, Ended):  # the front door learns of the end (after the stream did)
+            with self._keys_lock:
+                key = self._key_of.pop(ev.request.id, None)
+                if key is not None:
+                    self._by_key.pop(key, None)
+            if key is not None and self.on_end is not None:
+                self.on_end(key, ev.request.state.value, ev.request.reason)
 
     def cancel(self, request_id: int, at: float | None = None) -> None:
         super().cancel(request_id, at)
         # a request that never got its first chunk is not in the scheduler: end its stream here
         try:
-            self._post("cancel_unopened", request_id)
+            self.post("cancel_unopened", request_id)
         except EngineClosed:
             pass  # closing ends every stream anyway
 

@@ -4,7 +4,7 @@
 frame's time (its latency estimator's decode-step cost; the rest of the frame is for prefills and the
 codec), less the streams it holds or has waiting. A both or LM-only replica reports it (the server's
 `routing_stats`, voxcli/server/service.py); the placement co-simulation reads it the same way
-(voxcli/bench/placement_sim.py), so predicted and served routing agree.
+(voxcli/sim/placement.py), so predicted and served routing agree.
 """
 
 from __future__ import annotations

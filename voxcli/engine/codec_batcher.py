@@ -1,44 +1,147 @@
-"""The codec lanes: which pending chunks a codec batch takes, when a background batch launches, and
-building the batch (`_launch_codec`).
+"""The codec batcher: the dispatchable chunks, the codec slot table, and which chunks each codec batch
+takes, when a background batch launches, building the batch and what its results do.
+
+It owns: the pending chunks (pending.py: at most one per request, ordered by deadline), the codec slot
+table (codec_slots.py: a prefill takes a slot from it, the LM batcher's `slots`), the background lane's
+batch threshold and load, and the late-chunk counters. Frames come from a `FrameSource` (chunk_sink.py):
+the LM batcher, or a remote frame source in a codec-only engine; a running request's delivered chunk is
+handed back to it (`chunk_delivered`: its due step and next chunk). Requests end through the request
+book.
 
   urgent lane       first chunks and chunks within the urgent margin of their deadline (late_urgent),
                     in deadline order up to the largest urgent bucket ("promoted": later chunks on it)
   background lane   the other chunks in deadline order up to its largest bucket, launched when at least
                     B are ready (adaptive_batching: B follows the lane's load), when an urgent chunk
-                    needs it (no urgent lane), when the LM lane has nothing left, or by the deadline
-                    trigger (deadline_launch): the last moment the batch ends before its first chunk
-                    turns urgent; with slack_cap cut to what ends in time (below)
+                    needs it (no urgent lane), when the LM has nothing left, or by the deadline trigger
+                    (deadline_launch): the last moment the batch ends before its first chunk turns
+                    urgent; with slack_cap cut to what ends in time (below)
   every ready chunk one batch of all, deadline order (the sync policies)
 
-The lane policy (lane_policies.py) decides which of these to ask for; `codec_timers` says when a
-waiting decision could change without a completion.
+The lane policy (lane_policies.py) decides which of these to ask for; `timers` says when a waiting
+decision could change without a completion. A request's next chunk becomes dispatchable only after its
+previous chunk has been delivered (`complete`), and once all of its frames exist (or it is the tail).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from heapq import merge
 from itertools import islice
 from typing import Any
 
 import numpy as np
 
-from voxcli.engine.chunk_flow import ChunkFlow
+from voxcli.config import EngineConfig
+from voxcli.engine.chunk_sink import FrameSource, produced_nothing, ready_chunk
+from voxcli.engine.codec_slots import CodecSlotTable
+from voxcli.engine.estimates import LatencyEstimator
+from voxcli.engine.events import Delivered, Event
 from voxcli.engine.executors.base import Completion, LaneName, Work
-from voxcli.engine.pending import chunk_order
-from voxcli.engine.request import Chunk
+from voxcli.engine.frame_log import settle
+from voxcli.engine.lane_policies import LanePolicy
+from voxcli.engine.lanes import LaneLayout
+from voxcli.engine.pending import PendingChunks, chunk_order
+from voxcli.engine.request import Chunk, ChunkRecord, Request, RequestState
+from voxcli.engine.request_book import RequestBook
+from voxcli.engine.stage_errors import describe, stage_reason
 from voxcli.models.base import CodecItem
 
+S = RequestState
 
-class CodecLanes(ChunkFlow):
-    def _urgent_prefix(self, now: float) -> int:
+
+class CodecBatcher:
+    passes_on = False  # chunks wait here for a codec batch (chunk_sink.py)
+
+    def __init__(self, config: EngineConfig, layout: LaneLayout, estimator: LatencyEstimator,
+                 lane_policy: LanePolicy, slots: CodecSlotTable, book: RequestBook, codebooks: int,
+                 frame_s: float, on_first_audio: Callable[[Request, float], None]) -> None:
+        """`on_first_audio(r, now)`: the admission policy's hook for a request's first audio."""
+        self.config = config
+        self.layout = layout
+        self.est = estimator
+        self.slots = slots
+        self._book = book
+        self._requests = book.requests
+        self._frame_s = frame_s
+        self._on_first_audio = on_first_audio
+        self._source: FrameSource | None = None  # set by `feed_from` (the wiring, scheduler.py)
+        self.empty_codes = np.zeros((0, codebooks), dtype=np.int64)
+        # dispatchable chunks, at most one per request (pending.py); the hot paths use the aliases
+        self.chunks = PendingChunks()
+        self._pending = self.chunks.by_request
+        self._firsts = self.chunks.firsts
+        self._order = self.chunks.order
+        # batch caps and buckets come from the lane plan (lanes.py), the table the executors build from
+        lanes = layout.lanes
+        self.max_urgent = layout.largest("urgent", "codec") if "urgent" in lanes else 0
+        self.max_background = layout.largest("background", "codec") if "background" in lanes else 0
+        self.margin = config.urgent_margin_s
+        self._deadline_batches = lane_policy.deadline_batches
+        self._adaptive = config.adaptive_batching
+        # background batch threshold B; with adaptive_batching it follows the lane's measured load
+        self._bg_min = config.background_min_batch
+        self._bg_load = 0.0  # exponential average of the background lane's busy fraction
+        self._bg_last = 0.0  # when its previous batch finished
+        # the late-chunk path (config late_urgent / deadline_launch): later chunks launched on the urgent
+        # lane ("promoted") and background batches launched below B by their deadline trigger alone
+        self.late_urgent = config.late_urgent
+        self.deadline_launch = config.deadline_launch
+        # config slack_cap: background batches cut by their chunks' slack ("slack_cuts"); only with an
+        # urgent lane to leave the chunks that no batch can end in time to
+        self.slack_cap = config.slack_cap and lane_policy.has_urgent_lane
+        self.counts = {"promoted": 0, "deadline_launches": 0, "slack_cuts": 0}
+        self._bg_padded: dict[tuple[int, int], tuple[int, int]] = {}  # (chunks, frames) -> (bucket, frames)
+
+    def feed_from(self, source: FrameSource) -> None:
+        """Where this batcher's frames come from (the LM batcher or a remote frame source)."""
+        self._source = source
+
+    @property
+    def background_min(self) -> int:
+        """The background lane's batch threshold B now (adaptive_batching moves it)."""
+        return self._bg_min
+
+    # ------------------------------------------------------------------ what it holds
+    @property
+    def pending(self) -> dict[int, Chunk]:
+        """The dispatchable chunk of each request that has one (read-only outside)."""
+        return self._pending
+
+    def add(self, ch: Chunk) -> None:
+        self.chunks.add(ch)
+
+    def advance(self, r: Request, now: float) -> list[Event]:
+        """Make the request's next chunk dispatchable if it is ready; finish a request with no chunks."""
+        ch = ready_chunk(r, now)
+        if ch is None:
+            return self._book.end(r, S.DONE, now, None) if produced_nothing(r) else []
+        self.chunks.add(ch)
+        return []
+
+    def drop(self, r: Request) -> None:
+        """The request ended (request_book.py): its dispatchable chunk goes."""
+        ch = self._pending.get(r.id)
+        if ch is not None:
+            self.chunks.remove(ch)
+
+    def release(self, r: Request) -> bool:
+        """Its codec slot goes back (no batch in flight uses it): True when it held one."""
+        if r.slot < 0:
+            return False
+        self.slots.release(r.slot, r.id)
+        r.slot = -1
+        return True
+
+    # ------------------------------------------------------------------ the next batch
+    def urgent_prefix(self, now: float) -> int:
         """How many chunks at the front of the deadline order are within the urgent margin of their
         deadline (none with late_urgent off: later chunks then stay in the background lane however late)."""
         return self.chunks.urgent_prefix(now, self.margin) if self.late_urgent else 0
 
     def urgent_batch(self, now: float) -> Work | None:
-        if not self.pending:
+        if not self._pending:
             return None
-        n_near = self._urgent_prefix(now)
+        n_near = self.urgent_prefix(now)
         if not n_near and not self._firsts:
             return None
         near = self.chunks.chunks(self._order[: min(n_near, self.max_urgent)])
@@ -52,7 +155,7 @@ class CodecLanes(ChunkFlow):
         return self._launch_codec("urgent", batch, now)
 
     def background_batch(self, now: float, urgent_lane: bool) -> Work | None:
-        if not self.pending:
+        if not self._pending:
             return None
         if urgent_lane:
             i0 = self._background_start(now)
@@ -62,8 +165,8 @@ class CodecLanes(ChunkFlow):
             force = False
         else:
             batch = self.chunks.in_order(self.max_background)
-            force = bool(self._firsts) or self._urgent_prefix(now) > 0
-        if not (force or len(batch) >= self._bg_min or self._lm_has_nothing_left()):
+            force = bool(self._firsts) or self.urgent_prefix(now) > 0
+        if not (force or len(batch) >= self._bg_min or self._source_idle()):
             if not (self.deadline_launch and now >= self._background_trigger(batch)):
                 return None
             self.counts["deadline_launches"] += 1  # below B, launched only so it is not late
@@ -75,7 +178,7 @@ class CodecLanes(ChunkFlow):
         return self._launch_codec("background", batch, now)
 
     def codec_all(self, now: float) -> Work | None:
-        if not self.pending:
+        if not self._pending:
             return None
         return self._launch_codec("background", self.chunks.in_order(self.max_background), now)
 
@@ -98,10 +201,10 @@ class CodecLanes(ChunkFlow):
         (`i`, when the caller has it) and, with the slack cap, past the chunks the urgent lane will
         deliver sooner than even a batch of one."""
         if i is None:
-            i = self._urgent_prefix(now)
+            i = self.urgent_prefix(now)
         if not (self.slack_cap and self.late_urgent):
             return i
-        order, pending, alone = self._order, self.pending, self._alone
+        order, pending, alone = self._order, self._pending, self._alone
         memo: dict[int, tuple[float, float]] = {}
         while i < len(order):
             deadline, rid = order[i]
@@ -176,20 +279,22 @@ class CodecLanes(ChunkFlow):
                    else self.est.codec("background", len(batch), frames))
         return batch[0].deadline - self.margin - seconds
 
-    def _lm_has_nothing_left(self) -> bool:
-        return not self.decoding and not self.prefilling
+    def _source_idle(self) -> bool:
+        """No more frames will come for now (the LM has nothing running or prefilling)."""
+        return self._source is None or self._source.idle
 
-    def codec_timers(self, now: float) -> list[float]:
+    def timers(self, now: float, background_free: bool) -> list[float]:
         """Times at which a background decision could change with no completion: a chunk's promotion to
-        the urgent lane, a waiting batch's deadline trigger (lane policies with deadline batches)."""
+        the urgent lane, a waiting batch's deadline trigger (lane policies with deadline batches).
+        `background_free`: no background batch is in flight."""
         times: list[float] = []
-        if not (self._order and self.lane_policy.deadline_batches):
+        if not (self._order and self._deadline_batches):
             return times
-        i0 = self._urgent_prefix(now)
+        i0 = self.urgent_prefix(now)
         if i0 < len(self._order):
             if self.late_urgent:
                 times.append(self._order[i0][0] - self.margin)  # promotion to urgent
-            if self.deadline_launch and not self.busy["background"]:
+            if self.deadline_launch and background_free:
                 i = self._background_start(now, i0) if self.slack_cap else i0
                 batch = self.chunks.chunks(self._order[i: i + self.max_background])
                 if batch:
@@ -198,7 +303,7 @@ class CodecLanes(ChunkFlow):
 
     def _launch_codec(self, lane: LaneName, chunks: list[Chunk], now: float) -> Work:
         flat: list[Any] = []  # every frame of the batch: one array build, then a view per chunk
-        pending, firsts, settle = self.pending, self._firsts, self._log.settle
+        pending, firsts = self._pending, self._firsts
         keys: list[tuple[float, int]] = []  # the continuation chunks' order entries, in order
         for ch in chunks:
             r = ch.request
@@ -227,6 +332,54 @@ class CodecLanes(ChunkFlow):
             frames = b
         bucket = self.layout.bucket_for(lane, "codec", len(items))
         return Work(lane=lane, stage="codec", rows=items, bucket=bucket, tag=chunks, frames=frames)
+
+    # ------------------------------------------------------------------ results
+    def complete(self, c: Completion) -> list[Event]:
+        """A codec batch came back: each chunk is delivered (or its request fails) and lets its
+        request's next chunk go (a running request's through its frame source: `chunk_delivered`)."""
+        if c.work.lane == "background" and self._adaptive:
+            self._adapt_background(c)
+        chunks: list[Chunk] = c.work.tag
+        events: list[Event] = []
+        now = c.finished
+        failed = c.error is not None or c.result is None or len(c.result) != len(chunks)
+        reason = stage_reason("codec", c) if failed else None
+        decode, draining, frame_s, append = S.DECODE, S.DRAINING, self._frame_s, events.append
+        book, ndarray, source = self._book, np.ndarray, self._source
+        delivered = source.chunk_delivered if source is not None else None
+        results = c.result if not failed else [None] * len(chunks)
+        for ch, pcm in zip(chunks, results, strict=True):
+            r = ch.request
+            r.chunk_inflight = False
+            state = r.state
+            if state is not decode and state is not draining and state.terminal:  # (terminal hashes the enum)
+                events += book.maybe_release(r)
+                continue
+            if failed:
+                events += book.end(r, S.FAILED, now, reason)
+                continue
+            if pcm.__class__ is not ndarray and isinstance(pcm, BaseException):
+                events += book.end(r, S.FAILED, now, f"the codec stage failed: {describe(pcm)}")
+                continue
+            index, frames = ch.index, ch.end - ch.start
+            audio_s = frames * frame_s if r.hold_s == 0.0 else r.released_audio_s(ch)
+            r.timeline.chunks.append(ChunkRecord(index, ch.start, frames, ch.t_ready, ch.t_dispatched, now,
+                                                 audio_s, ch.lane, ch.deadline if index else None))
+            if index == 0:
+                r.t_first_audio = now
+                r.timeline.first_audio = now
+                self._on_first_audio(r, now)
+            append(Delivered(r, ch, pcm, now))
+            next_end = r.chunk_left(ch)
+            if ch.last:
+                events += book.end(r, S.DONE, now, None)
+                continue
+            if r.state is not decode or delivered is None:
+                r.refresh_event()
+                events += self.advance(r, now)
+                continue
+            events += delivered(r, next_end, now)  # a running request: its source files it
+        return events
 
 
 def stack_frames(flat: list[Any]) -> np.ndarray:
