@@ -15,22 +15,22 @@ bash scripts/setup.sh test
 #   .oracle-zonos-venv    what upstream Zonos (../shared/oracle/zonos) needs: transformers 5.23, phonemizer
 #   .oracle-kyutai-venv   moshi 0.2.13 (Kyutai TTS: moshi.models.tts.TTSModel, moshi's Mimi)
 #   .oracle-vibevoice-venv transformers 5.24 + diffusers 0.42.1 (VibeVoice, DPMSolverMultistepScheduler)
-oracle() {  # ENV_VAR VENV_DIR SETUP_SCRIPT
-  if [ -z "${!1:-}" ]; then
-    bash "scripts/$3" "$2"
-    export "$1=$PWD/$2/bin/python"
-  fi
-}
-oracle VOX_ORACLE_PYTHON .oracle-venv setup_oracle.sh
-oracle VOX_HIGGS_ORACLE_PYTHON .oracle-higgs-venv setup_oracle_higgs.sh
-oracle VOX_SPEECHLM_ORACLE_PYTHON .oracle-speechlm-venv setup_oracle_speechlm.sh
-oracle VOX_COSYVOICE_ORACLE_PYTHON .oracle-cosyvoice-venv setup_oracle_cosyvoice.sh
-oracle VOX_ORPHEUS_ORACLE_PYTHON .oracle-tf524-venv setup_oracle_tf524.sh
-oracle VOX_ZONOS_ORACLE_PYTHON .oracle-zonos-venv setup_oracle_zonos.sh
-oracle VOX_CSM_ORACLE_PYTHON .oracle-tf524-venv setup_oracle_tf524.sh
-oracle VOX_KYUTAI_ORACLE_PYTHON .oracle-kyutai-venv setup_oracle_kyutai.sh
-oracle VOX_VIBEVOICE_ORACLE_PYTHON .oracle-vibevoice-venv setup_oracle_vibevoice.sh
-# Here the parity tests must run: a missing oracle is a failure, not a skip.
+# scripts/oracle_plan.py decides, one line per oracle: use the interpreter its variable names, build its
+# venv, or skip it where its pinned upstream source (../shared/oracle/...) is absent, as on a user's clone:
+# those parity tests then skip, naming the missing source, so their venvs (over 1 GB each) would go unused.
+plan="$(python3 scripts/oracle_plan.py)"
+while IFS=$'\t' read -r action var a b; do
+  case "$action" in
+    use) ;;
+    build)
+      bash "scripts/$b" "$a"
+      export "$var=$PWD/$a/bin/python" ;;
+    skip) echo "test.sh: $a" >&2 ;;
+    *) echo "test.sh: unexpected oracle plan line: $action" >&2; exit 1 ;;
+  esac
+done <<< "$plan"
+# Here the parity tests must run: a missing oracle interpreter is a failure, not a skip (pytest alone, without
+# this variable, skips them). A missing pinned source on a clone without ../shared still skips.
 export VOX_REQUIRE_ORACLE="${VOX_REQUIRE_ORACLE:-1}"
 .venv/bin/ruff check .
 .venv/bin/python -m pytest -q "$@"

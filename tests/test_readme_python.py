@@ -1,5 +1,5 @@
-"""The README's Python section runs as written: every ```python block, on the offline demo model, in a
-fresh interpreter each (what a reader pasting it would run), in a scratch folder."""
+"""The README's Python section and docs/python.md run as written: every ```python block, on the offline demo
+model, in a fresh interpreter each (what a reader pasting it would run), in a scratch folder."""
 
 from __future__ import annotations
 
@@ -11,12 +11,20 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-BLOCKS = re.findall(r"^```python\n(.*?)^```$", README.read_text(), flags=re.S | re.M)
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = (ROOT / "README.md", ROOT / "docs" / "python.md")
 
 
-def test_the_readme_has_python_examples():
-    assert len(BLOCKS) >= 3 and all("voxcli.load(" in b for b in BLOCKS)
+def python_blocks(doc: Path) -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```$", doc.read_text(), flags=re.S | re.M)
+
+
+BLOCKS = [b for doc in DOCS for b in python_blocks(doc)]
+
+
+def test_the_readme_and_the_python_doc_have_examples():
+    assert len(python_blocks(DOCS[0])) >= 1 and len(python_blocks(DOCS[1])) >= 2
+    assert all("voxcli.load(" in b for b in BLOCKS)
 
 
 @pytest.mark.parametrize("index", range(len(BLOCKS)))

@@ -1,8 +1,8 @@
 """voxcli: streaming text-to-speech for speech language models on an urgency-aware engine.
 
 The Python API (`voxcli.api`): `voxcli.load(model, ...)` opens an engine and returns a `TTS`, whose
-`say`, `stream`, `astream` and `batch` speak; see the README's "Python" section. The API loads on first
-use, so `import voxcli` (and `vox --help`) stays light: no numpy, no torch.
+`say`, `stream`, `astream` and `batch` speak; see the README's "Python" section and docs/python.md. The API
+loads on first use, so `import voxcli` (and `vox --help`) stays light: no numpy, no torch.
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ def upstream_dir() -> Path:
 def run_cases(ckpt: Path, cases: list[dict], work: Path, timeout: float = 1500,
               script: str = SCRIPT.name) -> dict:
     """`script`: the runner beside this file (run_cosyvoice2.py for CosyVoice 2, same venv and source)."""
-    py, up = oracle_python(), upstream_dir()
+    up, py = upstream_dir(), oracle_python()  # the source first: without it scripts/test.sh builds no venv
     cases_path, out = work / "cases.json", work / "oracle.pt"
     cases_path.write_text(json.dumps(cases))
     env = dict(
@@ -85,6 +85,7 @@ def run_cases(ckpt: Path, cases: list[dict], work: Path, timeout: float = 1500,
 def require_audio_frontend() -> None:
     """Skip (fail under VOX_REQUIRE_ORACLE=1) where the oracle venv cannot run upstream's real audio
     frontend (a venv built before scripts/setup_oracle_cosyvoice.sh added its libraries)."""
+    upstream_dir()  # the source first: without it scripts/test.sh builds no venv, and these skip
     probe = "import cosyvoice_stubs, sys; why = cosyvoice_stubs.frontend_missing(); print(why or '')"
     proc = subprocess.run(
         [oracle_python(), "-c", probe], capture_output=True, text=True, cwd=str(SCRIPT.parent), timeout=120

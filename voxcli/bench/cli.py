@@ -654,18 +654,21 @@ def _simulate_splits(console, prof, gpu: str, model: str, workload: str, utts, p
 
 BENCH_EXAMPLES = (
     "vox bench --executor sim --gpu h100 --model qwen3-tts-1.7b --policy full,sync2,lanes,sync "
-    "--rates 2:60:2",
-    "vox bench --executor cpu --model cpu-bench --policy sync,full --rates 0.5:4:0.5 --duration 30",
+    "--rates 30,50 --duration 15 --seeds 1",
+    "# the real engine on this CPU, with the offline demo model",
+    "vox bench --executor cpu --model demo --policy sync,full --rates 0.5,1 --duration 5 --seeds 1 "
+    "--warmup 2 --max-frames 24",
     "# a running `vox serve --executor sim --gpu h100`, beside the same engine in-process",
-    "vox bench --url http://127.0.0.1:8000 --executor sim --gpu h100 --rates 10,20,30 --duration 20",
-    "# an experiment plan: candidates x workloads x rates x seeds on the sim, its tables (see experiments/)",
-    "vox bench --plan experiments/sweep_policies.toml --plan-set duration=10 --plan-set seeds=1",
+    "vox bench --url http://127.0.0.1:8000 --executor sim --gpu h100 --rates 10,20 --duration 15 --seeds 1",
+    "# an experiment plan shipped in experiments/ (by name, from any folder): candidates x workloads x rates",
+    "vox bench --plan late_chunks --plan-set duration=5 --plan-set seeds=1",
 )
 PROFILE_EXAMPLES = (
-    "vox profile --gpu h100 --model qwen3-tts-1.7b",
-    "vox profile --gpu h100 --model qwen3-tts-1.7b --gpus 2 --set max_running=4",
-    # uncapped b200 engines serve hundreds of req/s: simulating 4-GPU placements there takes long
-    "vox profile --gpu b200 --model qwen3-tts-1.7b --gpus 4 --placements 0",
+    "vox profile --gpu h100 --model qwen3-tts-1.7b --keep 2 --sim-rates 48,64,80 --sim-seeds 1",
+    "vox profile --gpu h100 --model qwen3-tts-1.7b --gpus 2 --set max_running=4 --keep 1 --sim-seeds 1 "
+    "--placements 1",
+    # uncapped b200 engines serve hundreds of req/s: simulating them takes minutes, so rank by the bounds
+    "vox profile --gpu b200 --model qwen3-tts-1.7b --gpus 4 --no-simulate",
 )
 
 

@@ -195,9 +195,25 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return data
 
 
-def load_plan(path: Path, overrides: list[str] | None = None) -> Plan:
-    """Read and check the plan at `path` (`overrides`: `--plan-set key=value` on top)."""
+# The plans shipped with a checkout (experiments/ beside voxcli/); a wheel does not carry them.
+SHIPPED_PLANS = Path(__file__).resolve().parents[2] / "experiments"
+
+
+def plan_path(path: Path) -> Path:
+    """`path` itself when it is a file; else a shipped plan by its name, so that `--plan late_chunks`,
+    `late_chunks.toml` and the repository-relative `experiments/late_chunks.toml` work from any folder. A
+    path into another folder is never redirected: its absence is an error naming it."""
     path = Path(path)
+    if path.is_file() or path.parent not in (Path("."), Path("experiments")):
+        return path
+    shipped = SHIPPED_PLANS / (path.name if path.suffix == ".toml" else f"{path.name}.toml")
+    return shipped if shipped.is_file() else path
+
+
+def load_plan(path: Path, overrides: list[str] | None = None) -> Plan:
+    """Read and check the plan at `path`, or the shipped plan of that name (`plan_path`); `overrides`:
+    `--plan-set key=value` on top."""
+    path = plan_path(path)
     try:
         data = tomllib.loads(path.read_text())
     except OSError as e:

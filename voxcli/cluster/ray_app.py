@@ -5,7 +5,7 @@ door on --host/--port, and requests go to the replica with the most slack (`ray_
 One replica per GPU (`num_gpus=1`) for the cuda executor; sim and cpu replicas ask for CPU only. Ray
 does the placement, restarts and (with a cluster) the spread over machines: `ray start --head` on one
 machine, `ray start --address=<head>:6379` on the others, then `RAY_ADDRESS=auto vox serve --replicas N`
-on the head (README: Scale out). We build no cluster manager of our own.
+on the head (docs/serving.md: Scale out). We build no cluster manager of our own.
 """
 
 from __future__ import annotations

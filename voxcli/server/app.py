@@ -87,7 +87,7 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     if kind == "missing":
         message = f"field {field} is required."
     elif kind == "extra_forbidden":
-        message = (f"field {field} is not a field of this endpoint (see the README's API section for the "
+        message = (f"field {field} is not a field of this endpoint (see docs/serving.md for the "
                    "accepted fields).")
     elif kind == "json_invalid":
         message = "the request body is not valid JSON."
