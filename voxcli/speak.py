@@ -2,8 +2,8 @@
 
 Segment i+1 is submitted as soon as segment i delivers its first audio, so the engine generates it while
 segment i still streams (and plays): the listener hears one continuous utterance, and the next
-sentence never competes with the current one's first chunk. Used by `vox say` and by each `vox batch`
-item alike.
+sentence never competes with the current one's first chunk. `Session.speak` runs it (voxcli/speak_choice.py
+chooses it for a whole text); no front end calls it directly.
 """
 
 from __future__ import annotations

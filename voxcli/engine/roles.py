@@ -197,6 +197,7 @@ class _RoleEngine(Engine):
     """The Engine with a real clock and a typed inbox for what crosses roles."""
 
     role = "both"
+    takes_text_feed = False  # a role engine's submit has no text_feed: one request per sentence
 
     def __init__(self, program: ModelProgram, config: EngineConfig, executor: Executor | None = None,
                  profile: CostProfile | None = None) -> None:
