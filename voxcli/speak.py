@@ -160,6 +160,8 @@ def _submit(engine: Any, requests: Sequence[SynthesisRequest], index: int, previ
         if previous is not None:
             return engine.submit(requests[index], continues=previous)
         return engine.submit(requests[index])
+    except Stopped:  # the caller stopped (Session.speak refuses a new sentence then): no sentence's failure
+        raise
     except Exception as e:
         where = f"sentence {index + 1} of {len(requests)}: " if len(requests) > 1 else ""
         raise SpeechFailed(f"{where}{describe(e)}") from e

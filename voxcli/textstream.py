@@ -256,6 +256,8 @@ def speak_fed(engine: Any, request: SynthesisRequest, fragments: Iterable[str],
     feed = TextFeed(idle_limit_s=idle_limit_s)
     try:
         stream = engine.submit(request, text_feed=feed)
+    except Stopped:
+        raise
     except Exception as e:
         raise SpeechFailed(describe(e)) from e
     failure: list[BaseException] = []
