@@ -346,8 +346,48 @@ def check_voice_and_language(spec: ModelSpec, request: SynthesisRequest) -> None
                              f"{', '.join(choices)}")
 
 
+@dataclass(frozen=True)
+class TextWritten:
+    """A text segment a model wrote (a unified text+audio model's text phase, or what it heard): the
+    request it belongs to (`SynthesisRequest.request_id`), the text, and its text-vocabulary token ids."""
+
+    request_id: str | None
+    text: str
+    token_ids: tuple[int, ...] = ()
+
+
+TextListener = Callable[[TextWritten], None]
+
+
+class TextEvents:
+    """The text a program writes, handed to every listener on the engine thread as each segment ends.
+
+    Emitted before the step's audio is decoded, so a listener holding a request's first audio chunk has
+    already seen the text written before it. Listeners are kept in an immutable tuple (swapped whole):
+    emitting reads it without a lock while another thread subscribes."""
+
+    def __init__(self) -> None:
+        self._listeners: tuple[TextListener, ...] = ()
+
+    def listen(self, listener: TextListener) -> Callable[[], None]:
+        """Call `listener` for every segment from now on; returns the call that stops it."""
+        self._listeners = (*self._listeners, listener)
+
+        def stop() -> None:
+            self._listeners = tuple(x for x in self._listeners if x is not listener)
+        return stop
+
+    def emit(self, event: TextWritten) -> None:
+        for listener in self._listeners:
+            listener(event)
+
+
 class ModelProgram(ABC):
     spec: ModelSpec
+
+    # The text this model writes (`TextEvents`); None for a model that only speaks. A front end shows it
+    # (`--show-text`) or transcribes with it by listening here, never by patching the program.
+    text_written: TextEvents | None = None
 
     @classmethod
     @abstractmethod

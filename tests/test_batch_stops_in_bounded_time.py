@@ -16,6 +16,7 @@ import pytest
 
 import voxcli.stopping as stopping
 from voxcli.batch import BatchOptions, run_batch
+from voxcli.session import Session
 from voxcli.speak import RequestTemplate
 from voxcli.text import BatchItem
 
@@ -68,7 +69,8 @@ def test_an_interrupt_with_stuck_items_ends_within_the_stop_bound(tmp_path):
                         stop_bound_s=0.5)
     t0 = time.monotonic()
     try:
-        result = run_batch(engine, spec, "fake", items, RequestTemplate(), opts)
+        session = Session(engine=engine, spec=spec, model="fake", check=lambda _request: None)
+        result = run_batch(session, items, RequestTemplate(), opts)
     finally:
         engine.never.set()  # let the stuck workers go
     took = time.monotonic() - t0

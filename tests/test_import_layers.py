@@ -22,6 +22,9 @@ FORBIDDEN = {
     "voxcli/cluster": (*CLI, "voxcli.api", "voxcli.server.cli", "voxcli.bench"),
     "voxcli/speak.py": (*CLI, "voxcli.api", "voxcli.session", "voxcli.server", "voxcli.cluster"),
     "voxcli/batch.py": (*CLI, "voxcli.api", "voxcli.session", "voxcli.server", "voxcli.cluster"),
+    "voxcli/speak_choice.py": (*CLI, "voxcli.api", "voxcli.session", "voxcli.server", "voxcli.cluster"),
+    "voxcli/speech_engine.py": (*CLI, "voxcli.api", "voxcli.session", "voxcli.server", "voxcli.cluster"),
+    "voxcli/text_phase.py": (*CLI, "voxcli.api", "voxcli.session", "voxcli.server", "voxcli.cluster"),
     "voxcli/audio.py": (*CLI, "voxcli.api", "voxcli.session", "voxcli.server", "voxcli.cluster"),
 }
 

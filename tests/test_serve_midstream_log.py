@@ -34,7 +34,7 @@ def _fails_after_audio(engine: Any, requests: Any, on_audio: Any, sample_rate: i
 
 
 def test_a_mid_stream_failure_is_one_log_line_and_a_cut_body(monkeypatch):
-    monkeypatch.setattr("voxcli.server.service.speak", _fails_after_audio)
+    monkeypatch.setattr("voxcli.speak_choice.speak", _fails_after_audio)  # Session.speak's loop
     records = _Records()
     log = logging.getLogger("uvicorn.error")
     service = sim_service()

@@ -12,6 +12,7 @@ import numpy as np
 
 from voxcli.server.retry import RetryEstimator
 from voxcli.server.service import SpeechService
+from voxcli.speak import RequestTemplate
 
 
 class _Clock:
@@ -39,7 +40,10 @@ def _run(service: SpeechService, loop: asyncio.AbstractEventLoop, runner: Any) -
         ended.set()
 
     job._on_end = end
-    job.start([object()], runner=runner)
+    # this job's session speaks through `runner` (an engine that holds or refuses it)
+    job.session = SimpleNamespace(speak=lambda _source, _template, on_audio, stop, _options:
+                                  runner(None, [], on_audio, 24000, stop))  # type: ignore[assignment]
+    job.speak("Hello.", RequestTemplate())
     return ended
 
 

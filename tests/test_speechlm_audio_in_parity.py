@@ -127,12 +127,16 @@ def test_greedy_text_equals_the_reference(program, oracle, case):
     (segment,) = ref["segments"]
     assert segment.shape[0] == MIN_STEP + 1 and int(segment[-1, 0]) == 2  # a natural end: <|eos|>
     texts, ids = [], []
-    program.on_text = lambda _k, t: texts.append(t)
-    program.on_text_ids = lambda _k, i: ids.append(i)
+
+    def written(e):
+        texts.append(e.text)
+        ids.append(list(e.token_ids))
+
+    stop = program.text_written.listen(written)
     try:
         frames = run_alone(program, program.prepare(_request(case, oracle[1]["clips"])), page_size=4)
     finally:
-        program.on_text = program.on_text_ids = None
+        stop()
     assert frames.shape[0] == 0  # text only: no audio frame
     start = program.cfg.layout.text_start
     assert ids == [[int(t) - start for t in segment[:-1, 0]]]

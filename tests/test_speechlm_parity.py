@@ -98,11 +98,11 @@ def _request(case: dict, w: float) -> SynthesisRequest:
 
 def _generate(program, req: SynthesisRequest, page_size: int = 4) -> tuple[np.ndarray, list[str]]:
     texts: list[str] = []
-    program.on_text = lambda key, text: texts.append(text)
+    stop = program.text_written.listen(lambda e: texts.append(e.text))
     try:
         codes = run_alone(program, program.prepare(req), page_size=page_size)
     finally:
-        program.on_text = None
+        stop()
     return codes, texts
 
 

@@ -22,16 +22,19 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from voxcli.request_fields import RequestFieldError
 from voxcli.session import EngineOptions, Session, open_session
+
+if TYPE_CHECKING:
+    from voxcli.speak import RequestTemplate, SpeechStats
 
 __all__ = ["TTS", "Audio", "load", "RequestFieldError"]
 
@@ -96,9 +99,8 @@ class TTS:
     def options(self) -> list[str]:
         """The `options={...}` the model takes, one line each (name, what it accepts, default, meaning),
         from its family's schema (models/options.py): what an error about an option refers to."""
-        program = getattr(self._session.engine, "program", None)
-        schema = getattr(program, "option_schema", None)
-        return schema.describe() if schema is not None else []
+        program = self._session.engine.program
+        return program.option_schema.describe() if program is not None else []
 
     def say(self, text: str | Iterable[str], **fields: Any) -> Audio:
         """The whole utterance for `text` (split into sentences as the model prefers), once complete.
@@ -170,26 +172,6 @@ class TTS:
         with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="voxcli-batch") as pool:
             return list(pool.map(one, requests))
 
-    def _speak_arriving(self, text: Iterable[str], template: Any, on_audio: Any,
-                        stop: threading.Event | None) -> Any:
-        from voxcli.textstream import feeds_text, speak_fed, speak_live, stdin_requests
-
-        session = self._session
-        fragments = _fragments(text)
-        session.check(template.request("(flags check)"))  # the fields, before the text arrives
-        if feeds_text(session.spec, session.engine):  # one request, its words fed as they arrive
-            return speak_fed(session.engine, template.request(""), fragments, on_audio, self.sample_rate,
-                             stop=stop)
-
-        def make(sentence: str) -> Any:
-            req = template.request(sentence)
-            if req.max_frames is None and session.frame_cap is not None:
-                req.max_frames = session.frame_cap(sentence)
-            return req
-
-        return speak_live(session.engine, stdin_requests(fragments, make), on_audio, self.sample_rate,
-                          stop=stop)
-
     def close(self) -> None:
         self._session.close()
 
@@ -199,23 +181,18 @@ class TTS:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _speak(self, text: str | Iterable[str], fields: Mapping[str, Any], on_audio: Any,
-               stop: threading.Event | None = None) -> Any:
-        """One text through `voxcli.speak.speak`, the loop `vox say` runs (a text still arriving: the
-        loops `vox say -` runs); the engine's own error raised."""
-        from voxcli.speak import SpeechFailed, segment_requests, speak
+    def _speak(self, text: str | Iterable[str], fields: Mapping[str, Any],
+               on_audio: Callable[[np.ndarray], None], stop: threading.Event | None = None) -> SpeechStats:
+        """One text through `Session.speak`, as `vox say` speaks it (a text still arriving: as `vox say -`
+        does); the engine's own error raised."""
+        from voxcli.speak import SpeechFailed
 
-        session = self._session
         template = _template(fields)
         try:
-            if not isinstance(text, str):
-                return self._speak_arriving(text, template, on_audio, stop)
-            _check_text(text)
-            requests = segment_requests(text, template, frame_cap=session.frame_cap,
-                                        split=session.spec.split_sentences)
-            if requests:
-                session.check(requests[0])  # the model's check, before any synthesis; segments share it
-            return speak(session.engine, requests, on_audio, self.sample_rate, stop=stop)
+            if isinstance(text, str):
+                _check_text(text)
+                return self._session.speak(text, template, on_audio, stop)
+            return self._session.speak(_fragments(text), template, on_audio, stop)
         except SpeechFailed as e:
             cause = e.__cause__
             if isinstance(cause, Exception):  # the typed error the engine or model raised
@@ -257,7 +234,7 @@ def load(model: str | None = None, *, recipe: str | None = None, executor: str |
     return TTS(open_session(options))
 
 
-def _template(fields: Mapping[str, Any]) -> Any:
+def _template(fields: Mapping[str, Any]) -> RequestTemplate:
     """A RequestTemplate from request fields, checked as the CLI checks its flags."""
     from voxcli.request_fields import (
         check_max_frames,

@@ -34,11 +34,11 @@ from typing import Any
 
 from voxcli.audio import PART_SUFFIX, AudioOutputError, DiskFullError, FileSink, extension
 from voxcli.errors import VoxError
-from voxcli.models.base import InputError, ModelSpec, SynthesisRequest
-from voxcli.speak import RequestTemplate, SpeechFailed, Stopped, segment_requests, speak
+from voxcli.models.base import InputError
+from voxcli.speak import RequestTemplate, SpeechFailed, Stopped
+from voxcli.speak_choice import Speaker, SpeakOptions
 from voxcli.stopping import STOP_BOUND_S
 from voxcli.text import BatchItem
-from voxcli.text_phase import TextTap
 
 MANIFEST = "manifest.jsonl"
 
@@ -51,14 +51,11 @@ class BatchOptions:
     force: bool = False  # regenerate items that are already done
     max_chars: int = 300  # sentence segment size for long lines (as `vox say`)
     progress: bool = True
-    frame_cap: Callable[[str], int] | None = None  # see speak.segment_requests
-    # The model's cheap request check (ModelProgram.check): an item it refuses fails before any work.
-    check: Callable[[SynthesisRequest], None] | None = None
     # Test hook: behave as if Ctrl-C came after this many items finished in this run.
     interrupt_after: int | None = None
     # Stopping (Ctrl-C, SIGTERM, a full disk): how long the workers get to end their items, all together
     stop_bound_s: float = STOP_BOUND_S
-    text: TextTap | None = None  # --show-text: where the model's text phase is collected per request
+    show_text: bool = False  # --show-text: keep each item's text phase (<id>.txt, the record's model_text)
 
 
 @dataclass
@@ -245,8 +242,9 @@ class _Manifest:
                 raise
 
 
-def run_batch(engine: Any, spec: ModelSpec, model_name: str, items: list[BatchItem],
-              template: RequestTemplate, opts: BatchOptions, console: Any = None) -> BatchResult:
+def run_batch(session: Speaker, items: list[BatchItem], template: RequestTemplate, opts: BatchOptions,
+              console: Any = None) -> BatchResult:
+    """Every item through `session.speak` (its check, frame cap and split, as `vox say`'s)."""
     started = time.monotonic()
     prepare_out_dir(opts.out_dir)
     ext = extension(opts.fmt)
@@ -260,7 +258,7 @@ def run_batch(engine: Any, spec: ModelSpec, model_name: str, items: list[BatchIt
     for item in items:
         name = f"{item.id}.{ext}"
         if not opts.force and is_finished(manifest.records.get(item.id), item, opts.out_dir, name,
-                                          opts.text is not None):
+                                          opts.show_text):
             result.skipped += 1
         else:
             todo.append(item)
@@ -270,8 +268,8 @@ def run_batch(engine: Any, spec: ModelSpec, model_name: str, items: list[BatchIt
     results: queue.Queue[dict[str, Any]] = queue.Queue()
     for item in todo:
         work.put(item)
-    workers = [threading.Thread(target=_worker, args=(engine, spec, model_name, template, opts, work, results,
-                                                      stop), name=f"vox-batch-{n}", daemon=True)
+    workers = [threading.Thread(target=_worker, args=(session, template, opts, work, results, stop),
+                                name=f"vox-batch-{n}", daemon=True)
                for n in range(max(1, min(opts.concurrency, len(todo))))]
     for _ in workers:
         work.put(None)
@@ -344,16 +342,16 @@ def run_batch(engine: Any, spec: ModelSpec, model_name: str, items: list[BatchIt
     return result
 
 
-def _worker(engine: Any, spec: ModelSpec, model_name: str, template: RequestTemplate, opts: BatchOptions,
+def _worker(session: Speaker, template: RequestTemplate, opts: BatchOptions,
             work: queue.Queue, results: queue.Queue, stop: threading.Event) -> None:
     while (item := work.get()) is not None:
         if stop.is_set():
             results.put({"id": item.id, "status": "stopped"})
             continue
-        results.put(_synthesize_item(engine, spec, model_name, template, opts, item, stop))
+        results.put(_synthesize_item(session, template, opts, item, stop))
 
 
-def _synthesize_item(engine: Any, spec: ModelSpec, model_name: str, template: RequestTemplate,
+def _synthesize_item(session: Speaker, template: RequestTemplate,
                      opts: BatchOptions, item: BatchItem, stop: threading.Event) -> dict[str, Any]:
     name = f"{item.id}.{extension(opts.fmt)}"
     rec: dict[str, Any] = {"id": item.id, "source": item.source, "file": name,
@@ -362,29 +360,23 @@ def _synthesize_item(engine: Any, spec: ModelSpec, model_name: str, template: Re
     if item.error:
         return {**rec, "file": None, "status": "error", "error": item.error}
     sink: FileSink | None = None
-    keys: list[str] = []
+    texts: list[str] = []
     try:
         item_template = template.with_fields(voice=item.voice, language=item.language,
                                              instructions=item.instructions, seed=item.seed,
                                              cfg_scale=item.cfg_scale, options=item.options)
-        requests = segment_requests(item.text, item_template, max_chars=opts.max_chars,
-                                    frame_cap=opts.frame_cap, split=spec.split_sentences)
-        if opts.check is not None and requests:
-            opts.check(requests[0])  # every segment shares the item's settings
-        if opts.text is not None:
-            keys = opts.text.follow(requests)
-        sink = FileSink(opts.out_dir / name, spec.sample_rate, opts.fmt)
-        stats = speak(engine, requests, sink.write, spec.sample_rate, stop=stop)
+        sink = FileSink(opts.out_dir / name, session.spec.sample_rate, opts.fmt)
+        shown = SpeakOptions(max_chars=opts.max_chars, on_text=texts.append if opts.show_text else None)
+        stats = session.speak(item.text, item_template, sink.write, stop=stop, options=shown)
         if stats.samples == 0:
             raise SpeechFailed("the model produced no audio for this text.")
         sink.close()
-        if opts.text is not None:
-            texts = opts.text.text(keys)
+        if opts.show_text:
             _write_text(opts.out_dir, item.id, texts, audio=opts.out_dir / name)
             rec["model_text"] = texts
         return {**rec, "status": "ok", "duration_s": round(stats.audio_s, 4),
                 "ttfa_s": _round(stats.ttfa_s), "wall_s": round(stats.wall_s, 4),
-                "segments": len(requests), "error": None}
+                "segments": stats.segments, "error": None}
     except Stopped:
         _discard(sink)
         return {"id": item.id, "status": "stopped"}
@@ -397,9 +389,6 @@ def _synthesize_item(engine: Any, spec: ModelSpec, model_name: str, template: Re
         return {**rec, "file": None, "status": "error",
                 "error": f"{item.source}: {e}" if known else f"{type(e).__name__}: {e}",
                 "wall_s": round(time.monotonic() - t0, 4)}
-    finally:
-        if opts.text is not None:
-            opts.text.forget(keys)
 
 
 def _write_text(out_dir: Path, item_id: str, texts: list[str], audio: Path) -> None:

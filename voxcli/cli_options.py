@@ -18,46 +18,66 @@ from voxcli.console import announce_demo, sigterm_as_interrupt  # noqa: F401 - t
 from voxcli.errors import VoxError
 from voxcli.session import EngineOptions, Session, engine_config, opened
 
+# `--help` groups the flags by what they are about (Typer's rich panels); a flag without a panel (the text,
+# --model) stays in the first, plain "Options" panel.
+VOICE, SAMPLING, OUTPUT, ENGINE = "Voice", "Sampling", "Output", "Engine"
+
 # Common options (typer Annotated aliases keep the command signatures readable).
 ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Hub id, local checkpoint folder, or "
                                               "'demo' (tiny, offline). Default: the recipe's model "
                                               "(Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice).")]
-VoiceOpt = Annotated[str | None, typer.Option("--voice", "-v", help="Speaker name (see vox voices).")]
-LangOpt = Annotated[str | None, typer.Option("--lang", help="Language (see vox voices); default auto.")]
-InstrOpt = Annotated[str | None, typer.Option("--instructions", help="Style / voice description for "
-                                              "instructable models.")]
-SeedOpt = Annotated[int | None, typer.Option("--seed", help="Sampling seed, for repeatable output.")]
-GreedyOpt = Annotated[bool, typer.Option("--greedy", help="Greedy decoding with the model's own rules "
-                                         "(reproducible).")]
-TempOpt = Annotated[float | None, typer.Option("--temperature", help="Sampling temperature.")]
-TopKOpt = Annotated[int | None, typer.Option("--top-k", help="Top-k sampling (0 = off).")]
-TopPOpt = Annotated[float | None, typer.Option("--top-p", help="Top-p (nucleus) sampling.")]
-RepOpt = Annotated[float | None, typer.Option("--repetition-penalty", help="Repetition penalty.")]
-CfgOpt = Annotated[float | None, typer.Option("--cfg-scale", help="Classifier-free guidance scale for "
-                                              "models with CFG (Dia); 1 = off. Default: the model's.")]
-MaxFramesOpt = Annotated[int | None, typer.Option("--max-frames", help="Cap on audio frames per sentence.")]
-RecipeOpt = Annotated[str | None, typer.Option("--recipe", help="Engine recipe name or TOML file.")]
-SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Engine setting key=value (repeatable), "
-                                                   "e.g. --set policy=sync --set chunk.first=2.")]
-PolicyOpt = Annotated[str | None, typer.Option("--policy", help="Scheduling policy: sync, sync2, lanes, "
-                                               "full.")]
-ExecOpt = Annotated[str | None, typer.Option(
-    "--executor", help="Executor backend: auto (cuda when torch sees a GPU, else cpu), cpu, cuda, sim.")]
-DeviceOpt = Annotated[str | None, typer.Option("--device", help="Torch device: auto, cpu or cuda.")]
-DtypeOpt = Annotated[str | None, typer.Option("--dtype", help="Weights and KV: auto (bfloat16 on CUDA and on "
-                                              "CPUs with bfloat16 instructions, else float32), float32, "
-                                              "bfloat16 or float16. Same as --set dtype=...")]
+VoiceOpt = Annotated[str | None, typer.Option("--voice", "-v", rich_help_panel=VOICE,
+                                              help="Speaker name (see vox voices).")]
+LangOpt = Annotated[str | None, typer.Option("--lang", rich_help_panel=VOICE,
+                                             help="Language (see vox voices); default auto.")]
+InstrOpt = Annotated[str | None, typer.Option("--instructions", rich_help_panel=VOICE,
+                                              help="Style / voice description for instructable models.")]
+SeedOpt = Annotated[int | None, typer.Option("--seed", rich_help_panel=SAMPLING,
+                                             help="Sampling seed, for repeatable output.")]
+GreedyOpt = Annotated[bool, typer.Option("--greedy", rich_help_panel=SAMPLING,
+                                         help="Greedy decoding with the model's own rules (reproducible).")]
+TempOpt = Annotated[float | None, typer.Option("--temperature", rich_help_panel=SAMPLING,
+                                               help="Sampling temperature.")]
+TopKOpt = Annotated[int | None, typer.Option("--top-k", rich_help_panel=SAMPLING,
+                                             help="Top-k sampling (0 = off).")]
+TopPOpt = Annotated[float | None, typer.Option("--top-p", rich_help_panel=SAMPLING,
+                                               help="Top-p (nucleus) sampling.")]
+RepOpt = Annotated[float | None, typer.Option("--repetition-penalty", rich_help_panel=SAMPLING,
+                                              help="Repetition penalty.")]
+CfgOpt = Annotated[float | None, typer.Option("--cfg-scale", rich_help_panel=SAMPLING,
+                                              help="Classifier-free guidance scale for models with CFG "
+                                                   "(Dia); 1 = off. Default: the model's.")]
+MaxFramesOpt = Annotated[int | None, typer.Option("--max-frames", rich_help_panel=SAMPLING,
+                                                  help="Cap on audio frames per sentence.")]
+RecipeOpt = Annotated[str | None, typer.Option("--recipe", rich_help_panel=ENGINE,
+                                               help="Engine recipe name or TOML file.")]
+SetOpt = Annotated[list[str] | None, typer.Option("--set", rich_help_panel=ENGINE,
+                                                  help="Engine setting key=value (repeatable), e.g. --set "
+                                                       "policy=sync --set chunk.first=2.")]
+PolicyOpt = Annotated[str | None, typer.Option("--policy", rich_help_panel=ENGINE,
+                                               help="Scheduling policy: sync, sync2, lanes, full.")]
+ExecOpt = Annotated[str | None, typer.Option("--executor", rich_help_panel=ENGINE,
+                                             help="Executor backend: auto (cuda when torch sees a GPU, else "
+                                                  "cpu), cpu, cuda, sim.")]
+DeviceOpt = Annotated[str | None, typer.Option("--device", rich_help_panel=ENGINE,
+                                               help="Torch device: auto, cpu or cuda.")]
+DtypeOpt = Annotated[str | None, typer.Option("--dtype", rich_help_panel=ENGINE,
+                                              help="Weights and KV: auto (bfloat16 on CUDA and on CPUs with "
+                                                   "bfloat16 instructions, else float32), float32, bfloat16 "
+                                                   "or float16. Same as --set dtype=...")]
 
 
-FormatOpt = Annotated[str | None, typer.Option("--format", help="wav, flac, pcm (and mp3, opus, ogg when "
-                                               "libsndfile can encode them). Default: from the file name, "
-                                               "else wav.")]
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress or timing lines on stderr.")]
-MkdirOpt = Annotated[bool, typer.Option("--mkdir", help="Create the output's missing folders (otherwise a "
-                                       "missing folder is refused: it is usually a typo).")]
-VerboseOpt = Annotated[bool, typer.Option("--verbose", help="Add the memory plan (KV pages, positions, "
-                                          "codec slots, bytes) to the timing line.")]
-
+FormatOpt = Annotated[str | None, typer.Option("--format", rich_help_panel=OUTPUT,
+                                               help="wav, flac, pcm (and mp3, opus, ogg when libsndfile can "
+                                                    "encode them). Default: from the file name, else wav.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", rich_help_panel=OUTPUT,
+                                        help="No progress or timing lines on stderr.")]
+MkdirOpt = Annotated[bool, typer.Option("--mkdir", rich_help_panel=OUTPUT,
+                                        help="Create the output's missing folders (otherwise a missing "
+                                             "folder is refused: it is usually a typo).")]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", rich_help_panel=OUTPUT,
+                                          help="Add the memory plan (KV pages, positions, codec slots, "
+                                               "bytes) to the timing line.")]
 
 
 def engine_options(model: str | None, recipe: str | None, sets: list[str] | None, policy: str | None,

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from voxcli.cli_options import (
+    ENGINE,
+    OUTPUT,
+    VOICE,
     CfgOpt,
     DeviceOpt,
     DtypeOpt,
@@ -50,18 +54,7 @@ from voxcli.cli_options import (
 )
 from voxcli.console import friendly_errors, say_line
 from voxcli.errors import VoxError
-from voxcli.session import Session
 from voxcli.stopping import closed_within
-
-
-def _sentence_request(template: Any, frame_cap: Any) -> Any:
-    def make(sentence: str) -> Any:
-        req = template.request(sentence)
-        if req.max_frames is None and frame_cap is not None:
-            req.max_frames = frame_cap(sentence)
-        return req
-    return make
-
 
 SAY_HELP = "Speak text: to the speakers, a file, or stdout."
 SAY_EXAMPLES = (
@@ -77,40 +70,50 @@ def say(
     text: Annotated[str | None, typer.Argument(help="Text to say; '-' or nothing reads stdin (each "
                                                     "sentence is spoken as soon as it is complete).")]
     = None,
-    output: Annotated[str | None, typer.Option("--output", "-o",
-                                               help="Output file, or '-' for stdout.")] = None,
-    play: Annotated[bool, typer.Option("--play", help="Play through the speakers while it streams.")] = False,
-    fmt: FormatOpt = None,
-    raw: Annotated[bool, typer.Option("--raw", help="Headerless 16-bit little-endian PCM.")] = False,
     text_file: Annotated[Path | None, typer.Option("--text-file", "-f",
                                                    help="Read the text from a file.")] = None,
-    model: ModelOpt = None, voice: VoiceOpt = None, lang: LangOpt = None, instructions: InstrOpt = None,
-    ref_audio: Annotated[Path | None, typer.Option("--ref-audio", help="Reference speech to clone the voice "
-                                                   "of (Base models).")] = None,
-    ref_text: Annotated[str | None, typer.Option("--ref-text", help="Transcript of --ref-audio (better "
-                                                 "clone).")] = None,
+    model: ModelOpt = None,
+    # the rest in --help's panels, in this order: voice, sampling, output, engine
+    voice: VoiceOpt = None, lang: LangOpt = None, instructions: InstrOpt = None,
+    ref_audio: Annotated[Path | None, typer.Option("--ref-audio", rich_help_panel=VOICE,
+                                                   help="Reference speech to clone the voice of (Base "
+                                                        "models).")] = None,
+    ref_text: Annotated[str | None, typer.Option("--ref-text", rich_help_panel=VOICE,
+                                                 help="Transcript of --ref-audio (better clone).")] = None,
     seed: SeedOpt = None, greedy: GreedyOpt = False, temperature: TempOpt = None, top_k: TopKOpt = None,
     top_p: TopPOpt = None, repetition_penalty: RepOpt = None, max_frames: MaxFramesOpt = None,
-    cfg_scale: CfgOpt = None, recipe: RecipeOpt = None, set_: SetOpt = None, policy: PolicyOpt = None,
-    executor: ExecOpt = None, device: DeviceOpt = None, quiet: QuietOpt = False, verbose: VerboseOpt = False,
-    dtype: DtypeOpt = None, mkdir: MkdirOpt = False,
-    show_text: Annotated[bool, typer.Option("--show-text", help="Print what a unified text+audio model "
-                                            "writes before it speaks (its text phase) to stderr.")] = False,
+    cfg_scale: CfgOpt = None,
+    output: Annotated[str | None, typer.Option("--output", "-o", rich_help_panel=OUTPUT,
+                                               help="Output file, or '-' for stdout.")] = None,
+    play: Annotated[bool, typer.Option("--play", rich_help_panel=OUTPUT,
+                                       help="Play through the speakers while it streams.")] = False,
+    fmt: FormatOpt = None,
+    raw: Annotated[bool, typer.Option("--raw", rich_help_panel=OUTPUT,
+                                      help="Headerless 16-bit little-endian PCM.")] = False,
+    quiet: QuietOpt = False, verbose: VerboseOpt = False, mkdir: MkdirOpt = False,
+    show_text: Annotated[bool, typer.Option("--show-text", rich_help_panel=OUTPUT,
+                                            help="Print what a unified text+audio model writes before it "
+                                                 "speaks (its text phase) to stderr.")] = False,
+    recipe: RecipeOpt = None, set_: SetOpt = None, policy: PolicyOpt = None, executor: ExecOpt = None,
+    device: DeviceOpt = None, dtype: DtypeOpt = None,
 ) -> None:
     with friendly_errors():
         from voxcli.audio import STREAMABLE, open_sink, resolve_format
         from voxcli.playback import Player
         from voxcli.request_fields import read_ref_audio
-        from voxcli.speak import segment_requests, speak
+        from voxcli.speak_choice import SpeakOptions
         from voxcli.text import read_say_text
+        from voxcli.text_phase import no_text_phase
 
         # stdin streams in: each sentence is spoken once complete, not after EOF (`llm ... | vox say -`)
         live_stdin = text_file is None and (text == "-" or (text is None and not isatty(sys.stdin)))
-        words = "" if live_stdin else read_say_text(text, text_file=text_file)
+        source: str | Iterator[str]
         if live_stdin:
             from voxcli.textstream import open_stdin_text
 
-            live_text = open_stdin_text(sys.stdin)  # up to the first words: an empty input fails here
+            source = open_stdin_text(sys.stdin)  # up to the first words: an empty input fails here
+        else:
+            source = read_say_text(text, text_file=text_file)
         stdout_tty = isatty(sys.stdout)
         if output is None and not play:
             if stdout_tty:
@@ -136,25 +139,12 @@ def say(
         options = engine_options(model, recipe, set_, policy, executor, device, dtype)
         with open_cli_session(options, quiet, voice, lang, ref_audio is not None) as session, \
                 sigterm_as_interrupt():
-            if show_text:
-                _show_text(session)
-            requests: Any = segment_requests(words, template, frame_cap=session.frame_cap,
-                                             split=session.spec.split_sentences)
-            if requests:
-                session.check(requests[0])  # before any synthesis; every segment shares the settings
-            fed = False  # one request fed word by word (a model that reads text as it arrives)
-            if live_stdin:
-                from voxcli.textstream import feeds_text, speak_fed, speak_live, stdin_requests
-
-                session.check(template.request("(flags check)"))  # the flags, before the text arrives
-                fed = feeds_text(session.spec, session.engine)
-                if fed:  # one request, its words fed as they arrive (Kyutai)
-                    requests = live_text
-                elif session.spec.split_sentences:
-                    requests = stdin_requests(live_text, _sentence_request(template, session.frame_cap))
-                else:  # a model that speaks whole texts gets the whole input (at its end)
-                    requests = segment_requests("".join(live_text).strip(), template,
-                                                frame_cap=session.frame_cap, split=False)
+            if show_text and not session.writes_text:
+                raise VoxError(f"--show-text: {no_text_phase(session.model)}", 2)
+            # `--show-text`: the text the model writes, as each segment ends
+            shown = SpeakOptions(on_text=lambda t: say_line(f"text: {t}")) if show_text else None
+            # the flags, before any output exists (standard output gets no header for a refused voice)
+            session.check_fields(template)
             sr = session.spec.sample_rate
             backend = session.backend
             plan = plan_line(session.engine) if verbose else ""
@@ -170,10 +160,7 @@ def say(
                     if player is not None:
                         player.feed(pcm)
 
-                if fed:
-                    stats = speak_fed(session.engine, template.request(""), requests, on_audio, sr)
-                else:
-                    stats = (speak_live if live_stdin else speak)(session.engine, requests, on_audio, sr)
+                stats = session.speak(source, template, on_audio, options=shown)
                 if stats.samples == 0:
                     raise VoxError("the model produced no audio for this text.")
                 if player is not None:
@@ -194,23 +181,6 @@ def say(
             say_line(f"TTFA {stats.ttfa_s * 1000:.0f} ms · {stats.audio_s:.2f} s audio{seg} in "
                  f"{stats.wall_s:.2f} s (RTF {rtf}){on}{where}{plan}")
 
-
-def _show_text(session: Session) -> None:
-    """`--show-text`: the program calls `on_text(request id, text)` as each text segment ends."""
-    program = session.engine.program
-    if not hasattr(program, "on_text"):
-        raise VoxError(f"--show-text: model {session.model} writes no text phase (a unified text+audio model "
-                       "such as Bagpiper does)", 2)
-    program.on_text = lambda _key, text: say_line(f"text: {text}")
-
-
-def _text_tap(session: Session) -> Any:
-    from voxcli.text_phase import NoTextPhase, TextTap
-
-    try:
-        return TextTap(session.engine.program, session.model)
-    except NoTextPhase as e:
-        raise VoxError(f"--show-text: {e}", 2) from None
 
 
 
@@ -239,13 +209,15 @@ def batch(
     cfg_scale: CfgOpt = None, recipe: RecipeOpt = None, set_: SetOpt = None, policy: PolicyOpt = None,
     executor: ExecOpt = None, device: DeviceOpt = None, quiet: QuietOpt = False, verbose: VerboseOpt = False,
     dtype: DtypeOpt = None, mkdir: MkdirOpt = False,
-    replicas: Annotated[int, typer.Option(help="Spread the items over this many engine replicas on Ray "
-                                          "Serve (the ray extra; 1 = this process).")] = 1,
+    replicas: Annotated[int, typer.Option(rich_help_panel=ENGINE,
+                                          help="Spread the items over this many engine replicas on Ray "
+                                               "Serve (the ray extra; 1 = this process).")] = 1,
     placement: Annotated[str | None, typer.Option(
+        rich_help_panel=ENGINE,
         help="Roles of the replicas on Ray Serve, e.g. both=1,lm=2,codec=1 (vox serve --help).")] = None,
-    show_text: Annotated[bool, typer.Option("--show-text", help="Keep what a unified text+audio model "
-                                            "writes before it speaks: <id>.txt and the manifest's "
-                                            "model_text.")] = False,
+    show_text: Annotated[bool, typer.Option("--show-text", rich_help_panel=OUTPUT,
+                                            help="Keep what a unified text+audio model writes before it "
+                                                 "speaks: <id>.txt and the manifest's model_text.")] = False,
 ) -> None:
     with friendly_errors():
         import os
@@ -309,14 +281,16 @@ def batch(
         on_ray = sigterm_as_interrupt() if chosen is not None or replicas > 1 else contextlib.nullcontext()
         with on_ray, closed_within(opened, status) as session:
             # command-wide flags fail the command (a placeholder text stands in for the items')
-            session.check(template.request("(flags check)"))
-            opts.frame_cap, opts.check = session.frame_cap, session.check
-            if show_text:
-                opts.text = _text_tap(session)
+            session.check_fields(template)
+            if show_text and not session.writes_text:
+                from voxcli.text_phase import no_text_phase
+
+                raise VoxError(f"--show-text: {no_text_phase(session.model)}", 2)
+            opts.show_text = show_text
             backend = session.backend
             plan = plan_line(session.engine) if verbose else ""
             with sigterm_as_interrupt():
-                result = run_batch(session.engine, session.spec, session.model, items, template, opts)
+                result = run_batch(session, items, template, opts)
         counts = f"{result.done} written, {result.failed} failed, {result.skipped} already done"
         timing = (f" ({result.audio_s:.1f} s audio in {result.wall_s:.1f} s"
                   + (f", RTF {result.rtf:.2f}" if result.rtf else "")

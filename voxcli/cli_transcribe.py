@@ -220,9 +220,12 @@ def reply(
     """One request through both phases: the text segment (shown on stderr as it is decoded), then the
     audio segment with the model's CFG, as `vox say` runs it."""
     with friendly_errors():
+        import numpy as np
+
         from voxcli.cli_options import check_output_file
         from voxcli.engine.stream import EngineError
         from voxcli.models.base import InputError, SamplingParams, SynthesisRequest
+        from voxcli.speak import SpeechFailed
         from voxcli.transcribe import CannotHear, hearing_check, read_clip, tap_of
 
         try:
@@ -240,13 +243,14 @@ def reply(
                                    seed=seed, sampling=SamplingParams(greedy=greedy), cfg_scale=cfg_scale,
                                    max_frames=max_frames)
             heard = tap_of(session.engine).follow(req, on_delta=lambda t: sys.stderr.write(t))
+            pieces: list[np.ndarray] = []
             try:
-                audio = session.engine.submit(req).wait(timeout=None)
-            except InputError as e:
-                raise VoxError(str(e), 2) from None
-            except EngineError as e:
-                raise VoxError(str(e), 1) from None
+                session.speak_prepared([req], pieces.append)  # the request is whole: no text to split
+            except SpeechFailed as e:  # the model's refusal is the user's mistake; the engine's is not
+                cause = e.__cause__ if isinstance(e.__cause__, InputError | EngineError) else e
+                raise VoxError(str(cause), 2 if isinstance(cause, InputError) else 1) from None
             sys.stderr.write("\n")
+            audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
             if audio.size == 0:
                 raise VoxError(f"model {session.model} answered in text only ({heard.text!r}); its "
                                "inference.yaml does not go on to speech", 1)

@@ -9,7 +9,8 @@ way: front ends -> this layer -> engine -> executors -> models; nothing here imp
     engine_config    options -> checked EngineConfig, without loading anything (flag mistakes first);
                      runnable_config adds what opening needs (the sim: a cost profile)
     open_session     options or a config -> Session: the model loaded (or the simulated GPU), an engine
-    Session          the engine with what a front end needs beside it (spec, request check, frame cap)
+    Session          the engine with what a front end needs beside it (spec, request check, frame cap),
+                     and `Session.speak`: the one way a front end turns text into audio
 
 Settings from options, in order: the recipe (`recipe=`; else the one the model's family registers for
 it; else the shipped recipe the model names, as the sim's `--model qwen3-tts-1.7b` does; else the
@@ -23,32 +24,96 @@ replace `engine_factory` to run every front end over another engine.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from voxcli.config import EngineConfig
+    from voxcli.engine.cost import CostProfile
+    from voxcli.engine.engine import Engine
+    from voxcli.models.base import ModelProgram, ModelSpec, SynthesisRequest
+    from voxcli.speak import RequestTemplate, SpeechStats
+    from voxcli.speak_choice import SpeakOptions
+    from voxcli.speech_engine import SpeechEngine
+    from voxcli.text_phase import TextRouter
 
 
 @dataclass
 class Session:
-    """An open engine and what a front end needs beside it."""
+    """An open engine and what a front end needs beside it. `speak` is the one way any front end turns
+    a text into audio (voxcli/speak_choice.py says how)."""
 
-    engine: Any
-    spec: Any  # ModelSpec
+    engine: SpeechEngine
+    spec: ModelSpec
     model: str
     # The model's cheap request check (ModelProgram.check): voice, language, options... before synthesis.
-    check: Callable[[Any], None]
+    check: Callable[[SynthesisRequest], None]
     # Bounds generation when the request gives no max_frames: set for the demo models, whose random
     # weights would otherwise run to the engine's hard cap (minutes of noise).
-    frame_cap: Any = None
+    frame_cap: Callable[[str], int] | None = None
     backend: str = ""  # "cuda executor on cuda" / "cpu executor on cpu", shown in the timing line
+    _text: TextRouter | None = field(default=None, init=False, repr=False)
+    _text_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def check_fields(self, template: RequestTemplate) -> None:
+        """The model's check of the request fields alone (voice, language, options...), before any text
+        exists: a placeholder text stands in. Raises the model's InputError."""
+        from voxcli.speak_choice import PLACEHOLDER_TEXT
+
+        self.check(template.request(PLACEHOLDER_TEXT))
+
+    @property
+    def writes_text(self) -> bool:
+        """Whether the model writes text before it speaks (its text phase: `on_text` can show it)."""
+        program = self.engine.program
+        return program is not None and program.text_written is not None
+
+    def speak(self, source: str | Iterable[str], template: RequestTemplate,
+              on_audio: Callable[[np.ndarray], None], stop: threading.Event | None = None,
+              options: SpeakOptions | None = None) -> SpeechStats:
+        """Speak `source` (a whole text, or its fragments as they arrive) with `template`'s request fields,
+        calling `on_audio(pcm)` for every chunk in order. Chooses fed / sentence by sentence / whole and
+        applies the frame cap; `options.on_text` gets the text the model writes (NoTextPhase for a model
+        that writes none). Raises SpeechFailed (its cause: the engine's or model's error), the model's
+        InputError from its check, or Stopped once `stop` is set."""
+        from voxcli.speak_choice import SpeakOptions, speak_source
+
+        options = options or SpeakOptions()
+        return speak_source(self.engine, self.spec, self.check, self.frame_cap, self._router(options),
+                            source, template, on_audio, stop, options)
+
+    def speak_prepared(self, requests: Sequence[SynthesisRequest], on_audio: Callable[[np.ndarray], None],
+                       stop: threading.Event | None = None,
+                       options: SpeakOptions | None = None) -> SpeechStats:
+        """Requests another session already shaped (a Ray replica speaking its driver's segment), as is."""
+        from voxcli.speak_choice import SpeakOptions, speak_prepared
+
+        options = options or SpeakOptions()
+        return speak_prepared(self.engine, self.spec.sample_rate, self._router(options), requests, on_audio,
+                              stop, options)
+
+    def _router(self, options: SpeakOptions) -> TextRouter | None:
+        """The session's text router, installed on the program's text events the first time a caller
+        wants the text."""
+        if options.on_text is None:
+            return None
+        from voxcli.text_phase import TextRouter, no_text_phase
+
+        program = self.engine.program
+        events = program.text_written if program is not None else None
+        if events is None:
+            raise no_text_phase(self.model)
+        with self._text_lock:
+            if self._text is None:
+                self._text = TextRouter(events)
+            return self._text
 
     def close(self) -> None:
-        close = getattr(self.engine, "close", None)
-        if close is not None:
-            close()
+        self.engine.close()
 
 
 @dataclass(frozen=True)
@@ -137,7 +202,7 @@ def runnable_config(o: EngineOptions) -> EngineConfig:
     return _check_runnable(engine_config(o))
 
 
-def _check_runnable(config: EngineConfig, profile: Any = None) -> EngineConfig:
+def _check_runnable(config: EngineConfig, profile: CostProfile | None = None) -> EngineConfig:
     if config.executor == "sim" and not config.gpu and profile is None:
         from voxcli.config import ConfigError
 
@@ -173,7 +238,8 @@ engine_factory: Callable[[EngineConfig], Session] = default_engine_factory
 
 
 def open_session(options: EngineOptions | EngineConfig, role: str = "both", pcm_scale: float = 0.0, *,
-                 program: Any = None, profile: Any = None, wall_clock: bool = True) -> Session:
+                 program: ModelProgram | None = None, profile: CostProfile | None = None,
+                 wall_clock: bool = True) -> Session:
     """A Session on the model and engine `options` ask for (loads the model; may take a while).
 
     `role` lm or codec: a role engine of a disaggregated placement (engine/roles.py); `pcm_scale`: the
@@ -201,7 +267,7 @@ def open_session(options: EngineOptions | EngineConfig, role: str = "both", pcm_
     return _program_session(program, config.replace(role=role))
 
 
-def _program_session(program: Any, config: EngineConfig) -> Session:
+def _program_session(program: ModelProgram, config: EngineConfig) -> Session:
     """An engine of `config.role` over a loaded model program."""
     from voxcli.engine.admission_check import program_check
 
@@ -221,7 +287,7 @@ def opened(options: EngineOptions | EngineConfig) -> Iterator[Session]:
         session.close()
 
 
-def _sim_session(config: EngineConfig, pcm_scale: float, name: str, profile: Any,
+def _sim_session(config: EngineConfig, pcm_scale: float, name: str, profile: CostProfile | None,
                  wall_clock: bool) -> Session:
     """The sim's SyntheticProgram (audio of the right length; frame index x `pcm_scale`) on the profiled
     device: advanced by the wall clock (RealtimeSimExecutor, what `vox serve --executor sim` runs) or, for
@@ -246,7 +312,7 @@ def _sim_session(config: EngineConfig, pcm_scale: float, name: str, profile: Any
                    backend=f"sim executor on a simulated {config.gpu or 'device'}")
 
 
-def _engine_class(role: str) -> Any:
+def _engine_class(role: str) -> type[Engine]:
     if role == "both":
         from voxcli.engine.engine import Engine
 

@@ -2,8 +2,8 @@
 
 Segment i+1 is submitted as soon as segment i delivers its first audio, so the engine generates it while
 segment i still streams (and plays): the listener hears one continuous utterance, and the next
-sentence never competes with the current one's first chunk. Used by `vox say` and by each `vox batch`
-item alike.
+sentence never competes with the current one's first chunk. `Session.speak` runs it (voxcli/speak_choice.py
+chooses it for a whole text); no front end calls it directly.
 """
 
 from __future__ import annotations
@@ -160,6 +160,8 @@ def _submit(engine: Any, requests: Sequence[SynthesisRequest], index: int, previ
         if previous is not None:
             return engine.submit(requests[index], continues=previous)
         return engine.submit(requests[index])
+    except Stopped:  # the caller stopped (Session.speak refuses a new sentence then): no sentence's failure
+        raise
     except Exception as e:
         where = f"sentence {index + 1} of {len(requests)}: " if len(requests) > 1 else ""
         raise SpeechFailed(f"{where}{describe(e)}") from e

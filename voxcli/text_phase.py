@@ -1,81 +1,78 @@
-"""`--show-text` for many requests at once (`vox batch`, `vox serve`): a unified text+audio model's text
-phase, routed to the request that wrote it.
+"""`--show-text` / `show_text`: the text a unified text+audio model writes, routed to the utterance that
+asked for it.
 
-Such a program (models/speechlm) calls `program.on_text(request key, text)` on the engine thread as each
-text segment ends, with `SynthesisRequest.request_id` as the key. A segment written before the audio is
-therefore recorded before that request's first audio chunk leaves the engine (the chunk is decoded
-after the step that ended the segment), so a caller holding its first chunk already sees that text.
+Such a program (models/speechlm) emits `text_written` (models/base.py's TextEvents) on the engine thread
+as each text segment ends, keyed by `SynthesisRequest.request_id`. A segment written before the audio
+is therefore handed over before that request's first audio chunk leaves the engine (the chunk is
+decoded after the step that ended the segment), so a caller holding its first chunk already has that
+text. One `TextRouter` per session listens once; each `Session.speak` that wants the text follows its
+own requests under fresh keys.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable
 
-from voxcli.models.base import SynthesisRequest
+from voxcli.models.base import TextEvents, TextWritten
 
 
 class NoTextPhase(Exception):
     """The model writes no text phase; the message names it (the caller says which flag or field)."""
 
 
-class TextTap:
-    """One per engine: installs itself as the program's `on_text` and keeps each followed request's text
-    segments until the caller takes them (text of requests nobody follows is dropped)."""
+def no_text_phase(model: str) -> NoTextPhase:
+    return NoTextPhase(f"model {model} writes no text phase (a unified text+audio model such as Bagpiper "
+                       "does)")
 
-    def __init__(self, program: Any, model: str) -> None:
-        if not hasattr(program, "on_text"):
-            raise NoTextPhase(f"model {model} writes no text phase (a unified text+audio model such as "
-                              "Bagpiper does)")
+
+class TextRouter:
+    """Listens to one program's text events and hands each segment to the caller following its request
+    (text of requests nobody follows is dropped)."""
+
+    def __init__(self, events: TextEvents) -> None:
         self._lock = threading.Lock()
-        self._texts: dict[str, list[str]] = {}
+        self._callers: dict[str, Callable[[str], None]] = {}
         self._ids = itertools.count()
-        program.on_text = self._on_text
+        events.listen(self._written)
 
-    def _on_text(self, key: str | None, text: str) -> None:
+    def follow(self, on_text: Callable[[str], None]) -> str:
+        """A fresh request key whose text goes to `on_text`; give it to the request as its request_id."""
+        key = f"vox-text-{next(self._ids)}"
         with self._lock:
-            if key in self._texts:
-                self._texts[key].append(text)
+            self._callers[key] = on_text
+        return key
 
-    def follow(self, requests: Sequence[SynthesisRequest]) -> list[str]:
-        """Give each request a fresh key (its request_id) and start keeping its text; returns the keys."""
-        keys = []
+    def forget(self, key: str) -> None:
         with self._lock:
-            for r in requests:
-                key = f"vox-text-{next(self._ids)}"
-                r.request_id = key
-                self._texts[key] = []
-                keys.append(key)
-        return keys
+            self._callers.pop(key, None)
 
-    def text(self, keys: Sequence[str]) -> list[str]:
-        """The segments written so far by these requests, in order (requests in order, then segments)."""
+    def _written(self, event: TextWritten) -> None:
         with self._lock:
-            return [t for k in keys for t in self._texts.get(k, ())]
-
-    def forget(self, keys: Sequence[str]) -> None:
-        with self._lock:
-            for k in keys:
-                self._texts.pop(k, None)
+            caller = self._callers.get(event.request_id or "")
+        if caller is not None:
+            caller(event.text)
 
 
-class Followed:
-    """The text of one caller's requests, read as it grows (`new()`: the segments not read yet)."""
+class TextLog:
+    """The text of one utterance as it grows, read from another thread (the server's response)."""
 
-    def __init__(self, tap: TextTap, requests: Sequence[SynthesisRequest]) -> None:
-        self._tap = tap
-        self._keys = tap.follow(requests)
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._texts: list[str] = []
         self._read = 0
 
+    def add(self, text: str) -> None:
+        with self._lock:
+            self._texts.append(text)
+
     def all(self) -> list[str]:
-        return self._tap.text(self._keys)
+        with self._lock:
+            return list(self._texts)
 
     def new(self) -> list[str]:
-        texts = self.all()
-        fresh, self._read = texts[self._read:], len(texts)
-        return fresh
-
-    def close(self) -> None:
-        self._tap.forget(self._keys)
+        """The segments not read by `new` before (an event stream sends each once)."""
+        with self._lock:
+            fresh, self._read = self._texts[self._read:], len(self._texts)
+            return fresh

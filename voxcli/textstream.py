@@ -6,13 +6,13 @@ after "end." — a final "." could still be "3.14" or "Dr. Smith"); CJK terminat
 them; the end of the input completes the rest. Short sentences are held and joined to the next one the
 same way `split_sentences` joins them, so text piped in whole is cut exactly as the same text given as
 an argument; only a short sentence that arrives after its predecessor was already spoken is spoken on
-its own.
+its own. The speaking loops here (`speak_live`, `speak_fed`) run under `Session.speak`
+(voxcli/speak_choice.py chooses between them).
 """
 
 from __future__ import annotations
 
 import codecs
-import inspect
 import itertools
 import os
 import queue
@@ -244,18 +244,6 @@ def speak_live(engine: Any, requests: Iterable[SynthesisRequest], on_audio: Call
         raise
 
 
-def feeds_text(spec: Any, engine: Any) -> bool:
-    """Whether to speak a text still arriving as ONE fed request (`speak_fed`): the model reads text as it
-    arrives (`ModelSpec.streams_text`) and the engine takes a feed (a Ray front or a role engine does not:
-    they get one request per sentence, as any other model)."""
-    if not getattr(spec, "streams_text", False):
-        return False
-    try:
-        return "text_feed" in inspect.signature(engine.submit).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 def speak_fed(engine: Any, request: SynthesisRequest, fragments: Iterable[str],
               on_audio: Callable[[np.ndarray], None], sample_rate: int, stop: threading.Event | None = None,
               idle_limit_s: float = DEFAULT_IDLE_LIMIT_S) -> SpeechStats:
@@ -268,6 +256,8 @@ def speak_fed(engine: Any, request: SynthesisRequest, fragments: Iterable[str],
     feed = TextFeed(idle_limit_s=idle_limit_s)
     try:
         stream = engine.submit(request, text_feed=feed)
+    except Stopped:
+        raise
     except Exception as e:
         raise SpeechFailed(describe(e)) from e
     failure: list[BaseException] = []
@@ -324,10 +314,3 @@ def open_stdin_text(stream: IO[str]) -> Iterator[str]:
     if "".join(head).strip():
         raise TextInputError("standard input holds only control characters; give some words to say.")
     raise TextInputError("the text from standard input is empty; give some words to say.")
-
-
-def stdin_requests(fragments: Iterable[str],
-                   make: Callable[[str], SynthesisRequest]) -> Iterator[SynthesisRequest]:
-    """One request per sentence of the streamed-in text, each as soon as it is complete."""
-    for sentence in sentences_from(fragments):
-        yield make(sentence)

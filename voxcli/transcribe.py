@@ -3,8 +3,8 @@
 text only (max_segments 1: no audio segment, so the request emits no audio chunk).
 
 The text streams as it is decoded: the program calls `on_text_delta(request id, new text)` after every
-text token and `on_text_ids(request id, ids)` / `on_text(request id, text)` when the segment ends; a `Tap`
-installed once per engine routes them to the request that wrote them (keyed by request_id).
+text token and emits `text_written` (models/base.py's TextWritten: request id, text, ids) when the segment
+ends; a `Tap` installed once per engine routes them to the request that wrote them (keyed by request_id).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from voxcli.models.base import InputError, SamplingParams, SynthesisRequest
+from voxcli.models.base import InputError, SamplingParams, SynthesisRequest, TextWritten
 
 MAX_CLIP_S = 600.0  # the family's own bound too (models/speechlm/audio_in.py)
 
@@ -107,8 +107,7 @@ class Tap:
         self._heard: dict[str, Heard] = {}
         self._ids = itertools.count()
         program.on_text_delta = self._delta
-        program.on_text_ids = self._ids_done
-        program.on_text = self._text_done
+        program.text_written.listen(self._written)
 
     def follow(self, request: SynthesisRequest, on_delta: Callable[[str], None] | None = None) -> Heard:
         key = f"vox-heard-{next(self._ids)}"
@@ -133,15 +132,11 @@ class Tap:
             if h.on_delta is not None:
                 h.on_delta(delta)
 
-    def _ids_done(self, key: str | None, ids: list[int]) -> None:
-        h = self._get(key)
+    def _written(self, event: TextWritten) -> None:
+        h = self._get(event.request_id)
         if h is not None:
-            h.token_ids.extend(int(i) for i in ids)
-
-    def _text_done(self, key: str | None, text: str) -> None:
-        h = self._get(key)
-        if h is not None:
-            h.texts.append(text)
+            h.token_ids.extend(int(i) for i in event.token_ids)
+            h.texts.append(event.text)
 
 
 _TAPS_LOCK = threading.Lock()

@@ -40,6 +40,8 @@ from ..base import (
     Row,
     StepOutput,
     SynthesisRequest,
+    TextEvents,
+    TextWritten,
     check_numbers,
 )
 from ..qwen3_tts.layers import PagedBatch
@@ -94,12 +96,11 @@ class SpeechLMProgram(ModelProgram):
         self.page_size = 0
         self._codec = None
         self._audio_encoder = None  # X-Codec's encoder, loaded on the first audio-in request
-        self.on_text: Callable[[str | None, str], None] | None = None  # `--show-text`: (request id, text)
-        # (request id, the segment's text-vocabulary token ids), beside on_text (`vox transcribe --json`)
-        self.on_text_ids: Callable[[str | None, list[int]], None] | None = None
+        # each text segment as it ends (`--show-text`, `vox transcribe`): the contract's typed event
+        self.text_written = TextEvents()
         # (request id, new text) after every text token: the text as it is decoded (`vox transcribe`, the
         # server's transcript.text.delta); a segment's deltas add up to its text when the detokenizer
-        # never rewrites a prefix (it can: the final text, on_text's, is what counts)
+        # never rewrites a prefix (it can: the final text, text_written's, is what counts)
         self.on_text_delta: Callable[[str | None, str], None] | None = None
         self._text_ratio: float | None = None  # observed text-phase steps per prompt text token (EMA)
         # The companion's all-pad prefix: position p's keys/values depend only on p (every input is pad),
@@ -589,10 +590,7 @@ class SpeechLMProgram(ModelProgram):
             st.texts.append(text)
             self._delta(st, text)
             st.streamed = ""
-            if self.on_text_ids is not None:
-                self.on_text_ids(st.prepared.key, ids)
-            if self.on_text is not None:
-                self.on_text(st.prepared.key, text)
+            self.text_written.emit(TextWritten(st.prepared.key, text, tuple(ids)))
         if ph.modality == "text" and ph.text and not ph.done and self.on_text_delta is not None:
             self._delta(st, self.text_io.decode([t - start for t in ph.text]))
         if frame is not None:

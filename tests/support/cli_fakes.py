@@ -60,6 +60,9 @@ class FakeEngine:
     streams: list[FakeStream] = field(default_factory=list)
     closed: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # voxcli.speech_engine.SpeechEngine: no model program here, one request per sentence
+    program: None = None
+    takes_text_feed: bool = False
 
     def submit(self, request: SynthesisRequest, continues: FakeStream | None = None) -> FakeStream:
         if "fail-input" in request.text:

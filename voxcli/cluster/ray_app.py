@@ -132,7 +132,7 @@ def build_deployment(spec: ReplicaSpec, replicas: int, max_ongoing: int, name: s
             from voxcli.engine.stream import RequestRejected
 
             job = self.service.job(asyncio.get_running_loop())
-            job.start([request])
+            job.speak_prepared([request])
             outcome = "cancelled"
             try:
                 while True:
@@ -232,8 +232,14 @@ class _ReplicaStream:
 class ReplicaEngine:
     """`Engine.submit` over the deployment's replicas (Ray Serve routes each request, most slack first)."""
 
+    program = None  # the model lives in the replicas
+    takes_text_feed = False  # a fed request cannot travel: one request per sentence
+
     def __init__(self, handle: Any) -> None:
         self._handle = handle.options(method_name="synthesize", stream=True)
+
+    def close(self) -> None:
+        """Nothing held here: the deployment is shut down by whoever started it (batch_session)."""
 
     def submit(self, request: Any, continues: Any = None) -> _ReplicaStream:
         # `continues` (a later sentence, speak.py) cannot travel: each sentence may land on another

@@ -90,6 +90,9 @@ class FrontStream(AudioStream):
 class PlacementEngine:
     """`Engine.submit` over a placement's replicas (the front door): an AudioStream per request."""
 
+    program = None  # the model lives in the replicas
+    takes_text_feed = False  # a fed request cannot travel: one request per sentence
+
     def __init__(self, names: dict[str, list[str]], sample_rate: int, frame_seconds: float) -> None:
         from ray import serve
 

@@ -106,6 +106,9 @@ def resource_limits(config: EngineConfig, model_chunk: ChunkSchedule | None = No
 
 
 class Engine:
+    # `submit` takes `text_feed=` (voxcli/speech_engine.py's SpeechEngine): a role engine does not
+    takes_text_feed = True
+
     def __init__(self, program: ModelProgram, config: EngineConfig, executor: Executor | None = None,
                  profile: CostProfile | None = None) -> None:
         config.validate()

@@ -200,6 +200,7 @@ class _RoleEngine(Engine):
     public seam (`prepared`, `new_stream`, `on_message`, `on_event`, `post`, `watch`, `handle`)."""
 
     role = "both"
+    takes_text_feed = False  # a role engine's submit has no text_feed: one request per sentence
 
     def __init__(self, program: ModelProgram, config: EngineConfig, executor: Executor | None = None,
                  profile: CostProfile | None = None) -> None:

@@ -22,7 +22,6 @@ threads, pages and slot end with the socket (the `finally` below is the one exit
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import queue
 from typing import Any, Literal
@@ -31,7 +30,6 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from voxcli.audio import STREAMABLE
-from voxcli.models.base import InputError, SynthesisRequest
 from voxcli.server import encoding
 from voxcli.server.guard import APIError, field_error_status
 from voxcli.server.metrics import PlaybackClock, ServerMetrics
@@ -44,8 +42,8 @@ from voxcli.server.routes import (
 )
 from voxcli.server.service import Item, SpeechJob, SpeechService
 from voxcli.speak import Stopped
-from voxcli.text import TextInputError, check_real_text, has_words
-from voxcli.textstream import SentenceBuffer, feeds_text, speak_fed, speak_live
+from voxcli.speak_choice import SpeakOptions
+from voxcli.text import TextInputError, check_real_text
 
 
 class LiveStart(BaseModel):
@@ -113,46 +111,12 @@ def build_live_router(service: SpeechService, metrics: ServerMetrics) -> APIRout
             return
 
         text_in: queue.Queue[str | None] = queue.Queue()
-        buffer = SentenceBuffer()
-        cap = service.session.frame_cap
         job = service.job(asyncio.get_running_loop())
-        sentences = 0
-
-        def make(sentence: str) -> SynthesisRequest:
-            nonlocal sentences
-            req = template.request(sentence)
-            if req.max_frames is None and cap is not None:
-                req.max_frames = cap(sentence)
-            job.put(Item("sentence", text=sentence))
-            sentences += 1
-            return req
-
-        def requests() -> Any:  # runs on the job's text-in thread; blocks for the next fragment
-            spoken, seen = 0, False
-            for fragment in itertools.chain(iter(text_in.get, None), [None]):
-                sentences_now = buffer.feed(fragment) if fragment is not None else buffer.finish()
-                seen = seen or bool(fragment and fragment.strip())
-                for s in sentences_now:
-                    if has_words(s):  # a "sentence" of control characters is noise, not speech
-                        spoken += 1
-                        yield make(s)
-            if seen and not spoken:
-                raise InputError("the text streamed in holds only control characters; send some words to "
-                                 "say.")
-
-        if feeds_text(service.spec, service.engine):  # one request, fed word by word as it arrives
-            request = template.request("")
-            sentences = 1
-            # the route's own idle timeout answers a silent client first; the feed's is the backstop
-            idle = 2 * limits.ws_idle_timeout_s
-
-            def fed(engine: Any, fragments: Any, on_audio: Any, sample_rate: int, stop: Any = None) -> Any:
-                return speak_fed(engine, request, fragments, on_audio, sample_rate, stop=stop,
-                                 idle_limit_s=idle)
-
-            job.start(iter(text_in.get, None), runner=fed)
-        else:
-            job.start(requests(), runner=speak_live)
+        # each sentence as it is spoken (a `sentence` message); the route's own idle timeout answers a
+        # silent client first, a fed text's limit is the backstop
+        options = SpeakOptions(on_sentence=lambda s: job.put(Item("sentence", text=s)),
+                               idle_limit_s=2 * limits.ws_idle_timeout_s)
+        job.speak(iter(text_in.get, None), template, options)  # the text arrives on the job's thread
         receiver = asyncio.create_task(_receive_text(ws, job, text_in, limits.max_ws_chars,
                                                      limits.ws_idle_timeout_s))
         clock: PlaybackClock | None = None
@@ -173,7 +137,8 @@ def build_live_router(service: SpeechService, metrics: ServerMetrics) -> APIRout
                     await ws.send_bytes(data)
                 elif item.kind == "end":
                     outcome = "done"
-                    await ws.send_json({"type": "done", "sentences": sentences,
+                    spoken = item.stats.segments if item.stats is not None else 0
+                    await ws.send_json({"type": "done", "sentences": spoken,
                                         "audio_seconds": round(clock.audio_s if clock else 0.0, 4)})
                     await ws.close()
                     return

@@ -32,8 +32,9 @@ from voxcli.server.service import Item, SpeechJob, SpeechService
 from voxcli.server.streaming_choice import client_streams
 from voxcli.server.voices import map_voice, table_for
 from voxcli.speak import RequestTemplate, SpeechFailed, Stopped
+from voxcli.speak_choice import SpeakOptions
 from voxcli.text import TextInputError, check_real_text, check_speakable
-from voxcli.text_phase import Followed, NoTextPhase
+from voxcli.text_phase import TextLog, no_text_phase
 
 # OpenAI's model names, accepted for the one model this server runs (clients often hard-code them).
 OPENAI_MODEL_ALIASES = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
@@ -266,27 +267,20 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
             raise APIError(400, "stream false asks for one whole file, but stream_format sse is a stream of "
                                 "events; omit one of them.", "stream")
         template = template_from(body, service)
-        requests = service.requests_for(text, template, body.fixed_frames)
-        shown: Followed | None = None
+        shown: TextLog | None = None
         if body.show_text:
-            try:
-                shown = service.follow_text(requests)
-            except NoTextPhase as e:
-                raise APIError(400, f"show_text: {e}; omit show_text.", "show_text") from None
-        try:
-            response = await _speak(body, request, requests, fmt, text, shown, arrived)
-        except BaseException:
-            if shown is not None:
-                shown.close()
-            raise
-        if shown is not None and not isinstance(response, CountedStreamingResponse):
-            shown.close()  # a streamed body still reads it; its on_end closes it
-        return response
+            if not service.session.writes_text:
+                raise APIError(400, f"show_text: {no_text_phase(service.model_id)}; omit show_text.",
+                               "show_text")
+            shown = TextLog()
+        options = SpeakOptions(fixed_frames=body.fixed_frames,
+                               on_text=shown.add if shown is not None else None)
+        return await _speak(body, request, text, template, options, fmt, shown, arrived)
 
-    async def _speak(body: SpeechBody, request: Request, requests: list[Any], fmt: str, text: str,
-                     shown: Followed | None, arrived: float) -> Response:
+    async def _speak(body: SpeechBody, request: Request, text: str, template: RequestTemplate,
+                     options: SpeakOptions, fmt: str, shown: TextLog | None, arrived: float) -> Response:
         job = service.job(asyncio.get_running_loop())
-        job.start(requests)
+        job.speak(text, template, options)
         # from now on a client that leaves cancels the job, even while it still waits for admission
         watcher = asyncio.create_task(_watch_disconnect(request, job))
         clock = PlaybackClock(sr, arrived)
@@ -326,14 +320,12 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
             metrics.audio.inc(clock.audio_s)
             if outcome == "done":
                 metrics.stall.observe(clock.stall_s)
-            if shown is not None:
-                shown.close()
 
         return CountedStreamingResponse(body_iter, count, media_type=media, headers=headers)
 
     async def _stream(job: SpeechJob, first: Item, fmt: str, stream_format: str, clock: PlaybackClock,
                       run: StreamRun, watcher: asyncio.Task[None], chars: int,
-                      shown: Followed | None) -> AsyncIterator[bytes]:
+                      shown: TextLog | None) -> AsyncIterator[bytes]:
         sse = stream_format == "sse"
 
         def texts() -> bytes:  # sse: each text segment as an event, before the audio that follows it
@@ -371,7 +363,7 @@ def build_router(service: SpeechService, metrics: ServerMetrics) -> APIRouter:
             job.cancel()  # no-op when finished; frees pages and slots when the client left early
 
     async def _whole_file(job: SpeechJob, first: Item, fmt: str, clock: PlaybackClock, metrics: ServerMetrics,
-                          watcher: asyncio.Task[None], shown: Followed | None) -> Response:
+                          watcher: asyncio.Task[None], shown: TextLog | None) -> Response:
         pieces = [first.pcm]
         try:
             while True:

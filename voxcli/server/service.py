@@ -1,9 +1,9 @@
 """The server's side of the engine: one session (engine + model spec), and one `SpeechJob` per request.
 
-A job runs `voxcli.speak.speak` — the very loop `vox say` runs, so a request's audio is the CLI's audio —
-on its own thread, and hands each PCM chunk to the asyncio side through `call_soon_threadsafe`. The
-engine's streams block; the event loop must not. `cancel()` (client gone) sets the job's stop flag and
-cancels every stream it submitted, so the engine frees the request's pages and slot at its next step.
+A job runs `Session.speak` — what `vox say` runs, so a request's audio is the CLI's audio — on its own
+thread, and hands each PCM chunk to the asyncio side through `call_soon_threadsafe`. The engine's
+streams block; the event loop must not. `cancel()` (client gone) sets the job's stop flag and cancels
+every stream it submitted, so the engine frees the request's pages and slot at its next step.
 """
 
 from __future__ import annotations
@@ -14,16 +14,20 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from voxcli.engine.slack import decode_slack
 from voxcli.models.base import SynthesisRequest
 from voxcli.server.retry import RetryEstimator
-from voxcli.speak import RequestTemplate, SpeechStats, Stopped, segment_requests, speak
-from voxcli.text_phase import Followed, TextTap
+from voxcli.speak import RequestTemplate, SpeechStats, Stopped
+from voxcli.speak_choice import SpeakOptions
+
+if TYPE_CHECKING:
+    from voxcli.session import Session
+    from voxcli.speech_engine import SpeechStream
 
 # The engine's host loop shares the GIL with the event loop and the job threads: a waiting thread gets it
 # only at the switch interval (5 ms by default), which a deadline scheduler feels. Every process that
@@ -55,49 +59,18 @@ class Item:
     t: float = field(default_factory=time.perf_counter)
 
 
-class _TrackedEngine:
-    """What `speak` sees as the engine: submits are recorded so a cancel can reach all of them, and
-    refused once the job is stopped (no new segment starts after the client left)."""
-
-    def __init__(self, engine: Any, job: SpeechJob) -> None:
-        self._engine, self._job = engine, job
-
-    def submit(self, request: SynthesisRequest, continues: Any = None, text_feed: Any = None) -> Any:
-        job = self._job
-        if job.stop.is_set():
-            raise Stopped()
-        # prepare() runs here: never under the job's lock; `continues`: a later sentence (speak.py);
-        # `text_feed`: the text of one request still arriving (textstream.speak_fed)
-        if continues is not None:
-            stream = self._engine.submit(request, continues=continues)
-        elif text_feed is not None:
-            stream = self._engine.submit(request, text_feed=text_feed)
-        else:
-            stream = self._engine.submit(request)
-        keep_audio = getattr(stream, "keep_audio", None)
-        if keep_audio is not None:
-            keep_audio(False)  # a server never calls wait(): forget each chunk once it is sent
-        with job._lock:
-            job.streams.append(stream)
-        if job.stop.is_set():  # cancelled meanwhile: cancel() may have missed this stream
-            stream.cancel()
-            raise Stopped()
-        return stream
-
-
 class SpeechJob:
-    """Requests spoken back to back on a thread; audio items come out of `next()` (asyncio side)."""
+    """One utterance spoken on a thread; audio items come out of `next()` (asyncio side)."""
 
-    def __init__(self, engine: Any, sample_rate: int, loop: asyncio.AbstractEventLoop,
+    def __init__(self, session: Session, loop: asyncio.AbstractEventLoop,
                  on_end: Callable[[SpeechJob], None] | None = None,
                  on_running: Callable[[SpeechJob], None] | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
-        self.engine = engine
-        self.sample_rate = sample_rate
+        self.session = session
         self.loop = loop
         self.queue: asyncio.Queue[Item] = asyncio.Queue()
         self.stop = threading.Event()
-        self.streams: list[Any] = []
+        self.streams: list[SpeechStream] = []
         self._lock = threading.Lock()
         self._on_end = on_end
         self._on_running = on_running
@@ -111,15 +84,33 @@ class SpeechJob:
         except RuntimeError:  # the event loop is gone (server shutting down): nobody is listening
             self.cancel()
 
-    def start(self, requests: Sequence[SynthesisRequest] | Iterable[SynthesisRequest],
-              runner: Callable[..., SpeechStats] | None = None) -> None:
-        """Speak `requests` (a list, or an iterator that blocks for the next sentence) on a thread."""
-        run = runner or speak
+    def speak(self, source: str | Iterable[str], template: RequestTemplate,
+              options: SpeakOptions | None = None) -> None:
+        """Speak `source` (a text, or an iterator that blocks for the next fragment) on a thread."""
+        options = replace(options or SpeakOptions(), on_stream=self._track)
+        self._run(lambda: self.session.speak(source, template, self._audio, self.stop, options))
 
+    def speak_prepared(self, requests: Sequence[SynthesisRequest]) -> None:
+        """Requests another session shaped (a Ray replica serving its driver's segment), on a thread."""
+        options = SpeakOptions(on_stream=self._track)
+        self._run(lambda: self.session.speak_prepared(requests, self._audio, self.stop, options))
+
+    def _track(self, stream: SpeechStream) -> None:
+        """Every stream the job submits: kept so a cancel reaches it, and cancelled at once when the job
+        was stopped meanwhile (cancel() may have missed it)."""
+        keep_audio = getattr(stream, "keep_audio", None)  # an engine's AudioStream; a replica's has none
+        if keep_audio is not None:
+            keep_audio(False)  # a server never calls wait(): forget each chunk once it is sent
+        with self._lock:
+            self.streams.append(stream)
+        if self.stop.is_set():
+            stream.cancel()
+            raise Stopped()
+
+    def _run(self, speak: Callable[[], SpeechStats]) -> None:
         def work() -> None:
             try:
-                stats = run(_TrackedEngine(self.engine, self), requests, self._audio, self.sample_rate,
-                            stop=self.stop)
+                stats = speak()
                 self.completed = not self.stop.is_set()
                 self.put(Item("end", stats=stats))
             except BaseException as e:  # noqa: BLE001 - every outcome goes to the client side
@@ -167,7 +158,7 @@ def _pool() -> ThreadPoolExecutor:
 class SpeechService:
     """The engine session behind the API: model name, spec, frame cap (demo), limits."""
 
-    def __init__(self, session: Any, limits: Limits | None = None, model_id: str | None = None,
+    def __init__(self, session: Session, limits: Limits | None = None, model_id: str | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         self.session = session
         self.engine = session.engine
@@ -179,33 +170,15 @@ class SpeechService:
         self.active = 0  # jobs between start and end (the metrics read it)
         self._lock = threading.Lock()
         self._seq = 0
-        self._text_tap: TextTap | None = None
 
     def check(self, request: SynthesisRequest) -> None:
         """The model's cheap check (voice, language, options...): raises InputError."""
         self.session.check(request)
 
-    def requests_for(self, text: str, template: RequestTemplate,
-                     fixed_frames: int | None) -> list[SynthesisRequest]:
-        """`vox say`'s segmentation; a `fixed_frames` request (benchmarks) is one request, unsplit."""
-        if fixed_frames is not None:
-            req = template.request(text)
-            req.fixed_frames = fixed_frames
-            return [req]
-        return segment_requests(text, template, frame_cap=self.session.frame_cap,
-                                split=getattr(self.spec, "split_sentences", True))
-
-    def follow_text(self, requests: list[SynthesisRequest]) -> Followed:
-        """`show_text`: keep these requests' text phase (raises NoTextPhase for a model without one)."""
-        with self._lock:
-            if self._text_tap is None:
-                self._text_tap = TextTap(getattr(self.engine, "program", None), self.model_id)
-            return Followed(self._text_tap, requests)
-
     def job(self, loop: asyncio.AbstractEventLoop) -> SpeechJob:
         with self._lock:
             self.active += 1
-        return SpeechJob(self.engine, self.spec.sample_rate, loop, on_end=self._ended,
+        return SpeechJob(self.session, loop, on_end=self._ended,
                          on_running=self._running, clock=self.clock)
 
     def _running(self, job: SpeechJob) -> None:
@@ -244,6 +217,4 @@ class SpeechService:
         return getattr(self.engine, "_dead", None)
 
     def close(self) -> None:
-        close = getattr(self.engine, "close", None)
-        if close is not None:
-            close()
+        self.session.close()
