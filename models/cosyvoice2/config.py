@@ -1,7 +1,7 @@
 """Typed view of a CosyVoice 2 checkpoint: `cosyvoice2.yaml` (Qwen2LM head, CausalMaskedDiffWithXvec flow
 with its UpsampleConformerEncoder and CausalConditionalDecoder, HiFTGenerator) and `CosyVoice-BlankEN/`
-(the Qwen2 backbone). The LM and vocoder fields are CosyVoice 3's dataclasses (upstream derives CosyVoice
-3 from CosyVoice 2's classes); defaults are CosyVoice2-0.5B's values (its cosyvoice2.yaml)."""
+(the Qwen2 backbone). The LM and vocoder fields are the library's (models/flowlm/config.py,
+models/codecs/hift/config.py); defaults are CosyVoice2-0.5B's values (its cosyvoice2.yaml)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from ..base import CheckpointError
-from ..cosyvoice3.config import QWEN_DIR, HiFTConfig, LMConfig, _pick, _section, parse_hift, parse_qwen
-from ..cosyvoice3.yaml_config import read_hyperpyyaml
+from ..codecs.hift.config import HiFTConfig, parse_hift
+from ..flowlm.config import QWEN_DIR, LMConfig, parse_lm
+from ..flowlm.yaml_config import pick_fields, read_hyperpyyaml, yaml_section
 
 YAML = "cosyvoice2.yaml"
+FAMILY = "CosyVoice 2"
 SPEECH_TOKENIZER = "speech_tokenizer_v2.onnx"  # CosyVoice 3 has v3; same interface (25 Hz tokens)
 __all__ = ["QWEN_DIR", "YAML", "CosyVoice2Config", "parse_config"]
 
@@ -73,16 +75,15 @@ class CosyVoice2Config:
 def parse_config(root: Path) -> CosyVoice2Config:
     where = root / YAML
     raw = read_hyperpyyaml(where)
-    llm = _section(raw, "llm", where, ".Qwen2LM")
-    flow = _section(raw, "flow", where, "CausalMaskedDiffWithXvec")
-    hift = _section(raw, "hift", where, ".HiFTGenerator")
-    sampling = llm.get("sampling") or {}
-    lm = LMConfig(qwen=parse_qwen(root / QWEN_DIR / "config.json"), **_pick({**llm, **sampling}, LMConfig))
+    llm = yaml_section(raw, "llm", where, ".Qwen2LM", FAMILY)
+    flow = yaml_section(raw, "flow", where, "CausalMaskedDiffWithXvec", FAMILY)
+    hift = yaml_section(raw, "hift", where, ".HiFTGenerator", FAMILY)
+    lm = parse_lm(root, llm)
     enc = flow.get("encoder") or {}
     dec = flow.get("decoder") or {}
     est = dec.get("estimator") or {}
     cfm = ((dec.get("cfm_params") or {}).get("content")) or {}
-    enc_cfg = EncoderConfig(**_pick(enc, EncoderConfig))
+    enc_cfg = EncoderConfig(**pick_fields(enc, EncoderConfig))
     for key, want in (("pos_enc_layer_type", "rel_pos_espnet"), ("selfattention_layer_type", "rel_selfattn"),
                       ("input_layer", "linear")):
         if enc.get(key, want) != want:
@@ -93,8 +94,8 @@ def parse_config(root: Path) -> CosyVoice2Config:
         )
     fl = FlowConfig(
         encoder=enc_cfg,
-        decoder=DecoderConfig(**_pick(est, DecoderConfig)),
-        **{k: v for k, v in _pick(flow, FlowConfig).items() if k not in ("encoder", "decoder")},
+        decoder=DecoderConfig(**pick_fields(est, DecoderConfig)),
+        **{k: v for k, v in pick_fields(flow, FlowConfig).items() if k not in ("encoder", "decoder")},
         inference_cfg_rate=float(cfm.get("inference_cfg_rate", 0.7)),
         t_scheduler=str(cfm.get("t_scheduler", "cosine")),
     )

@@ -3,9 +3,9 @@ carry `cosyvoice2.yaml`, not a transformers config.json (`Family.claims`).
 
 Layout: this package holds what is CosyVoice 2's own (config, Qwen2LM ends, the conformer encoder, the
 UNet estimator, HiFTGenerator with per-call noise, the codec's hift cache, tiny builder, sim profile);
-the parts upstream shares between the two (CosyVoice 3's classes derive from CosyVoice 2's) come from
-models/cosyvoice3: the paged Qwen2 backbone, ras sampling, the English frontend and tokenizer, the
-zero-shot speaker format, the hop schedule and the program's request handling.
+the parts upstream's CosyVoice models share come from the library, models/flowlm (the paged Qwen2
+backbone, ras sampling, the English frontend and tokenizer, the zero-shot speaker format, the hop schedule
+and the program's request handling) and models/codecs/hift (the vocoder's shared parts).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ..base import ChunkSchedule
+from ..flowlm.options import OPTIONS
 from ..registry import Demo, Family, HubModel, SimModel, SimSpec, Tiny
-from .options import OPTIONS
 
 
 def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
@@ -27,7 +27,7 @@ def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
 def describe(path: str) -> Any:
     """The spec from the checkpoint's files alone (cosyvoice2.yaml, spk2info.pt's keys), no torch: what
     `vox voices` and the fast refusals read; the loaded program builds the same spec."""
-    from ..cosyvoice3.spec import cosyvoice_spec, saved_voice_names
+    from ..flowlm.spec import cosyvoice_spec, saved_voice_names
     from .config import SPEECH_TOKENIZER, parse_config
 
     root = Path(path)
@@ -51,7 +51,7 @@ def build_tiny(out: Path, size: str = "tiny", seed: int | None = None, clone_mod
     seed = SEED if seed is None else seed
     folder = build(out, size=size, seed=seed, **options)
     if clone_models:
-        from ..cosyvoice3.tiny_onnx import write_tiny_onnx
+        from ..flowlm.tiny_onnx import write_tiny_onnx
         from .config import SPEECH_TOKENIZER
 
         write_tiny_onnx(folder, seed=seed, tokenizer=SPEECH_TOKENIZER)

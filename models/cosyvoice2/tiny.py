@@ -1,5 +1,5 @@
 """Deterministic random-weight CosyVoice 2 checkpoints in the released layout (CosyVoice2-0.5B's), written
-without upstream code by CosyVoice 3's builder (models/cosyvoice3/tiny.py: its yaml template, tokenizer, Qwen2
+without upstream code by the library's builder (models/flowlm/tiny.py: its yaml template, tokenizer, Qwen2
 folder, randomiser and speaker format), given what CosyVoice 2 has of its own:
 
     OUT/cosyvoice2.yaml            upstream's HyperPyYAML structure (Qwen2LM, CausalMaskedDiffWithXvec with
@@ -18,14 +18,13 @@ from typing import Any
 
 import torch
 
-from ..cosyvoice3.tiny import Generation, YamlVariant, write_checkpoint
+from ..flowlm.tiny import Generation, YamlVariant, write_checkpoint
 from .config import YAML, parse_config
 from .flow import FlowWeights
 from .hift import HiFTWeights
 from .lm import CosyVoice2LMWeights
 
 SEED = 2345
-SPEAKER = "tiny_speaker"
 
 SIZES: dict[str, dict[str, Any]] = {
     "tiny": dict(
@@ -115,7 +114,7 @@ COSYVOICE2 = Generation(YAML, parse_config, CosyVoice2LMWeights, FlowWeights, Hi
 
 
 def cosyvoice2_yaml(size: str, s: dict[str, Any]) -> str:
-    """CosyVoice 3's yaml with CosyVoice 2's own parts: Qwen2LM, the conformer encoder + UNet flow, the
+    """The library's yaml with CosyVoice 2's own parts: Qwen2LM, the conformer encoder + UNet flow, the
     non-causal HiFT and F0 predictor, the tokenizer's default version, fmax 8000."""
     e, d = s["enc"], s["dec"]
     return YamlVariant(
@@ -136,7 +135,7 @@ def build_tiny(
     out: str | Path, size: str = "tiny", seed: int = SEED, eos_at: tuple[str, int] | None = None
 ) -> Path:
     """Write a checkpoint into `out` (replaced); `eos_at=(text, n)`: greedy decoding of `text` with the
-    saved speaker stops after exactly n tokens (models/cosyvoice3/calibrate.py)."""
+    saved speaker stops after exactly n tokens (models/flowlm/calibrate.py)."""
     if size not in SIZES:
         raise ValueError(f"size must be one of {', '.join(SIZES)}, got {size!r}")
     s = SIZES[size]

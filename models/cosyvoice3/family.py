@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from ..base import ChunkSchedule
+from ..flowlm.options import OPTIONS
 from ..registry import Demo, Family, HubModel, SimModel, SimSpec, Tiny
-from .options import OPTIONS
 
 
 def describe(path: str) -> Any:
@@ -40,7 +40,7 @@ def build_tiny(out: Path, size: str = "tiny", seed: int | None = None, clone_mod
     seed = SEED if seed is None else seed
     folder = build(out, size=size, seed=seed, **options)
     if clone_models:
-        from .tiny_onnx import write_tiny_onnx
+        from ..flowlm.tiny_onnx import write_tiny_onnx
 
         write_tiny_onnx(folder, seed=seed)
     return folder
