@@ -34,15 +34,16 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..cosyvoice3 import sim as cv3
+from ..flowlm.sim_costs import hift_frame_flops, lm_terms, shipped_fitted
+from ..flowlm.sim_costs import lm_params as speech_lm_params
 from ..registry import sim_sizes
 from ..sim_calibration import Calibration, Simulator
 from ..sim_priors import FLOP_EFF, GPUS, LAUNCH_US
 from ..sim_profile import render_profile, stage_profile
 
 MODEL = "cosyvoice2-0.5b"
-# The LM side (context and prompt positions, the decode step's and prefill's terms) is CosyVoice 3's
-# arithmetic on this model's sizes: models/cosyvoice3/sim.py's lm_terms.
+# The LM side (context and prompt positions, the decode step's and prefill's terms) is the library's
+# arithmetic on this model's sizes: models/flowlm/sim_costs.py's lm_terms.
 HISTORY_FRAMES = 250  # average cached mel frames a chunk's queries attend to (half of a 10 s utterance)
 FRAMES_REF = 100  # tokens per chunk the codec rows are quoted for (upstream's steady hop)
 SETTINGS = ("pessimistic", "optimistic")
@@ -55,7 +56,7 @@ def sizes() -> dict:
 
 
 def lm_params() -> int:
-    return cv3.lm_params(MODEL)
+    return speech_lm_params(MODEL)
 
 
 def encoder_token_flops() -> float:
@@ -78,14 +79,10 @@ def unet_token_flops() -> float:
     return float((per_frame + attn) * r * u["steps"] * u["cfg_rows"])
 
 
-def hift_frame_flops() -> float:
-    return cv3.hift_frame_flops()  # CosyVoice 2's HiFT has CosyVoice 3's dimensions (base 512, rates 8/5/3)
-
-
 def carried_flow_eff(root: Path | None = None) -> float:
     """CosyVoice 3's fitted DiT efficiency, read from its shipped H100 profile's header."""
     base = root or Path(__file__).resolve().parents[2]
-    return cv3.shipped_dit_eff((base / COSYVOICE3_PROFILE).read_text(encoding="utf-8"))
+    return shipped_fitted((base / COSYVOICE3_PROFILE).read_text(encoding="utf-8"), "dit_eff")
 
 
 def terms(gpu_name: str, setting: str, flow_eff: float | None = None) -> dict[str, float]:
@@ -100,7 +97,7 @@ def terms(gpu_name: str, setting: str, flow_eff: float | None = None) -> dict[st
     flow = encoder_token_flops() + unet_token_flops()
     token_ms = (flow / (fl * eff) + 2 * hift_frame_flops() / (fl * hift_eff)) * 1e3
     return {
-        **cv3.lm_terms(MODEL, gpu_name, pess),
+        **lm_terms(MODEL, gpu_name, pess),
         "codec_c0_ms": (u["levels"] * u["blocks"] * u["steps"] * 8 + 200) * LAUNCH_US / 1e3,
         "codec_token_ms": token_ms,
         "flow_eff": eff,

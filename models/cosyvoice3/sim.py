@@ -47,17 +47,16 @@ nothing fitted).
 from __future__ import annotations
 
 import argparse
-import re
 from collections.abc import Mapping
 
+from ..flowlm.sim_costs import hift_frame_flops, lm_terms, shipped_fitted
+from ..flowlm.sim_costs import lm_params as speech_lm_params
 from ..registry import sim_sizes, sim_spec_for
 from ..sim_calibration import Calibration, Probe, Simulator
-from ..sim_priors import BW_EFF, BYTES_BF16, FLOP_EFF, GPUS, LAUNCH_US, ROW_INEFFICIENCY
+from ..sim_priors import FLOP_EFF, GPUS, LAUNCH_US
 from ..sim_profile import render_profile, stage_profile
 
 MODEL = "cosyvoice3-0.5b"
-CTX_POSITIONS = 150 + 125  # prompt (~75 prompt-text + text ids, ~75 prompt speech tokens) + half of 10 s
-PROMPT_POSITIONS = 150
 HISTORY_FRAMES = 250  # average cached mel frames a chunk's queries attend to (half of a 10 s utterance)
 FRAMES_REF = 100  # tokens per chunk the codec rows are quoted for (upstream's steady hop)
 SETTINGS = ("pessimistic", "optimistic")
@@ -70,38 +69,8 @@ def sizes(model: str = MODEL) -> dict:
     return sim_sizes(model)
 
 
-# The LM side (a Qwen2-0.5B decode step and the prompt's prefill) is the same arithmetic for CosyVoice 2
-# (models/cosyvoice2/sim.py), whose sizes differ only in the speech head's rows: `model` picks the sizes.
 def lm_params(model: str = MODEL) -> int:
-    m = sizes(model)["lm"]
-    h, hd = m["hidden"], m["head_dim"]
-    per_layer = 2 * h * m["heads"] * hd + 2 * h * m["kv_heads"] * hd + 3 * h * m["mlp"]
-    return m["layers"] * per_layer + h * m["vocab"]
-
-
-def lm_row_bytes(model: str = MODEL) -> float:
-    m = sizes(model)["lm"]
-    return CTX_POSITIONS * m["layers"] * 2 * m["kv_heads"] * m["head_dim"] * BYTES_BF16
-
-
-def kernels_per_step(model: str = MODEL) -> int:
-    return sizes(model)["lm"]["layers"] * 7 + 3 + 6
-
-
-def lm_terms(model: str, gpu_name: str, pessimistic: bool) -> dict[str, float]:
-    """The LM lane's terms of a profile: the decode step's floor and per-row cost, the prefill's."""
-    gpu = GPUS[gpu_name]
-    bw, fl = gpu.bandwidth * BW_EFF, gpu.flops * FLOP_EFF
-    params = lm_params(model)
-    arith_row = (lm_row_bytes(model) / bw + 2 * params / fl) * 1e3
-    floor = params * BYTES_BF16 / bw * 1e3 + kernels_per_step(model) * LAUNCH_US / 1e3
-    return {
-        "floor_ms": floor,
-        "row_ms": arith_row * (ROW_INEFFICIENCY if pessimistic else 1.0),
-        "arith_row_ms": arith_row,
-        "prefill_ms": floor + 2 * params * PROMPT_POSITIONS / fl * 1e3,
-        "prefill_token_ms": 2 * params / fl * 1e3,
-    }
+    return speech_lm_params(model)
 
 
 def dit_token_flops() -> float:
@@ -114,25 +83,6 @@ def dit_token_flops() -> float:
         2 * 2 * HISTORY_FRAMES * d["heads"] * d["dim_head"] * d["depth"] * frames * d["steps"] * d["cfg_rows"]
     )
     return gemm + attn
-
-
-def hift_frame_flops() -> float:
-    """Convolution FLOPs per mel frame: conv_pre, three upsampling convs, 3 x 3 x 2 residual convs per
-    stage (kernels 3, 7, 11), the source branch's residual blocks (kernels 7, 7, 11), conv_post."""
-    base, ups = 512, (8, 5, 3)
-    kup = (16, 11, 7)
-    f = 2 * 80 * base * 5
-    rate = 1
-    ch = base
-    for i, (u, k) in enumerate(zip(ups, kup, strict=True)):
-        rate *= u
-        out = ch // 2
-        f += 2 * ch * out * k * rate
-        f += 2 * out * out * (3 + 7 + 11) * 2 * 3 * rate  # resblocks
-        f += 2 * out * out * ((7, 7, 11)[i]) * 2 * 3 * rate  # source resblocks
-        ch = out
-    f += 2 * ch * 18 * 7 * rate
-    return float(f)
 
 
 def terms(gpu_name: str, setting: str, dit_eff: float | None = None) -> dict[str, float]:
@@ -186,10 +136,7 @@ def profile_toml(gpu_name: str, setting: str, dit_eff: float | None = None) -> s
 
 def shipped_dit_eff(text: str) -> float:
     """The fitted dit_eff a shipped pessimistic profile was written with (its header line)."""
-    found = re.search(r"^# dit_eff ([0-9.]+): FITTED", text, re.M)
-    if found is None:
-        raise ValueError("the profile names no fitted dit_eff in its header")
-    return float(found.group(1))
+    return shipped_fitted(text, "dit_eff")
 
 
 def capacity(sim: Simulator, dit_eff: float, duration: float, seeds: int, rates: list[float],
