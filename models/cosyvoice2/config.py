@@ -5,14 +5,12 @@ models/codecs/hift/config.py); defaults are CosyVoice2-0.5B's values (its cosyvo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..base import CheckpointError
-from ..codecs.hift.config import HiFTConfig, parse_hift
-from ..flowlm.config import QWEN_DIR, LMConfig, parse_lm
-from ..flowlm.yaml_config import pick_fields, read_hyperpyyaml, yaml_section
+from ..flowlm.config import QWEN_DIR, FlowLMConfig, read_sections
+from ..flowlm.yaml_config import pick_fields
 
 YAML = "cosyvoice2.yaml"
 FAMILY = "CosyVoice 2"
@@ -62,27 +60,14 @@ class FlowConfig:
     n_timesteps: int = 10  # hard-coded in upstream's CausalMaskedDiffWithXvec.inference
 
 
-@dataclass(frozen=True)
-class CosyVoice2Config:
-    lm: LMConfig
-    flow: FlowConfig
-    hift: HiFTConfig
-    sample_rate: int = 24000
-    token_frame_rate: int = 25
-    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+class CosyVoice2Config(FlowLMConfig[FlowConfig]):
+    """A CosyVoice 2 checkpoint: the library's config with the conformer + UNet flow."""
 
 
 def parse_config(root: Path) -> CosyVoice2Config:
-    where = root / YAML
-    raw = read_hyperpyyaml(where)
-    llm = yaml_section(raw, "llm", where, ".Qwen2LM", FAMILY)
-    flow = yaml_section(raw, "flow", where, "CausalMaskedDiffWithXvec", FAMILY)
-    hift = yaml_section(raw, "hift", where, ".HiFTGenerator", FAMILY)
-    lm = parse_lm(root, llm)
+    sec = read_sections(root, YAML, FAMILY, (".Qwen2LM", "CausalMaskedDiffWithXvec", ".HiFTGenerator"))
+    where, flow = sec.where, sec.flow
     enc = flow.get("encoder") or {}
-    dec = flow.get("decoder") or {}
-    est = dec.get("estimator") or {}
-    cfm = ((dec.get("cfm_params") or {}).get("content")) or {}
     enc_cfg = EncoderConfig(**pick_fields(enc, EncoderConfig))
     for key, want in (("pos_enc_layer_type", "rel_pos_espnet"), ("selfattention_layer_type", "rel_selfattn"),
                       ("input_layer", "linear")):
@@ -94,20 +79,13 @@ def parse_config(root: Path) -> CosyVoice2Config:
         )
     fl = FlowConfig(
         encoder=enc_cfg,
-        decoder=DecoderConfig(**pick_fields(est, DecoderConfig)),
+        decoder=DecoderConfig(**pick_fields(sec.estimator(), DecoderConfig)),
         **{k: v for k, v in pick_fields(flow, FlowConfig).items() if k not in ("encoder", "decoder")},
-        inference_cfg_rate=float(cfm.get("inference_cfg_rate", 0.7)),
-        t_scheduler=str(cfm.get("t_scheduler", "cosine")),
+        **sec.cfm(),
     )
     if fl.decoder.static_chunk_size != fl.encoder.static_chunk_size * fl.token_mel_ratio:
         raise CheckpointError(
             f"{where}: the decoder's block ({fl.decoder.static_chunk_size} frames) is not the encoder's "
             f"({fl.encoder.static_chunk_size} tokens) x token_mel_ratio {fl.token_mel_ratio}"
         )
-    hf = parse_hift(hift)
-    return CosyVoice2Config(
-        lm=lm, flow=fl, hift=hf,
-        sample_rate=int(raw.get("sample_rate", 24000)),
-        token_frame_rate=int(raw.get("token_frame_rate", 25)),
-        raw=raw,
-    )
+    return CosyVoice2Config(lm=sec.lm, flow=fl, hift=sec.hift, **sec.rates(), raw=sec.raw)

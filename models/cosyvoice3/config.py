@@ -5,14 +5,12 @@ reference."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..base import CheckpointError
-from ..codecs.hift.config import HiFTConfig, parse_hift
-from ..flowlm.config import LMConfig, parse_lm
-from ..flowlm.yaml_config import pick_fields, read_hyperpyyaml, yaml_section
+from ..flowlm.config import FlowLMConfig, read_sections
+from ..flowlm.yaml_config import pick_fields
 
 YAML = "cosyvoice3.yaml"
 FAMILY = "CosyVoice 3"
@@ -46,45 +44,23 @@ class FlowConfig:
     n_timesteps: int = 10  # hard-coded in upstream's CausalMaskedDiffWithDiT.inference
 
 
-@dataclass(frozen=True)
-class CosyVoice3Config:
-    lm: LMConfig
-    flow: FlowConfig
-    hift: HiFTConfig
-    sample_rate: int = 24000
-    token_frame_rate: int = 25
-    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+class CosyVoice3Config(FlowLMConfig[FlowConfig]):
+    """A CosyVoice 3 checkpoint: the library's config with the DiT flow."""
 
 
 def parse_config(root: Path) -> CosyVoice3Config:
-    where = root / YAML
-    raw = read_hyperpyyaml(where)
-    llm = yaml_section(raw, "llm", where, "CosyVoice3LM", FAMILY)
-    flow = yaml_section(raw, "flow", where, "CausalMaskedDiffWithDiT", FAMILY)
-    hift = yaml_section(raw, "hift", where, "CausalHiFTGenerator", FAMILY)
-    lm = parse_lm(root, llm)
-    dec = flow.get("decoder") or {}
-    est = dec.get("estimator") or {}
-    cfm = ((dec.get("cfm_params") or {}).get("content")) or {}
-    look = flow.get("pre_lookahead_layer") or {}
+    classes = ("CosyVoice3LM", "CausalMaskedDiffWithDiT", "CausalHiFTGenerator")
+    sec = read_sections(root, YAML, FAMILY, classes)
+    look = sec.flow.get("pre_lookahead_layer") or {}
     fl = FlowConfig(
-        dit=DiTConfig(**pick_fields(est, DiTConfig)),
-        **pick_fields(flow, FlowConfig),
+        dit=DiTConfig(**pick_fields(sec.estimator(), DiTConfig)),
+        **pick_fields(sec.flow, FlowConfig),
         lookahead_channels=int(look.get("channels", 1024)),
-        inference_cfg_rate=float(cfm.get("inference_cfg_rate", 0.7)),
-        t_scheduler=str(cfm.get("t_scheduler", "cosine")),
+        **sec.cfm(),
     )
-    hf = parse_hift(hift)
     if fl.dit.static_chunk_size % fl.token_mel_ratio:
         raise CheckpointError(
-            f"{where}: static_chunk_size {fl.dit.static_chunk_size} is not a whole number "
+            f"{sec.where}: static_chunk_size {fl.dit.static_chunk_size} is not a whole number "
             f"of tokens (token_mel_ratio {fl.token_mel_ratio})"
         )
-    return CosyVoice3Config(
-        lm=lm,
-        flow=fl,
-        hift=hf,
-        sample_rate=int(raw.get("sample_rate", 24000)),
-        token_frame_rate=int(raw.get("token_frame_rate", 25)),
-        raw=raw,
-    )
+    return CosyVoice3Config(lm=sec.lm, flow=fl, hift=sec.hift, **sec.rates(), raw=sec.raw)

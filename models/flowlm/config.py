@@ -5,14 +5,16 @@ values, so a file that omits a field means the same here as in the reference."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Generic, TypeVar
 
 from ..base import CheckpointError
-from .yaml_config import pick_fields
+from ..codecs.hift.config import HiFTConfig, parse_hift
+from .yaml_config import pick_fields, read_hyperpyyaml, yaml_section
 
 QWEN_DIR = "CosyVoice-BlankEN"
+FlowT = TypeVar("FlowT")
 ENDOFPROMPT_ID = 151646  # upstream's CosyVoice3LM asserts this id (the real tokenizer's <|endofprompt|>)
 
 
@@ -82,17 +84,57 @@ def parse_lm(root: Path, llm: dict[str, Any]) -> LMConfig:
     return LMConfig(qwen=qwen, **pick_fields({**llm, **sampling}, LMConfig))
 
 
-class CheckpointConfig(Protocol):
-    """What the library reads of a family's parsed checkpoint config (CosyVoice2Config, CosyVoice3Config)."""
 
-    @property
-    def lm(self) -> LMConfig: ...
+@dataclass(frozen=True)
+class FlowLMConfig(Generic[FlowT]):
+    """A parsed checkpoint: the LM, the family's flow, the vocoder and the rates (CosyVoice2Config and
+    CosyVoice3Config are this with their own flow config)."""
 
-    @property
-    def sample_rate(self) -> int: ...
+    lm: LMConfig
+    flow: FlowT
+    hift: HiFTConfig
+    sample_rate: int = 24000
+    token_frame_rate: int = 25
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
-    @property
-    def token_frame_rate(self) -> int: ...
 
-    @property
-    def raw(self) -> dict[str, Any]: ...
+@dataclass(frozen=True)
+class Sections:
+    """What every family's parser reads alike from `<root>/<yaml>`: the raw file, the LM's config, the
+    flow's section (its own to parse) and the vocoder's config."""
+
+    where: Path
+    raw: dict[str, Any]
+    lm: LMConfig
+    flow: dict[str, Any]
+    hift: HiFTConfig
+
+    def cfm(self) -> dict[str, Any]:
+        """The flow's CausalConditionalCFM fields both flows read: inference_cfg_rate, t_scheduler."""
+        dec = self.flow.get("decoder") or {}
+        cfm = ((dec.get("cfm_params") or {}).get("content")) or {}
+        return {
+            "inference_cfg_rate": float(cfm.get("inference_cfg_rate", 0.7)),
+            "t_scheduler": str(cfm.get("t_scheduler", "cosine")),
+        }
+
+    def estimator(self) -> dict[str, Any]:
+        return (self.flow.get("decoder") or {}).get("estimator") or {}
+
+    def rates(self) -> dict[str, int]:
+        return {
+            "sample_rate": int(self.raw.get("sample_rate", 24000)),
+            "token_frame_rate": int(self.raw.get("token_frame_rate", 25)),
+        }
+
+
+def read_sections(root: Path, yaml_name: str, family: str, classes: tuple[str, str, str]) -> Sections:
+    """`<root>/<yaml_name>` checked to hold the `llm`, `flow` and `hift` sections of `classes` (class
+    name suffixes), with the LM's and vocoder's configs parsed."""
+    where = root / yaml_name
+    raw = read_hyperpyyaml(where)
+    llm_cls, flow_cls, hift_cls = classes
+    llm = yaml_section(raw, "llm", where, llm_cls, family)
+    flow = yaml_section(raw, "flow", where, flow_cls, family)
+    hift = yaml_section(raw, "hift", where, hift_cls, family)
+    return Sections(where, raw, parse_lm(root, llm), flow, parse_hift(hift))

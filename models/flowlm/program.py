@@ -43,7 +43,7 @@ from ..qwen3_tts.layers import PagedBatch
 from .checkpoint import read_pt
 from .clone import ClipCache, check_clip, check_onnx
 from .codec import HopCodec, VoiceState
-from .config import QWEN_DIR, CheckpointConfig
+from .config import QWEN_DIR, FlowLMConfig
 from .features import MelParams
 from .frontend import ENDOFPROMPT, endofprompt_ok, load_tokenizer, normalize
 from .lm import SpeechLMWeights
@@ -107,7 +107,7 @@ class FlowLMProgram(ModelProgram):
     def __init__(
         self,
         root: Path,
-        cfg: CheckpointConfig,
+        cfg: FlowLMConfig[Any],
         lm: SpeechLMWeights,
         flow: Any,
         hift: Any,

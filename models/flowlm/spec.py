@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base import CheckpointError, ChunkSchedule, ModelSpec
-from .config import CheckpointConfig
+from .config import FlowLMConfig
 
 # Upstream's streaming hops (25 + pad, 50, 100 tokens, each + 3 look-ahead) as engine chunks: a chunk
 # whose tokens do not complete a hop waits in the codec slot for the next one.
@@ -27,7 +27,7 @@ def has_clone_models(root: Path, tokenizer: str = SPEECH_TOKENIZER) -> bool:
     return (root / tokenizer).is_file() and (root / CAMPPLUS).is_file()
 
 
-def cosyvoice_spec(root: Path, cfg: CheckpointConfig, voices: tuple[str, ...], name: str,
+def cosyvoice_spec(root: Path, cfg: FlowLMConfig[Any], voices: tuple[str, ...], name: str,
                    tokenizer: str = SPEECH_TOKENIZER) -> ModelSpec:
     return ModelSpec(
         name=name,
