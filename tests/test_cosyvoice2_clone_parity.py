@@ -1,6 +1,6 @@
 """CosyVoice 2 cloning and instructions against upstream's own frontend and `CosyVoice2` class (the CosyVoice
 oracle venv with its real audio libraries), on our tiny checkpoint plus tiny random ONNX models named as
-CosyVoice2-0.5B names them (`speech_tokenizer_v2.onnx`, `campplus.onnx`; models/cosyvoice3/tiny_onnx.py).
+CosyVoice2-0.5B names them (`speech_tokenizer_v2.onnx`, `campplus.onnx`; models/flowlm/tiny_onnx.py).
 
 Checked: upstream's greedy `inference_zero_shot(text, prompt_text, wav)` (CosyVoice 2 speaks the transcript
 as it is) and `inference_instruct2(text, "INSTRUCTION<|endofprompt|>", wav)` after torch.manual_seed(N) are

@@ -29,7 +29,7 @@ def _clip(seconds: float = 1.5, rate: int = RATE) -> np.ndarray:
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory):
     from voxcli.models.cosyvoice3.tiny import build_tiny
-    from voxcli.models.cosyvoice3.tiny_onnx import write_tiny_onnx
+    from voxcli.models.flowlm.tiny_onnx import write_tiny_onnx
 
     root = build_tiny(tmp_path_factory.mktemp("cosy_clone_unit") / "ckpt")
     write_tiny_onnx(root)
@@ -44,7 +44,7 @@ def program(ckpt):
 
 
 def test_resample_keeps_a_band_limited_tone():
-    from voxcli.models.cosyvoice3.resample import resample
+    from voxcli.models.flowlm.resample import resample
 
     for orig, new in ((48000, 16000), (22050, 24000), (44100, 16000)):
         n = orig  # one second
@@ -59,7 +59,7 @@ def test_resample_keeps_a_band_limited_tone():
 
 
 def test_kaldi_fbank_frames_and_a_tone_peak():
-    from voxcli.models.cosyvoice3.kaldi_fbank import fbank, kaldi_mel_banks
+    from voxcli.models.flowlm.kaldi_fbank import fbank, kaldi_mel_banks
 
     n = 16000
     x = 0.5 * torch.sin(2 * math.pi * 1000 * torch.arange(n) / 16000)
@@ -71,7 +71,7 @@ def test_kaldi_fbank_frames_and_a_tone_peak():
 
 
 def test_whisper_log_mel_range_and_frames():
-    from voxcli.models.cosyvoice3.features import whisper_log_mel
+    from voxcli.models.flowlm.features import whisper_log_mel
 
     x = torch.from_numpy(_clip(1.0, 16000))[None]
     m = whisper_log_mel(x)
@@ -81,7 +81,7 @@ def test_whisper_log_mel_range_and_frames():
 
 
 def test_clone_prompt_layout_and_alignment(program, ckpt):
-    from voxcli.models.cosyvoice3.clone import clip_prompt, zero_shot_text
+    from voxcli.models.flowlm.clone import clip_prompt, zero_shot_text
 
     wav = _clip()
     clip = clip_prompt(ckpt, wav, RATE, program.mel_params)
@@ -107,7 +107,7 @@ def test_clone_prompt_layout_and_alignment(program, ckpt):
 
 
 def test_instructions_replace_the_prompt_text_and_drop_lm_speech(program, ckpt):
-    from voxcli.models.cosyvoice3.clone import instruct_text
+    from voxcli.models.flowlm.clone import instruct_text
 
     assert instruct_text("Speak slowly.") == "You are a helpful assistant. Speak slowly.<|endofprompt|>"
     ids = program.text_ids("Hello world.")
@@ -126,7 +126,7 @@ def test_instructions_replace_the_prompt_text_and_drop_lm_speech(program, ckpt):
 
 
 def test_one_clip_runs_the_onnx_models_once(program, monkeypatch):
-    from voxcli.models.cosyvoice3 import clone
+    from voxcli.models.flowlm import clone
 
     calls = []
     real = clone.speech_tokens
@@ -168,7 +168,7 @@ def test_missing_onnx_file_or_runtime_is_one_sentence(tmp_path, ckpt, monkeypatc
     import shutil
 
     from voxcli.models import load_model
-    from voxcli.models.cosyvoice3 import onnx_models
+    from voxcli.models.flowlm import onnx_models
 
     bare = tmp_path / "bare"
     shutil.copytree(ckpt, bare)

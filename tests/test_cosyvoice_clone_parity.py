@@ -1,6 +1,6 @@
 """CosyVoice 3 zero-shot cloning and instructions against upstream's own frontend (the CosyVoice oracle venv,
 with its real audio libraries: torchaudio's resampler and Kaldi fbank, Whisper's log-mel, Matcha's mel,
-onnxruntime), on our tiny checkpoint plus tiny random ONNX models (models/cosyvoice3/tiny_onnx.py).
+onnxruntime), on our tiny checkpoint plus tiny random ONNX models (models/flowlm/tiny_onnx.py).
 
 Checked: `frontend_zero_shot` on clips at 16 / 24 / 44.1 kHz (one stereo) gives our prompt text ids,
 speech tokens, prompt mel and speaker embedding; upstream's greedy `inference_zero_shot(text, prompt_text,
@@ -34,7 +34,7 @@ CLIPS = {"c16": (16000, 1), "c24": (24000, 1), "c44": (44100, 2)}
 @pytest.fixture(scope="module")
 def oracle(tmp_path_factory):
     from voxcli.models.cosyvoice3.tiny import build_tiny
-    from voxcli.models.cosyvoice3.tiny_onnx import write_tiny_onnx
+    from voxcli.models.flowlm.tiny_onnx import write_tiny_onnx
 
     require_audio_frontend()
     d = tmp_path_factory.mktemp("cosy_clone")
@@ -73,7 +73,7 @@ def oracle(tmp_path_factory):
 def test_clone_prompt_matches_upstream_frontend(oracle, name):
     import torch
     from voxcli.models import load_model
-    from voxcli.models.cosyvoice3.clone import clip_prompt, zero_shot_text
+    from voxcli.models.flowlm.clone import clip_prompt, zero_shot_text
 
     from voxcli.request_fields import read_ref_audio
 

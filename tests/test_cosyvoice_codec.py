@@ -204,7 +204,7 @@ def test_request_checks_are_one_sentence(program):
 
 
 def test_frontend_rules():
-    from voxcli.models.cosyvoice3.frontend import number_to_words, spell_out_numbers, split_paragraph
+    from voxcli.models.flowlm.frontend import number_to_words, spell_out_numbers, split_paragraph
 
     assert number_to_words("2024") == "two thousand and twenty-four"
     assert number_to_words("1100") == "one thousand, one hundred"

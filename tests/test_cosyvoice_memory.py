@@ -7,15 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 from voxcli.models.base import SynthesisRequest
+from voxcli.models.codecs.hift.config import HiFTConfig
 from voxcli.models.cosyvoice3 import memory as cosy_memory
-from voxcli.models.cosyvoice3.config import (
-    CosyVoice3Config,
-    DiTConfig,
-    FlowConfig,
-    HiFTConfig,
-    LMConfig,
-    Qwen2Config,
-)
+from voxcli.models.cosyvoice3.config import CosyVoice3Config, DiTConfig, FlowConfig
+from voxcli.models.flowlm.config import LMConfig, Qwen2Config
 
 from voxcli.config import ChunkSchedule, EngineConfig, load_recipe
 from voxcli.engine.engine import Engine

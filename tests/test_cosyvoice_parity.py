@@ -135,8 +135,8 @@ def test_lm_greedy_tokens_match_upstream_with_natural_stop(oracle, program):
 
 def test_ras_sampling_matches_upstream(oracle):
     import torch
-    from voxcli.models.cosyvoice3.config import LMConfig, Qwen2Config
-    from voxcli.models.cosyvoice3.sampling import ras_sample
+    from voxcli.models.flowlm.config import LMConfig, Qwen2Config
+    from voxcli.models.flowlm.sampling import ras_sample
 
     case = _ras_case()
     cfg = LMConfig(qwen=Qwen2Config())
@@ -152,7 +152,7 @@ def test_ras_sampling_matches_upstream(oracle):
 
 
 def test_frontend_matches_upstream(oracle, program):
-    from voxcli.models.cosyvoice3.frontend import normalize
+    from voxcli.models.flowlm.frontend import normalize
 
     ref = oracle[1]["norm"]
     for text, segs, ids in zip(NORM_TEXTS, ref["segments"], ref["ids"], strict=True):

@@ -99,7 +99,7 @@ def test_a_custom_voice_model_says_how_to_get_a_base_model_offline(tiny_custom_v
 
 def test_the_cosyvoice_demo_says_it_has_no_speech_tokenizer_and_how_to_build_one(tmp_path):
     from voxcli.models.base import InputError
-    from voxcli.models.cosyvoice3.onnx_models import SPEECH_TOKENIZER, session
+    from voxcli.models.flowlm.onnx_models import SPEECH_TOKENIZER, session
 
     with pytest.raises(InputError) as e:
         session(tmp_path / SPEECH_TOKENIZER)

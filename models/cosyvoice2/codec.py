@@ -1,8 +1,8 @@
 """The codec stage: speech tokens -> 24 kHz PCM per request in a slot, reproducing one of upstream's two
 outputs exactly (cosyvoice/cli/model.py, CosyVoice2Model.tts / token2wav):
 
-* "stream" (upstream `stream=True`, our default): CosyVoice 3's hop schedule (25 + pad, 50, 100 tokens,
-  each waiting for 3 look-ahead tokens; `CosyCodec._next_hop`), the flow block-causal (encoder blocks of
+* "stream" (upstream `stream=True`, our default): the library's hop schedule (25 + pad, 50, 100 tokens,
+  each waiting for 3 look-ahead tokens; models/flowlm/codec.py), the flow block-causal (encoder blocks of
   25 tokens, estimator blocks of 50 frames) on the hop's new tokens only against the request's caches
   (flow.py), the LAST chunk the flow over all tokens with full attention (upstream calls token2wav
   without `stream=`) keeping the frames not yet emitted. The vocoder runs as upstream's hift cache does:
@@ -28,11 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..base import CodecItem
-from ..cosyvoice3.codec import FIRST_HOP, CosyCodec, Slot, VoiceState
-from .flow import Flow
+from ..flowlm.codec import HOP_SCALE, MAX_HOP, HopCodec, Slot, VoiceState, first_hop_pad
+from .flow import Flow, FlowRun
 from .hift import HiFT
-from .options import MODES
 
 MEL_CACHE = 8  # CosyVoice2Model.mel_cache_len
 SOURCE_CACHE = MEL_CACHE * 480  # source_cache_len (samples)
@@ -47,23 +45,23 @@ class HiftCache:
 
 @dataclass
 class Slot2(Slot):
+    run: FlowRun
     gen: torch.Generator | None = None
     hift_cache: HiftCache | None = None
 
 
-class CosyCodec2(CosyCodec):
+class CosyCodec2(HopCodec):
     def __init__(self, flow: Flow, hift: HiFT) -> None:
-        super().__init__(flow, hift)  # type: ignore[arg-type]
-        self.flow2, self.hift2 = flow, hift
+        super().__init__(flow.cfg.pre_lookahead_len)
+        self.flow, self.hift = flow, hift
+        self.slots: list[Slot2 | None] = []
         self.seeds: dict[int, int] = {}
         # offline requests: the LM's own generator, whose draws upstream's vocoder continues (below)
         self.lm_gens: dict[int, torch.Generator] = {}
         self.window = torch.from_numpy(np.hamming(2 * SOURCE_CACHE))  # float64, as upstream's numpy window
 
-    def bind(self, slot: int, voice: VoiceState, mode: str, seed: int = 0) -> None:  # type: ignore[override]
-        if mode not in MODES:
-            raise ValueError(f"codec mode must be one of {', '.join(MODES)}, got {mode!r}")
-        self.voices[slot] = (voice, mode)
+    def bind(self, slot: int, voice: VoiceState, mode: str, seed: int = 0) -> None:
+        super().bind(slot, voice, mode)
         self.seeds[slot] = seed
         self.lm_gens.pop(slot, None)  # a new request: the program hands its LM generator over after this
 
@@ -73,52 +71,45 @@ class CosyCodec2(CosyCodec):
         self.lm_gens.pop(slot, None)
 
     def _open(self, slot: int) -> Slot2:
-        voice, mode = self.voices.get(slot) or (None, "")
-        if voice is None:
-            raise RuntimeError(f"codec slot {slot} has no voice bound (the program binds it at prefill)")
-        run = self.flow2.new_run(voice.prompt_tokens, voice.prompt_feat, voice.embedding)
-        P = int(run.prompt_tokens.numel())
+        voice, mode = self._bound_voice(slot)
+        run = self.flow.new_run(voice.prompt_tokens, voice.prompt_feat, voice.embedding)
         gen = self.lm_gens.get(slot) if mode == "offline" else None
         gen = gen or torch.Generator().manual_seed(self.seeds.get(slot, 0))
-        return Slot2(run=run, mode=mode, pad=-P % FIRST_HOP, gen=gen)  # type: ignore[arg-type]
-
-    @torch.inference_mode()
-    def decode(self, items: list[CodecItem]) -> list[np.ndarray]:
-        return super().decode(items)
+        return Slot2(run=run, mode=mode, pad=first_hop_pad(int(run.prompt_tokens.numel())), gen=gen)
 
     def _hops(self, hops: list[tuple[int, int]]) -> list[np.ndarray]:
         pcm = []
-        L = self.flow2.cfg.pre_lookahead_len
+        L = self.flow.cfg.pre_lookahead_len
         for sl, n in hops:
             s = self.slots[sl]
             assert isinstance(s, Slot2)
-            mel = self.flow2.chunk(s.run, s.tokens[: s.offset + n + L])
+            mel = self.flow.chunk(s.run, s.tokens[: s.offset + n + L])
             s.offset += n
-            s.hop = min(4 * FIRST_HOP, s.hop * 2)
+            s.hop = min(MAX_HOP, s.hop * HOP_SCALE)
             pcm.append(self._vocode(s, mel.T, final=False))
         return pcm
 
     def _finals(self, sls: list[int]) -> list[np.ndarray]:
         pcm = []
-        ratio = self.flow2.cfg.token_mel_ratio
+        ratio = self.flow.cfg.token_mel_ratio
         for sl in sls:
             s = self.slots[sl]
             assert isinstance(s, Slot2)
             # the full pass reads none of the streamed chunks' caches: give them back before it, so the
             # last chunk never holds both
             s.run.steps, s.run.enc.kv = [], []
-            mel = self.flow2.full(s.run, s.tokens)[s.offset * ratio:]
+            mel = self.flow.full(s.run, s.tokens)[s.offset * ratio:]
             s.offset = len(s.tokens)
             s.done = True
             pcm.append(self._vocode(s, mel.T, final=True))
         return pcm
 
-    def _vocode(self, s: Slot, new_mel: torch.Tensor, final: bool) -> np.ndarray:
+    def _vocode(self, s: Slot2, new_mel: torch.Tensor, final: bool) -> np.ndarray:
         assert isinstance(s, Slot2) and s.gen is not None
         c = s.hift_cache
-        new_mel = new_mel.to(self.hift2.dtype)  # the flow's mel in the vocoder's dtype (HIFT_DTYPE)
+        new_mel = new_mel.to(self.hift.dtype)  # the flow's mel in the vocoder's dtype (HIFT_DTYPE)
         mel = new_mel if c is None else torch.cat([c.mel, new_mel], dim=1)
-        speech, source = self.hift2.generate(mel, None if c is None else c.source, s.gen)
+        speech, source = self.hift.generate(mel, None if c is None else c.source, s.gen)
         if c is not None:
             n = SOURCE_CACHE
             faded = speech[:n].double() * self.window[:n] + c.speech[-n:].double() * self.window[n:]

@@ -1,19 +1,19 @@
 """Typed view of a CosyVoice 2 checkpoint: `cosyvoice2.yaml` (Qwen2LM head, CausalMaskedDiffWithXvec flow
 with its UpsampleConformerEncoder and CausalConditionalDecoder, HiFTGenerator) and `CosyVoice-BlankEN/`
-(the Qwen2 backbone). The LM and vocoder fields are CosyVoice 3's dataclasses (upstream derives CosyVoice
-3 from CosyVoice 2's classes); defaults are CosyVoice2-0.5B's values (its cosyvoice2.yaml)."""
+(the Qwen2 backbone). The LM and vocoder fields are the library's (models/flowlm/config.py,
+models/codecs/hift/config.py); defaults are CosyVoice2-0.5B's values (its cosyvoice2.yaml)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..base import CheckpointError
-from ..cosyvoice3.config import QWEN_DIR, HiFTConfig, LMConfig, _pick, _section, parse_hift, parse_qwen
-from ..cosyvoice3.yaml_config import read_hyperpyyaml
+from ..flowlm.config import QWEN_DIR, FlowLMConfig, read_sections
+from ..flowlm.yaml_config import pick_fields
 
 YAML = "cosyvoice2.yaml"
+FAMILY = "CosyVoice 2"
 SPEECH_TOKENIZER = "speech_tokenizer_v2.onnx"  # CosyVoice 3 has v3; same interface (25 Hz tokens)
 __all__ = ["QWEN_DIR", "YAML", "CosyVoice2Config", "parse_config"]
 
@@ -60,29 +60,15 @@ class FlowConfig:
     n_timesteps: int = 10  # hard-coded in upstream's CausalMaskedDiffWithXvec.inference
 
 
-@dataclass(frozen=True)
-class CosyVoice2Config:
-    lm: LMConfig
-    flow: FlowConfig
-    hift: HiFTConfig
-    sample_rate: int = 24000
-    token_frame_rate: int = 25
-    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+class CosyVoice2Config(FlowLMConfig[FlowConfig]):
+    """A CosyVoice 2 checkpoint: the library's config with the conformer + UNet flow."""
 
 
 def parse_config(root: Path) -> CosyVoice2Config:
-    where = root / YAML
-    raw = read_hyperpyyaml(where)
-    llm = _section(raw, "llm", where, ".Qwen2LM")
-    flow = _section(raw, "flow", where, "CausalMaskedDiffWithXvec")
-    hift = _section(raw, "hift", where, ".HiFTGenerator")
-    sampling = llm.get("sampling") or {}
-    lm = LMConfig(qwen=parse_qwen(root / QWEN_DIR / "config.json"), **_pick({**llm, **sampling}, LMConfig))
+    sec = read_sections(root, YAML, FAMILY, (".Qwen2LM", "CausalMaskedDiffWithXvec", ".HiFTGenerator"))
+    where, flow = sec.where, sec.flow
     enc = flow.get("encoder") or {}
-    dec = flow.get("decoder") or {}
-    est = dec.get("estimator") or {}
-    cfm = ((dec.get("cfm_params") or {}).get("content")) or {}
-    enc_cfg = EncoderConfig(**_pick(enc, EncoderConfig))
+    enc_cfg = EncoderConfig(**pick_fields(enc, EncoderConfig))
     for key, want in (("pos_enc_layer_type", "rel_pos_espnet"), ("selfattention_layer_type", "rel_selfattn"),
                       ("input_layer", "linear")):
         if enc.get(key, want) != want:
@@ -93,20 +79,13 @@ def parse_config(root: Path) -> CosyVoice2Config:
         )
     fl = FlowConfig(
         encoder=enc_cfg,
-        decoder=DecoderConfig(**_pick(est, DecoderConfig)),
-        **{k: v for k, v in _pick(flow, FlowConfig).items() if k not in ("encoder", "decoder")},
-        inference_cfg_rate=float(cfm.get("inference_cfg_rate", 0.7)),
-        t_scheduler=str(cfm.get("t_scheduler", "cosine")),
+        decoder=DecoderConfig(**pick_fields(sec.estimator(), DecoderConfig)),
+        **{k: v for k, v in pick_fields(flow, FlowConfig).items() if k not in ("encoder", "decoder")},
+        **sec.cfm(),
     )
     if fl.decoder.static_chunk_size != fl.encoder.static_chunk_size * fl.token_mel_ratio:
         raise CheckpointError(
             f"{where}: the decoder's block ({fl.decoder.static_chunk_size} frames) is not the encoder's "
             f"({fl.encoder.static_chunk_size} tokens) x token_mel_ratio {fl.token_mel_ratio}"
         )
-    hf = parse_hift(hift)
-    return CosyVoice2Config(
-        lm=lm, flow=fl, hift=hf,
-        sample_rate=int(raw.get("sample_rate", 24000)),
-        token_frame_rate=int(raw.get("token_frame_rate", 25)),
-        raw=raw,
-    )
+    return CosyVoice2Config(lm=sec.lm, flow=fl, hift=sec.hift, **sec.rates(), raw=sec.raw)

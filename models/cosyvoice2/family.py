@@ -3,16 +3,16 @@ carry `cosyvoice2.yaml`, not a transformers config.json (`Family.claims`).
 
 Layout: this package holds what is CosyVoice 2's own (config, Qwen2LM ends, the conformer encoder, the
 UNet estimator, HiFTGenerator with per-call noise, the codec's hift cache, tiny builder, sim profile);
-the parts upstream shares between the two (CosyVoice 3's classes derive from CosyVoice 2's) come from
-models/cosyvoice3: the paged Qwen2 backbone, ras sampling, the English frontend and tokenizer, the
-zero-shot speaker format, the hop schedule and the program's request handling.
+the parts upstream's CosyVoice models share come from the library, models/flowlm (the paged Qwen2
+backbone, ras sampling, the English frontend and tokenizer, the zero-shot speaker format, the hop schedule
+and the program's request handling) and models/codecs/hift (the vocoder's shared parts).
 """
 
 from __future__ import annotations
 
 from ..base import ChunkSchedule
+from ..flowlm.options import OPTIONS
 from ..registry import Demo, Entry, Family, HubModel, SimModel, SimSpec, Tiny
-from .options import OPTIONS
 
 # CosyVoice2-0.5B's published dimensions (its cosyvoice2.yaml): LM = Qwen2-0.5B; flow = a 512-wide
 # conformer encoder (6 + 4 layers, 8 heads, FFN 2048) and a 1-D UNet of 256 channels (1 down + 12 mid + 1

@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from ..flowlm.flow_matching import guided, speaker_condition, time_span
 from .config import FlowConfig
 from .encoder import LOOKAHEAD, EncoderCache, UpsampleConformerEncoder
 from .estimator import Estimator, EstimatorCache
@@ -68,8 +68,7 @@ class Flow:
         self, prompt_tokens: torch.Tensor, prompt_feat: torch.Tensor, embedding: torch.Tensor
     ) -> FlowRun:
         dev, dt = self.noise.device, self.noise.dtype
-        e = F.normalize(embedding.to(dev, dt).reshape(1, -1), dim=1)
-        spk = self.w.spk_embed_affine_layer(e)[0]
+        spk = speaker_condition(self.w.spk_embed_affine_layer, embedding, dev, dt)
         return FlowRun(spk, prompt_tokens.to(dev).long().reshape(-1), prompt_feat.to(dev, dt),
                        self.w.encoder.empty_cache(dev, dt), [{} for _ in range(self.cfg.n_timesteps)])
 
@@ -115,16 +114,14 @@ class Flow:
             cond[0, :, : min(p - s, n)] = run.prompt_feat[s: s + n].T
         spks = torch.zeros(2, 80, device=dev, dtype=dt)
         spks[0] = run.spk
-        span = torch.linspace(0, 1, cfg.n_timesteps + 1, device=dev, dtype=dt)
-        if cfg.t_scheduler == "cosine":
-            span = 1 - torch.cos(span * 0.5 * torch.pi)
+        span = time_span(cfg.n_timesteps, cfg.t_scheduler, dt, dev)
         t, dtt = span[0], span[1] - span[0]
         est = self.w.decoder.estimator
         for step in range(1, len(span)):
             v = est(x.expand(2, -1, -1), mu2, t.expand(2), spks, cond, caches[step - 1], s, streaming)
             if not keep:
                 caches[step - 1].clear()
-            v = (1.0 + cfg.inference_cfg_rate) * v[:1] - cfg.inference_cfg_rate * v[1:]
+            v = guided(v[:1], v[1:], cfg.inference_cfg_rate)
             x = x + dtt * v
             t = t + dtt
             if step < len(span) - 1:

@@ -1,6 +1,7 @@
 """CosyVoice 2's vocoder (upstream HiFTGenerator + ConvRNNF0Predictor + SourceModuleHnNSF/SineGen2 at
 24 kHz): mel -> f0 -> harmonic sine source -> HiFi-GAN/iSTFT decoder, 480 samples per mel frame. Names
-follow hift.pt (weight norm folded at load, as CosyVoice 3's). Convolutions are centred (not causal).
+follow hift.pt (weight norm folded at load); the parts both CosyVoice vocoders share are in
+models/codecs/hift/. Convolutions are centred (not causal).
 
 Unlike CosyVoice 3's, the source draws fresh noise on every call from torch's generator, in this order:
 `rand(1, 9)` (initial phases, which the /480 linear resampling then drops), `randn(1, N, 9)` (the sine
@@ -17,33 +18,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..cosyvoice3.config import HiFTConfig
-from ..cosyvoice3.hift import Snake, SourceModule, hann_window
+from ..codecs.hift.config import HiFTConfig
+from ..codecs.hift.parts import ResBlock, SourceModule, decode_body, hann_window, source_stft
 
 
 def _pad(kernel: int, dilation: int = 1) -> int:
     return (kernel * dilation - dilation) // 2
 
 
-# The vocoder runs in float32 whatever the LM and flow run in (upstream halves only those two; the
-# source signal is float32 and the CPU has no bfloat16 istft). The loader and the codec apply it.
-HIFT_DTYPE = torch.float32
-
-class ResBlock(nn.Module):
-    def __init__(self, ch: int, kernel: int, dilations: tuple[int, ...]) -> None:
-        super().__init__()
-        self.convs1 = nn.ModuleList(
-            nn.Conv1d(ch, ch, kernel, dilation=d, padding=_pad(kernel, d)) for d in dilations
-        )
-        self.convs2 = nn.ModuleList(nn.Conv1d(ch, ch, kernel, padding=_pad(kernel)) for _ in dilations)
-        self.activations1 = nn.ModuleList(Snake(ch) for _ in dilations)
-        self.activations2 = nn.ModuleList(Snake(ch) for _ in dilations)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        layers = zip(self.convs1, self.convs2, self.activations1, self.activations2, strict=True)
-        for c1, c2, a1, a2 in layers:
-            x = c2(a2(c1(a1(x)))) + x
-        return x
+def centred_conv(cin: int, cout: int, kernel: int, dilation: int = 1) -> nn.Conv1d:
+    return nn.Conv1d(cin, cout, kernel, dilation=dilation, padding=_pad(kernel, dilation))
 
 
 class F0Predictor(nn.Module):
@@ -83,9 +67,9 @@ class HiFTWeights(nn.Module):
                 nn.Conv1d(c.n_fft + 2, ch, 1) if u == 1
                 else nn.Conv1d(c.n_fft + 2, ch, u * 2, u, padding=u // 2)
             )
-            self.source_resblocks.append(ResBlock(ch, k, d))
+            self.source_resblocks.append(ResBlock(ch, k, d, centred_conv))
         self.resblocks = nn.ModuleList(
-            ResBlock(base // 2 ** (i + 1), k, d)
+            ResBlock(base // 2 ** (i + 1), k, d, centred_conv)
             for i in range(len(self.ups))
             for k, d in zip(c.resblock_kernel_sizes, c.resblock_dilation_sizes, strict=True)
         )
@@ -94,9 +78,9 @@ class HiFTWeights(nn.Module):
 
 
 class HiFT:
-    def __init__(self, weights: HiFTWeights) -> None:
+    def __init__(self, weights: HiFTWeights, dtype: torch.dtype) -> None:
         self.w, self.c = weights, weights.c
-        self.dtype = HIFT_DTYPE
+        self.dtype = dtype  # the loader's hift_dtype
         self.window_fn: torch.Tensor | None = None
 
     def source(self, f0: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
@@ -141,25 +125,7 @@ class HiFT:
         c, w = self.c, self.w
         if self.window_fn is None or self.window_fn.device != x.device:
             self.window_fn = hann_window(c.n_fft).to(x.device)
-        spec = torch.view_as_real(torch.stft(s[:, 0], c.n_fft, c.hop_len, c.n_fft, window=self.window_fn,
-                                             return_complex=True))
-        s_stft = torch.cat([spec[..., 0], spec[..., 1]], dim=1).to(x.dtype)
+        s_stft = source_stft(c, s[:, 0], self.window_fn).to(x.dtype)
         x = w.conv_pre(x)
-        n_k = len(c.resblock_kernel_sizes)
-        for i, up in enumerate(w.ups):
-            x = up(F.leaky_relu(x, c.lrelu_slope))
-            if i == len(w.ups) - 1:
-                x = F.pad(x, (1, 0), mode="reflect")
-            x = x + w.source_resblocks[i](w.source_downs[i](s_stft))
-            xs = w.resblocks[i * n_k](x)
-            for j in range(1, n_k):
-                xs += w.resblocks[i * n_k + j](x)
-            x = xs / n_k
-        x = w.conv_post(F.leaky_relu(x))
-        half = c.n_fft // 2 + 1
-        mag = torch.clip(torch.exp(x[:, :half]), max=1e2)
-        ph = torch.sin(x[:, half:])
-        spec_out = torch.complex(mag * torch.cos(ph), mag * torch.sin(ph))
-        out = torch.istft(spec_out, c.n_fft, c.hop_len, c.n_fft,
-                          window=self.window_fn.to(x.dtype))
+        out = decode_body(w, c, x, s_stft, self.window_fn.to(x.dtype))
         return torch.clamp(out, -c.audio_limit, c.audio_limit)

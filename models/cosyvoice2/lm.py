@@ -1,5 +1,5 @@
-"""Qwen2LM's network (CosyVoice 2's LM): CosyVoice 3's paged Qwen2 backbone (upstream's CosyVoice3LM
-derives from Qwen2LM) with Qwen2LM's own ends, named as in `llm.pt`: `llm_embedding` (2 rows: sos 0,
+"""Qwen2LM's network (CosyVoice 2's LM): the library's paged Qwen2 speech LM (models/flowlm/lm.py) with
+Qwen2LM's own ends, named as in `llm.pt`: `llm_embedding` (2 rows: sos 0,
 task_id 1), `speech_embedding` and a biased `llm_decoder`, both over speech_token_size + 3 ids (6561 is
 the EOS; any id >= 6561 stops)."""
 
@@ -8,13 +8,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..cosyvoice3.config import LMConfig
-from ..cosyvoice3.lm import CosyVoice3LMWeights
+from ..flowlm.config import LMConfig
+from ..flowlm.lm import SpeechLMWeights
 
 EXTRA_IDS = 3  # eos, task_id slot and fill token after the 6561 speech tokens
 
 
-class CosyVoice2LMWeights(CosyVoice3LMWeights):
+class CosyVoice2LMWeights(SpeechLMWeights):
     def __init__(self, cfg: LMConfig) -> None:
         super().__init__(cfg)
         h = cfg.qwen.hidden_size

@@ -1,10 +1,10 @@
-"""CosyVoice 2 (CosyVoice2-0.5B) as a voxcli model program: CosyVoice 3's program (models/cosyvoice3,
-whose upstream classes derive from CosyVoice 2's) with CosyVoice 2's parts.
+"""CosyVoice 2 (CosyVoice2-0.5B) as a voxcli model program: the library's speech-token LM + flow program
+(models/flowlm/program.py) with CosyVoice 2's parts.
 
 LM (lm.py): upstream Qwen2LM on the paged KV pool: prefill input [llm_embedding[0] (sos), text
 embeddings of (prompt text + text), llm_embedding[1] (task_id), speech embeddings of the prompt speech
 tokens]; each step feeds the last token's speech embedding; any id >= 6561 stops; min/max length 2x/20x
-the text tokens; ras_sampling (models/cosyvoice3/sampling.py); no silent-token filter (CosyVoice2Model
+the text tokens; ras_sampling (models/flowlm/sampling.py); no silent-token filter (CosyVoice2Model
 has none); `<|endofprompt|>` is optional (an instruction ends with it, as upstream's examples write it).
 Codec (codec.py): flow (conformer encoder + UNet estimator) and HiFTGenerator per slot, both of
 upstream's outputs; the vocoder's noise comes from the request's generator (seeded with its seed).
@@ -17,17 +17,17 @@ from pathlib import Path
 
 import torch
 
-from ..base import InputError, Prompt, SynthesisRequest
-from ..cosyvoice3.checkpoint import load_module, read_pt, resolve
-from ..cosyvoice3.frontend import ENDOFPROMPT
-from ..cosyvoice3.hift import fold_weight_norm
-from ..cosyvoice3.program import DTYPES, CosyVoice3Program, PreparedCosy, _device, _host, read_speakers
+from ..base import InputError, MemoryNeeds, Prompt, Row, StepOutput, SynthesisRequest
+from ..codecs.hift.parts import hift_dtype
+from ..flowlm.checkpoint import load_weights, resolve
+from ..flowlm.codec import VoiceState
+from ..flowlm.frontend import ENDOFPROMPT
+from ..flowlm.program import FlowLMProgram, PreparedCosy, _device, _host, read_speakers, torch_dtype
 from .codec import CosyCodec2
-from .config import SPEECH_TOKENIZER, YAML, CosyVoice2Config, parse_config
+from .config import FAMILY, SPEECH_TOKENIZER, YAML, CosyVoice2Config, parse_config
 from .flow import NOISE_FRAMES, Flow, FlowWeights, flow_noise
-from .hift import HIFT_DTYPE, HiFT, HiFTWeights
+from .hift import HiFT, HiFTWeights
 from .lm import CosyVoice2LMWeights
-from .options import OPTIONS
 
 _VOICE_FIELDS = ("prompt_tokens", "prompt_feat", "embedding")
 
@@ -40,36 +40,32 @@ def instruct_text(instruction: str) -> str:
     return instruction if instruction.rstrip().endswith(ENDOFPROMPT) else instruction + ENDOFPROMPT
 
 
-class CosyVoice2Program(CosyVoice3Program):
-    option_schema = OPTIONS  # models/cosyvoice2/options.py
+class CosyVoice2Program(FlowLMProgram):
+    family = FAMILY
+    yaml_name = YAML
     silent_tokens: frozenset[int] = frozenset()
     needs_endofprompt = False
     zero_shot_text = staticmethod(zero_shot_text)
     instruct_text = staticmethod(instruct_text)
-    codec_class = CosyCodec2  # type: ignore[assignment]
+    codec_class = CosyCodec2
     speech_tokenizer = SPEECH_TOKENIZER
-    cfg: CosyVoice2Config  # type: ignore[assignment]
+    cfg: CosyVoice2Config
+    codec_stage: CosyCodec2
 
     @classmethod
     def load(cls, source: str, device: str = "cpu", dtype: str = "float32") -> CosyVoice2Program:
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-        root = resolve(source, YAML, "CosyVoice 2")
+        dt = torch_dtype(dtype)
+        root = resolve(source, YAML, FAMILY)
         cfg = parse_config(root)
-        dev, dt = torch.device(device), DTYPES[dtype]
+        dev = torch.device(device)
         with torch.device("meta"):
             lm, fw, hw = CosyVoice2LMWeights(cfg.lm), FlowWeights(cfg.flow), HiFTWeights(cfg.hift)
-        load_module(lm, read_pt(root / "llm.pt"), root / "llm.pt", dev, dt)
-        load_module(fw, read_pt(root / "flow.pt"), root / "flow.pt", dev, dt)
-        hsd = read_pt(root / "hift.pt")
-        if isinstance(hsd, dict):  # upstream strips a HiFiGan wrapper's `generator.` prefix the same way
-            hsd = fold_weight_norm({k.replace("generator.", ""): v for k, v in hsd.items()}, HIFT_DTYPE)
-        load_module(hw, hsd, root / "hift.pt", dev, HIFT_DTYPE)  # float32 always: see HIFT_DTYPE
+        load_weights(root, lm, fw, hw, dev, dt)
         flow = Flow(fw, flow_noise().to(dev, dt))
-        hift = HiFT(hw)
+        hift = HiFT(hw, hift_dtype(dt))
         speakers = read_speakers(root / "spk2info.pt", dev, dt, sft=True)
         name = source if not Path(source).exists() else root.name
-        return cls(root, cfg, lm, flow, hift, speakers, dev, dt, name)  # type: ignore[arg-type]
+        return cls(root, cfg, lm, flow, hift, speakers, dev, dt, name)
 
     def prepare(self, request: SynthesisRequest) -> Prompt:
         prompt = super().prepare(request)
@@ -98,23 +94,23 @@ class CosyVoice2Program(CosyVoice3Program):
         prompt.codec_state_bytes_per_frame = per_token
         return prompt
 
-    def memory_needs(self):  # type: ignore[no-untyped-def]
+    def memory_needs(self) -> MemoryNeeds:
         from .memory import memory_needs
 
         longest = max((int(s.voice.prompt_tokens.numel()) for s in self.speakers.values()), default=0)
         return memory_needs(self.cfg, self.dtype, longest)
 
-    def prefill(self, rows):  # type: ignore[no-untyped-def]
+    def prefill(self, rows: list[Row]) -> list[StepOutput]:
         out = super().prefill(rows)
         for r in rows:  # offline: the vocoder continues the LM's generator, as upstream's global one does
             if r.slot >= 0 and r.prompt.data.mode == "offline":
-                self.codec_stage.lm_gens[r.slot] = r.state.gen  # type: ignore[attr-defined]
+                self.codec_stage.lm_gens[r.slot] = r.state.gen
         return out
 
     # --- codec slots: the voice, the mode and the seed of the vocoder's noise ---------------------------
     def bind_slot(self, slot: int, prompt: Prompt) -> None:
         p: PreparedCosy = prompt.data
-        self.codec_stage.bind(slot, p.voice, p.mode, int(p.seed or 0))  # type: ignore[call-arg]
+        self.codec_stage.bind(slot, p.voice, p.mode, int(p.seed or 0))
 
     def codec_binding(self, prompt: Prompt) -> dict[str, object]:
         p: PreparedCosy = prompt.data
@@ -123,11 +119,9 @@ class CosyVoice2Program(CosyVoice3Program):
                 **{name: _host(getattr(v, name)) for name in _VOICE_FIELDS}}
 
     def bind_codec_slot(self, slot: int, binding: dict[str, object] | None) -> None:
-        from ..cosyvoice3.codec import VoiceState
-
         if binding is None:
             raise ValueError(
                 f"codec slot {slot}: a CosyVoice 2 request always binds a voice, a mode and a seed"
             )
         voice = VoiceState(**{name: _device(binding[name], self.device) for name in _VOICE_FIELDS})
-        self.codec_stage.bind(slot, voice, str(binding["mode"]), int(binding["seed"]))  # type: ignore[call-arg]
+        self.codec_stage.bind(slot, voice, str(binding["mode"]), int(binding["seed"]))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..base import ModelSpec
-from ..cosyvoice3.spec import cosyvoice_spec, saved_voice_names
+from ..flowlm.spec import cosyvoice_spec, saved_voice_names
 from .config import SPEECH_TOKENIZER, parse_config
 
 

@@ -1,5 +1,5 @@
 """Deterministic random-weight CosyVoice 2 checkpoints in the released layout (CosyVoice2-0.5B's), written
-without upstream code by CosyVoice 3's builder (models/cosyvoice3/tiny.py: its yaml template, tokenizer, Qwen2
+without upstream code by the library's builder (models/flowlm/tiny.py: its yaml template, tokenizer, Qwen2
 folder, randomiser and speaker format), given what CosyVoice 2 has of its own:
 
     OUT/cosyvoice2.yaml            upstream's HyperPyYAML structure (Qwen2LM, CausalMaskedDiffWithXvec with
@@ -18,14 +18,13 @@ from typing import Any
 
 import torch
 
-from ..cosyvoice3.tiny import Generation, YamlVariant, write_checkpoint
+from ..flowlm.tiny import Generation, YamlVariant, write_checkpoint
 from .config import YAML, parse_config
 from .flow import FlowWeights
 from .hift import HiFTWeights
 from .lm import CosyVoice2LMWeights
 
 SEED = 2345
-SPEAKER = "tiny_speaker"
 
 SIZES: dict[str, dict[str, Any]] = {
     "tiny": dict(
@@ -115,7 +114,7 @@ COSYVOICE2 = Generation(YAML, parse_config, CosyVoice2LMWeights, FlowWeights, Hi
 
 
 def cosyvoice2_yaml(size: str, s: dict[str, Any]) -> str:
-    """CosyVoice 3's yaml with CosyVoice 2's own parts: Qwen2LM, the conformer encoder + UNet flow, the
+    """The library's yaml with CosyVoice 2's own parts: Qwen2LM, the conformer encoder + UNet flow, the
     non-causal HiFT and F0 predictor, the tokenizer's default version, fmax 8000."""
     e, d = s["enc"], s["dec"]
     return YamlVariant(
@@ -137,7 +136,7 @@ def build_tiny(
     clone_models: bool = False,
 ) -> Path:
     """Write a checkpoint into `out` (replaced); `eos_at=(text, n)`: greedy decoding of `text` with the
-    saved speaker stops after exactly n tokens (models/cosyvoice3/calibrate.py); `clone_models` adds tiny
+    saved speaker stops after exactly n tokens (models/flowlm/calibrate.py); `clone_models` adds tiny
     random speech_tokenizer_v2.onnx and campplus.onnx (needs `onnx`) so that --ref-audio runs."""
     if size not in SIZES:
         raise ValueError(f"size must be one of {', '.join(SIZES)}, got {size!r}")
@@ -147,7 +146,7 @@ def build_tiny(
     yaml_text = cosyvoice2_yaml(size, s)
     folder = write_checkpoint(Path(out), COSYVOICE2, yaml_text, s, seed, eos_at, CosyVoice2Program)
     if clone_models:
-        from ..cosyvoice3.tiny_onnx import write_tiny_onnx  # onnx only when asked for
+        from ..flowlm.tiny_onnx import write_tiny_onnx  # onnx only when asked for
         from .config import SPEECH_TOKENIZER
 
         write_tiny_onnx(folder, seed=seed, tokenizer=SPEECH_TOKENIZER)

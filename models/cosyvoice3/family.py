@@ -5,8 +5,8 @@ config.json (`Family.claims`)."""
 from __future__ import annotations
 
 from ..base import ChunkSchedule
+from ..flowlm.options import OPTIONS
 from ..registry import Demo, Entry, Family, HubModel, SimModel, SimSpec, Tiny
-from .options import OPTIONS
 
 # Fun-CosyVoice3-0.5B's published dimensions (its cosyvoice3.yaml): LM = Qwen2-0.5B; flow = a DiT of
 # dim 1024 x depth 22 (16 heads of 64), 10 Euler steps with CFG (2 rows); HiFT with 512 base channels.

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..flowlm.flow_matching import guided, speaker_condition, time_span
 from .config import FlowConfig
 from .dit import DiT, DiTCache
 
@@ -56,13 +57,6 @@ class FlowWeights(nn.Module):
         self.decoder = CFMWrapper(cfg)
 
 
-def time_span(cfg: FlowConfig, dtype: torch.dtype) -> torch.Tensor:
-    t = torch.linspace(0, 1, cfg.n_timesteps + 1, dtype=dtype)
-    if cfg.t_scheduler == "cosine":
-        t = 1 - torch.cos(t * 0.5 * torch.pi)
-    return t
-
-
 @dataclass
 class FlowRun:
     """One request's flow state: its conditioning and, in block-causal mode, the DiT caches of the
@@ -85,8 +79,7 @@ class Flow:
         self, prompt_tokens: torch.Tensor, prompt_feat: torch.Tensor, embedding: torch.Tensor
     ) -> FlowRun:
         dev = self.noise.device
-        e = F.normalize(embedding.to(dev, self.noise.dtype).reshape(1, -1), dim=1)
-        spk = self.w.spk_embed_affine_layer(e)[0]
+        spk = speaker_condition(self.w.spk_embed_affine_layer, embedding, dev, self.noise.dtype)
         return FlowRun(spk, prompt_tokens.to(dev).long().reshape(-1), prompt_feat.to(dev, self.noise.dtype))
 
     def mu(self, run: FlowRun, tokens: torch.Tensor, finalize: bool) -> torch.Tensor:
@@ -123,7 +116,7 @@ class Flow:
             if s < p:
                 cond[2 * b, : min(p - s, n)] = r.prompt_feat[s : s + n]
             spks[2 * b] = r.spk
-        span = time_span(cfg, dtype).to(dev)
+        span = time_span(cfg.n_timesteps, cfg.t_scheduler, dtype).to(dev)
         t, dt = span[0:1], span[1] - span[0]
         est = self.w.decoder.estimator
         lens2 = [n for n in lengths for _ in range(2)]
@@ -139,7 +132,7 @@ class Flow:
                 for b, r in enumerate(runs):
                     r.caches[step - 1] = kept[2 * b : 2 * b + 2]
             v = v.view(B, 2, T, D)
-            v = (1.0 + cfg.inference_cfg_rate) * v[:, 0] - cfg.inference_cfg_rate * v[:, 1]
+            v = guided(v[:, 0], v[:, 1], cfg.inference_cfg_rate)
             x = x + dt * v
             t = t + dt
             if step < len(span) - 1:

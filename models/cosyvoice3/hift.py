@@ -1,7 +1,9 @@
 """CosyVoice 3's vocoder (upstream CausalHiFTGenerator + CausalConvRNNF0Predictor): mel -> f0 (float64,
 as upstream runs it) -> harmonic sine source -> causal HiFi-GAN/iSTFT decoder at 24 kHz (480 samples per
 mel frame). Names follow hift.pt; its weight-normed convolutions (`.parametrizations.weight.original0/1`)
-are folded into plain weights at load (`fold_weight_norm`), computed as torch's parametrization does.
+are folded into plain weights at load (models/codecs/hift/parts.py's `fold_weight_norm`), computed as
+torch's parametrization does; what both CosyVoice vocoders share (Snake, the residual block, the decoder
+body) is there too.
 
 Everything is causal apart from a look-ahead (conv_pre: 4 frames, the f0 predictor: 3) and the iSTFT
 overlap, so `HiFT.window` can decode the samples of a range of frames from a bounded window of mel before
@@ -19,7 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import HiFTConfig
+from ..codecs.hift.config import HiFTConfig
+from ..codecs.hift.parts import ResBlock, SourceModule, decode_body, hann_window, source_stft
 
 MARGIN = 40  # mel frames of left context a window decodes and discards (receptive field ~25 frames)
 
@@ -29,20 +32,6 @@ def causal_padding(kernel: int, dilation: int = 1) -> int:
     return int((kernel * dilation - dilation) / 2) * 2 + (kernel + 1) % 2
 
 
-# The vocoder runs in float32 whatever the LM and flow run in (upstream halves only those two; the
-# source signal is float32 and the CPU has no bfloat16 istft). The loader and the codec apply it.
-HIFT_DTYPE = torch.float32
-
-class Snake(nn.Module):
-    def __init__(self, channels: int) -> None:
-        super().__init__()
-        self.alpha = nn.Parameter(torch.ones(channels))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        a = self.alpha.unsqueeze(0).unsqueeze(-1)
-        return x + (1.0 / (a + 0.000000001)) * pow(torch.sin(x * a), 2)
-
-
 class LeftConv(nn.Conv1d):
     def __init__(self, cin: int, cout: int, kernel: int, dilation: int = 1) -> None:
         super().__init__(cin, cout, kernel, dilation=dilation)
@@ -50,22 +39,6 @@ class LeftConv(nn.Conv1d):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return super().forward(F.pad(x, (self.pad, 0)))
-
-
-class ResBlock(nn.Module):
-    def __init__(self, ch: int, kernel: int, dilations: tuple[int, ...]) -> None:
-        super().__init__()
-        self.convs1 = nn.ModuleList(LeftConv(ch, ch, kernel, d) for d in dilations)
-        self.convs2 = nn.ModuleList(LeftConv(ch, ch, kernel, 1) for _ in dilations)
-        self.activations1 = nn.ModuleList(Snake(ch) for _ in dilations)
-        self.activations2 = nn.ModuleList(Snake(ch) for _ in dilations)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for c1, c2, a1, a2 in zip(
-            self.convs1, self.convs2, self.activations1, self.activations2, strict=True
-        ):
-            x = c2(a2(c1(a1(x)))) + x
-        return x
 
 
 class Upsample(nn.Conv1d):
@@ -107,12 +80,6 @@ class F0Predictor(nn.Module):
         return torch.abs(self.classifier(x.transpose(1, 2)).squeeze(-1))
 
 
-class SourceModule(nn.Module):
-    def __init__(self, harmonics: int) -> None:
-        super().__init__()
-        self.l_linear = nn.Linear(harmonics + 1, 1)
-
-
 class HiFTWeights(nn.Module):
     """The state dict of hift.pt (weight norm folded)."""
 
@@ -136,9 +103,9 @@ class HiFTWeights(nn.Module):
             self.source_downs.append(
                 LeftConv(c.n_fft + 2, ch, 1) if u == 1 else DownSample(c.n_fft + 2, ch, int(u) * 2, int(u))
             )
-            self.source_resblocks.append(ResBlock(ch, k, d))
+            self.source_resblocks.append(ResBlock(ch, k, d, LeftConv))
         self.resblocks = nn.ModuleList(
-            ResBlock(base // 2 ** (i + 1), k, d)
+            ResBlock(base // 2 ** (i + 1), k, d, LeftConv)
             for i in range(len(self.ups))
             for k, d in zip(c.resblock_kernel_sizes, c.resblock_dilation_sizes, strict=True)
         )
@@ -146,46 +113,12 @@ class HiFTWeights(nn.Module):
         self.f0_predictor = F0Predictor(c)
 
 
-WEIGHT_NORM_G = ".parametrizations.weight.original0"
-WEIGHT_NORM_V = ".parametrizations.weight.original1"
-
-
-def fold_weight_norm(
-    sd: dict[str, torch.Tensor], dtype: torch.dtype, float64_prefixes: tuple[str, ...] = ()
-) -> dict[str, torch.Tensor]:
-    """`X.parametrizations.weight.original0/1` -> `X.weight` = torch._weight_norm(v, g, 0), the value
-    torch's parametrization gives when the module runs in `dtype` (float64 for modules upstream runs in
-    float64): computed in that dtype, as the parametrization recomputes it on every call."""
-    out: dict[str, torch.Tensor] = {}
-    for k, v in sd.items():
-        if k.endswith(WEIGHT_NORM_V):
-            continue
-        if k.endswith(WEIGHT_NORM_G):
-            base = k[: -len(WEIGHT_NORM_G)]
-            vv = sd.get(base + WEIGHT_NORM_V)
-            if vv is None:
-                out[k] = v  # reported as unexpected by the key check
-                continue
-            dt = torch.float64 if base.startswith(float64_prefixes) else dtype
-            g, vv = v.to(dt), vv.to(dt)
-            out[base + ".weight"] = torch._weight_norm(vv, g, 0)
-        else:
-            out[k] = v
-    return out
-
-
-def hann_window(n: int) -> torch.Tensor:
-    """scipy.signal.get_window('hann', n, fftbins=True), computed the way scipy does, as float32."""
-    fac = np.linspace(-np.pi, np.pi, n + 1)
-    return torch.from_numpy((0.5 + 0.5 * np.cos(fac))[:-1].astype(np.float32))
-
-
 class HiFT:
     def __init__(self, weights: HiFTWeights, sine_noise: torch.Tensor) -> None:
         self.w = weights
         self.c = weights.c
         self.sine_noise = sine_noise  # [samples, harmonics + 1], upstream's construction-time buffer
-        self.dtype = HIFT_DTYPE
+        self.dtype = sine_noise.dtype  # the loader's hift_dtype
         self.window_fn = hann_window(self.c.n_fft).to(sine_noise.device)
 
     # --- f0 and the sine source -----------------------------------------------------------------
@@ -220,29 +153,11 @@ class HiFT:
         """Samples of mel [80, T] (look_right: the 4 frames after it, None at the end) from the source
         s [T' samples] covering at least those T frames."""
         c, w = self.c, self.w
-        spec = torch.view_as_real(
-            torch.stft(s[None], c.n_fft, c.hop_len, c.n_fft, window=self.window_fn, return_complex=True)
-        )
         x_in = mel[None]
         if look_right is None:
             x = w.conv_pre(F.pad(x_in, (0, c.conv_pre_look_right)))
         else:
             x = w.conv_pre(torch.cat([x_in, look_right[None]], 2))
         frames = x.shape[2] * (c.upsample // c.hop_len) + 1
-        s_stft = torch.cat([spec[..., 0], spec[..., 1]], dim=1)[:, :, :frames]
-        n_k = len(c.resblock_kernel_sizes)
-        for i, up in enumerate(w.ups):
-            x = up(F.leaky_relu(x, c.lrelu_slope))
-            if i == len(w.ups) - 1:
-                x = F.pad(x, (1, 0), mode="reflect")
-            x = x + w.source_resblocks[i](w.source_downs[i](s_stft))
-            xs = w.resblocks[i * n_k](x)
-            for j in range(1, n_k):
-                xs += w.resblocks[i * n_k + j](x)
-            x = xs / n_k
-        x = w.conv_post(F.leaky_relu(x))
-        half = c.n_fft // 2 + 1
-        mag = torch.clip(torch.exp(x[:, :half]), max=1e2)
-        ph = torch.sin(x[:, half:])
-        spec_out = torch.complex(mag * torch.cos(ph), mag * torch.sin(ph))
-        return torch.istft(spec_out, c.n_fft, c.hop_len, c.n_fft, window=self.window_fn)[0]
+        s_stft = source_stft(c, s[None], self.window_fn)[:, :, :frames]
+        return decode_body(w, c, x, s_stft, self.window_fn)[0]

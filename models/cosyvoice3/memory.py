@@ -27,8 +27,8 @@ import math
 import torch
 
 from ..base import MemoryNeeds
+from ..codecs.hift.parts import HIFT_DTYPE
 from .config import CosyVoice3Config
-from .hift import HIFT_DTYPE
 
 CONV_CONTEXT = 30  # left context of each of the DiT's two position convolutions (dit.CONV_KERNEL - 1)
 

@@ -1,83 +1,15 @@
-"""A CosyVoice 3 checkpoint's ModelSpec, built the same way for a loaded program and from its files alone
-(`describe`: `vox voices` answers without torch; tests/test_preflight.py checks they agree). The saved
-voices are the keys of spk2info.pt, a torch pickle: read here without torch (their tensors are skipped)."""
+"""A CosyVoice 3 checkpoint's ModelSpec from its files alone (`vox voices` answers without torch), as the
+loaded program builds it (models/flowlm/spec.py)."""
 
 from __future__ import annotations
 
-import pickle
-import zipfile
-from collections import OrderedDict
 from pathlib import Path
-from typing import Any
 
-from ..base import CheckpointError, ChunkSchedule, ModelSpec
-from .config import CosyVoice3Config, parse_config
+from ..base import ModelSpec
+from ..flowlm.spec import SPEECH_TOKENIZER, cosyvoice_spec, saved_voice_names
+from .config import parse_config
 
-# Upstream's streaming hops (25 + pad, 50, 100 tokens, each + 3 look-ahead) as engine chunks: a chunk
-# whose tokens do not complete a hop waits in the codec slot for the next one.
-DEFAULT_CHUNKS = ChunkSchedule(first=28, ramp=(50,), steady=100)
-SPEECH_TOKENIZER = "speech_tokenizer_v3.onnx"
-CAMPPLUS = "campplus.onnx"
-
-
-def has_clone_models(root: Path, tokenizer: str = SPEECH_TOKENIZER) -> bool:
-    """The two ONNX models voice cloning reads are in the checkpoint (upstream's release has them;
-    CosyVoice 2 names its speech tokenizer v2)."""
-    return (root / tokenizer).is_file() and (root / CAMPPLUS).is_file()
-
-
-def cosyvoice_spec(root: Path, cfg: CosyVoice3Config, voices: tuple[str, ...], name: str,
-                   tokenizer: str = SPEECH_TOKENIZER) -> ModelSpec:
-    return ModelSpec(
-        name=name,
-        sample_rate=cfg.sample_rate,
-        frame_rate=float(cfg.token_frame_rate),
-        samples_per_frame=cfg.sample_rate // cfg.token_frame_rate,
-        codebooks=1,
-        chunk=DEFAULT_CHUNKS,
-        max_context=cfg.lm.qwen.max_position_embeddings,
-        voices=voices,
-        languages=("english",),
-        modes=("zero_shot", *(("clone",) if has_clone_models(root, tokenizer) else ()), "instruct"),
-        split_sentences=False,
-    )
-
-
-class _Skipped:
-    """Whatever a torch pickle builds (tensors, storages): nothing, here."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def __setstate__(self, state: Any) -> None:
-        pass
-
-
-class _KeysOnly(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) == ("collections", "OrderedDict"):
-            return OrderedDict
-        return _Skipped  # torch's rebuild functions and storage types; nothing else is ever called
-
-    def persistent_load(self, pid: Any) -> Any:
-        return None  # a tensor's storage: not read
-
-
-def saved_voice_names(path: Path) -> tuple[str, ...]:
-    """The speakers in spk2info.pt (a torch.save zip; absent: none), in file order, without torch."""
-    if not path.exists():
-        return ()
-    try:
-        with zipfile.ZipFile(path) as z:
-            data = next(n for n in z.namelist() if n.endswith("/data.pkl") or n == "data.pkl")
-            with z.open(data) as f:
-                raw = _KeysOnly(f).load()
-    except (OSError, zipfile.BadZipFile, StopIteration, pickle.UnpicklingError, EOFError) as e:
-        what = f"{type(e).__name__}: {e}"
-        raise CheckpointError(f"{path} cannot be read as a torch.save file ({what})") from None
-    if not isinstance(raw, dict):
-        raise CheckpointError(f"{path} does not hold a dict of speakers")
-    return tuple(str(k) for k in raw)
+__all__ = ["SPEECH_TOKENIZER", "describe"]
 
 
 def describe(path: str) -> ModelSpec:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base import CheckpointError
-from ..cosyvoice3.config import Qwen2Config
+from ..flowlm.config import Qwen2Config
 from ..locate import read_json
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..cosyvoice3.lm import Qwen2Model
+from ..flowlm.lm import Qwen2Model
 from ..qwen3_tts.layers import PagedBatch, Rotary
 from .codec import Decoder, Encoder
 from .config import VibeVoiceConfig

@@ -32,13 +32,11 @@ def _greedy_hidden(program, text: str, steps: int) -> list[torch.Tensor]:
 
 
 def calibrate_eos(
-    root: Path, text: str, n: int, margin: float = 0.05, program_cls: type | None = None
+    root: Path, text: str, n: int, program_cls: type, margin: float = 0.05
 ) -> int:
     """Rewrite root/llm.pt so greedy `text` stops after n tokens (or the first feasible n' in n..n+40);
-    returns n'. `program_cls`: the program that loads root (CosyVoice 2's reuses this; its head has a
-    bias, whose stop entries are zeroed too)."""
-    from .program import CosyVoice3Program
-
+    returns n'. `program_cls`: the family's program that loads root (a head with a bias, as CosyVoice
+    2's, has its stop entries zeroed too)."""
     path = root / "llm.pt"
     sd = torch.load(path, weights_only=True)
     w = sd["llm_decoder.weight"]
@@ -47,7 +45,7 @@ def calibrate_eos(
     if "llm_decoder.bias" in sd:
         sd["llm_decoder.bias"][stop:] = 0
     torch.save(sd, path)
-    program = (program_cls or CosyVoice3Program).load(str(root))
+    program = program_cls.load(str(root))
     hidden = torch.stack(_greedy_hidden(program, text, n + 41)).double()
     logits = hidden @ w.double().T
     if "llm_decoder.bias" in sd:

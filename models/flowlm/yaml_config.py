@@ -1,7 +1,9 @@
-"""Reading upstream's `cosyvoice3.yaml` (a HyperPyYAML file) without HyperPyYAML: plain YAML whose
-`!new:` / `!name:` tags become dicts with a `__class__` key, `!ref <x>` (and products such as
-`<a> * <b>`) resolve against the top-level keys, and `!apply:` (the seeding lines) is dropped. Nothing
-is imported or executed: the file only gives the dimensions."""
+"""Reading upstream's CosyVoice yaml (`cosyvoice2.yaml`, `cosyvoice3.yaml`: HyperPyYAML files) without
+HyperPyYAML: plain YAML whose `!new:` / `!name:` tags become dicts with a `__class__` key, `!ref <x>`
+(and products such as `<a> * <b>`) resolve against the top-level keys, and `!apply:` (the seeding
+lines) is dropped. Nothing is imported or executed: the file only gives the dimensions. Also the two
+helpers every config parser here uses: a typed section (`yaml_section`) and a dataclass's fields of a
+mapping (`pick_fields`)."""
 
 from __future__ import annotations
 
@@ -74,3 +76,29 @@ def read_hyperpyyaml(path: Path) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise CheckpointError(f"{path} is not a mapping of settings")
     return _resolve(raw, raw, path)
+
+
+def yaml_section(raw: dict[str, Any], key: str, where: Path, cls_suffix: str, family: str) -> dict[str, Any]:
+    """The `key` section, refused unless its `__class__` ends in `cls_suffix` (what `family` serves)."""
+    sec = raw.get(key)
+    if not isinstance(sec, dict):
+        raise CheckpointError(f"{where}: no `{key}` section; this is not a {family} configuration")
+    got = str(sec.get("__class__", ""))
+    if not got.endswith(cls_suffix):
+        raise CheckpointError(
+            f"{where}: `{key}` is {got or 'untyped'}, voxcli serves {family} ({cls_suffix})"
+        )
+    return sec
+
+
+def pick_fields(d: dict[str, Any], cls: type, names: dict[str, str] | None = None) -> dict[str, Any]:
+    """The fields of dataclass `cls` present in `d` (`names` maps field -> yaml key where they differ);
+    yaml lists become tuples (of tuples), as the frozen dataclasses declare them."""
+    names = names or {}
+    out: dict[str, Any] = {}
+    for f in cls.__dataclass_fields__:
+        key = names.get(f, f)
+        if key in d:
+            v = d[key]
+            out[f] = tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v
+    return out

@@ -1,5 +1,5 @@
-"""Zero-shot voice cloning and instructions for CosyVoice 3, as upstream's frontend builds its inputs
-(cosyvoice/cli/frontend.py `frontend_zero_shot` / `frontend_instruct2`):
+"""Zero-shot voice cloning and instructions for upstream's CosyVoice models, as its frontend builds
+their inputs (cosyvoice/cli/frontend.py `frontend_zero_shot` / `frontend_instruct2`):
 
 - prompt speech tokens: the speech tokenizer on the clip's Whisper log-mel (16 kHz; at most 30 s);
 - prompt mel: the checkpoint's mel extractor on the clip at 24 kHz; tokens and mel cut to a common

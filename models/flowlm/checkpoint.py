@@ -1,9 +1,9 @@
-"""Finding and strictly loading a CosyVoice 3 checkpoint (upstream's layout, not transformers'):
+"""Finding and strictly loading a checkpoint in upstream's CosyVoice layout (not transformers'):
 
-    cosyvoice3.yaml, llm.pt, flow.pt, hift.pt        required
+    cosyvoice3.yaml (cosyvoice2.yaml), llm.pt, flow.pt, hift.pt     required
     CosyVoice-BlankEN/ (config.json + tokenizer)     required (its Qwen2 weights are overwritten by llm.pt)
     spk2info.pt                                      optional: zero-shot speakers (add_zero_shot_spk)
-    campplus.onnx, speech_tokenizer_v3.onnx          optional: only voice cloning reads them
+    campplus.onnx, speech_tokenizer_v3.onnx (v2)     optional: only voice cloning reads them
 
 A hub id must already be in the local Hugging Face cache (never downloads). Every mismatch names the
 tensor and the file.
@@ -19,20 +19,16 @@ from torch import nn
 
 from ..base import CheckpointError
 from ..checkpoint import cached_snapshot, check_state_dict, looks_like_hub_id, offline_note
-from .config import QWEN_DIR, YAML
+from ..codecs.hift.parts import fold_weight_norm, hift_dtype
+from .config import QWEN_DIR
 
-HUB_ID = "FunAudioLLM/Fun-CosyVoice3-0.5B-2512"
-REQUIRED = (YAML, "llm.pt", "flow.pt", "hift.pt", f"{QWEN_DIR}/config.json")
-
-
-def is_cosyvoice3(path: Path) -> bool:
-    return (path / YAML).is_file()
+REQUIRED = ("llm.pt", "flow.pt", "hift.pt", f"{QWEN_DIR}/config.json")  # beside the family's yaml
 
 
-def resolve(source: str, yaml: str = YAML, family: str = "CosyVoice 3") -> Path:
-    """The checkpoint folder of `source` (a folder or a cached hub id), its files checked (`yaml`/`family`:
-    CosyVoice 2's program resolves its own layout here)."""
-    required = (yaml, *REQUIRED[1:])
+def resolve(source: str, yaml: str, family: str) -> Path:
+    """The checkpoint folder of `source` (a folder or a cached hub id), its files checked: the family's
+    `yaml` (its name tells the generations apart) and REQUIRED."""
+    required = (yaml, *REQUIRED)
     p = Path(source).expanduser()
     if p.is_dir():
         root = p
@@ -87,3 +83,29 @@ def load_module(
         getattr(module, name).double()
     module.load_state_dict({**own, **sd}, strict=True)
     return module.eval()
+
+
+def load_weights(
+    root: Path,
+    lm: nn.Module,
+    flow: nn.Module,
+    hift: nn.Module,
+    device: torch.device,
+    dtype: torch.dtype,
+    hift_float64: tuple[str, ...] = (),
+) -> None:
+    """Fill the meta-built LM, flow and vocoder from llm.pt, flow.pt and hift.pt. The LM and flow take
+    `dtype`; the vocoder `hift_dtype(dtype)`: float32 whatever lower precision `dtype` says (as upstream
+    keeps it when it halves the LM and flow: its source signal is built in float32 and istft has no
+    bfloat16 kernel on the CPU), its children named in `hift_float64` in float64 (upstream runs
+    CosyVoice 3's f0 predictor so)."""
+    load_module(lm, read_pt(root / "llm.pt"), root / "llm.pt", device, dtype)
+    load_module(flow, read_pt(root / "flow.pt"), root / "flow.pt", device, dtype)
+    hsd = read_pt(root / "hift.pt")
+    if isinstance(hsd, dict):  # upstream strips a HiFiGan wrapper's `generator.` prefix the same way
+        hsd = fold_weight_norm(
+            {k.replace("generator.", ""): v for k, v in hsd.items()},
+            hift_dtype(dtype),
+            float64_prefixes=tuple(f"{name}." for name in hift_float64),
+        )
+    load_module(hift, hsd, root / "hift.pt", device, hift_dtype(dtype), float64_children=hift_float64)

@@ -1,5 +1,5 @@
-"""CosyVoice 3's token choice: upstream's `ras_sampling` (repetition-aware nucleus sampling, VALL-E 2) and
-the stop rule, per row.
+"""Upstream's token choice (CosyVoice 2 and 3): `ras_sampling` (repetition-aware nucleus sampling,
+VALL-E 2) and the stop rule, per row.
 
 ras: the nucleus is the most probable tokens in stable descending order, taken while their running
 float32 sum is below top_p and fewer than top_k are taken; one is drawn from them (multinomial on the

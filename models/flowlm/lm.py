@@ -1,5 +1,7 @@
-"""CosyVoice3LM's network: a Qwen2 decoder (upstream wraps transformers' Qwen2ForCausalLM) over the
-paged KV pool, plus the speech-token embedding and decoder head.
+"""The speech-token LM of upstream's CosyVoice models: a Qwen2 decoder (upstream wraps transformers'
+Qwen2ForCausalLM) over the paged KV pool, plus the speech-token embedding and decoder head. The ends
+are CosyVoice3LM's (sos and task_id are rows of the speech table); a family whose LM has other ends
+(CosyVoice 2's Qwen2LM) replaces them in a subclass.
 
 Module tree and names follow `llm.pt` (`llm.model.model.layers.N...`, `llm_decoder.weight`,
 `speech_embedding.weight`), so its state dict loads without renaming. Qwen2 differs from the Qwen3 blocks
@@ -94,7 +96,7 @@ class Qwen2Encoder(nn.Module):
         self.model = Qwen2ForCausalLM(c)
 
 
-class CosyVoice3LMWeights(nn.Module):
+class SpeechLMWeights(nn.Module):
     """The state dict of `llm.pt`."""
 
     def __init__(self, cfg: LMConfig) -> None:
