@@ -34,7 +34,7 @@ from ..base import (
     SynthesisRequest,
     check_numbers,
 )
-from ..qwen3_tts.layers import PagedBatch
+from ..layers import PagedBatch
 from .checkpoint import load_module, read_pt, resolve
 from .clone import ClipCache, check_clip, check_onnx, instruct_text, zero_shot_text
 from .codec import CosyCodec, VoiceState
@@ -378,7 +378,7 @@ class CosyVoice3Program(ModelProgram):
             r.frames_emitted = 0
             if r.slot >= 0:
                 self.bind_slot(r.slot, r.prompt)
-        hid = self.lm.forward_paged(x, self._paged(rows, [0] * len(rows), lengths), self.k_pool, self.v_pool)
+        hid = self.lm.hidden_states(x, self._paged(rows, [0] * len(rows), lengths), self.k_pool, self.v_pool)
         last = hid[torch.arange(len(rows), device=self.device), torch.tensor(lengths, device=self.device) - 1]
         for r, n in zip(rows, lengths, strict=True):
             r.kv_len = n
@@ -390,7 +390,7 @@ class CosyVoice3Program(ModelProgram):
             return []
         toks = torch.tensor([r.state.history[-1] for r in rows], device=self.device)
         x = self.lm.speech(toks)[:, None].to(self.dtype)
-        hid = self.lm.forward_paged(
+        hid = self.lm.hidden_states(
             x, self._paged(rows, [r.kv_len for r in rows], [1] * len(rows)), self.k_pool, self.v_pool
         )
         for r in rows:
