@@ -126,7 +126,7 @@ def test_v3_backbone_equals_transformers_qwen3(v3_oracle):
     with torch.inference_mode():
         x = p.weights.embed_text(torch.tensor([ids]))
         pb = p._paged([row], [0], [len(ids)])
-        ours = p.weights.forward_paged(x, pb, p.k_pool, p.v_pool, audio=None)[0]
+        ours = p.weights.hidden_states(x, pb, p.k_pool, p.v_pool, audio=None)[0]
     assert float((ours - ref["hidden"]).abs().max()) <= 1e-5
 
 

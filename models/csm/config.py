@@ -14,7 +14,7 @@ from typing import Any
 
 from ..base import CheckpointError
 from ..config_fields import get_dict, get_float, get_int
-from ..higgs_audio.config import Rope, parse_rope
+from ..layers import Rope, parse_rope
 from ..locate import read_json
 from ..mimi.config import MimiConfig
 

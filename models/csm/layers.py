@@ -7,7 +7,8 @@
 * The depth decoder runs inside a decode step with a fresh dense cache per frame: position 0 is the
   backbone's last (normed) hidden state, position 1 codebook 0's embedding, position g + 1 codebook g's;
   its inputs are embedded in the backbone's width and projected down; head g (`codebooks_head.weight[g]`)
-  gives codebook g + 1. RoPE is llama3-scaled half-split with fp32 tables (higgs_audio/layers.py's).
+  gives codebook g + 1.
+The blocks, RoPE (llama3-scaled half-split, fp32 tables) and both caches are the layer library's.
 """
 
 from __future__ import annotations
@@ -16,78 +17,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..higgs_audio.layers import Rotary
-from ..norms import RMSNorm
-from ..qwen3_tts.layers import PagedBatch, SwiGLU, apply_rope
+from ..layers import BlockConfig, DecoderLayer, PagedBatch, RMSNorm, Rotary, run_layers_paged
 from .config import Block, CsmConfig
 
 
-class Attention(nn.Module):
-    def __init__(self, b: Block) -> None:
-        super().__init__()
-        self.heads, self.kv_heads, self.head_dim = b.num_heads, b.num_kv_heads, b.head_dim
-        self.q_proj = nn.Linear(b.hidden_size, b.num_heads * b.head_dim, bias=False)
-        self.k_proj = nn.Linear(b.hidden_size, b.num_kv_heads * b.head_dim, bias=False)
-        self.v_proj = nn.Linear(b.hidden_size, b.num_kv_heads * b.head_dim, bias=False)
-        self.o_proj = nn.Linear(b.num_heads * b.head_dim, b.hidden_size, bias=False)
-
-    def _qkv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
-        shape = (*x.shape[:-1], -1, self.head_dim)
-        q = apply_rope(self.q_proj(x).view(shape), cos, sin)
-        k = apply_rope(self.k_proj(x).view(shape), cos, sin)
-        return q, k, self.v_proj(x).view(shape)  # [B, T, heads, hd]
-
-    def _attend(self, q, k, v, mask, causal: bool = False) -> torch.Tensor:
-        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-        out = F.scaled_dot_product_attention(
-            q,
-            k.to(q.dtype),
-            v.to(q.dtype),
-            attn_mask=mask,
-            is_causal=causal,
-            enable_gqa=self.heads != self.kv_heads,
-        )
-        return self.o_proj(out.transpose(1, 2).reshape(out.shape[0], out.shape[2], -1))
-
-    def forward_paged(self, x, cos, sin, k_pool, v_pool, pb: PagedBatch, mask) -> torch.Tensor:
-        q, k, v = self._qkv(x, cos, sin)
-        flat_k = k_pool.view(-1, self.kv_heads, self.head_dim)
-        flat_v = v_pool.view(-1, self.kv_heads, self.head_dim)
-        valid = pb.slots >= 0
-        idx = pb.slots[valid]
-        flat_k[idx] = k[valid].to(flat_k.dtype)
-        flat_v[idx] = v[valid].to(flat_v.dtype)
-        B, P = pb.block_table.shape
-        keys = k_pool[pb.block_table].view(B, P * pb.page_size, self.kv_heads, self.head_dim)
-        vals = v_pool[pb.block_table].view(B, P * pb.page_size, self.kv_heads, self.head_dim)
-        return self._attend(q, keys, vals, mask)
-
-    def forward_dense(self, x, cos, sin, cache: list[torch.Tensor] | None):
-        q, k, v = self._qkv(x, cos, sin)
-        if cache is not None:
-            k, v = torch.cat([cache[0], k], dim=1), torch.cat([cache[1], v], dim=1)
-        return self._attend(q, k, v, None, causal=q.shape[1] > 1), [k, v]
-
-
-class Layer(nn.Module):
-    def __init__(self, b: Block) -> None:
-        super().__init__()
-        self.self_attn = Attention(b)
-        self.mlp = SwiGLU(b.hidden_size, b.intermediate_size)
-        self.input_layernorm = RMSNorm(b.hidden_size, b.rms_norm_eps)
-        self.post_attention_layernorm = RMSNorm(b.hidden_size, b.rms_norm_eps)
-
-    def _mlp(self, h: torch.Tensor) -> torch.Tensor:
-        return h + self.mlp(self.post_attention_layernorm(h))
-
-    def forward_paged(self, x, cos, sin, k_pool, v_pool, pb: PagedBatch, mask) -> torch.Tensor:
-        return self._mlp(
-            x + self.self_attn.forward_paged(self.input_layernorm(x), cos, sin, k_pool, v_pool, pb, mask)
-        )
-
-    def forward_dense(self, x, cos, sin, cache):
-        a, cache = self.self_attn.forward_dense(self.input_layernorm(x), cos, sin, cache)
-        return self._mlp(x + a), cache
+def block_config(b: Block) -> BlockConfig:
+    """A CSM stack as the layer library's Llama block (no q/k norm, no biases)."""
+    return BlockConfig(
+        hidden_size=b.hidden_size, intermediate_size=b.intermediate_size, num_hidden_layers=b.num_layers,
+        num_attention_heads=b.num_heads, num_key_value_heads=b.num_kv_heads, head_dim=b.head_dim,
+        rms_norm_eps=b.rms_norm_eps, max_position_embeddings=b.max_position_embeddings, qk_norm=False,
+    )
 
 
 class AudioEmbedding(nn.Module):
@@ -118,7 +58,8 @@ class Backbone(nn.Module):
     def __init__(self, cfg: CsmConfig, shared: nn.Embedding | None) -> None:
         super().__init__()
         self.embed_tokens = AudioEmbedding(cfg, shared)
-        self.layers = nn.ModuleList(Layer(cfg.backbone) for _ in range(cfg.backbone.num_layers))
+        block = block_config(cfg.backbone)
+        self.layers = nn.ModuleList(DecoderLayer(block) for _ in range(cfg.backbone.num_layers))
         self.norm = RMSNorm(cfg.backbone.hidden_size, cfg.backbone.rms_norm_eps)
 
 
@@ -127,7 +68,7 @@ class DepthModel(nn.Module):
         super().__init__()
         d = cfg.depth
         self.embed_tokens = nn.Embedding(cfg.num_codebooks * cfg.vocab_size, cfg.backbone.hidden_size)
-        self.layers = nn.ModuleList(Layer(d) for _ in range(d.num_layers))
+        self.layers = nn.ModuleList(DecoderLayer(block_config(d)) for _ in range(d.num_layers))
         self.norm = RMSNorm(d.hidden_size, d.rms_norm_eps)
         self.inputs_embeds_projector = nn.Linear(cfg.backbone.hidden_size, d.hidden_size, bias=False)
 
@@ -162,13 +103,10 @@ class CsmWeights(nn.Module):
     def embed_frames(self, frames: torch.Tensor) -> torch.Tensor:
         return self.backbone_model.embed_tokens(frames)
 
-    def forward_paged(self, x: torch.Tensor, pb: PagedBatch, k_pools, v_pools) -> torch.Tensor:
+    def hidden_states(self, x: torch.Tensor, pb: PagedBatch, k_pools, v_pools) -> torch.Tensor:
         """x [B, T, H] -> the final-norm hidden [B, T, H], K/V written into each row's pages."""
-        cos, sin = self.rotary(pb.q_pos, x.dtype)
-        mask = pb.mask()
-        for i, layer in enumerate(self.backbone_model.layers):
-            x = layer.forward_paged(x, cos, sin, k_pools[i], v_pools[i], pb, mask)
-        return self.backbone_model.norm(x)
+        bm = self.backbone_model
+        return bm.norm(run_layers_paged(bm.layers, x, self.rotary, pb, k_pools, v_pools))
 
     def _depth_run(self, x: torch.Tensor, start: int, caches: list | None) -> tuple[torch.Tensor, list]:
         pos = torch.arange(start, start + x.shape[1], device=x.device)

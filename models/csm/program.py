@@ -36,9 +36,9 @@ from ..base import (
 )
 from ..checkpoint import fill_module, read_json, resolve
 from ..device_memory import pool_zeros
+from ..layers import PagedBatch
 from ..mimi.codec import MimiCodec, load_codec
 from ..mimi.layouts import transformers_layout
-from ..qwen3_tts.layers import PagedBatch
 from .checkpoint import csm_entries
 from .config import CsmConfig, GenerationDefaults, parse_config
 from .layers import CsmWeights
@@ -325,7 +325,7 @@ class CsmProgram(ModelProgram):
                 audio[lengths[b] :] = False
                 x[b, audio] = self.weights.embed_frames(torch.from_numpy(ctx).to(self.device)).to(x.dtype)
                 x[b, ids[b] == c.audio_eos_token_id] = self.weights.embed_frames(eos_frame).to(x.dtype)
-            hid = self.weights.forward_paged(
+            hid = self.weights.hidden_states(
                 x, self._paged(rows, [0] * len(rows), lengths), self.k_pool, self.v_pool
             )
             last = hid[
@@ -349,7 +349,7 @@ class CsmProgram(ModelProgram):
             last = torch.from_numpy(np.stack([s.last for s in states])).to(self.device)
             x = self.weights.embed_frames(last)[:, None]
             pb = self._paged(rows, [r.kv_len for r in rows], [1] * len(rows))
-            hid = self.weights.forward_paged(x, pb, self.k_pool, self.v_pool)[:, 0]
+            hid = self.weights.hidden_states(x, pb, self.k_pool, self.v_pool)[:, 0]
             return self._frames(hid, states)
 
         frames = self._guarded(states, step)

@@ -4,7 +4,8 @@ state dict loads as-is: `model.encoder.*`, `model.decoder.*`, `logits_dense.weig
 Facts taken from the reference implementation: attention is UNscaled (softmax(q k^T), scaling = 1) in
 the encoder, the decoder self-attention and the cross-attention; RoPE (half-split rotate_half, fp32
 tables) on encoder and decoder self-attention only; the MLP is one fused `gate_up_proj` (gate first);
-the decoder embeds the 9 channels with one table offset by channel * vocab and sums them.
+the decoder embeds the 9 channels with one table offset by channel * vocab and sums them. The
+self-attention (projections, RoPE, the paged forward) is the layer library's; the cross-attention is Dia's.
 
 Decoder self-attention K/V and the cross-attention K/V both live in the engine's paged pool (see
 program.py for the layout); `PagedKV` says where each row's positions and cross keys are.
@@ -18,8 +19,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..norms import RMSNorm
+from ..layers import Attention, RMSNorm, Rope, Rotary
+from ..layers import attend as library_attend
 from .config import DecoderConfig, DiaConfig, EncoderConfig
+
+DIA_SCALE = 1.0  # softmax(q k^T): no 1/sqrt(head_dim) anywhere in Dia
 
 
 class MLP(nn.Module):
@@ -33,37 +37,20 @@ class MLP(nn.Module):
         return self.down_proj(up * F.silu(gate))
 
 
-class Rotary:
-    """cos/sin for integer positions, as the reference computes them (fp32 inv_freq, outer product)."""
-
-    def __init__(self, head_dim: int, theta: float) -> None:
-        steps = torch.arange(0, head_dim, 2, dtype=torch.int64, device="cpu").float()
-        self.inv_freq = 1.0 / (theta ** (steps / head_dim))
-
-    def __call__(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        freqs = positions.float()[..., None] * self.inv_freq.to(positions.device)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().to(dtype), emb.sin().to(dtype)
-
-
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x [B, T, heads, hd]; cos/sin [B, T, hd]."""
-    cos, sin = cos.unsqueeze(-2), sin.unsqueeze(-2)
-    half = x.shape[-1] // 2
-    rot = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-    return x * cos + rot * sin
-
-
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """q [B, Tq, H, hd], k/v [B, Tk, KVH, hd] -> [B, Tq, H*hd]; unscaled, as Dia is trained."""
-    q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-    out = F.scaled_dot_product_attention(
-        q, k, v, attn_mask=mask, scale=1.0, enable_gqa=q.shape[1] != k.shape[1]
-    )
-    return out.transpose(1, 2).reshape(out.shape[0], out.shape[2], -1)
+    return library_attend(q, k, v, mask, scale=DIA_SCALE)
+
+
+def self_attention(c: EncoderConfig | DecoderConfig) -> Attention:
+    """Dia's self-attention: the layer library's, unscaled, without q/k norm or biases."""
+    return Attention(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim, qk_norm=False,
+                     scale=DIA_SCALE)
 
 
 class Projections(nn.Module):
+    """The cross-attention's projections (keys and values from the encoder's width)."""
+
     def __init__(
         self, hidden: int, heads: int, kv_heads: int, head_dim: int, kv_in: int | None = None
     ) -> None:
@@ -84,18 +71,13 @@ class EncoderLayer(nn.Module):
     def __init__(self, c: EncoderConfig) -> None:
         super().__init__()
         self.pre_sa_norm = RMSNorm(c.hidden_size, c.norm_eps)
-        self.self_attention = Projections(
-            c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim
-        )
+        self.self_attention = self_attention(c)
         self.post_sa_norm = RMSNorm(c.hidden_size, c.norm_eps)
         self.mlp = MLP(c.hidden_size, c.intermediate_size)
 
     def forward(self, x, cos, sin, mask):
         a = self.self_attention
-        h = self.pre_sa_norm(x)
-        q = apply_rope(a.split(a.q_proj, h), cos, sin)
-        k = apply_rope(a.split(a.k_proj, h), cos, sin)
-        v = a.split(a.v_proj, h)
+        q, k, v = a.project(self.pre_sa_norm(x), cos, sin)
         x = x + a.o_proj(attend(q, k, v, mask))
         return x + self.mlp(self.post_sa_norm(x))
 
@@ -106,7 +88,7 @@ class Encoder(nn.Module):
         self.embedding = nn.Embedding(c.vocab_size, c.hidden_size)
         self.layers = nn.ModuleList(EncoderLayer(c) for _ in range(c.num_hidden_layers))
         self.norm = RMSNorm(c.hidden_size, c.norm_eps)
-        self.rotary = Rotary(c.head_dim, c.rope_theta)
+        self.rotary = Rotary(c.head_dim, Rope(theta=float(c.rope_theta)))
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         """ids [B, T] (right-padded); mask [B, 1, T, T] bool or None (no padding)."""
@@ -149,6 +131,11 @@ class PagedKV:
     # written or read (DiaState.shared, fixed at the request's prefill).
     first_layer_reuse: tuple[int, torch.Tensor] | None = None
 
+    @property
+    def block_table(self) -> torch.Tensor:
+        """The self-attention pages, under the name the layer library's `paged_attention` reads."""
+        return self.self_table
+
     def head(self, n: int) -> PagedKV:
         """The self-attention view of the first n sequences (cross fields kept whole: not read there)."""
         return PagedKV(self.q_pos[:n], self.slots[:n], self.self_table[:n], self.kv_len[:n],
@@ -188,9 +175,7 @@ def gather_cross(pool: torch.Tensor, table: torch.Tensor, n_tokens: int, heads: 
 class DecoderLayer(nn.Module):
     def __init__(self, c: DecoderConfig) -> None:
         super().__init__()
-        self.self_attention = Projections(
-            c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim
-        )
+        self.self_attention = self_attention(c)
         self.cross_attention = Projections(
             c.hidden_size,
             c.cross_num_attention_heads,
@@ -240,21 +225,7 @@ class DecoderLayer(nn.Module):
 
     def self_attend(self, x, cos, sin, k_pool, v_pool, pk: PagedKV, self_mask) -> torch.Tensor:
         """Write the batch's new self K/V into the pool, return o_proj(self-attention) [B, T, hidden]."""
-        a = self.self_attention
-        h = self.pre_sa_norm(x)
-        q = apply_rope(a.split(a.q_proj, h), cos, sin)
-        k = apply_rope(a.split(a.k_proj, h), cos, sin)
-        v = a.split(a.v_proj, h)
-        flat_k = k_pool.view(-1, a.kv_heads, a.head_dim)
-        flat_v = v_pool.view(-1, a.kv_heads, a.head_dim)
-        valid = pk.slots >= 0
-        idx = pk.slots[valid]
-        flat_k[idx] = k[valid].to(flat_k.dtype)
-        flat_v[idx] = v[valid].to(flat_v.dtype)
-        B, P = pk.self_table.shape
-        keys = k_pool[pk.self_table].view(B, P * pk.page_size, a.kv_heads, a.head_dim)
-        vals = v_pool[pk.self_table].view(B, P * pk.page_size, a.kv_heads, a.head_dim)
-        return a.o_proj(attend(q, keys, vals, self_mask))
+        return self.self_attention.forward_paged(self.pre_sa_norm(x), cos, sin, k_pool, v_pool, pk, self_mask)
 
     def _finish(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.mlp(self.pre_mlp_norm(x))
@@ -278,7 +249,7 @@ class Decoder(nn.Module):
         self.embeddings = ChannelEmbedding(c)
         self.layers = nn.ModuleList(DecoderLayer(c) for _ in range(c.num_hidden_layers))
         self.norm = RMSNorm(c.hidden_size, c.norm_eps)
-        self.rotary = Rotary(c.head_dim, c.rope_theta)
+        self.rotary = Rotary(c.head_dim, Rope(theta=float(c.rope_theta)))
 
     def forward(self, tokens, k_pools, v_pools, pk: PagedKV) -> torch.Tensor:
         x = self.embeddings(tokens)

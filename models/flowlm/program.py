@@ -39,7 +39,7 @@ from ..base import (
     SynthesisRequest,
     check_numbers,
 )
-from ..qwen3_tts.layers import PagedBatch
+from ..layers import PagedBatch
 from .checkpoint import read_pt
 from .clone import ClipCache, check_clip, check_onnx
 from .codec import HopCodec, VoiceState
@@ -348,7 +348,7 @@ class FlowLMProgram(ModelProgram):
             r.frames_emitted = 0
             if r.slot >= 0:
                 self.bind_slot(r.slot, r.prompt)
-        hid = self.lm.forward_paged(x, self._paged(rows, [0] * len(rows), lengths), self.k_pool, self.v_pool)
+        hid = self.lm.hidden_states(x, self._paged(rows, [0] * len(rows), lengths), self.k_pool, self.v_pool)
         last = hid[torch.arange(len(rows), device=self.device), torch.tensor(lengths, device=self.device) - 1]
         for r, n in zip(rows, lengths, strict=True):
             r.kv_len = n
@@ -360,7 +360,7 @@ class FlowLMProgram(ModelProgram):
             return []
         toks = torch.tensor([r.state.history[-1] for r in rows], device=self.device)
         x = self.lm.speech(toks)[:, None].to(self.dtype)
-        hid = self.lm.forward_paged(
+        hid = self.lm.hidden_states(
             x, self._paged(rows, [r.kv_len for r in rows], [1] * len(rows)), self.k_pool, self.v_pool
         )
         for r in rows:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base import CheckpointError
+from ..layers.rope_config import Rope, parse_rope
 
 # transformers' HiggsAudioV2Config defaults (the Llama-3.2-3B backbone of bosonai/higgs-audio-v2), except
 # codebook_size: the class default 1024 is wrong for every released checkpoint (1024 codes + stream BOS/EOS).
@@ -43,16 +44,6 @@ V2_ROPE = {
     "low_freq_factor": 0.125,
     "original_max_position_embeddings": 1024,
 }
-
-
-@dataclass(frozen=True)
-class Rope:
-    rope_type: str = "default"  # "default" | "llama3"
-    theta: float = 10000.0
-    factor: float = 1.0
-    low_freq_factor: float = 1.0
-    high_freq_factor: float = 4.0
-    original_max_position_embeddings: int = 8192
 
 
 @dataclass(frozen=True)
@@ -99,28 +90,6 @@ def _int(d: dict[str, Any], key: str, where: str, default: Any = None) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         raise CheckpointError(f"{where}: field {key!r} must be an integer, got {v!r}")
     return v
-
-
-def parse_rope(d: dict[str, Any], where: str, fallback: dict[str, Any]) -> Rope:
-    rp = d.get("rope_parameters") or d.get("rope_scaling") or {}
-    theta = rp.get("rope_theta", d.get("rope_theta", fallback.get("rope_theta", 10000.0)))
-    rtype = rp.get("rope_type", rp.get("type", fallback.get("rope_type", "default") if not rp else "default"))
-    if rtype not in ("default", "llama3"):
-        raise CheckpointError(f"{where}: rope type {rtype!r} is not supported (default or llama3)")
-    if rtype == "llama3":
-        src = {**fallback, **rp}
-        try:
-            return Rope(
-                "llama3",
-                float(theta),
-                float(src["factor"]),
-                float(src["low_freq_factor"]),
-                float(src["high_freq_factor"]),
-                int(src.get("original_max_position_embeddings", d.get("max_position_embeddings", 8192))),
-            )
-        except KeyError as e:
-            raise CheckpointError(f"{where}: llama3 rope parameters lack {e.args[0]!r}") from None
-    return Rope("default", float(theta))
 
 
 def parse_v2(d: dict[str, Any], where: str) -> HiggsConfig:

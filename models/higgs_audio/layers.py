@@ -5,96 +5,26 @@ v2 is Llama-3 with DualFFN: a position holding an audio frame (the generated fra
 frames) is normalised by `audio_input_layernorm` / `audio_post_attention_layernorm` and goes through
 `audio_mlp`; text positions use the usual norms and `mlp`; attention is shared. v3 is Qwen3 (q/k RMSNorm per
 head), no DualFFN. RoPE is half-split rotate_half with fp32 tables; v2 uses the llama3 frequency scaling.
-The paged layout and mask are the Qwen family's (`PagedBatch`).
+Attention, the paged layout and the text path of a layer are the layer library's (models/layers).
 """
 
 from __future__ import annotations
-
-import math
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..norms import RMSNorm
-from ..qwen3_tts.layers import PagedBatch, SwiGLU, apply_rope
-from .config import HiggsConfig, Rope
+from ..layers import DecoderLayer, PagedBatch, RMSNorm, Rotary, SwiGLU, llama_block
+from .config import HiggsConfig
 
 
-def inv_frequencies(head_dim: int, rope: Rope) -> torch.Tensor:
-    """transformers' default / llama3 inverse frequencies (fp32, on the CPU)."""
-    steps = torch.arange(0, head_dim, 2, dtype=torch.int64, device="cpu").float()
-    inv = 1.0 / (rope.theta ** (steps / head_dim))
-    if rope.rope_type != "llama3":
-        return inv
-    old = rope.original_max_position_embeddings
-    low_wl, high_wl = old / rope.low_freq_factor, old / rope.high_freq_factor
-    wavelen = 2 * math.pi / inv
-    scaled = torch.where(wavelen > low_wl, inv / rope.factor, inv)
-    smooth = (old / wavelen - rope.low_freq_factor) / (rope.high_freq_factor - rope.low_freq_factor)
-    smoothed = (1 - smooth) * scaled / rope.factor + smooth * scaled
-    medium = ~(wavelen < high_wl) * ~(wavelen > low_wl)
-    return torch.where(medium, smoothed, scaled)
+class DualFFNLayer(DecoderLayer):
+    """The library's decoder block plus v2's audio path (`audio_input_layernorm`, `audio_mlp`,
+    `audio_post_attention_layernorm`), which audio positions take instead of the text norms and MLP."""
 
-
-class Rotary:
-    def __init__(self, head_dim: int, rope: Rope) -> None:
-        self.inv_freq = inv_frequencies(head_dim, rope)
-
-    def __call__(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        freqs = positions.float()[..., None] * self.inv_freq.to(positions.device)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().to(dtype), emb.sin().to(dtype)
-
-
-class Attention(nn.Module):
     def __init__(self, cfg: HiggsConfig) -> None:
-        super().__init__()
-        self.heads, self.kv_heads, self.head_dim = (
-            cfg.num_attention_heads,
-            cfg.num_key_value_heads,
-            cfg.head_dim,
-        )
-        h, b = cfg.hidden_size, cfg.attention_bias
-        self.q_proj = nn.Linear(h, self.heads * self.head_dim, bias=b)
-        self.k_proj = nn.Linear(h, self.kv_heads * self.head_dim, bias=b)
-        self.v_proj = nn.Linear(h, self.kv_heads * self.head_dim, bias=b)
-        self.o_proj = nn.Linear(self.heads * self.head_dim, h, bias=b)
-        if cfg.qk_norm:
-            self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
-            self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
-        self.qk_norm = cfg.qk_norm
-
-    def forward(self, x, cos, sin, k_pool, v_pool, pb: PagedBatch, mask) -> torch.Tensor:
-        shape = (*x.shape[:-1], -1, self.head_dim)
-        q, k, v = self.q_proj(x).view(shape), self.k_proj(x).view(shape), self.v_proj(x).view(shape)
-        if self.qk_norm:
-            q, k = self.q_norm(q), self.k_norm(k)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        flat_k = k_pool.view(-1, self.kv_heads, self.head_dim)
-        flat_v = v_pool.view(-1, self.kv_heads, self.head_dim)
-        valid = pb.slots >= 0
-        idx = pb.slots[valid]
-        flat_k[idx] = k[valid].to(flat_k.dtype)
-        flat_v[idx] = v[valid].to(flat_v.dtype)
-        B, P = pb.block_table.shape
-        keys = k_pool[pb.block_table].view(B, P * pb.page_size, self.kv_heads, self.head_dim)
-        vals = v_pool[pb.block_table].view(B, P * pb.page_size, self.kv_heads, self.head_dim)
-        qt, kt, vt = q.transpose(1, 2), keys.to(q.dtype).transpose(1, 2), vals.to(q.dtype).transpose(1, 2)
-        out = F.scaled_dot_product_attention(
-            qt, kt, vt, attn_mask=mask, enable_gqa=self.heads != self.kv_heads
-        )
-        return self.o_proj(out.transpose(1, 2).reshape(*x.shape[:-1], -1))
-
-
-class DecoderLayer(nn.Module):
-    def __init__(self, cfg: HiggsConfig) -> None:
-        super().__init__()
+        super().__init__(llama_block(cfg, qk_norm=cfg.qk_norm))  # v3: Qwen3's q/k norm
         h, eps = cfg.hidden_size, cfg.rms_norm_eps
-        self.self_attn = Attention(cfg)
-        self.mlp = SwiGLU(h, cfg.intermediate_size)
-        self.input_layernorm = RMSNorm(h, eps)
-        self.post_attention_layernorm = RMSNorm(h, eps)
         self.dual = cfg.dual_ffn
         if cfg.dual_ffn:
             self.audio_mlp = SwiGLU(h, cfg.intermediate_size)
@@ -116,12 +46,13 @@ class DecoderLayer(nn.Module):
         out[~audio] = text_fn(x[~audio]).to(x.dtype)
         return out
 
-    def forward(self, x, cos, sin, k_pool, v_pool, pb: PagedBatch, mask, audio: torch.Tensor | None):
-        if not self.dual:
-            audio = None
-        au_in = self.audio_input_layernorm if self.dual else None
-        h = self._split(x, audio, self.input_layernorm, au_in)
-        x = x + self.self_attn(h, cos, sin, k_pool, v_pool, pb, mask)
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, k_pool: torch.Tensor,
+                v_pool: torch.Tensor, pb: PagedBatch, mask: torch.Tensor,
+                audio: torch.Tensor | None = None) -> torch.Tensor:
+        if not self.dual or audio is None:
+            return super().forward(x, cos, sin, k_pool, v_pool, pb, mask)
+        h = self._split(x, audio, self.input_layernorm, self.audio_input_layernorm)
+        x = x + self.self_attn.forward_paged(h, cos, sin, k_pool, v_pool, pb, mask)
 
         def text_ffn(t):
             return self.mlp(self.post_attention_layernorm(t))
@@ -153,7 +84,7 @@ class Backbone(nn.Module):
     def __init__(self, cfg: HiggsConfig) -> None:
         super().__init__()
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
-        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_hidden_layers))
+        self.layers = nn.ModuleList(DualFFNLayer(cfg) for _ in range(cfg.num_hidden_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.embed_audio_tokens = AudioEmbedding(cfg)
 
@@ -177,7 +108,7 @@ class HiggsWeights(nn.Module):
     def embed_audio(self, frames: torch.Tensor) -> torch.Tensor:
         return self.model.embed_audio_tokens(frames)
 
-    def forward_paged(self, x, pb: PagedBatch, k_pools, v_pools, audio: torch.Tensor | None) -> torch.Tensor:
+    def hidden_states(self, x, pb: PagedBatch, k_pools, v_pools, audio: torch.Tensor | None) -> torch.Tensor:
         """x [B, T, H] -> final-norm hidden [B, T, H]; audio [B, T] bool marks audio positions (DualFFN)."""
         cos, sin = self.rotary(pb.q_pos, x.dtype)
         mask = pb.mask()

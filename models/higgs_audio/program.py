@@ -46,7 +46,7 @@ from ..checkpoint import (
 from ..device_memory import pool_zeros
 from ..dia.dac_config import decoder_lookahead_frames
 from ..dia.sampling import draw, top_k_filter, top_p_filter
-from ..qwen3_tts.layers import PagedBatch
+from ..layers import PagedBatch
 from .codec import HiggsCodec, HiggsCodecConfig, resolve_tokenizer
 from .config import GenerationDefaults, HiggsConfig, parse_v2
 from .delay import DelayTracker
@@ -463,7 +463,7 @@ class HiggsProgram(ModelProgram):
             audio[b] = at.to(self.device)
             x[b, audio[b]] = self.weights.embed_audio(torch.from_numpy(clip).to(self.device)).to(x.dtype)
         pb = self._paged(rows, [0] * len(rows), lengths)
-        hid = self.weights.forward_paged(x, pb, self.k_pool, self.v_pool, audio=audio)
+        hid = self.weights.hidden_states(x, pb, self.k_pool, self.v_pool, audio=audio)
         last = hid[torch.arange(len(rows), device=self.device), torch.tensor(lengths, device=self.device) - 1]
         for r, n in zip(rows, lengths, strict=True):
             r.kv_len = n
@@ -477,7 +477,7 @@ class HiggsProgram(ModelProgram):
         x = self.weights.embed_audio(frames)[:, None]
         pb = self._paged(rows, [r.kv_len for r in rows], [1] * len(rows))
         audio = torch.ones(len(rows), 1, dtype=torch.bool, device=self.device)
-        hid = self.weights.forward_paged(x, pb, self.k_pool, self.v_pool, audio=audio)[:, 0]
+        hid = self.weights.hidden_states(x, pb, self.k_pool, self.v_pool, audio=audio)[:, 0]
         for r in rows:
             r.kv_len += 1
         return self._step(rows, self.weights.logits(hid))

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..layers import apply_rope_interleaved
 from .config import KyutaiConfig
 
 
@@ -88,12 +89,9 @@ def rope_interleaved(x: torch.Tensor, pos: torch.Tensor, max_period: float) -> t
     """moshi's apply_rope (interleave=True) on x [B, H, T, D] at positions pos [B, T], in float32."""
     d = x.shape[-1]
     ds = torch.arange(d // 2, device=x.device, dtype=torch.float32)
-    freqs = torch.exp(ds * (-math.log(max_period) * 2 / d))
+    freqs = torch.exp(ds * (-math.log(max_period) * 2 / d))  # moshi's table, not transformers'
     ang = freqs * pos.float()[:, None, :, None]
-    cos, sin = torch.cos(ang), torch.sin(ang)
-    xr, xi = x.view(*x.shape[:-1], d // 2, 2).float().unbind(-1)
-    out = torch.stack([(xr * cos - xi * sin).to(x.dtype), (xr * sin + xi * cos).to(x.dtype)], dim=-1)
-    return out.view(x.shape)
+    return apply_rope_interleaved(x, torch.cos(ang), torch.sin(ang))
 
 
 def sin_embedding(n: int, dim: int, max_period: float = 10000.0) -> torch.Tensor:

@@ -45,9 +45,9 @@ from ..base import (
 )
 from ..checkpoint import fill_module, read_header, read_json, resolve
 from ..device_memory import pool_zeros
+from ..layers import PagedBatch
 from ..mimi.codec import MimiCodec, load_codec
 from ..mimi.layouts import deinterleave_rope, moshi_layout
-from ..qwen3_tts.layers import PagedBatch
 from ..text_feed import TextFeed
 from .checkpoint import lm_entries
 from .config import KyutaiConfig, parse_config

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..qwen3_tts.layers import PagedBatch
+from ..layers import PagedBatch, paged_attention
 from .layers import KyutaiLM, rope_interleaved
 
 
@@ -34,8 +34,6 @@ def main_step(
     j = torch.arange(n_keys, device=x.device)
     delta = pos[:, :, None] - j[None, None, :]
     mask = ((delta >= 0) & (delta < c.context) & (j[None, None, :] < pb.kv_len[:, None, None]))[:, None]
-    valid = pb.slots >= 0
-    idx = pb.slots[valid]
     cross_k = [torch.stack([row[i][0] for row in cross]) for i in range(c.num_layers)]
     cross_v = [torch.stack([row[i][1] for row in cross]) for i in range(c.num_layers)]
     for i, layer in enumerate(lm.transformer.layers):
@@ -43,15 +41,11 @@ def main_step(
         qkv = layer.self_attn.in_projs[0](h).view(B, 1, 3, H, D).permute(2, 0, 3, 1, 4)
         q = rope_interleaved(qkv[0], pos, c.max_period)
         k = rope_interleaved(qkv[1], pos, c.max_period)
+        # the library's paged attention takes [B, T, heads, hd]: moshi's layout is [B, heads, T, hd]
         v = qkv[2]
-        fk, fv = k_pool[i].view(-1, H, D), v_pool[i].view(-1, H, D)
-        fk[idx] = k.transpose(1, 2)[valid].to(fk.dtype)
-        fv[idx] = v.transpose(1, 2)[valid].to(fv.dtype)
-        P = pb.block_table.shape[1]
-        keys = k_pool[i][pb.block_table].view(B, P * pb.page_size, H, D).transpose(1, 2)
-        vals = v_pool[i][pb.block_table].view(B, P * pb.page_size, H, D).transpose(1, 2)
-        a = F.scaled_dot_product_attention(q, keys.to(q.dtype), vals.to(q.dtype), attn_mask=mask)
-        x = x + layer.self_attn.out_projs[0](a.transpose(1, 2).reshape(B, 1, -1))
+        a = paged_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), k_pool[i], v_pool[i], pb,
+                            mask)
+        x = x + layer.self_attn.out_projs[0](a)
         h = layer.norm_cross(x)
         wq = layer.cross_attention.in_projs[0].weight[: c.dim]
         cq = F.linear(h, wq).view(B, 1, H, D).transpose(1, 2)

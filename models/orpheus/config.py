@@ -1,6 +1,6 @@
 """Orpheus's LM configuration from config.json (transformers `LlamaConfig` field names) and its generation
-defaults from generation_config.json. The field names are the ones the shared Llama layers
-(models/higgs_audio/layers.py) read; every missing or invalid field is a CheckpointError naming it."""
+defaults from generation_config.json. The field names are transformers' (the Llama block
+is the layer library's, models/layers); every missing or invalid field is a CheckpointError naming it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..base import CheckpointError
-from ..higgs_audio.config import Rope
+from ..layers import Rope
 from .tokens import VOCAB_MIN
 
 # canopyai/Orpheus-TTS's serving defaults (engine_class.py: temperature 0.6, top_p 0.8, repetition
@@ -34,9 +34,6 @@ class OrpheusConfig:
     rope: Rope
     tie_word_embeddings: bool
     attention_bias: bool = False
-    # what the shared Llama decoder layer asks: plain Llama has neither
-    dual_ffn: bool = False
-    qk_norm: bool = False
 
 
 def _get(d: dict[str, Any], key: str, kind: type, where: str) -> Any:

@@ -1,7 +1,6 @@
 """Orpheus's LM: transformers' `LlamaForCausalLM` parameter names (`model.embed_tokens`, `model.layers.N.*`,
-`model.norm`, `lm_head` unless tied) over the engine's paged KV pool. The decoder layer, llama3 RoPE and the
-paged layout are the shared Llama ones (models/higgs_audio/layers.py without DualFFN, models/qwen3_tts'
-`PagedBatch`)."""
+`model.norm`, `lm_head` unless tied) over the engine's paged KV pool. The decoder layer (Llama: no q/k norm),
+llama3 RoPE and the paged layout are the layer library's (models/layers)."""
 
 from __future__ import annotations
 
@@ -9,37 +8,22 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..higgs_audio.layers import DecoderLayer, Rotary
-from ..norms import RMSNorm
-from ..qwen3_tts.layers import PagedBatch
+from ..layers import DecoderStack, PagedBatch, Rotary, llama_block
 from .config import OrpheusConfig
-
-
-class Backbone(nn.Module):
-    def __init__(self, cfg: OrpheusConfig) -> None:
-        super().__init__()
-        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
-        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_hidden_layers))  # type: ignore[arg-type]
-        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
 
 class OrpheusWeights(nn.Module):
     def __init__(self, cfg: OrpheusConfig) -> None:
         super().__init__()
         self.cfg = cfg
-        self.model = Backbone(cfg)
+        self.model = DecoderStack(llama_block(cfg), cfg.vocab_size)
         if not cfg.tie_word_embeddings:
             self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
-        self.rotary = Rotary(cfg.head_dim, cfg.rope)  # type: ignore[arg-type]
+        self.rotary = Rotary(cfg.head_dim, cfg.rope)
 
-    def forward_paged(self, ids: torch.Tensor, pb: PagedBatch, k_pools, v_pools) -> torch.Tensor:
+    def hidden_states(self, ids: torch.Tensor, pb: PagedBatch, k_pools, v_pools) -> torch.Tensor:
         """ids [B, T] -> final-norm hidden [B, T, H]."""
-        x = self.model.embed_tokens(ids)
-        cos, sin = self.rotary(pb.q_pos, x.dtype)
-        mask = pb.mask()
-        for i, layer in enumerate(self.model.layers):
-            x = layer(x, cos, sin, k_pools[i], v_pools[i], pb, mask, None)
-        return self.model.norm(x)
+        return self.model.forward_hidden(self.model.embed_tokens(ids), self.rotary, pb, k_pools, v_pools)
 
     def head_weight(self) -> torch.Tensor:
         return self.model.embed_tokens.weight if self.cfg.tie_word_embeddings else self.lm_head.weight

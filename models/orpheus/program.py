@@ -44,7 +44,7 @@ from ..base import (
 from ..checkpoint import cached_snapshot, checkpoint_entries, fill_module, offline_note, read_json, resolve
 from ..device_memory import pool_zeros
 from ..dia.sampling import draw, top_k_filter, top_p_filter
-from ..qwen3_tts.layers import PagedBatch
+from ..layers import PagedBatch
 from .codec import DEFAULT_MODE, OrpheusCodec
 from .config import GenerationDefaults, OrpheusConfig, parse_config
 from .layers import OrpheusWeights
@@ -392,7 +392,7 @@ class OrpheusProgram(ModelProgram):
         for b, r in enumerate(rows):
             ids[b, : lengths[b]] = torch.tensor(r.prompt.data.ids)
         pb = self._paged(rows, [0] * len(rows), lengths)
-        hid = self.weights.forward_paged(ids.to(self.device), pb, self.k_pool, self.v_pool)
+        hid = self.weights.hidden_states(ids.to(self.device), pb, self.k_pool, self.v_pool)
         last = hid[torch.arange(len(rows), device=self.device), torch.tensor(lengths, device=self.device) - 1]
         for r, st in zip(rows, states, strict=True):
             r.state, r.frames_emitted = st, 0
@@ -408,7 +408,7 @@ class OrpheusProgram(ModelProgram):
             return []
         ids = torch.tensor([[r.state.last] for r in rows], device=self.device)
         pb = self._paged(rows, [r.kv_len for r in rows], [1] * len(rows))
-        hid = self.weights.forward_paged(ids, pb, self.k_pool, self.v_pool)[:, 0]
+        hid = self.weights.hidden_states(ids, pb, self.k_pool, self.v_pool)[:, 0]
         return self._step(rows, hid, [r.kv_len + 1 for r in rows])
 
     def codec(self, items: list[CodecItem]) -> list[np.ndarray]:

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from ..higgs_audio.tiny import save_weights
-from ..qwen3_tts.layers import PagedBatch
+from ..layers import PagedBatch
 from ..qwen3_tts.text_tokenizer import bytes_to_unicode
 from .config import OrpheusConfig, parse_config
 from .layers import OrpheusWeights
@@ -212,7 +212,7 @@ def _trace(w: OrpheusWeights, ids: list[int], frames: int) -> list[tuple[float, 
     out = []
     with torch.inference_mode():
         pb = PagedBatch.for_rows([row], [0], [len(ids)], ps, dev)
-        h = w.forward_paged(torch.tensor([ids]), pb, k, v)[0, -1]
+        h = w.hidden_states(torch.tensor([ids]), pb, k, v)[0, -1]
         pos = len(ids)
         for step in range(frames * FRAME_TOKENS):
             j = step % FRAME_TOKENS
@@ -225,7 +225,7 @@ def _trace(w: OrpheusWeights, ids: list[int], frames: int) -> list[tuple[float, 
             if not lo <= tok < hi:
                 raise RuntimeError(f"tiny Orpheus: greedy step {step} picked token {tok}, outside band {j}")
             pb = PagedBatch.for_rows([row], [pos], [1], ps, dev)
-            h = w.forward_paged(torch.tensor([[tok]]), pb, k, v)[0, 0]
+            h = w.hidden_states(torch.tensor([[tok]]), pb, k, v)[0, 0]
             pos += 1
     return out
 

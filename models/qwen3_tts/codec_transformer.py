@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..norms import RMSNorm
+from ..layers import RMSNorm
 from .codec_layers import State, take_window
 
 

@@ -12,23 +12,7 @@ from typing import Any
 
 from ..base import CheckpointError
 from ..config_fields import MISSING, get_dict, get_float, get_int, rope_theta
-
-
-@dataclass(frozen=True)
-class BlockConfig:
-    """One Qwen3 decoder stack (talker or code predictor)."""
-
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
-    rms_norm_eps: float = 1e-6
-    rope_theta: float = 1e6
-    attention_bias: bool = False
-    hidden_act: str = "silu"
-    max_position_embeddings: int = 32768
+from ..layers import BlockConfig
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,9 @@
 Exact: the KV pool (K and V of every talker layer per position) and a codec slot (the streaming state
 shapes of the speech tokenizer's decoder, built on the meta device). Estimates, each an upper bound for
 the eager CPU/torch path, which is the hungrier one:
-- gather: `forward_paged` copies the batch's K/V of one layer densely, and SDPA's grouped-query path
-  may expand it to every query head: 2 x (kv_heads + heads) x head_dim values per position in use.
+- gather: `paged_attention` (models/layers) copies the batch's K/V of one layer densely, and SDPA's
+  grouped-query path may expand it to every query head: 2 x (kv_heads + heads) x head_dim values per
+  position in use.
 - prefill per token: the residual stream and norms (6 x hidden), the SwiGLU's gate/up/product
   (3 x intermediate) and q/k/v (heads + 2 kv_heads) x head_dim, in the model dtype; per token pair
   the boolean mask byte and SDPA's float copy of it (its fused kernels never hold the scores: measured

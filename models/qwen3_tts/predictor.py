@@ -12,8 +12,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from ..layers import DecoderLayer, RMSNorm, Rope, Rotary
 from .config import PredictorConfig
-from .layers import DecoderLayer, RMSNorm, Rotary
 
 # pick(group_index, logits [B, V]) -> codes [B]; the sampler decides greedy vs sampling per row.
 Picker = Callable[[int, torch.Tensor], torch.Tensor]
@@ -45,7 +45,7 @@ class CodePredictor(nn.Module):
             )
         else:
             self.small_to_mtp_projection = nn.Identity()
-        self.rotary = Rotary(cfg.block.head_dim, cfg.block.rope_theta)
+        self.rotary = Rotary(cfg.block.head_dim, Rope(theta=cfg.block.rope_theta))
 
     @property
     def groups(self) -> int:

@@ -37,8 +37,8 @@ from ..base import (
 )
 from ..checkpoint import checkpoint_entries, fill_module, read_json, resolve
 from ..device_memory import pool_zeros
+from ..layers import PagedBatch
 from .config import GenerationDefaults, Qwen3TTSConfig, parse_config
-from .layers import PagedBatch
 from .options import OPTIONS
 from .prompt import PromptEmbeds, build_prompt
 from .row_state import MIN_NEW_TOKENS, RowState, next_uniforms, peek_uniforms
@@ -359,7 +359,7 @@ class Qwen3TTSProgram(ModelProgram):
         for b, p in enumerate(preps):
             x[b, : lengths[b]] = p.emb.embeds.to(self.dtype)
         pb = self._paged(rows, [0] * len(rows), lengths)
-        hid = self.talker.forward_paged(x, pb, self.k_pool, self.v_pool)
+        hid = self.talker.hidden_states(x, pb, self.k_pool, self.v_pool)
         last = hid[torch.arange(len(rows), device=self.device), torch.tensor(lengths, device=self.device) - 1]
         logits = self.talker.codec_head(last)
         V = self.cfg.talker.vocab_size
@@ -413,7 +413,7 @@ class Qwen3TTSProgram(ModelProgram):
         )
         x = (self.talker.code_predictor.embed_frame_sum(c0_emb, codes) + text)[:, None]
         pb = self._paged(rows, [r.kv_len for r in rows], [1] * len(rows))
-        hid = self.talker.forward_paged(x.to(self.dtype), pb, self.k_pool, self.v_pool)[:, 0]
+        hid = self.talker.hidden_states(x.to(self.dtype), pb, self.k_pool, self.v_pool)[:, 0]
         nxt = self._sample_c0(self.talker.codec_head(hid), states, u[:, 15])
         eos = self.cfg.talker.codec_eos_id
         nxt_list = nxt.tolist()

@@ -8,7 +8,7 @@ import math
 
 import torch
 
-from .layers import RMSNorm
+from ..layers import RMSNorm
 
 HEAD_GAIN = 8.0  # the talker's and predictor's heads x8: clear greedy margins
 

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ..base import Prompt, Row, SynthesisRequest
-from .layers import PagedBatch
+from ..layers import PagedBatch
 from .program import SAMPLES_PER_FRAME, Qwen3TTSProgram
 
 PAGE = 16
@@ -117,7 +117,7 @@ def teacher_forced(
         kv_len=torch.tensor([L], device=program.device),
         page_size=PAGE,
     )
-    hid = talker.forward_paged(x, pb, k, v)[0]
+    hid = talker.hidden_states(x, pb, k, v)[0]
     n0 = emb.embeds.shape[0]
     h_tokens = hid[n0 - 1 :]  # hidden that produced token t, t = 0..T
     talker_logits = talker.codec_head(h_tokens)

@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..layers import DecoderLayer, PagedBatch, RMSNorm, Rope, Rotary, run_layers_paged
 from .config import TalkerConfig
-from .layers import DecoderLayer, PagedBatch, RMSNorm, Rotary
 from .predictor import CodePredictor
 
 
@@ -46,7 +46,7 @@ class Talker(nn.Module):
         self.text_projection = TextProjection(cfg.text_hidden_size, cfg.block.hidden_size)
         self.codec_head = nn.Linear(cfg.block.hidden_size, cfg.vocab_size, bias=False)
         self.code_predictor = CodePredictor(cfg.predictor, cfg.block.hidden_size)
-        self.rotary = Rotary(cfg.block.head_dim, cfg.block.rope_theta)
+        self.rotary = Rotary(cfg.block.head_dim, Rope(theta=cfg.block.rope_theta))
 
     # --- embeddings ---------------------------------------------------------------------------
     def text(self, ids: torch.Tensor) -> torch.Tensor:
@@ -57,15 +57,11 @@ class Talker(nn.Module):
         return self.model.codec_embedding(ids)
 
     # --- forward over the paged KV pool ---------------------------------------------------------
-    def forward_paged(
+    def hidden_states(
         self, x: torch.Tensor, pb: PagedBatch, k_pools: torch.Tensor, v_pools: torch.Tensor
     ) -> torch.Tensor:
         """x [B, Tq, H] -> final-norm hidden [B, Tq, H]. k_pools/v_pools: [layers, pages, page, kvh, hd]."""
-        cos, sin = self.rotary(pb.q_pos, x.dtype)
-        mask = pb.mask()
-        for i, layer in enumerate(self.model.layers):
-            x = layer.forward_paged(x, cos, sin, k_pools[i], v_pools[i], pb, mask)
-        return self.model.norm(x)
+        return self.model.norm(run_layers_paged(self.model.layers, x, self.rotary, pb, k_pools, v_pools))
 
 
 class Qwen3TTSWeights(nn.Module):

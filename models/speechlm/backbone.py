@@ -9,19 +9,30 @@ kept so the state dict loads strictly). One step:
     h_t      = decoder(x_<=t)                                                     (final norm included)
     logits_s = lm_head(h_t + e_s)                                                 (e_0 = 0)
 
-The Qwen3 blocks are models/qwen3_tts/layers.py's (same names, same math); OLMo-2 differs in its norms
-(q/k RMS-normed over all heads before the head split; norms after attention and MLP instead of before)
-and Llama has no q/k norm.
+The Qwen3 and Llama blocks are the layer library's (models/layers; Llama without q/k norm); OLMo-2 differs
+in its norms (q/k RMS-normed over all heads before the head split; norms after attention and MLP instead
+of before), kept here.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 from torch import nn
 
-from ..norms import RMSNorm
-from ..qwen3_tts.config import BlockConfig
-from ..qwen3_tts.layers import Attention, DecoderLayer, PagedBatch, Rotary, SwiGLU, apply_rope
+from ..layers import (
+    Attention,
+    BlockConfig,
+    DecoderLayer,
+    DecoderStack,
+    PagedBatch,
+    RMSNorm,
+    Rope,
+    Rotary,
+    SwiGLU,
+    apply_rope,
+)
 from .config import Backbone
 
 
@@ -29,32 +40,22 @@ class OlmoAttention(Attention):
     """OLMo-2: q_norm / k_norm over the whole projection (all heads), then the head split and RoPE."""
 
     def __init__(self, cfg: BlockConfig) -> None:
-        super().__init__(cfg)
+        super().__init__(cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim,
+                         qk_norm=False, bias=cfg.attention_bias)
         self.q_norm = RMSNorm(self.heads * self.head_dim, cfg.rms_norm_eps)
         self.k_norm = RMSNorm(self.kv_heads * self.head_dim, cfg.rms_norm_eps)
 
-    def _qkv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    def project(self, x: torch.Tensor, cos: torch.Tensor,
+                sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         shape = (*x.shape[:-1], -1, self.head_dim)
         q = apply_rope(self.q_norm(self.q_proj(x)).view(shape), cos, sin)
         k = apply_rope(self.k_norm(self.k_proj(x)).view(shape), cos, sin)
         return q, k, self.v_proj(x).view(shape)
 
 
-class LlamaAttention(Attention):
-    """Llama (SmolLM2): no q/k norm."""
-
-    def __init__(self, cfg: BlockConfig) -> None:
-        super().__init__(cfg)
-        del self.q_norm, self.k_norm
-
-    def _qkv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
-        shape = (*x.shape[:-1], -1, self.head_dim)
-        q = apply_rope(self.q_proj(x).view(shape), cos, sin)
-        k = apply_rope(self.k_proj(x).view(shape), cos, sin)
-        return q, k, self.v_proj(x).view(shape)
-
-
 class OlmoLayer(nn.Module):
+    """OLMo-2's block: the norms come after attention and after the MLP, not before."""
+
     def __init__(self, cfg: BlockConfig) -> None:
         super().__init__()
         self.self_attn = OlmoAttention(cfg)
@@ -62,28 +63,19 @@ class OlmoLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_feedforward_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
-    def forward_paged(self, x, cos, sin, k_pool, v_pool, pb: PagedBatch, mask) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, k_pool: torch.Tensor,
+                v_pool: torch.Tensor, pb: PagedBatch, mask: torch.Tensor) -> torch.Tensor:
         a = self.self_attn.forward_paged(x, cos, sin, k_pool, v_pool, pb, mask)
         h = x + self.post_attention_layernorm(a)
         return h + self.post_feedforward_layernorm(self.mlp(h))
 
 
-class LlamaLayer(DecoderLayer):
-    def __init__(self, cfg: BlockConfig) -> None:
-        super().__init__(cfg)
-        self.self_attn = LlamaAttention(cfg)
+def llama_layer(cfg: BlockConfig) -> DecoderLayer:
+    """Llama (SmolLM2): the Qwen3 block without q/k norm."""
+    return DecoderLayer(replace(cfg, qk_norm=False))
 
 
-LAYERS = {"qwen3": DecoderLayer, "olmo2": OlmoLayer, "llama": LlamaLayer}
-
-
-class Decoder(nn.Module):
-    def __init__(self, b: Backbone, vocab_size: int) -> None:
-        super().__init__()
-        cfg = b.block
-        self.embed_tokens = nn.Embedding(vocab_size, cfg.hidden_size)
-        self.layers = nn.ModuleList(LAYERS[b.arch](cfg) for _ in range(cfg.num_hidden_layers))
-        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+LAYERS = {"qwen3": DecoderLayer, "olmo2": OlmoLayer, "llama": llama_layer}
 
 
 class ParallelLM(nn.Module):
@@ -92,11 +84,11 @@ class ParallelLM(nn.Module):
     def __init__(self, b: Backbone, vocab_size: int, num_stream: int) -> None:
         super().__init__()
         self.backbone = b
-        self.model = Decoder(b, vocab_size)
+        self.model = DecoderStack(b.block, vocab_size, LAYERS[b.arch])
         self.lm_head = nn.Linear(b.block.hidden_size, vocab_size, bias=False)
         self.stream_emb = nn.Embedding(num_stream, b.block.hidden_size)
         self.register_buffer("vocab_weight", torch.ones(vocab_size))
-        self.rotary = Rotary(b.block.head_dim, b.block.rope_theta)
+        self.rotary = Rotary(b.block.head_dim, Rope(theta=b.block.rope_theta))
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens [..., S] -> summed embedding [..., H]; a 0 (pad) on streams >= 1 adds nothing."""
@@ -105,14 +97,10 @@ class ParallelLM(nn.Module):
         keep[..., 1:] = tokens[..., 1:] != 0
         return (e * keep.unsqueeze(-1).to(e.dtype)).sum(dim=-2)
 
-    def forward_paged(self, x: torch.Tensor, pb: PagedBatch, k_pools: torch.Tensor,
+    def hidden_states(self, x: torch.Tensor, pb: PagedBatch, k_pools: torch.Tensor,
                       v_pools: torch.Tensor) -> torch.Tensor:
         """x [B, T, H] -> final-norm hidden [B, T, H]; K/V written to and read from the pools."""
-        cos, sin = self.rotary(pb.q_pos, x.dtype)
-        mask = pb.mask()
-        for i, layer in enumerate(self.model.layers):
-            x = layer.forward_paged(x, cos, sin, k_pools[i], v_pools[i], pb, mask)
-        return self.model.norm(x)
+        return self.model.forward_hidden(x, self.rotary, pb, k_pools, v_pools)
 
     def stream_logits(self, h: torch.Tensor) -> torch.Tensor:
         """h [..., H] -> logits [..., S, V] in float32: W_H(h + e_s), e_0 = 0."""

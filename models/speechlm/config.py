@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from ..base import CheckpointError
+from ..layers import BlockConfig
 from ..locate import locate_component, read_json
-from ..qwen3_tts.config import BlockConfig
 
 NUM_SPECIAL = 256
 SPECIALS = ("pad", "bos", "eos", "eot", "system", "user", "assistant", "text", "audio", "image", "video",

@@ -44,7 +44,7 @@ from ..base import (
     TextWritten,
     check_numbers,
 )
-from ..qwen3_tts.layers import PagedBatch
+from ..layers import PagedBatch
 from .config import ASSISTANT, BOS, EOS, EOT, SPECIAL_ID, SpeechLMConfig, is_speechlm_dir, load_config
 from .head import CandidateHead
 from .options import MAX_SEGMENTS, OPTIONS
@@ -463,7 +463,7 @@ class SpeechLMProgram(ModelProgram):
         table = torch.tensor([t + [t[0]] * (P - len(t)) for t in tables], dtype=torch.long)
         d = self.device
         pb = PagedBatch(q_pos.to(d), slots.to(d), table.to(d), torch.tensor(lens, device=d), ps)
-        h = self.lm.forward_paged(self.lm.embed(x.to(d)).to(self.dtype), pb, self.k_pool, self.v_pool)
+        h = self.lm.hidden_states(self.lm.embed(x.to(d)).to(self.dtype), pb, self.k_pool, self.v_pool)
         return h[torch.arange(B, device=d), torch.tensor(counts, device=d) - 1]
 
     def drop_pad_prefix(self) -> None:
@@ -504,7 +504,7 @@ class SpeechLMProgram(ModelProgram):
         table = torch.arange(n, device=self.device)[None]
         pb = PagedBatch(pos, pos.clone(), table, torch.tensor([T], device=self.device), ps)
         x = self.lm.embed(torch.from_numpy(tokens).to(self.device)[None]).to(self.dtype)
-        h = self.lm.forward_paged(x, pb, k, v)[0]
+        h = self.lm.hidden_states(x, pb, k, v)[0]
         return h, k.view(L, n * ps, H, D)[:, :T].clone(), v.view(L, n * ps, H, D)[:, :T].clone()
 
     @torch.inference_mode()

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..norms import RMSNorm
+from ..layers import RMSNorm
 from .config import CodecConfig
 
 Stream = list[torch.Tensor]  # per conv (in module order): [B, C, left_pad]

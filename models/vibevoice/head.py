@@ -15,8 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..norms import RMSNorm
-from ..qwen3_tts.layers import SwiGLU
+from ..layers import RMSNorm, SwiGLU
 from .config import HeadConfig
 
 

@@ -45,8 +45,8 @@ from ..base import (
 )
 from ..checkpoint import checkpoint_entries, fill_module
 from ..device_memory import pool_zeros
+from ..layers import PagedBatch
 from ..locate import read_json, resolve
-from ..qwen3_tts.layers import PagedBatch
 from .codec import Stream
 from .config import GenerationDefaults, VibeVoiceConfig, parse_config
 from .options import OPTIONS
@@ -212,7 +212,7 @@ class VibeVoiceProgram(ModelProgram):
             raise RuntimeError("the KV pool is not allocated: call init_kv(num_pages, page_size) first")
         views = [self._seq(r, s) for r, s in zip(rows, seqs, strict=True)]
         pb = PagedBatch.for_rows(views, starts, [1] * len(views), self.page_size, self.device)
-        return self.weights.forward_paged(x[:, None], pb, self.k_pool, self.v_pool)[:, 0]
+        return self.weights.hidden_states(x[:, None], pb, self.k_pool, self.v_pool)[:, 0]
 
     def _tokens(self, h: torch.Tensor, hu: torch.Tensor | None, guid: torch.Tensor) -> list[int]:
         cond = h.float() @ self._rows4.float().T
@@ -349,7 +349,7 @@ class VibeVoiceProgram(ModelProgram):
                 raise RuntimeError("the KV pool is not allocated: call init_kv(num_pages, page_size) first")
             views = [self._seq(r, POS) for r in rows]
             pb = PagedBatch.for_rows(views, [0] * len(rows), lengths, self.page_size, self.device)
-            hid = w.forward_paged(x, pb, self.k_pool, self.v_pool)
+            hid = w.hidden_states(x, pb, self.k_pool, self.v_pool)
             h = hid[torch.arange(len(rows)), torch.tensor(lengths) - 1]
             return self._step(rows, states, h, None, [p.data.ids[-1] for p in (r.prompt for r in rows)])
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..flowlm.lm import Qwen2Model
-from ..qwen3_tts.layers import PagedBatch, Rotary
+from ..layers import DecoderStack, PagedBatch, Rope, Rotary, qwen2_block
 from .codec import Decoder, Encoder
 from .config import VibeVoiceConfig
 from .head import Connector, DiffusionHead
@@ -30,7 +29,7 @@ class Inner(nn.Module):
     def __init__(self, cfg: VibeVoiceConfig) -> None:
         super().__init__()
         H = cfg.text.hidden_size
-        self.language_model = Qwen2Model(cfg.text)
+        self.language_model = DecoderStack(qwen2_block(cfg.text), cfg.text.vocab_size)
         self.audio_tower = AudioTower(cfg)
         self.semantic_tokenizer_encoder = Encoder(cfg.semantic)
         self.multi_modal_projector = Connector(cfg.acoustic.hidden_size, H)
@@ -47,10 +46,11 @@ class VibeVoiceWeights(nn.Module):
         self.model = Inner(cfg)
         if own_lm_head:
             self.lm_head = nn.Linear(cfg.text.hidden_size, cfg.text.vocab_size, bias=False)
-        self.rotary = Rotary(cfg.text.hidden_size // cfg.text.num_attention_heads, cfg.text.rope_theta)
+        head_dim = cfg.text.hidden_size // cfg.text.num_attention_heads
+        self.rotary = Rotary(head_dim, Rope(theta=cfg.text.rope_theta))
 
     @property
-    def lm(self) -> Qwen2Model:
+    def lm(self) -> DecoderStack:
         return self.model.language_model
 
     def choice_rows(self) -> torch.Tensor:
@@ -62,14 +62,10 @@ class VibeVoiceWeights(nn.Module):
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
         return self.lm.embed_tokens(ids)
 
-    def forward_paged(self, x: torch.Tensor, pb: PagedBatch, k_pools: torch.Tensor,
+    def hidden_states(self, x: torch.Tensor, pb: PagedBatch, k_pools: torch.Tensor,
                       v_pools: torch.Tensor) -> torch.Tensor:
         """x [B, T, H] -> final-norm hidden [B, T, H]; K/V written into the rows' pages."""
-        cos, sin = self.rotary(pb.q_pos, x.dtype)
-        mask = pb.mask()
-        for i, layer in enumerate(self.lm.layers):
-            x = layer.forward_paged(x, cos, sin, k_pools[i], v_pools[i], pb, mask)
-        return self.lm.norm(x)
+        return self.lm.forward_hidden(x, self.rotary, pb, k_pools, v_pools)
 
     def next_embedding(self, latent: torch.Tensor, semantic: torch.Tensor) -> torch.Tensor:
         """The next LM input of a frame: its acoustic latent [N, 64] and semantic features [N, 128]

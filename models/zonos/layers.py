@@ -9,42 +9,22 @@ float32 whatever the model dtype; scaled dot-product attention with the usual 1/
 code embeddings are summed; the heads predict 1025 classes (1024 codes + EOS), padded to 1026 as the
 reference pads them on load (the pad column is never chosen).
 
-Attention reads and writes the engine's paged KV pool `[layers, pages, page_size, kv_heads, head_dim]`:
-`PagedBatch` says where each sequence's positions live.
+Attention reads and writes the engine's paged KV pool `[layers, pages, page_size, kv_heads, head_dim]`
+through the layer library's `paged_attention` (`PagedBatch` says where each sequence's positions live); the
+fused projection, the interleaved rotary table and the LayerNorm blocks stay Zonos' own.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..layers import PagedBatch, apply_rope_interleaved, paged_attention
 from .conditioning import PrefixConditioner
 from .config import CODE_VOCAB, CODEBOOKS, HEAD_VOCAB, Backbone, ZonosConfig
 
 ROPE_BASE = 10000.0
-
-
-@dataclass
-class PagedBatch:
-    """Queries [S, T] (right-padded). `slots[s, i]`: flat pool position (page * page_size + offset) query i
-    writes, -1 for padding; `table [S, P]`: the sequence's pages; key j is visible to query i iff
-    j <= pos[s, i] and j < kv_len[s]."""
-
-    pos: torch.Tensor
-    slots: torch.Tensor
-    table: torch.Tensor
-    kv_len: torch.Tensor
-    page_size: int
-
-    def mask(self) -> torch.Tensor:
-        keys = torch.arange(self.table.shape[1] * self.page_size, device=self.pos.device)
-        visible = (keys[None, None, :] <= self.pos[:, :, None]) & (
-            keys[None, None, :] < self.kv_len[:, None, None]
-        )
-        return visible[:, None]  # [S, 1, T, K]
 
 
 def rope_tables(pos: torch.Tensor, head_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -54,14 +34,6 @@ def rope_tables(pos: torch.Tensor, head_dim: int) -> tuple[torch.Tensor, torch.T
     )
     angle = pos.float()[..., None] * inv
     return angle.cos(), angle.sin()
-
-
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x [S, T, heads, hd]; rotates each interleaved pair in float32."""
-    pairs = x.float().reshape(*x.shape[:-1], -1, 2)
-    a, b = pairs[..., 0], pairs[..., 1]
-    c, s = cos[:, :, None], sin[:, :, None]
-    return torch.stack([a * c - b * s, b * c + a * s], dim=-1).flatten(3).type_as(x)
 
 
 class Attention(nn.Module):
@@ -84,24 +56,11 @@ class Attention(nn.Module):
         S, T, _ = x.shape
         hd = self.head_dim
         q, k, v = self.in_proj(x).split([self.heads * hd, self.kv_heads * hd, self.kv_heads * hd], dim=-1)
-        q = apply_rope(q.view(S, T, self.heads, hd), cos, sin)
-        k = apply_rope(k.view(S, T, self.kv_heads, hd), cos, sin)
+        # cos/sin [S, T, hd/2] gain the head axis here
+        q = apply_rope_interleaved(q.view(S, T, self.heads, hd), cos[:, :, None], sin[:, :, None])
+        k = apply_rope_interleaved(k.view(S, T, self.kv_heads, hd), cos[:, :, None], sin[:, :, None])
         v = v.view(S, T, self.kv_heads, hd)
-        flat_k = k_pool.view(-1, self.kv_heads, hd)
-        flat_v = v_pool.view(-1, self.kv_heads, hd)
-        real = pb.slots >= 0
-        flat_k[pb.slots[real]] = k[real].to(k_pool.dtype)
-        flat_v[pb.slots[real]] = v[real].to(v_pool.dtype)
-        keys = k_pool[pb.table].flatten(1, 2).to(q.dtype)  # [S, P * page, kv_heads, hd]
-        vals = v_pool[pb.table].flatten(1, 2).to(q.dtype)
-        y = F.scaled_dot_product_attention(
-            q.transpose(1, 2),
-            keys.transpose(1, 2),
-            vals.transpose(1, 2),
-            attn_mask=mask,
-            enable_gqa=self.heads != self.kv_heads,
-        )
-        return self.out_proj(y.transpose(1, 2).reshape(S, T, self.heads * hd))
+        return self.out_proj(paged_attention(q, k, v, k_pool, v_pool, pb, mask))
 
 
 class FeedForward(nn.Module):
@@ -134,7 +93,7 @@ class TransformerBackbone(nn.Module):
     def forward(
         self, x: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, pb: PagedBatch
     ) -> torch.Tensor:
-        cos, sin = rope_tables(pb.pos, self.cfg.head_dim)
+        cos, sin = rope_tables(pb.q_pos, self.cfg.head_dim)
         mask = pb.mask()
         for i, layer in enumerate(self.layers):
             x = x + layer.mixer(layer.norm(x), cos, sin, k_pool[i], v_pool[i], pb, mask)

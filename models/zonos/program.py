@@ -46,10 +46,11 @@ from ..base import (
 )
 from ..checkpoint import checkpoint_entries, fill_module
 from ..device_memory import pool_zeros
+from ..layers import PagedBatch
 from ..locate import cached_snapshot, offline_note, read_json, resolve
 from .config import CODEBOOKS, ZonosConfig, parse_config
 from .delay import DelayTracker
-from .layers import PagedBatch, ZonosWeights
+from .layers import ZonosWeights
 from .options import EMOTIONS, OPTIONS
 from .sampling import RowSampling, choose, guide, penalize
 from .sampling import resolve as resolve_sampling

@@ -1,4 +1,4 @@
-"""Normalisation layers shared by the model families."""
+"""RMSNorm as the reference implementations compute it."""
 
 from __future__ import annotations
 
