@@ -37,6 +37,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import sim_unfitted
+from ..codecs.mimi.sim import CODEC_KERNELS, codec_frame_cost
 from ..registry import sim_sizes
 from ..sim_priors import BYTES_BF16, GPUS, KERNELS_PER_LAYER, KERNELS_PER_MODEL, LAUNCH_US, ROW_INEFFICIENCY
 from ..sim_profile import render_profile, stage_profile
@@ -47,9 +48,6 @@ PROMPT_TOKENS = 30
 CTX_POSITIONS = PROMPT_TOKENS + 40
 SAMPLING_KERNELS = 2
 FRAMES_REF = 10
-CODEC_KERNELS = (
-    8 * KERNELS_PER_LAYER + 40
-)  # the transformer, then RVQ, upsample, SEANet convs, gather/scatter
 
 
 def sizes() -> dict[str, Any]:
@@ -91,29 +89,8 @@ def kernels_per_step() -> int:
     return b["layers"] * KERNELS_PER_LAYER + KERNELS_PER_MODEL + SAMPLING_KERNELS + depth
 
 
-def codec_frame_cost() -> tuple[float, float]:
-    """(FLOPs, activation bytes) to decode one 12.5 Hz frame with Mimi's decoder."""
-    c = sizes()["codec"]
-    h = c["hidden"]
-    flops = 2.0 * 256 * h  # the codebook sum's 256 -> 512 output projection
-    flops += 2.0 * h * 4 * 2  # the depthwise upsample (kernel 4), 2 positions
-    flops += 2 * c["layers"] * 2.0 * (4 * h * h + 2 * h * c["mlp"] + c["window"] * h * 2)  # 2 positions
-    ch, positions = c["filters"] * 2 ** len(c["rates"]), 2
-    flops += 2.0 * h * ch * 7 * positions
-    act = 0.0
-    for r in c["rates"]:
-        out = ch // 2
-        flops += 2.0 * ch * out * 2 * r * positions
-        positions *= r
-        flops += 2.0 * (out * (out // 2) * 3 + (out // 2) * out) * positions
-        act += 4 * out * positions * BYTES_BF16
-        ch = out
-    flops += 2.0 * ch * 3 * positions
-    return flops, act
-
-
 def terms(gpu_name: str, setting: str) -> dict[str, float]:
-    flops, act = codec_frame_cost()
+    flops, act = codec_frame_cost(sizes()["codec"])
     return sim_unfitted.stage_terms(
         gpu_name, setting, step_params=step_params(), backbone_params=backbone_params(),
         row_bytes=row_bytes(), kernels=kernels_per_step(), prompt_tokens=PROMPT_TOKENS,
@@ -136,7 +113,7 @@ def build_profile(gpu_name: str, setting: str) -> dict:
 def profile_toml(gpu_name: str, setting: str) -> str:
     t = terms(gpu_name, setting)
     g = GPUS[gpu_name]
-    flops, act = codec_frame_cost()
+    flops, act = codec_frame_cost(sizes()["codec"])
     how = {
         "pessimistic": f"arithmetic row x {ROW_INEFFICIENCY:.1f} (Qwen's H100 fit), codec at half conv "
         "efficiency; nothing fitted",

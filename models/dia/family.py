@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from ..base import ChunkSchedule
+from ..codecs.dac.config import decoder_lookahead_frames
 from ..registry import Demo, Family, HubModel, SimModel, SimSpec, Tiny
-from .dac_config import decoder_lookahead_frames
 
 
 def load(path: str, device: str = "cpu", dtype: str = "float32") -> Any:

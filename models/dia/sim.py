@@ -60,6 +60,7 @@ import argparse
 from collections.abc import Mapping
 from typing import Any
 
+from ..codecs.dac.sim import dac_frame_flops
 from ..registry import sim_sizes
 from ..sim_calibration import Calibration, Simulator
 from ..sim_priors import (
@@ -132,22 +133,6 @@ def kernels_per_step() -> int:
     return d["layers"] * (KERNELS_PER_LAYER + CROSS_KERNELS) + KERNELS_PER_MODEL + SAMPLING_KERNELS
 
 
-def dac_frame_flops() -> tuple[float, float]:
-    """(conv FLOPs, activation bytes) per 512-sample frame of the DAC decoder."""
-    c = sizes()["dac"]
-    ch, flops, act = c["hidden"], 2.0 * c["latent"] * c["hidden"] * 7, 0.0
-    positions = 1
-    for stride in c["rates"]:
-        out = ch // 2
-        flops += 2.0 * ch * out * 2 * stride * positions  # ConvTranspose, kernel 2 x stride, per input
-        positions *= stride
-        flops += 3 * 2.0 * (out * out * 7 + out * out) * positions  # 3 residual units: k7 + k1
-        act += 3 * 5 * out * positions * BYTES_BF16  # snake, snake, add per unit (read + write ~5 passes)
-        ch = out
-    flops += 2.0 * ch * 1 * 7 * positions
-    return flops, act
-
-
 def cfg_terms(bw: float, fl: float, row_ms: float, added_kernels: bool) -> dict[str, float]:
     """cfg_row / cfg_group in rows of `row_ms` (module doc), and the saved milliseconds per pair."""
     d = sizes()["decoder"]
@@ -168,7 +153,7 @@ def terms(gpu_name: str, setting: str) -> dict[str, float]:
     arith_row = (row_bytes() / bw + 2 * decoder_step_params() / fl) * 1e3
     enc, cross_kv = prefill_params()
     floor = decoder_step_params() * BYTES_BF16 / bw * 1e3 + kernels_per_step() * LAUNCH_US / 1e3
-    conv, act = dac_frame_flops()
+    conv, act = dac_frame_flops(sizes()["dac"])
     conv_eff = 0.5 if setting == "pessimistic" else 1.0
     row_ms = arith_row * (ROW_INEFFICIENCY if setting == "pessimistic" else 1.0)
     return {
@@ -196,7 +181,7 @@ def build_profile(gpu_name: str, setting: str = "pessimistic") -> dict:
 
 def profile_toml(gpu_name: str, setting: str) -> str:
     t = terms(gpu_name, setting)
-    conv, act = dac_frame_flops()
+    conv, act = dac_frame_flops(sizes()["dac"])
     g = GPUS[gpu_name]
     # The first two lines name the command that writes the profile and the module holding its derivation.
     head = [

@@ -8,8 +8,8 @@ import math
 from pathlib import Path
 
 from ..base import ChunkSchedule, ModelSpec
+from ..codecs.dac.config import decoder_lookahead_frames
 from .config import DiaConfig
-from .dac_config import decoder_lookahead_frames
 
 SAMPLE_RATE = 44100
 HOP = 512

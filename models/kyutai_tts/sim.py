@@ -35,7 +35,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import sim_unfitted
-from ..csm.sim import CODEC_KERNELS, codec_frame_cost  # the same released Mimi decoder
+from ..codecs.mimi.sim import CODEC_KERNELS, codec_frame_cost  # the same released Mimi decoder as CSM's
 from ..registry import sim_sizes
 from ..sim_priors import BYTES_BF16, GPUS, KERNELS_PER_LAYER, KERNELS_PER_MODEL, LAUNCH_US, ROW_INEFFICIENCY
 from ..sim_profile import render_profile, stage_profile
@@ -90,7 +90,7 @@ def kernels_per_step() -> int:
 
 
 def terms(gpu_name: str, setting: str) -> dict[str, float]:
-    flops, act = codec_frame_cost()
+    flops, act = codec_frame_cost(sizes()["codec"])
     return sim_unfitted.stage_terms(
         gpu_name, setting, step_params=step_params(), backbone_params=backbone_params(),
         row_bytes=row_bytes(), kernels=kernels_per_step(), prompt_tokens=PROMPT_TOKENS,
@@ -113,7 +113,7 @@ def build_profile(gpu_name: str, setting: str) -> dict:
 def profile_toml(gpu_name: str, setting: str) -> str:
     t = terms(gpu_name, setting)
     g = GPUS[gpu_name]
-    flops, act = codec_frame_cost()
+    flops, act = codec_frame_cost(sizes()["codec"])
     how = {
         "pessimistic": f"arithmetic row x {ROW_INEFFICIENCY:.1f} (Qwen's H100 fit), codec at half conv "
         "efficiency; nothing fitted",

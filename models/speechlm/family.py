@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base import ChunkSchedule
-from ..dia.dac_config import decoder_lookahead_frames
+from ..codecs.dac.config import decoder_lookahead_frames
 from ..registry import Demo, Family, HubModel, SimModel, SimSpec, Tiny
 from .options import OPTIONS
 

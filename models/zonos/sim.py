@@ -33,7 +33,7 @@ import argparse
 from collections.abc import Mapping
 from typing import Any
 
-from ..dia.sim import dac_frame_flops  # the same DAC 44.1 kHz decoder, derived once
+from ..codecs.dac.sim import dac_frame_flops  # the same DAC 44.1 kHz decoder as Dia's, derived once
 from ..registry import sim_sizes
 from ..sim_calibration import Calibration, Simulator
 from ..sim_priors import (
@@ -83,7 +83,7 @@ def terms(gpu_name: str, setting: str) -> dict[str, float]:
     bw, fl = gpu.bandwidth * BW_EFF, gpu.flops * FLOP_EFF
     arith_row = (row_bytes() / bw + 2 * step_params() / fl) * 1e3
     floor = step_params() * BYTES_BF16 / bw * 1e3 + kernels_per_step() * LAUNCH_US / 1e3
-    conv, act = dac_frame_flops()
+    conv, act = dac_frame_flops(sizes()["dac"])
     conv_eff = 0.5 if setting == "pessimistic" else 1.0
     return {
         "floor_ms": floor,
@@ -111,7 +111,7 @@ def build_profile(gpu_name: str, setting: str = "pessimistic") -> dict:
 
 def profile_toml(gpu_name: str, setting: str) -> str:
     t = terms(gpu_name, setting)
-    conv, act = dac_frame_flops()
+    conv, act = dac_frame_flops(sizes()["dac"])
     g = GPUS[gpu_name]
     head = [
         "Written by `python -m voxcli.bench.calibration --family zonos`: Zonos v0.1 (transformer) on "

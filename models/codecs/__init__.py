@@ -1,0 +1,2 @@
+"""Codecs and codec parts more than one family decodes with (a family imports them from here, never from
+another family): the streaming causal convolutions, the codec transformers' rotary embedding, Mimi, DAC."""
