@@ -206,7 +206,7 @@ def test_an_unreadable_generation_field_is_one_checkpoint_sentence(family):
 def test_codec_configs_of_each_transformers_version(version):
     """The codecs' configs too: Dia's DAC (transformers DacConfig) and Qwen3-TTS's speech tokenizer (a
     transformers MimiConfig encoder, whose 5.x form has rope_parameters and no rope_theta)."""
-    from voxcli.models.dia.dac_config import DacCodecConfig
+    from voxcli.models.codecs.dac.config import DacCodecConfig
     from voxcli.models.qwen3_tts.codec import CodecDecoderConfig
     from voxcli.models.qwen3_tts.mimi_encoder import MimiEncoderConfig
 

@@ -44,7 +44,7 @@ def program(ckpt):
 
 
 def test_resample_keeps_a_band_limited_tone():
-    from voxcli.models.flowlm.resample import resample
+    from voxcli.models.audio.torchaudio_resample import resample
 
     for orig, new in ((48000, 16000), (22050, 24000), (44100, 16000)):
         n = orig  # one second

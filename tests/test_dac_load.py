@@ -13,8 +13,9 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 from voxcli.models.base import CheckpointError, InputError
-from voxcli.models.dia.dac import DAC_HUB_ID, DacCodec, resolve_codec
-from voxcli.models.dia.dac_tiny import build_tiny_dac
+from voxcli.models.codecs.dac.codec import DAC_HUB_ID, DacCodec
+from voxcli.models.codecs.dac.tiny import build_tiny_dac
+from voxcli.models.dia.checkpoint import resolve_codec
 
 KEY = "decoder.block.1.res_unit2.conv1.weight"
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 from oracle.interpreters import run_oracle
 from voxcli.models.base import CodecItem
-from voxcli.models.dia.dac import DacCodec
-from voxcli.models.dia.dac_tiny import build_tiny_dac
+from voxcli.models.codecs.dac.codec import DacCodec
+from voxcli.models.codecs.dac.tiny import build_tiny_dac
 
 pytestmark = pytest.mark.oracle
 

@@ -8,10 +8,10 @@ import pytest
 import torch
 from support.chunk_schedules import chunk_schedule, random_lead
 from voxcli.models.base import CodecItem
-from voxcli.models.dia.dac import DacCodec
-from voxcli.models.dia.dac_config import DacCodecConfig
-from voxcli.models.dia.dac_layers import DacNet
-from voxcli.models.dia.dac_tiny import build_tiny_dac
+from voxcli.models.codecs.dac.codec import DacCodec
+from voxcli.models.codecs.dac.config import DacCodecConfig
+from voxcli.models.codecs.dac.layers import DacNet
+from voxcli.models.codecs.dac.tiny import build_tiny_dac
 
 HOP = 512
 

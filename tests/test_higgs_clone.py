@@ -73,7 +73,7 @@ def test_vox_say_clones_from_a_clip_and_its_transcript(ckpt, program, tmp_path):
 def test_other_sample_rates_are_resampled_to_the_tokenizer_rate(program):
     """A 16 kHz clip is encoded as the same clip resampled to 24 kHz by the tokenizer's own resampler."""
     import torch
-    from voxcli.models.higgs_audio.resample import resample
+    from voxcli.models.audio.resample import resample
 
     clip16 = _clip(16000, 16000)
     up = resample(torch.from_numpy(clip16), 16000, 24000).numpy()

@@ -179,7 +179,7 @@ def test_sharded_checkpoint_loads_the_same(ckpts, tmp_path):
     import shutil
 
     from safetensors.torch import load_file
-    from voxcli.models.higgs_audio.tiny import save_weights
+    from voxcli.models.weights import save_weights
 
     sharded = tmp_path / "sharded"
     shutil.copytree(ckpts["hf"], sharded)

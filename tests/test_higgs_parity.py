@@ -152,7 +152,7 @@ def test_encoder_codes_match_transformers(oracle, program):
 
 
 def test_resampler_matches_torchaudio(oracle):
-    from voxcli.models.higgs_audio.resample import resample
+    from voxcli.models.audio.resample import resample
 
     _needs_resampler(oracle)
     x = torch.from_numpy(np.load(oracle[2] / "clip44.npy"))

@@ -10,9 +10,9 @@ import functools
 
 import pytest
 import torch
+from voxcli.models.codecs.dac.config import DacCodecConfig
 from voxcli.models.dia import memory as dia_memory
 from voxcli.models.dia.config import DecoderConfig, DiaConfig, EncoderConfig
-from voxcli.models.dia.dac_config import DacCodecConfig
 from voxcli.models.dia.layers import DiaWeights
 from voxcli.models.qwen3_tts import memory as qwen_memory
 from voxcli.models.qwen3_tts.codec import CodecDecoderConfig

@@ -185,7 +185,7 @@ def test_base_resamples_a_clip_at_another_rate(base):
     """One sample-rate behaviour for every family (issue 32): a 16 kHz clip is resampled to the model's
     24 kHz (as Higgs does), not refused; its prompt is the one the resampled clip gives."""
     import torch
-    from voxcli.models.higgs_audio.resample import resample
+    from voxcli.models.audio.resample import resample
 
     t = np.arange(16000) / 16000
     clip16 = (0.1 * np.sin(2 * np.pi * 180 * t)).astype(np.float32)

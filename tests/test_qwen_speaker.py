@@ -9,12 +9,11 @@ import pytest
 import torch
 from safetensors.torch import save_file
 from support.audio_case import SR, audio_case, oracle_outputs
+from voxcli.models.audio.mel import log_mel, slaney_mel_filters
 from voxcli.models.base import CheckpointError, InputError
 from voxcli.models.qwen3_tts.speaker_encoder import (
     SpeakerEncoder,
     SpeakerEncoderConfig,
-    log_mel,
-    slaney_mel_filters,
 )
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from voxcli.models.qwen3_tts.text_tokenizer import TextTokenizer
 from voxcli.models.qwen3_tts.tiny import tiny_tokenizer
+from voxcli.models.text_tokenizer import TextTokenizer
 
 
 @pytest.fixture(scope="session")

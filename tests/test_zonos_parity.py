@@ -58,7 +58,7 @@ def _sizes() -> dict:
 
 @pytest.fixture(scope="module")
 def oracle(tmp_path_factory):
-    from voxcli.models.dia.dac_tiny import build_tiny_dac
+    from voxcli.models.codecs.dac.tiny import build_tiny_dac
 
     d = tmp_path_factory.mktemp("zonos_oracle")
     ckpt = d / "ckpt"

@@ -1,1 +1,3 @@
-"""Codecs and vocoders that more than one family decodes with (family-neutral library code)."""
+"""Codecs, vocoders and codec parts more than one family decodes with (a family imports them from here,
+never from another family): the streaming causal convolutions, the codec transformers' rotary embedding,
+Mimi, DAC, the X-Codec encoder parts and HiFT."""

@@ -2,8 +2,9 @@
 
 The backbone is Llama-3.2-1B-shaped (16 layers, 2048 wide, llama3 RoPE); `depth_decoder_config` the
 100M-shaped depth decoder (4 layers, 1024 wide) whose embeddings live in the backbone's width;
-`codec_config` a transformers MimiConfig (models/mimi). Absent or null fields take CsmConfig's defaults,
-a value of the wrong kind is a CheckpointError naming the key and the file (models/config_fields.py).
+`codec_config` a transformers MimiConfig (models/codecs/mimi). Absent or null fields take CsmConfig's
+defaults, a value of the wrong kind is a CheckpointError naming the key and the file
+(models/config_fields.py).
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from ..base import CheckpointError
+from ..codecs.mimi.config import MimiConfig
 from ..config_fields import get_dict, get_float, get_int
 from ..layers import Rope, parse_rope
 from ..locate import read_json
-from ..mimi.config import MimiConfig
 
 
 @dataclass(frozen=True)

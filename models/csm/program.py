@@ -6,7 +6,7 @@ the previous frame's K codebooks summed in decode, and its last normed hidden st
 dense cache per frame, all rows together) from that hidden state and codebook 0 to codebooks 1..K-1. So
 every step emits one frame. A frame whose codebooks 0..K-2 all hold `codebook_eos_token_id` ends the
 utterance, as `generate` stops; it is played only when its last codebook is not eos too (`generate`'s
-audio cuts at the first all-eos frame). Mimi (models/mimi) decodes chunks in the codec lanes, its
+audio cuts at the first all-eos frame). Mimi (models/codecs/mimi) decodes chunks in the codec lanes, its
 streaming state in codec slots.
 
 Re-runnable stages (models/base.py): prefill rebuilds each row's state from its prompt and assigns it at
@@ -17,7 +17,6 @@ consumes). KV writes go to each row's own pages at positions >= kv_len (a re-run
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,10 +34,11 @@ from ..base import (
     SynthesisRequest,
 )
 from ..checkpoint import fill_module, read_json, resolve
+from ..codecs.mimi.codec import MimiCodec, load_codec
+from ..codecs.mimi.layouts import transformers_layout
 from ..device_memory import pool_zeros
 from ..layers import PagedBatch
-from ..mimi.codec import MimiCodec, load_codec
-from ..mimi.layouts import transformers_layout
+from ..sampling import request_generator
 from .checkpoint import csm_entries
 from .config import CsmConfig, GenerationDefaults, parse_config
 from .layers import CsmWeights
@@ -297,11 +297,10 @@ class CsmProgram(ModelProgram):
         states = []
         for r in rows:
             p: PreparedCsm = r.prompt.data
-            seed = p.seed if p.seed is not None else secrets.randbits(63)
             fixed = r.prompt.fixed_frames is not None
             states.append(
                 CsmState(
-                    gen=torch.Generator().manual_seed(seed),
+                    gen=request_generator(p.seed),
                     sampling=p.sampling,
                     last=np.zeros(c.num_codebooks, dtype=np.int64),
                     fixed=fixed,

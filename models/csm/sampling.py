@@ -10,9 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..dia.sampling import draw, top_k_filter, top_p_filter
-
-NEG_INF = float("-inf")
+from ..sampling import NEG_INF, draw, top_k_filter, top_p_filter
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
-from ..higgs_audio.tiny import write_tokenizer
+from ..byte_tokenizer import write_tokenizer
 
 SEED = 0
 CALIBRATION_TEXT = "Hello from a tiny random CSM."
@@ -208,7 +208,7 @@ def config_dict(size: str) -> dict[str, Any]:
 
 def _shapes(cfg_dict: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     """Every tensor's name and shape, from this package's own modules built on the meta device."""
-    from ..mimi.codec import MimiCodec
+    from ..codecs.mimi.codec import MimiCodec
     from .config import parse_config
     from .layers import CsmWeights
 

@@ -4,8 +4,8 @@ the demo builder load when first used."""
 from __future__ import annotations
 
 from ..base import ChunkSchedule
+from ..codecs.dac.config import decoder_lookahead_frames
 from ..registry import Demo, Entry, Family, HubModel, SimModel, SimSpec, Tiny
-from .dac_config import decoder_lookahead_frames
 
 # Dia-1.6B's published dimensions (config.json of nari-labs/Dia-1.6B-0626 = transformers' DiaConfig
 # defaults) and the DAC 44.1 kHz decoder's (descript/dac_44khz: decoder width 1536, upsampling 8, 8, 4, 2).

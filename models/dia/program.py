@@ -47,12 +47,13 @@ from ..base import (
     SynthesisRequest,
 )
 from ..device_memory import pool_zeros
+from ..sampling import draw
 from .checkpoint import load_strict, read_json, resolve
 from .config import DiaConfig, GenerationDefaults, parse_config
 from .delay import DelayTracker
 from .layers import DiaWeights, PagedKV, pack_cross
 from .prompt import PreparedDia, clone_text, resolve_sampling, validate
-from .sampling import RowSampling, draw, process
+from .sampling import RowSampling, process
 from .shared_cross import build_plans, uncond_constants
 from .spec import DEFAULT_CHUNKS, HOP, SAMPLE_RATE, model_spec  # noqa: F401 (re-exported)
 
@@ -148,7 +149,8 @@ class DiaProgram(ModelProgram):
     @property
     def codec_model(self):
         if self._codec is None:
-            from .dac import DacCodec, resolve_codec
+            from ..codecs.dac.codec import DacCodec
+            from .checkpoint import resolve_codec
 
             dtype = next(k for k, v in DTYPES.items() if v == self.dtype)
             self._codec = DacCodec.load(resolve_codec(self.root), device=str(self.device), dtype=dtype)
@@ -210,7 +212,7 @@ class DiaProgram(ModelProgram):
         clip = np.asarray(wav, dtype=np.float32)
         if sample_rate != self.spec.sample_rate and clip.ndim == 1:
             # a clip at another rate is resampled to the DAC's (as every family does), not refused
-            from ..higgs_audio.resample import resample
+            from ..audio.resample import resample
 
             clip = resample(torch.from_numpy(np.ascontiguousarray(clip)), sample_rate,
                             self.spec.sample_rate).numpy()
@@ -248,8 +250,8 @@ class DiaProgram(ModelProgram):
         self._cross_key, self._cross_dense = None, None
 
     def memory_needs(self) -> MemoryNeeds:
-        from .dac import resolve_codec
-        from .dac_config import DacCodecConfig
+        from ..codecs.dac.config import DacCodecConfig
+        from .checkpoint import resolve_codec
         from .memory import memory_needs
 
         dac = DacCodecConfig.read(resolve_codec(self.root) / "config.json")

@@ -8,9 +8,9 @@ import math
 from pathlib import Path
 
 from ..base import ChunkSchedule, ModelSpec
+from ..codecs.dac.config import decoder_lookahead_frames
 from ..locate import read_json
 from .config import DiaConfig, parse_config
-from .dac_config import decoder_lookahead_frames
 
 SAMPLE_RATE = 44100
 HOP = 512

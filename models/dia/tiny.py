@@ -4,7 +4,7 @@
     OUT/generation_config.json  sampling defaults like the hub checkpoint (CFG 3, temperature 1.8, ...)
     OUT/model.safetensors       `model.encoder.*`, `model.decoder.*`, `logits_dense.weight`
     OUT/tokenizer_config.json, preprocessor_config.json   (DiaTokenizer / DiaFeatureExtractor settings)
-    OUT/codec/                  a tiny DAC (models/dia/dac_tiny.py: DacModel.save_pretrained layout)
+    OUT/codec/                  a tiny DAC (models/codecs/dac/tiny.py: DacModel.save_pretrained layout)
 
 transformers loads OUT with no missing or unexpected keys (tests/test_dia_parity.py checks it).
 Weights: one torch.Generator(seed), N(0, 0.02) like transformers' initialiser, norms at 1. The audio
@@ -187,7 +187,7 @@ def build_tiny(
                 sd[k] = (torch.randn(v.shape, generator=g) * 0.02).contiguous()
         save_file(sd, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         if codec:
-            from .dac_tiny import build_tiny_dac
+            from ..codecs.dac.tiny import build_tiny_dac
 
             build_tiny_dac(tmp / "codec", seed=seed)
         if out.exists():

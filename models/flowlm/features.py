@@ -8,8 +8,8 @@ computed as it computes them:
 - prompt mel for the flow: the checkpoint's `feat_extractor` (Matcha-TTS `mel_spectrogram`; Fun-CosyVoice3:
   n_fft 1920, hop 480, 80 mels, 24 kHz, fmax = Nyquist) of the clip at 24 kHz -> [T, 80].
 
-The clip is mono float32; each feature resamples it from its own rate (resample.py), as upstream's
-`load_wav(wav, 16000)` / `load_wav(wav, 24000)` do.
+The clip is mono float32; each feature resamples it from its own rate
+(models/audio/torchaudio_resample.py), as upstream's `load_wav(wav, 16000)` / `load_wav(wav, 24000)` do.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from typing import Any
 
 import torch
 
+from ..audio.mel import log_mel, slaney_mel_filters
+from ..audio.torchaudio_resample import resample
 from ..base import CheckpointError
-from ..qwen3_tts.speaker_encoder import log_mel, slaney_mel_filters
 from .kaldi_fbank import fbank
-from .resample import resample
 
 TOKENIZER_RATE = 16000
 WHISPER_N_FFT, WHISPER_HOP, WHISPER_MELS = 400, 160, 128

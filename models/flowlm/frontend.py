@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..base import InputError
-from ..qwen3_tts.text_tokenizer import TextTokenizer
+from ..text_tokenizer import TextTokenizer
 from .config import ENDOFPROMPT_ID
 
 # What CosyVoice3Tokenizer adds, in its order (the phoneme tokens that follow them upstream are not

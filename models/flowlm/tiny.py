@@ -27,7 +27,7 @@ import torch
 from safetensors.torch import save_file
 from tokenizers import Tokenizer, models
 
-from ..qwen3_tts.text_tokenizer import TextTokenizer, add_specials, bytes_to_unicode, qwen2_pipeline
+from ..text_tokenizer import TextTokenizer, add_specials, bytes_to_unicode, qwen2_pipeline
 from .config import ENDOFPROMPT_ID, QWEN_DIR
 
 QWEN2_SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")

@@ -6,14 +6,14 @@ Decode path, as the reference runs it: per codebook `quantizer.quantizers.i.code
 with two changes from plain DAC: every transposed convolution has `output_padding = stride % 2` (the odd
 ratios 5 and 3 of [8, 5, 4, 2, 3] still give exactly `stride` samples per input) and there is no final tanh.
 
-Streaming reuses Dia's DAC machinery (models/dia/dac.py, dac_layers.py): the quantizer and fc2 are pointwise
-in time, every decoder convolution keeps its left context in the slot and is masked by true position, so a
-chunk waits only for the decoder's right context. For the released ratios (hop 960 at 24 kHz) that look-ahead,
-referred to the output rate, is: conv1 3; per block of stride s, delay x s + ceil(s/2) (the transposed conv) +
-3 + 9 + 27 (the dilated residual units): 67, 377, 1549, 3138, 9455; conv2 + 3 = 9458 samples = 9.85 frames =
-394 ms of audio. A first chunk needs 10 frames before it yields a single sample, which is why the recipe's
-first chunk is 15 frames (it releases 4942 samples, 206 ms) and the second only 10. A request's last chunk
-flushes the held-back tail against the same zero padding the offline decode uses.
+Streaming reuses the DAC machinery (models/codecs/dac/codec.py, layers.py): the quantizer and fc2 are
+pointwise in time, every decoder convolution keeps its left context in the slot and is masked by true
+position, so a chunk waits only for the decoder's right context. For the released ratios (hop 960 at 24 kHz)
+that look-ahead, referred to the output rate, is: conv1 3; per block of stride s, delay x s + ceil(s/2) (the
+transposed conv) + 3 + 9 + 27 (the dilated residual units): 67, 377, 1549, 3138, 9455; conv2 + 3 = 9458
+samples = 9.85 frames = 394 ms of audio. A first chunk needs 10 frames before it yields a single sample,
+which is why the recipe's first chunk is 15 frames (it releases 4942 samples, 206 ms) and the second only
+10. A request's last chunk flushes the held-back tail against the same zero padding the offline decode uses.
 """
 
 from __future__ import annotations
@@ -30,9 +30,10 @@ from torch import nn
 
 from ..base import CheckpointError
 from ..checkpoint import read_json
-from ..dia.dac import DTYPES, DacCodec, fold_weight_norm, source_keys
-from ..dia.dac_layers import Conv, ConvTranspose, DecoderBlock, Pos, ResidualUnit, Snake1d, Stream
+from ..codecs.dac.codec import DTYPES, DacCodec
+from ..codecs.dac.layers import Conv, ConvTranspose, DecoderBlock, Pos, ResidualUnit, Snake1d, Stream
 from ..locate import locate_component
+from ..weights import fold_weight_norm, source_keys
 from .codec_config import TOKENIZER_HUB_ID, HiggsCodecConfig  # noqa: F401 - torch-free (describe reads it)
 
 

@@ -2,11 +2,13 @@
 mono PCM -> codes [frames, 8] at 25 Hz, for voice clone from a reference clip.
 
 As the reference computes it (float32):
-  semantic: resample to 16 kHz (resample.py), pad 160 samples each side, HuBERT (hubert.py), the mean of all
-            its hidden states, every `semantic_downsample`-th frame (2 at the released rates), then the
-            semantic encoder (a conv, then blocks of ELU residual units and a conv);
-  acoustic: the DAC encoder (Dia's DAC blocks, models/dia/dac_layers.py) on the clip, or on the clip padded by
-            hop / 2 each side when its conv arithmetic would not give the semantic branch's frame count;
+  semantic: resample to 16 kHz (models/audio/resample.py), pad 160 samples each side, HuBERT
+            (models/codecs/xcodec/hubert.py), the mean of all its hidden states, every
+            `semantic_downsample`-th frame (2 at the released rates), then the semantic encoder (a conv,
+            then blocks of ELU residual units and a conv; models/codecs/xcodec/encoder.py);
+  acoustic: the DAC encoder (models/codecs/xcodec/encoder.py, on the DAC blocks) on the clip, or on the
+            clip padded by hop / 2 each side when its conv arithmetic would not give the semantic
+            branch's frame count;
   both concatenated (acoustic first) -> `fc` -> residual VQ with the top bandwidth's quantizers: per codebook
   `project_in`, the nearest entry by Euclidean distance (the reference's expression term for term, so ties
   break alike), its `project_out` embedding subtracted from the residual.
@@ -14,8 +16,6 @@ As the reference computes it (float32):
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,155 +24,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..audio.resample import resample
 from ..base import CheckpointError, InputError
-from ..checkpoint import read_json
-from ..dia.dac import fold_weight_norm, source_keys
-from ..dia.dac_layers import Conv, EncoderBlock, Snake1d
+from ..codecs.xcodec.encoder import AcousticEncoder, HiggsEncoderConfig, SemanticEncoder
+from ..codecs.xcodec.hubert import Hubert, fold_kernel_weight_norm
+from ..weights import fold_weight_norm, source_keys
 from .codec import VectorQuantizer, read_tokenizer_weights
-from .hubert import Hubert, HubertConfig, fold_kernel_weight_norm
-from .resample import resample
 
 HUBERT_PAD = 160  # samples at 16 kHz each side (transformers' value, not the original codebase's hop / 2)
-
-
-@dataclass(frozen=True)
-class HiggsEncoderConfig:
-    sample_rate: int
-    semantic_sample_rate: int
-    downsampling_ratios: tuple[int, ...]
-    encoder_hidden_size: int
-    acoustic_hidden: int
-    semantic: HubertConfig
-    kernel_size: int
-    channel_ratios: tuple[float, ...]
-    strides: tuple[int, ...]
-    block_dilations: tuple[int, ...]
-    unit_kernel_size: int
-    codebook_size: int
-    codebook_dim: int
-    bandwidth: float  # the top target bandwidth (kbps): encode's default
-    downsample_factor: int
-
-    @property
-    def hop_length(self) -> int:
-        return math.prod(self.downsampling_ratios)
-
-    @property
-    def hidden_size(self) -> int:
-        return self.acoustic_hidden + self.semantic.hidden_size
-
-    @property
-    def semantic_downsample(self) -> int:
-        return int(self.hop_length / (self.sample_rate / self.semantic_sample_rate) / self.downsample_factor)
-
-    @property
-    def n_quantizers(self) -> int:
-        """The quantizers encode uses at the top bandwidth (log2(codebook_size) bits per code per frame)."""
-        per_q = math.log2(self.codebook_size) * math.ceil(self.sample_rate / self.hop_length) / 1000
-        return int(max(1, math.floor(self.bandwidth / per_q)))
-
-    @classmethod
-    def read(cls, path: Path) -> HiggsEncoderConfig:
-        d = read_json(path)
-        ac = d.get("acoustic_model_config") or {}
-        sem = d.get("semantic_model_config") or {}
-        try:
-            semantic = HubertConfig.from_dict(sem, str(path))
-            acoustic = int(ac.get("hidden_size", 256))
-            dim = d.get("codebook_dim", 64)
-            cfg = cls(
-                sample_rate=int(d.get("sample_rate", 24000)),
-                semantic_sample_rate=int(d.get("semantic_sample_rate", 16000)),
-                downsampling_ratios=tuple(int(x) for x in ac.get("downsampling_ratios", [8, 5, 4, 2])),
-                encoder_hidden_size=int(ac.get("encoder_hidden_size", 64)),
-                acoustic_hidden=acoustic,
-                semantic=semantic,
-                kernel_size=int(d.get("kernel_size", 3)),
-                channel_ratios=tuple(float(x) for x in d.get("channel_ratios", [1, 1])),
-                strides=tuple(int(x) for x in d.get("strides", [1, 1])),
-                block_dilations=tuple(int(x) for x in d.get("block_dilations", [1, 1])),
-                unit_kernel_size=int(d.get("unit_kernel_size", 3)),
-                codebook_size=int(d.get("codebook_size", 1024)),
-                codebook_dim=acoustic + semantic.hidden_size if dim is None else int(dim),
-                bandwidth=float(list(d.get("target_bandwidths", [0.5, 1, 1.5, 2, 4]))[-1]),
-                downsample_factor=int(d.get("downsample_factor", 320)),
-            )
-        except (TypeError, ValueError, IndexError) as e:
-            raise CheckpointError(f"{path}: invalid audio tokenizer setting ({e})") from None
-        if len(cfg.strides) != len(cfg.channel_ratios):
-            raise CheckpointError(f"{path}: strides and channel_ratios must be equally long")
-        return cfg
-
-
-class AcousticEncoder(nn.Module):
-    """DAC's encoder: conv1 (1 -> enc, k7), blocks doubling the width at each stride, Snake, conv2 (k3) to
-    the acoustic latent."""
-
-    def __init__(self, cfg: HiggsEncoderConfig) -> None:
-        super().__init__()
-        enc, n = cfg.encoder_hidden_size, len(cfg.downsampling_ratios)
-        self.conv1 = Conv(1, enc, 7)
-        self.block = nn.ModuleList(EncoderBlock(enc * 2**i, s) for i, s in enumerate(cfg.downsampling_ratios))
-        self.snake1 = Snake1d(enc * 2**n)
-        self.conv2 = Conv(enc * 2**n, cfg.acoustic_hidden, 3)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.conv1(x)
-        for blk in self.block:
-            x = blk(x)
-        return self.conv2(self.snake1(x))
-
-    def output_length(self, n: int) -> int:
-        """Frames for n samples, by the reference's per-conv arithmetic (its `int(.)` truncation included)."""
-        for m in self.modules():
-            if isinstance(m, Conv):
-                n = int((n + 2 * m.padding - m.dilation * (m.kernel - 1) - 1) / m.stride + 1)
-        return n
-
-
-class SemanticUnit(nn.Module):
-    def __init__(self, channels: int, kernel: int, dilation: int) -> None:
-        super().__init__()
-        pad = ((kernel - 1) // 2) * dilation
-        self.conv1 = nn.Conv1d(channels, channels, kernel, padding=pad, dilation=dilation, bias=False)
-        self.conv2 = nn.Conv1d(channels, channels, 1, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.conv2(F.elu(self.conv1(F.elu(x))))
-
-
-class SemanticBlock(nn.Module):
-    def __init__(self, cfg: HiggsEncoderConfig, cin: int, cout: int, stride: int) -> None:
-        super().__init__()
-        self.res_units = nn.ModuleList(
-            SemanticUnit(cin, cfg.unit_kernel_size, d) for d in cfg.block_dilations
-        )
-        kernel = 3 if stride == 1 else 2 * stride
-        self.conv = nn.Conv1d(cin, cout, kernel, stride=stride, padding=(kernel - 1) // 2)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for unit in self.res_units:
-            x = unit(x)
-        return self.conv(x)
-
-
-class SemanticEncoder(nn.Module):
-    def __init__(self, cfg: HiggsEncoderConfig) -> None:
-        super().__init__()
-        h, k = cfg.semantic.hidden_size, cfg.kernel_size
-        self.conv = nn.Conv1d(h, h, k, padding=k // 2, bias=False)
-        blocks, cin = [], h
-        for ratio, stride in zip(cfg.channel_ratios, cfg.strides, strict=True):
-            cout = int(h * ratio)
-            blocks.append(SemanticBlock(cfg, cin, cout, stride))
-            cin = cout
-        self.conv_blocks = nn.ModuleList(blocks)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.conv(x)
-        for blk in self.conv_blocks:
-            x = blk(x)
-        return x
 
 
 class _VQ(VectorQuantizer):

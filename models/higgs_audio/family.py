@@ -4,7 +4,7 @@ and the demo builder load when first used."""
 from __future__ import annotations
 
 from ..base import ChunkSchedule
-from ..dia.dac_config import decoder_lookahead_frames
+from ..codecs.dac.config import decoder_lookahead_frames
 from ..registry import Demo, Entry, Family, HubModel, SimModel, SimSpec, Tiny
 
 # Higgs Audio v3 4B's published dimensions (bosonai/higgs-audio-v3-tts-4b: Qwen3-4B backbone, the tied

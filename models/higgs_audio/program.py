@@ -15,7 +15,6 @@ still draws a random replacement for repeated codes, which no deterministic path
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,10 +42,10 @@ from ..checkpoint import (
     read_state_dict,
     resolve,
 )
+from ..codecs.dac.config import decoder_lookahead_frames
 from ..device_memory import pool_zeros
-from ..dia.dac_config import decoder_lookahead_frames
-from ..dia.sampling import draw, top_k_filter, top_p_filter
 from ..layers import PagedBatch
+from ..sampling import draw, request_generator, top_k_filter, top_p_filter
 from .codec import HiggsCodec, HiggsCodecConfig, resolve_tokenizer
 from .config import GenerationDefaults, HiggsConfig, parse_v2
 from .delay import DelayTracker
@@ -427,7 +426,6 @@ class HiggsProgram(ModelProgram):
         for r in rows:
             p: PreparedHiggs = r.prompt.data
             fixed = r.prompt.fixed_frames is not None
-            seed = p.seed if p.seed is not None else secrets.randbits(63)
             r.state = HiggsState(
                 tracker=DelayTracker(
                     p.ids,
@@ -442,7 +440,7 @@ class HiggsProgram(ModelProgram):
                     history=p.audio_rows,
                 ),
                 sampling=p.sampling,
-                gen=torch.Generator().manual_seed(seed),
+                gen=request_generator(p.seed),
                 fixed=fixed,
             )
             r.frames_emitted = 0

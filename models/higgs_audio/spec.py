@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..base import ChunkSchedule, ModelSpec
-from ..dia.dac_config import decoder_lookahead_frames
+from ..codecs.dac.config import decoder_lookahead_frames
 from ..locate import read_json
 from .codec_config import HiggsCodecConfig
 from .config import HiggsConfig, parse_v2

@@ -20,10 +20,12 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
-from ..qwen3_tts.text_tokenizer import bytes_to_unicode
+from ..byte_tokenizer import write_tokenizer
+from ..codecs.xcodec.encoder import HiggsEncoderConfig
+from ..weights import save_weights
 from .codec import HiggsCodecConfig, HiggsDecoderNet
 from .config import HiggsConfig, parse_v2
-from .encoder import POS_CONV, HiggsEncoderConfig, HiggsEncoderNet
+from .encoder import POS_CONV, HiggsEncoderNet
 from .layers import HiggsWeights
 
 SPECIALS = (
@@ -80,72 +82,6 @@ CODEC_SIZES: dict[str, dict[str, Any]] = {
     "v2-3b": dict(decoder_hidden_size=1024, acoustic_hidden=256, semantic_hidden=768, codebook_dim=64),
 }
 RATIOS = [8, 5, 4, 2, 3]  # the released tokenizer's: hop 960 at 24 kHz = 25 frames/s
-
-
-def write_tokenizer(out: Path, specials: tuple[str, ...] = SPECIALS) -> dict[str, int]:
-    """Byte-level BPE with no merges (one token per byte), `specials` at 256.. as added tokens."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
-
-    vocab = {ch: i for i, ch in enumerate(bytes_to_unicode().values())}
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    tok.decoder = decoders.ByteLevel()
-    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
-    tok.save(str(out / "tokenizer.json"))
-    ids = {t: tok.token_to_id(t) for t in specials}
-    conf = {
-        "bos_token": "<|begin_of_text|>",
-        "eos_token": "<|eot_id|>",
-        "pad_token": "<|eot_id|>",
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "model_max_length": 131072,
-        "added_tokens_decoder": {
-            str(i): {
-                "content": t,
-                "special": True,
-                "normalized": False,
-                "lstrip": False,
-                "rstrip": False,
-                "single_word": False,
-            }
-            for t, i in ids.items()
-        },
-    }
-    (out / "tokenizer_config.json").write_text(json.dumps(conf, indent=2))
-    return ids
-
-
-SHARD_BYTES = 1 << 30
-
-
-def save_weights(sd: dict[str, torch.Tensor], out: Path, shard_bytes: int = SHARD_BYTES) -> None:
-    """model.safetensors, or (past `shard_bytes`) shards of about that size + model.safetensors.index.json as
-    the hub writes them: safetensors serialises a whole file in memory, so a real-size checkpoint written
-    in one piece would need its size twice over."""
-    total = sum(v.numel() * v.element_size() for v in sd.values())
-    if total <= shard_bytes:
-        save_file(
-            {k: v.contiguous() for k, v in sd.items()},
-            str(out / "model.safetensors"),
-            metadata={"format": "pt"},
-        )
-        return
-    shards: list[list[str]] = [[]]
-    size = 0
-    for k, v in sd.items():
-        if size and size + v.numel() * v.element_size() > shard_bytes:
-            shards.append([])
-            size = 0
-        shards[-1].append(k)
-        size += v.numel() * v.element_size()
-    weight_map = {}
-    for i, keys in enumerate(shards):
-        name = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
-        save_file({k: sd[k].contiguous() for k in keys}, str(out / name), metadata={"format": "pt"})
-        weight_map.update({k: name for k in keys})
-    (out / "model.safetensors.index.json").write_text(
-        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2)
-    )
 
 
 def model_config(size: str, ids: dict[str, int]) -> dict[str, Any]:
@@ -249,7 +185,7 @@ def build_tiny(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     gen = torch.Generator().manual_seed(seed)
-    ids = write_tokenizer(out)
+    ids = write_tokenizer(out, SPECIALS)
     d = model_config(size, ids)
     (out / "config.json").write_text(json.dumps(d, indent=2))
     cfg: HiggsConfig = parse_v2(d, str(out / "config.json"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..checkpoint import TensorEntry, read_header
-from ..mimi.layouts import _rows
+from ..codecs.mimi.layouts import _rows
 from .config import KyutaiConfig
 
 _STACKED = {"in_proj_weight": "in_projs", "out_proj.weight": "out_projs"}

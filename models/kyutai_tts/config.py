@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..codecs.mimi.config import MimiConfig
 from ..errors import CheckpointError
-from ..mimi.config import MimiConfig
 
 # moshi's fixed Mimi (loaders._mimi_config): what a checkpoint without `mimi_config_name` decodes with
 MOSHI_MIMI = {

@@ -12,8 +12,8 @@ A request ends `final_padding` steps past the audio delay after the machine cons
 
 Speaker conditioning: the voice's `speaker_wavs` (cross-attention keys/values per layer, computed once per
 request at prefill), `control` + `cfg` (the distilled guidance strength: `cfg_scale`) summed into every
-step. One pass per step: no doubled batch. Mimi (models/mimi, moshi's weight names) decodes in the codec
-lanes with per-request slots.
+step. One pass per step: no doubled batch. Mimi (models/codecs/mimi, moshi's weight names) decodes in the
+codec lanes with per-request slots.
 
 Streaming text (`TextFeed`, models/text_feed.py; the spec's TEXT_STREAM mode): a request's words may
 arrive while it runs; the machine pads while it waits for the next word (the row keeps stepping, the batch
@@ -25,7 +25,6 @@ each stage computes on copies of the rows' host state and commits them in a loop
 from __future__ import annotations
 
 import copy
-import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,10 +43,11 @@ from ..base import (
     check_numbers,
 )
 from ..checkpoint import fill_module, read_header, read_json, resolve
+from ..codecs.mimi.codec import MimiCodec, load_codec
+from ..codecs.mimi.layouts import deinterleave_rope, moshi_layout
 from ..device_memory import pool_zeros
 from ..layers import PagedBatch
-from ..mimi.codec import MimiCodec, load_codec
-from ..mimi.layouts import deinterleave_rope, moshi_layout
+from ..sampling import request_generator
 from ..text_feed import TextFeed
 from .checkpoint import lm_entries
 from .config import KyutaiConfig, parse_config
@@ -236,14 +236,13 @@ class KyutaiProgram(ModelProgram):
             ms = machine.new_state(entries, closed=True)
         else:
             ms = machine.new_state([], closed=False)
-        seed = p.seed if p.seed is not None else secrets.randbits(63)
         fixed = row.prompt.fixed_frames
         limit = self.lead_steps + (fixed if fixed is not None else row.prompt.max_frames)
         empty = np.full(self.cfg.n_q, -1, dtype=np.int64)
         history = [empty] * (max(self.cfg.delays) + 1)
         return KyState(machine=ms, step=0, text_in=self.cfg.text_card, audio=history,
                        cond_sum=self.lm.condition_sum(p.cfg_index).to(self.device),
-                       cross=self._cross(p.voice, p.cfg_index), gen=torch.Generator().manual_seed(seed),
+                       cross=self._cross(p.voice, p.cfg_index), gen=request_generator(p.seed),
                        final_padding=o["final_padding"], limit=min(limit, MAX_STEPS))
 
     def _feed(self, row: Row, st: KyState) -> None:

@@ -43,8 +43,8 @@ from ..base import (
 )
 from ..checkpoint import cached_snapshot, checkpoint_entries, fill_module, offline_note, read_json, resolve
 from ..device_memory import pool_zeros
-from ..dia.sampling import draw, top_k_filter, top_p_filter
 from ..layers import PagedBatch
+from ..sampling import draw, request_generator, top_k_filter, top_p_filter
 from .codec import DEFAULT_MODE, OrpheusCodec
 from .config import GenerationDefaults, OrpheusConfig, parse_config
 from .layers import OrpheusWeights
@@ -371,7 +371,6 @@ class OrpheusProgram(ModelProgram):
         for r in rows:
             p: PreparedOrpheus = r.prompt.data
             fixed = r.prompt.fixed_frames is not None
-            seed = p.seed if p.seed is not None else secrets.randbits(63)
             seen = None
             if p.sampling.repetition_penalty != 1.0:
                 seen = torch.zeros(self.cfg.vocab_size, dtype=torch.bool, device=self.device)
@@ -379,7 +378,7 @@ class OrpheusProgram(ModelProgram):
             states.append(
                 OrpheusState(
                     sampling=p.sampling,
-                    gen=torch.Generator().manual_seed(seed),
+                    gen=request_generator(p.seed),
                     last=-1,
                     frame=[],
                     seen=seen,

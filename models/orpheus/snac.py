@@ -23,8 +23,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..base import CheckpointError
-from ..dia.dac import fold_weight_norm
 from ..locate import read_json
+from ..weights import fold_weight_norm
 from .spec import KERNEL, RESIDUAL_DILATIONS, context_samples
 
 

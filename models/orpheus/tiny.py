@@ -26,9 +26,9 @@ from typing import Any
 
 import torch
 
-from ..higgs_audio.tiny import save_weights
 from ..layers import PagedBatch
-from ..qwen3_tts.text_tokenizer import bytes_to_unicode
+from ..text_tokenizer import bytes_to_unicode
+from ..weights import save_weights
 from .config import OrpheusConfig, parse_config
 from .layers import OrpheusWeights
 from .snac import SnacConfig, SnacDecoder

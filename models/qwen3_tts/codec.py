@@ -29,9 +29,10 @@ import torch
 from torch import nn
 
 from ..base import CheckpointError, CodecItem, check_codec_batch
+from ..codecs.streaming_conv import CausalConv, CausalTransConv, State
 from ..config_fields import get_float, get_int, rope_theta
 from ..device_memory import pool_zeros
-from .codec_layers import CausalConv, CausalTransConv, ConvNeXtBlock, DecoderBlock, SnakeBeta, State
+from .codec_layers import ConvNeXtBlock, DecoderBlock, SnakeBeta
 from .codec_transformer import PreTransformer, TransformerDims
 from .weights_check import load_checked
 

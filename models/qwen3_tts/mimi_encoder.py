@@ -1,8 +1,8 @@
 """Qwen3-TTS's Mimi encoder (24 kHz waveform -> 12.5 Hz codes [T, 16]) for voice-clone ICL reference codes:
-the shared Mimi encode path (models/mimi/encoder.py) as the official `Qwen3TTSTokenizerV2Model.encode` runs
-it: the first 16 quantizers, and full causal attention (the transformers 4.57 encoder it wraps builds a
-plain causal mask, its `sliding_window` is not applied). Its weights are the `encoder.*` keys of
-speech_tokenizer/model.safetensors.
+the shared Mimi encode path (models/codecs/mimi/encoder.py) as the official
+`Qwen3TTSTokenizerV2Model.encode` runs it: the first 16 quantizers, and full causal attention (the
+transformers 4.57 encoder it wraps builds a plain causal mask, its `sliding_window` is not applied). Its
+weights are the `encoder.*` keys of speech_tokenizer/model.safetensors.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..mimi.config import MimiConfig
-from ..mimi.encoder import (  # noqa: F401 - re-exported (tiny_audio.py, the tests)
+from ..codecs.mimi.config import MimiConfig
+from ..codecs.mimi.encoder import (  # noqa: F401 - re-exported (tiny_audio.py, the tests)
     SAMPLE_RATE,
     EuclideanCodebook,
     MimiEncoder,

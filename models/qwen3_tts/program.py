@@ -38,6 +38,7 @@ from ..base import (
 from ..checkpoint import checkpoint_entries, fill_module, read_json, resolve
 from ..device_memory import pool_zeros
 from ..layers import PagedBatch
+from ..text_tokenizer import TextTokenizer
 from .config import GenerationDefaults, Qwen3TTSConfig, parse_config
 from .options import OPTIONS
 from .prompt import PromptEmbeds, build_prompt
@@ -45,7 +46,6 @@ from .row_state import MIN_NEW_TOKENS, RowState, next_uniforms, peek_uniforms
 from .sampling import BatchSampling, RowSampling, select, talker_masks
 from .spec import DEFAULT_CHUNKS, SAMPLE_RATE, SAMPLES_PER_FRAME, model_spec  # noqa: F401 (re-exported)
 from .talker import Qwen3TTSWeights
-from .text_tokenizer import TextTokenizer
 from .validate import QwenOptions, Validated, reference_clip, validate_request
 
 if TYPE_CHECKING:

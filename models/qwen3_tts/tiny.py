@@ -37,9 +37,9 @@ from safetensors.torch import save_file
 from tokenizers import Tokenizer, models
 
 from ..base import SynthesisRequest
+from ..text_tokenizer import TextTokenizer, add_specials, bytes_to_unicode, qwen2_pipeline
 from .config import parse_config
 from .random_init import HEAD_GAIN, randomize
-from .text_tokenizer import TextTokenizer, add_specials, bytes_to_unicode, qwen2_pipeline
 
 SEED = 1234
 CAL_TEXT = "Hello world. This is a tiny test."

@@ -166,6 +166,6 @@ def reference_clip(req: SynthesisRequest) -> np.ndarray:
         return wav
     import torch
 
-    from ..higgs_audio.resample import resample
+    from ..audio.resample import resample
 
     return resample(torch.from_numpy(wav), rate, REF_SAMPLE_RATE).numpy()

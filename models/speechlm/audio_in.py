@@ -2,7 +2,7 @@
 dialogue form, which gives the same rows): see ../shared/design/unified-lm-audio-in.md section 2.
 
     the clip's first channel, resampled to the codec rate with torchaudio's windowed sinc (its defaults;
-    models/higgs_audio/resample.py), T = n // hop frames, the waveform trimmed to T * hop samples (never
+    models/audio/resample.py), T = n // hop frames, the waveform trimmed to T * hop samples (never
     padded), X-Codec codes [T', n_q][:, :streams], cut or last-frame-repeated to T frames, stream s offset
     into its interval (code + start_s + 1, slot 0 being the stream's pad), and the delay interleave:
     a [T + S - 1, S] block of pads with stream s's codes at rows s .. s + T - 1.
@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..audio.resample import resample
 from ..base import InputError
-from ..higgs_audio.resample import resample
 from .config import SpeechLMConfig
 
 MAX_INPUT_SECONDS = 600.0  # a bound on one clip (the prompt must also fit the backbone's context)

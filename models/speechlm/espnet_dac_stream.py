@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from ..base import CheckpointError, CodecItem, check_codec_batch
-from ..dia.dac import DacCodec
+from ..codecs.dac.codec import DacCodec
 from .espnet_dac import DacNet, load_net
 
 

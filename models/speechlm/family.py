@@ -6,7 +6,7 @@ holding one train*.yaml, inference.yaml and model.pt. Imports nothing heavy."""
 from __future__ import annotations
 
 from ..base import ChunkSchedule
-from ..dia.dac_config import decoder_lookahead_frames
+from ..codecs.dac.config import decoder_lookahead_frames
 from ..registry import Demo, Entry, Family, HubModel, SimModel, SimSpec, Tiny
 from .options import OPTIONS
 

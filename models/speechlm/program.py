@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import math
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -45,6 +44,7 @@ from ..base import (
     check_numbers,
 )
 from ..layers import PagedBatch
+from ..sampling import request_generator
 from .config import ASSISTANT, BOS, EOS, EOT, SPECIAL_ID, SpeechLMConfig, is_speechlm_dir, load_config
 from .head import CandidateHead
 from .options import MAX_SEGMENTS, OPTIONS
@@ -383,8 +383,7 @@ class SpeechLMProgram(ModelProgram):
     # --- stages ----------------------------------------------------------------------------------
     def _start_row(self, r: Row) -> None:
         p: PreparedSpeechLM = r.prompt.data
-        seed = p.seed if p.seed is not None else secrets.randbits(63)
-        phase = replace(p.phase, gen=torch.Generator().manual_seed(seed), audio=[], text=[], texts=[])
+        phase = replace(p.phase, gen=request_generator(p.seed), audio=[], text=[], texts=[])
         per = -(-self.seq_positions(r.prompt) // self.page_size)
         if len(r.pages) < per * r.prompt.width:
             raise RuntimeError(f"request {r.request_id} holds {len(r.pages)} KV pages, needs "

@@ -10,7 +10,7 @@ is not loaded, since nothing here encodes audio.
 
 The decoder is not causal: a streamed sample waits for `lookahead_samples` of later input, i.e. the
 first chunk holds back that many samples and the last chunk flushes them against the same zero padding
-as the offline forward (see models/dia/dac.py), so streamed = offline.
+as the offline forward (see models/codecs/dac/codec.py), so streamed = offline.
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ from torch import nn
 
 from ..base import CheckpointError
 from ..checkpoint import read_json
-from ..dia.dac import DacCodec, fold_weight_norm, source_keys
-from ..dia.dac_layers import Conv, ConvTranspose, DacNet, Decoder, Pos, ResidualUnit, Stream
+from ..codecs.dac.codec import DacCodec
+from ..codecs.dac.layers import Conv, ConvTranspose, DacNet, Decoder, Pos, ResidualUnit, Stream
+from ..weights import fold_weight_norm, source_keys
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
 """X-Codec's encoder (transformers `XcodecModel.encode`, Bagpiper's audio input tokenizer) in plain torch.
 
 encode(x [B, 1, n]) at the codec rate (16 kHz):
-  semantic: x zero-padded by hop / 2 on both sides -> HuBERT (models/higgs_audio/hubert.py) -> the mean of
+  semantic: x zero-padded by hop / 2 on both sides -> HuBERT (models/codecs/xcodec/hubert.py) -> the mean of
             all its hidden states (num_hidden_layers + 1) -> the semantic encoder (a conv, then blocks of
-            ELU residual units and a conv; models/higgs_audio/encoder.py) -> [B, H_s, T_s];
+            ELU residual units and a conv; models/codecs/xcodec/encoder.py) -> [B, H_s, T_s];
   acoustic: the DAC encoder on x, or on x padded by hop / 2 on both sides when the conv arithmetic on n
             would not give T_s frames (XcodecModel's rule, not ours: a whole-frame clip takes the first
             branch, a ragged one the second);
@@ -11,10 +11,11 @@ encode(x [B, 1, n]) at the codec rate (16 kHz):
   nearest codebook row by the reference's distance expression term for term (so near-ties break alike),
   its row subtracted from the residual. No projections: X-Codec's codebooks live in the fc's space.
 
-The Higgs audio tokenizer is the same design at 24 kHz (with a resampler and projected codebooks), so the
-building blocks are its; this file holds X-Codec's config reading, quantizer and weight picking. The
-weights come from the checkpoint's model.pt when it carries the codec (ESPnet loads model.pt strictly over
-the codec folder's weights, `multimodal_io_dict.discrete_audio.codec_model.*`), else from the folder.
+The Higgs audio tokenizer is the same design at 24 kHz (with a resampler and projected codebooks); the
+shared building blocks are models/codecs/xcodec/'s; this file holds X-Codec's config reading, quantizer and
+weight picking. The weights come from the checkpoint's model.pt when it carries the codec (ESPnet loads
+model.pt strictly over the codec folder's weights, `multimodal_io_dict.discrete_audio.codec_model.*`), else
+from the folder.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ from torch import nn
 
 from ..base import CheckpointError
 from ..checkpoint import read_json
-from ..dia.dac import fold_weight_norm, source_keys
-from ..higgs_audio.encoder import AcousticEncoder, HiggsEncoderConfig, SemanticEncoder
-from ..higgs_audio.hubert import Hubert, HubertConfig, fold_kernel_weight_norm
+from ..codecs.xcodec.encoder import AcousticEncoder, HiggsEncoderConfig, SemanticEncoder
+from ..codecs.xcodec.hubert import Hubert, HubertConfig, fold_kernel_weight_norm
+from ..weights import fold_weight_norm, source_keys
 
 CODEC_PREFIX = "multimodal_io_dict.discrete_audio.codec_model."
 POS_CONV = "semantic_model.encoder.pos_conv_embed.conv.weight"

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from ..qwen3_tts.text_tokenizer import bytes_to_unicode
+from ..text_tokenizer import bytes_to_unicode
 from .hf_build import SCHEDULER, SPECIALS
 from .hf_build import SIZES as HF_SIZES
 

@@ -27,7 +27,6 @@ own pages at positions >= its length.
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +46,7 @@ from ..checkpoint import checkpoint_entries, fill_module
 from ..device_memory import pool_zeros
 from ..layers import PagedBatch
 from ..locate import read_json, resolve
+from ..sampling import request_generator
 from .codec import Stream
 from .config import GenerationDefaults, VibeVoiceConfig, parse_config
 from .options import OPTIONS
@@ -330,10 +330,9 @@ class VibeVoiceProgram(ModelProgram):
         states = []
         for r in rows:
             p: PreparedVibe = r.prompt.data
-            seed = p.seed if p.seed is not None else secrets.randbits(63)
             fixed = r.prompt.fixed_frames is not None
             states.append(VibeState(
-                gen=torch.Generator().manual_seed(seed), guidance=p.guidance, plan=self.solver_plan(p.steps),
+                gen=request_generator(p.seed), guidance=p.guidance, plan=self.solver_plan(p.steps),
                 next_embed=torch.empty(0), last_token=p.ids[-1], unc_len=0, neg_len=0,
                 acoustic=w.model.audio_tower.decoder.zero_state(1, self.dtype, self.device),
                 semantic=w.model.semantic_tokenizer_encoder.zero_state(1, self.dtype, self.device),

@@ -21,7 +21,7 @@ ZONOS_V01 = {
 
 
 def _lookahead() -> float:
-    from ..dia.dac_config import decoder_lookahead_frames
+    from ..codecs.dac.config import decoder_lookahead_frames
 
     return decoder_lookahead_frames(DAC_RATIOS)
 

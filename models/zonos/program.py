@@ -13,11 +13,11 @@
   (CFG, EOS for codebook 0 only, the repetition penalty, argmax or sampling: sampling.py). delay.py turns
   columns into aligned frames: the first frame arrives after 9 steps (prefill + 8 decodes), then one per
   step; the stop after EOS runs the reference's nine-column diagonal.
-* Codec. DAC 44.1 kHz (Dia's, models/dia/dac.py), found as the reference finds it: the `descript/dac_44khz`
-  hub snapshot in the local cache, or a `codec/` folder beside the checkpoint (tests, the demo). It streams
-  exactly: each chunk's last 4757 samples (9.29 frames, the decoder's right context) wait for the next
-  chunk, so the concatenated stream equals one decode of all frames; we do not use the reference's
-  50-frame windows with a 9-frame overlap (its streaming helper's approximation).
+* Codec. DAC 44.1 kHz (Dia's too, models/codecs/dac/codec.py), found as the reference finds it: the
+  `descript/dac_44khz` hub snapshot in the local cache, or a `codec/` folder beside the checkpoint (tests,
+  the demo). It streams exactly: each chunk's last 4757 samples (9.29 frames, the decoder's right context)
+  wait for the next chunk, so the concatenated stream equals one decode of all frames; we do not use the
+  reference's 50-frame windows with a 9-frame overlap (its streaming helper's approximation).
 * Re-runnability (models/base.py): prefill rebuilds each row's state from its prompt; decode plans every
   row's new column first and commits all rows only after the batch has been sampled; sampling draws are
   taken from each request's generator and put back (generator state restored) if the step raises.
@@ -138,7 +138,7 @@ class ZonosProgram(ModelProgram):
     @property
     def codec_model(self):  # noqa: ANN201 - DacCodec, imported on first use
         if self._codec is None:
-            from ..dia.dac import DacCodec
+            from ..codecs.dac.codec import DacCodec
 
             dtype = next(k for k, v in DTYPES.items() if v == self.dtype)
             self._codec = DacCodec.load(resolve_codec(self.root), device=str(self.device), dtype=dtype)
@@ -252,8 +252,8 @@ class ZonosProgram(ModelProgram):
         self.page_size = page_size
 
     def memory_needs(self) -> MemoryNeeds:
-        from ..dia.dac_config import DacCodecConfig
-        from ..dia.memory import dac_costs
+        from ..codecs.dac.config import DacCodecConfig
+        from ..codecs.dac.memory import dac_costs
 
         b = self.cfg.backbone
         e = torch.empty((), dtype=self.dtype, device="meta").element_size()

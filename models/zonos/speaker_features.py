@@ -2,7 +2,7 @@
 `logFbankCal`), in plain torch (torchaudio does not load next to torch 2.13):
 
 - the clip (mono; channels averaged) resampled to 16 kHz with torchaudio's windowed-sinc `Resample`
-  defaults (models/flowlm/resample.py reproduces its kernel arithmetic);
+  defaults (models/audio/torchaudio_resample.py reproduces its kernel arithmetic);
 - torchaudio's `MelSpectrogram` at its defaults but for the reference's sizes: 512-point FFT, 400-sample
   (25 ms) periodic Hann window, 160-sample (10 ms) hop, centred with reflect padding, power 2, 80 HTK mel
   bands from 0 Hz to 8 kHz without normalisation;
@@ -18,8 +18,8 @@ import math
 import numpy as np
 import torch
 
+from ..audio.torchaudio_resample import resample
 from ..base import InputError
-from ..flowlm.resample import resample
 
 RATE = 16000
 N_FFT = 512

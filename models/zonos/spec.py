@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from ..base import ChunkSchedule, ModelSpec
-from ..dia.dac_config import decoder_lookahead_frames
+from ..codecs.dac.config import decoder_lookahead_frames
 from .text import LANGUAGES
 
 SAMPLE_RATE = 44100

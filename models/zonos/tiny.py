@@ -123,7 +123,7 @@ def build_speaker_model(
 
 
 def build_tiny(out: Path, size: str = "tiny", seed: int = SEED, codec: bool = True) -> Path:
-    from ..dia.dac_tiny import build_tiny_dac
+    from ..codecs.dac.tiny import build_tiny_dac
     from .config import parse_config
     from .layers import ZonosWeights
 

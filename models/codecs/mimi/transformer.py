@@ -5,7 +5,8 @@ parameter names); query i sees keys i - window < j <= i (transformers 5.x's slid
 
 Streaming keeps, per layer, the RoPE-rotated K and the V of the last `window - 1` positions (right-aligned
 in a fixed buffer) plus the absolute position of the next one, so a request's chunks decoded in order
-equal one full forward (the band-mask arithmetic is Qwen3-TTS's codec transformer's, codec_transformer.py).
+equal one full forward (the band-mask arithmetic is Qwen3-TTS's codec transformer's,
+models/qwen3_tts/codec_transformer.py).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..qwen3_tts.codec_layers import State, take_window
-from ..qwen3_tts.codec_transformer import apply_rope, rope_cos_sin
+from ..rope import apply_rope, rope_cos_sin
+from ..streaming_conv import State, take_window
 from .config import MimiConfig
 from .encoder import _Layer
 

@@ -4,8 +4,8 @@ streaming: split RVQ decode (centroids = embed_sum / cluster_usage) -> depthwise
 8, 6, 5, 4, residual blocks). 1920 samples per frame; no clamp (transformers returns the raw decoder output).
 
 Every op is causal, so a request's chunks decoded in order with carried state equal one full forward; the
-conv/transposed-conv streaming blocks are Qwen3-TTS's codec layers (codec_layers.py, same `.conv` parameter
-names as transformers' MimiConv1d / MimiConvTranspose1d), the transformer's is transformer.py.
+conv/transposed-conv streaming blocks are the shared ones (models/codecs/streaming_conv.py, same `.conv`
+parameter names as transformers' MimiConv1d / MimiConvTranspose1d), the transformer's is transformer.py.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..qwen3_tts.codec_layers import CausalConv, CausalTransConv, State
+from ..streaming_conv import CausalConv, CausalTransConv, State
 from .config import MimiConfig
 
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..base import CodecItem, check_codec_batch
-from ..device_memory import pool_zeros
-from ..qwen3_tts.codec_layers import CausalConv, CausalTransConv, State
+from ...base import CodecItem, check_codec_batch
+from ...device_memory import pool_zeros
+from ..streaming_conv import CausalConv, CausalTransConv, State
 from .config import MimiConfig
 from .decoder import GroupedTransConv, SEANetDecoder
 from .encoder import MimiEncoder
@@ -159,7 +159,7 @@ def load_codec(
 ) -> MimiCodec:
     """A `MimiCodec` filled from a checkpoint's tensor table through `layout` (layouts.py), strictly (every
     parameter present with its shape, NaN/inf refused), each tensor read straight into its parameter."""
-    from ..checkpoint import fill_module
+    from ...checkpoint import fill_module
 
     with torch.device("meta"):
         codec = MimiCodec(cfg, num_codebooks)

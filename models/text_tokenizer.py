@@ -1,4 +1,5 @@
-"""The Qwen text tokenizer, read with the `tokenizers` library (no transformers).
+"""The Qwen text tokenizer, read with the `tokenizers` library (no transformers): Qwen3-TTS's and
+CosyVoice 3's, and the byte-level BPE pieces (`bytes_to_unicode`) other families' tiny builders use.
 
 A checkpoint ships either `tokenizer.json` or `vocab.json` + `merges.txt` (+ `tokenizer_config.json`
 with the added tokens). Both give the Qwen2 pipeline: NFC normaliser, the Qwen2 split regex, byte-level
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
-from ..base import CheckpointError
+from .base import CheckpointError
 
 QWEN2_SPLIT = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"

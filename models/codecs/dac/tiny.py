@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from .dac_config import DacCodecConfig
-from .dac_layers import Conv, ConvTranspose, DacNet, ResidualUnit, Snake1d
+from .config import DacCodecConfig
+from .layers import Conv, ConvTranspose, DacNet, ResidualUnit, Snake1d
 
 TINY_SIZES: dict[str, object] = {
     "encoder_hidden_size": 4,

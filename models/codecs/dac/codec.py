@@ -1,10 +1,10 @@
-"""The DAC 44.1 kHz codec as Dia uses it: codes [T, 9] <-> mono PCM, with exact streaming decode through a
-per-request slot table.
+"""The DAC 44.1 kHz codec (Dia's and Zonos' codec; Higgs' and X-Codec's decoders stream through its
+layers): codes [T, 9] <-> mono PCM, with exact streaming decode through a per-request slot table.
 
 Loading reads a `DacModel.save_pretrained` folder (config.json + model.safetensors; plain weights, or
 weight-norm pairs `weight_g`/`weight_v` or `parametrizations.weight.original0/1`, folded at load).
 
-Streaming (`decode`) equals `decode_offline` of all frames: see dac_layers.py. The decoder is non-causal,
+Streaming (`decode`) equals `decode_offline` of all frames: see layers.py. The decoder is non-causal,
 so each chunk's last `lookahead_samples` samples wait for later frames and come out with the next chunk
 (or, on the request's last chunk, against the same zero padding the offline forward uses). Per item the
 output is therefore NOT `n * hop` samples: a first chunk yields `n * hop - lookahead` samples (none if
@@ -31,20 +31,15 @@ import numpy as np
 import torch
 from safetensors import SafetensorError, safe_open
 
-from ..base import CheckpointError, CodecItem, InputError, check_codec_batch
-from ..device_memory import pool_zeros
-from ..locate import locate_component
-from .dac_config import DacCodecConfig
-from .dac_layers import END_UNKNOWN, DacNet, Stream
+from ...base import CheckpointError, CodecItem, InputError, check_codec_batch
+from ...device_memory import pool_zeros
+from ...weights import fold_weight_norm, source_keys
+from .config import DacCodecConfig
+from .layers import END_UNKNOWN, DacNet, Stream
 
 DAC_HUB_ID = "descript/dac_44khz"
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
            "float16": torch.float16}
-# Weight-norm spellings a DacModel checkpoint may carry instead of a plain `weight`: (magnitude, direction).
-_WEIGHT_NORM = (
-    ("weight_g", "weight_v"),
-    ("parametrizations.weight.original0", "parametrizations.weight.original1"),
-)
 
 
 class DacCodec:
@@ -256,48 +251,3 @@ def read_dac_weights(net: DacNet, file: Path) -> dict[str, torch.Tensor]:
     except SafetensorError as e:
         raise CheckpointError(f"cannot read {file} (corrupt or truncated safetensors file?): {e}") from e
     return out
-
-
-def source_keys(key: str, shape: tuple[int, ...], shapes: dict[str, tuple[int, ...]], file: Path
-                ) -> tuple[str, ...]:
-    """The checkpoint tensors (names in `shapes`) that give module tensor `key` of `shape`: itself, or a
-    weight-normed pair (magnitude, direction) to fold (`fold_weight_norm`); CheckpointError when missing
-    or misshapen. The DAC-style codecs of other families (Higgs, X-Codec) load through it too."""
-    if key in shapes:
-        if shapes[key] != shape:
-            raise CheckpointError(
-                f"checkpoint {file}: tensor {key!r} has shape {list(shapes[key])}, "
-                f"the architecture in config.json needs {list(shape)}"
-            )
-        return (key,)
-    if key.endswith(".weight"):
-        base = key[: -len("weight")]
-        for g_name, v_name in _WEIGHT_NORM:
-            g, v = base + g_name, base + v_name
-            if g in shapes or v in shapes:
-                want_g = (shape[0],) + (1,) * (len(shape) - 1)
-                for name, want in ((g, want_g), (v, shape)):
-                    if name not in shapes:
-                        raise CheckpointError(
-                            f"checkpoint {file}: tensor {name!r} (shape {list(want)}) is missing"
-                        )
-                    if shapes[name] != want:
-                        raise CheckpointError(
-                            f"checkpoint {file}: tensor {name!r} has shape {list(shapes[name])}, "
-                            f"the architecture in config.json needs {list(want)}"
-                        )
-                return (g, v)
-    raise CheckpointError(f"checkpoint {file}: tensor {key!r} (shape {list(shape)}) is missing")
-
-
-def fold_weight_norm(g: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """weight = g * v / ||v|| with the norm over every dim but 0 (torch weight_norm's dim=0)."""
-    norm = v.norm(dim=tuple(range(1, v.dim())), keepdim=True)
-    return v * (g / norm)
-
-
-def resolve_codec(dia_root: Path) -> Path:
-    """The codec folder for a Dia checkpoint: `dia_root/codec` when present (tests, the demo), else the
-    local hub cache snapshot of descript/dac_44khz (models/locate.py: the error lists what was tried).
-    Never downloads."""
-    return locate_component(DAC_HUB_ID, Path(dia_root), "the DAC codec that Dia decodes with", folder="codec")

@@ -1,6 +1,6 @@
-"""Band-limited resampling as upstream's frontend does it (`torchaudio.transforms.Resample(orig, new)` with
-its defaults: windowed sinc, Hann window, 6 zero crossings, roll-off 0.99), in plain torch: torchaudio
-does not load next to torch 2.13.
+"""Band-limited resampling as CosyVoice 3's and Zonos' upstream frontends do it
+(`torchaudio.transforms.Resample(orig, new)` with its defaults: windowed sinc, Hann window, 6 zero
+crossings, roll-off 0.99), in plain torch: torchaudio does not load next to torch 2.13.
 
 Kernel arithmetic as torchaudio's, so the samples are the same: rates reduced by their gcd, the kernel
 built in float64 (its first time term in float32) and stored as float32, one strided conv1d over the clip

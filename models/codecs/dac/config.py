@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..base import CheckpointError
+from ...base import CheckpointError
 
 _FIELDS = (
     "encoder_hidden_size",
@@ -126,7 +126,7 @@ class DacCodecConfig:
 
 
 def decoder_lookahead_samples(upsampling_ratios: tuple[int, ...] | list[int]) -> int:
-    """Output samples a streamed DAC sample waits for (the decoder's right context; dac_layers'
+    """Output samples a streamed DAC sample waits for (the decoder's right context; layers.py's
     `lookahead_samples` computes it from the built layers): conv1's padding 3; per upsampling block of
     stride s, the context so far times s, plus the transposed conv's ceil(s / 2) and the three dilated
     residual units' 3 x (1 + 3 + 9) = 39; conv2's 3. Architecture only, so no torch and no weights."""

@@ -8,8 +8,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..base import CheckpointError
-from ..config_fields import get_float, get_int, rope_theta
+from ...base import CheckpointError
+from ...config_fields import get_float, get_int, rope_theta
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .dac_config import DacCodecConfig
+from .config import DacCodecConfig
 
 END_UNKNOWN = 2**40  # `Stream.end` of a row whose request has not ended yet (frames; x512 fits int64)
 

@@ -23,8 +23,8 @@ from dataclasses import replace
 import torch
 from torch import nn
 
-from ..base import CheckpointError
-from ..checkpoint import TensorEntry
+from ...base import CheckpointError
+from ...checkpoint import TensorEntry
 
 Layout = Callable[[dict[str, TensorEntry]], dict[str, TensorEntry]]
 

@@ -1,5 +1,6 @@
-"""HuBERT (transformers `HubertModel`, post-norm variant) as the Higgs audio tokenizer's semantic model
-runs it: inference only, no attention mask, every hidden state returned (the tokenizer averages them).
+"""HuBERT (transformers `HubertModel`, post-norm variant) as the X-Codec-design encoders' semantic model
+(the Higgs audio tokenizer's, X-Codec's) runs it: inference only, no attention mask, every hidden state
+returned (the tokenizers average them).
 
 Structure (config names, transformers' defaults = hubert-base): a conv feature encoder (7 convs, the first
 with a per-channel GroupNorm, GELU after each), LayerNorm + Linear projection, a grouped positional conv
@@ -17,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..base import CheckpointError
+from ...base import CheckpointError
 
 
 @dataclass(frozen=True)

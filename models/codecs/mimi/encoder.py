@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..base import InputError
-from ..qwen3_tts.codec_transformer import apply_rope, rope_cos_sin
+from ...base import InputError
+from ..rope import apply_rope, rope_cos_sin
 from .config import MimiConfig
 
 SAMPLE_RATE = 24000

@@ -5,7 +5,8 @@
 The ratio is reduced by the gcd to `orig` -> `new`; output sample j of every group of `new` is a fixed
 FIR filter over the input, so the whole resample is one strided conv1d with `new` output channels. The
 filter is evaluated in the waveform's dtype (float32 for float32 audio), as the reference does, so the
-semantic features, and through them the codes, match it exactly.
+semantic features, and through them the codes, match it exactly. (torchaudio_resample.py is the other
+variant: its kernel built in float64, as `transforms.Resample` does, for CosyVoice 3's and Zonos' clips.)
 """
 
 from __future__ import annotations
