@@ -166,9 +166,9 @@ def test_requests_it_cannot_serve_are_refused_with_a_sentence(ckpt):
         ),
         (
             SynthesisRequest(
-                text="hi", ref_audio=np.zeros(2400, np.float32), ref_sample_rate=16000, ref_text="a"
+                text="hi", ref_audio=np.zeros(2400, np.float32), ref_sample_rate=0, ref_text="a"
             ),
-            "resample",
+            "ref_sample_rate",
         ),
         (SynthesisRequest(text="  "), "empty"),
         (SynthesisRequest(text="hi", options={"depth_top_k": -1}), "depth_top_k"),
@@ -177,3 +177,18 @@ def test_requests_it_cannot_serve_are_refused_with_a_sentence(ckpt):
     for req, msg in bad:
         with pytest.raises(InputError, match=msg):
             program.prepare(req)
+
+
+def test_a_clip_at_another_rate_is_resampled_not_refused(ckpt):
+    """The README's promise (one rule for every family that clones, models/audio/clip.py): a 16 kHz clip
+    gives the prompt of the same clip resampled to Mimi's 24 kHz first."""
+    from voxcli.models.audio.resample import resample
+    from voxcli.models.csm.program import CsmProgram
+
+    program = CsmProgram.load(str(ckpt))
+    clip16 = (0.1 * np.sin(np.arange(8000) * 0.07)).astype(np.float32)
+    clip24 = resample(torch.from_numpy(clip16), 16000, 24000).numpy()
+    at16 = program.prepare(SynthesisRequest(text="hi", ref_audio=clip16, ref_sample_rate=16000, ref_text="a"))
+    at24 = program.prepare(SynthesisRequest(text="hi", ref_audio=clip24, ref_sample_rate=24000, ref_text="a"))
+    assert at16.data.ids == at24.data.ids
+    assert np.array_equal(at16.data.context, at24.data.context)

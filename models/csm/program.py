@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..audio.clip import clip_at
 from ..base import (
     CodecItem,
     InputError,
@@ -180,11 +181,6 @@ class CsmProgram(ModelProgram):
             raise InputError("--ref-text needs the reference clip it transcribes (--ref-audio)")
         if clone and not (request.ref_text and request.ref_text.strip()):
             raise InputError("voice clone needs --ref-text: the transcript of the reference clip")
-        if request.ref_audio is not None and request.ref_sample_rate != self.cfg.codec.sampling_rate:
-            raise InputError(
-                f"the reference audio is sampled at {request.ref_sample_rate} Hz but CSM needs "
-                f"{self.cfg.codec.sampling_rate} Hz: resample it first"
-            )
         self.resolve_sampling(request)
 
     def reference_codes(self, wav: np.ndarray, sample_rate: int) -> np.ndarray:
@@ -197,7 +193,10 @@ class CsmProgram(ModelProgram):
         c = self.cfg
         speaker = request.voice if request.voice is not None else DEFAULT_VOICE
         if ref_codes is None and request.ref_audio is not None:
-            ref_codes = self.reference_codes(np.asarray(request.ref_audio), int(request.ref_sample_rate or 0))
+            # a clip at another rate is resampled to Mimi's (models/audio/clip.py)
+            rate = c.codec.sampling_rate
+            clip = clip_at(request.ref_audio, int(request.ref_sample_rate or 0), rate)
+            ref_codes = self.reference_codes(clip, rate)
         ids: list[int] = []
         context = None
         if ref_codes is not None:
