@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.registry import demos
+from voxcli.models.registry import demos
 from voxcli.api import TTS
 from voxcli.config import resolve_dtype
 from voxcli.session import EngineOptions, open_session
