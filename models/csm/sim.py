@@ -89,7 +89,7 @@ def codec_frame_cost() -> tuple[float, float]:
 
 
 def terms(gpu_name: str, setting: str) -> dict[str, float]:
-    flops, act = codec_frame_cost(sizes()["codec"])
+    flops, act = codec_frame_cost()
     return sim_unfitted.stage_terms(
         gpu_name, setting, step_params=step_params(), backbone_params=backbone_params(),
         row_bytes=row_bytes(), kernels=kernels_per_step(), prompt_tokens=PROMPT_TOKENS,
@@ -104,7 +104,7 @@ def build_profile(gpu_name: str, setting: str) -> dict:
 def profile_toml(gpu_name: str, setting: str) -> str:
     t = terms(gpu_name, setting)
     g = GPUS[gpu_name]
-    flops, act = codec_frame_cost(sizes()["codec"])
+    flops, act = codec_frame_cost()
     how = {
         "pessimistic": f"arithmetic row x {ROW_INEFFICIENCY:.1f} (Qwen's H100 fit), codec at half conv "
         "efficiency; nothing fitted",

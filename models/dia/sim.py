@@ -153,7 +153,7 @@ def terms(gpu_name: str, setting: str) -> dict[str, float]:
     arith_row = (row_bytes() / bw + 2 * decoder_step_params() / fl) * 1e3
     enc, cross_kv = prefill_params()
     floor = decoder_step_params() * BYTES_BF16 / bw * 1e3 + kernels_per_step() * LAUNCH_US / 1e3
-    conv, act = dac_frame_flops(sizes()["dac"])
+    conv, act = dac_frame_flops()
     conv_eff = 0.5 if setting == "pessimistic" else 1.0
     row_ms = arith_row * (ROW_INEFFICIENCY if setting == "pessimistic" else 1.0)
     return {
@@ -178,7 +178,7 @@ def build_profile(gpu_name: str, setting: str = "pessimistic") -> dict:
 
 def profile_toml(gpu_name: str, setting: str) -> str:
     t = terms(gpu_name, setting)
-    conv, act = dac_frame_flops(sizes()["dac"])
+    conv, act = dac_frame_flops()
     g = GPUS[gpu_name]
     # The first two lines name the command that writes the profile and the module holding its derivation.
     head = [
