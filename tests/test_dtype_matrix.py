@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from voxcli.models.registry import demos
+
 from voxcli.api import TTS
 from voxcli.config import resolve_dtype
 from voxcli.session import EngineOptions, open_session

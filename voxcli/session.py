@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from voxcli.config import EngineConfig
-    from voxcli.engine.cost import CostProfile
+    from voxcli.sim.cost import CostProfile
     from voxcli.engine.engine import Engine
     from voxcli.models.base import ModelProgram, ModelSpec, SynthesisRequest
     from voxcli.speak import RequestTemplate, SpeechStats

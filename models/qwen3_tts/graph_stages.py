@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from ..base import CodecItem, Row, StepOutput
+from ..layers import attend
 from ..paged_attention import FlashInferPagedDecode, PagedDecodeAttention
 from .row_state import MIN_NEW_TOKENS, next_uniforms, peek_uniforms
 from .sampling import NEG_INF, BatchSampling, apply_repetition_penalty, warp
@@ -342,7 +343,7 @@ class DecodeGraphStage:
         cos, sin = talker.rotary(self.s.dev["q_pos"], x.dtype)
         for i, layer in enumerate(talker.model.layers):
             att = layer.self_attn
-            q, k, v = att._qkv(layer.input_layernorm(x), cos, sin)  # [b, 1, heads, hd]
+            q, k, v = att.project(layer.input_layernorm(x), cos, sin)  # [b, 1, heads, hd]
             kp, vp = p.k_pool[i], p.v_pool[i]
             kp[a.write_page, a.write_offset] = k[:, 0].to(kp.dtype)
             vp[a.write_page, a.write_offset] = v[:, 0].to(vp.dtype)
@@ -360,7 +361,7 @@ class DecodeGraphStage:
         keys = kp[a.page_table].view(self.bucket, n, a.num_kv_heads, a.head_dim)
         vals = vp[a.page_table].view(self.bucket, n, a.num_kv_heads, a.head_dim)
         mask = (a.positions[None, :] < a.kv_len[:, None])[:, None, None, :]
-        return att._attend(q, keys, vals, mask)
+        return attend(q, keys, vals, mask, scale=att.scale)
 
 
 # --- codec --------------------------------------------------------------------------------------------
