@@ -33,9 +33,9 @@ if TYPE_CHECKING:
     import numpy as np
 
     from voxcli.config import EngineConfig
-    from voxcli.sim.cost import CostProfile
     from voxcli.engine.engine import Engine
     from voxcli.models.base import ModelProgram, ModelSpec, SynthesisRequest
+    from voxcli.sim.cost import CostProfile
     from voxcli.speak import RequestTemplate, SpeechStats
     from voxcli.speak_choice import SpeakOptions
     from voxcli.speech_engine import SpeechEngine
