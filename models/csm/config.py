@@ -16,7 +16,7 @@ from typing import Any
 from ..base import CheckpointError
 from ..codecs.mimi.config import MimiConfig
 from ..config_fields import get_dict, get_float, get_int
-from ..layers import Rope, parse_rope
+from ..layers.config import Rope, parse_rope
 from ..locate import read_json
 
 

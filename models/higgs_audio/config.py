@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base import CheckpointError
-from ..layers.rope_config import Rope, parse_rope
+from ..layers.config import Rope, parse_rope
 
 # transformers' HiggsAudioV2Config defaults (the Llama-3.2-3B backbone of bosonai/higgs-audio-v2), except
 # codebook_size: the class default 1024 is wrong for every released checkpoint (1024 codes + stream BOS/EOS).

@@ -3,39 +3,34 @@ rotary position variants, the SwiGLU MLP, RMSNorm, a configurable attention modu
 decoder block (paged for the backbone, dense per frame for a depth decoder).
 
 Family-neutral: nothing here imports a family, so a family imports only this and its own modules.
+
+Names load on first use (PEP 562): a config reader importing `models.layers.config` (no torch) keeps
+`vox models` and `vox voices` free of torch, as tests/test_model_registry.py checks.
 """
 
 from __future__ import annotations
 
-from .attention import Attention
-from .block import BlockConfig, DecoderLayer, LlamaDims, Qwen2Dims, llama_block, qwen2_block
-from .mlp import SwiGLU
-from .norms import RMSNorm
-from .paged import PagedBatch, PageSlots, attend, paged_attention
-from .rope import Rotary, apply_rope, apply_rope_interleaved, inv_frequencies
-from .rope_config import Rope, parse_rope
-from .stack import DecoderStack, run_layers_paged
+import importlib
+from typing import Any
 
-__all__ = [
-    "Attention",
-    "BlockConfig",
-    "DecoderLayer",
-    "DecoderStack",
-    "LlamaDims",
-    "PageSlots",
-    "PagedBatch",
-    "Qwen2Dims",
-    "RMSNorm",
-    "Rope",
-    "Rotary",
-    "SwiGLU",
-    "apply_rope",
-    "apply_rope_interleaved",
-    "attend",
-    "inv_frequencies",
-    "llama_block",
-    "paged_attention",
-    "parse_rope",
-    "qwen2_block",
-    "run_layers_paged",
-]
+# name -> the submodule that defines it
+_WHERE = {
+    "Attention": "attention",
+    "BlockConfig": "config", "Rope": "config", "parse_rope": "config",
+    "DecoderLayer": "block", "LlamaDims": "block", "Qwen2Dims": "block", "llama_block": "block",
+    "qwen2_block": "block",
+    "SwiGLU": "mlp",
+    "RMSNorm": "norms",
+    "PagedBatch": "paged", "PageSlots": "paged", "attend": "paged", "paged_attention": "paged",
+    "Rotary": "rope", "apply_rope": "rope", "apply_rope_interleaved": "rope", "inv_frequencies": "rope",
+    "DecoderStack": "stack", "run_layers_paged": "stack",
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+    globals()[name] = value
+    return value

@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from .rope_config import Rope
+from .config import Rope
 
 
 def inv_frequencies(head_dim: int, rope: Rope) -> torch.Tensor:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..base import CheckpointError
-from ..layers import Rope
+from ..layers.config import Rope
 from .tokens import VOCAB_MIN
 
 # canopyai/Orpheus-TTS's serving defaults (engine_class.py: temperature 0.6, top_p 0.8, repetition

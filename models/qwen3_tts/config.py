@@ -12,7 +12,7 @@ from typing import Any
 
 from ..base import CheckpointError
 from ..config_fields import MISSING, get_dict, get_float, get_int, rope_theta
-from ..layers import BlockConfig
+from ..layers.config import BlockConfig
 
 
 @dataclass(frozen=True)

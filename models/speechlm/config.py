@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base import CheckpointError
-from ..layers import BlockConfig
+from ..layers.config import BlockConfig
 from ..locate import locate_component, read_json
 
 NUM_SPECIAL = 256

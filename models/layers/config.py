@@ -41,3 +41,22 @@ def parse_rope(d: dict[str, Any], where: str, fallback: dict[str, Any]) -> Rope:
         except KeyError as e:
             raise CheckpointError(f"{where}: llama3 rope parameters lack {e.args[0]!r}") from None
     return Rope("default", float(theta))
+
+
+@dataclass(frozen=True)
+class BlockConfig:
+    """One decoder stack's dimensions (a Qwen3 stack unless told otherwise)."""
+
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 1e6
+    attention_bias: bool = False  # on q/k/v, and on o_proj unless `output_bias` says otherwise
+    hidden_act: str = "silu"
+    max_position_embeddings: int = 32768
+    qk_norm: bool = True  # Qwen3's per-head q/k RMSNorm; Llama and Qwen2 have none
+    output_bias: bool | None = None
