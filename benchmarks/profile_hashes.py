@@ -42,12 +42,12 @@ def generated() -> Iterator[tuple[str, Callable[[], str]]]:
         for family in UNFITTED:
             for setting in BOTH:
                 yield f"{family}/{gpu}/{setting}", \
-                    lambda m=_sim(family), g=gpu, s=setting: m.profile_toml(g, s)
+                    lambda c=_sim(family).COST, g=gpu, s=setting: c.profile_toml(g, s)
         speech = _sim("speechlm")
         for model in speech.MODELS:
             for setting in BOTH:
                 yield f"speechlm/{model}/{gpu}/{setting}", \
-                    lambda m=speech, n=model, g=gpu, s=setting: m.profile_toml(n, g, s)
+                    lambda c=speech.COSTS[model], g=gpu, s=setting: c.profile_toml(g, s)
         for setting in _sim("higgs_audio").SETTINGS:
             yield f"higgs_audio/{gpu}/{setting}", \
                 lambda m=_sim("higgs_audio"), g=gpu, s=setting: m.profile_toml(g, s, HIGGS_ROW_MS)

@@ -129,3 +129,11 @@ def hift_frame_flops(c: Sizes) -> float:
         ch = out
     f += 2 * ch * 18 * 7 * rate
     return float(f)
+
+
+def text_encoder_prefill_params(sizes: Sizes) -> int:
+    """Params an encoder-decoder's prefill runs over its text (`sizes`: encoder, decoder): the encoder
+    stack with its embedding, and the decoder's cross K/V projections of every layer."""
+    e, d = sizes["encoder"], sizes["decoder"]
+    enc = stack_params(e, e["vocab"])
+    return enc + d["layers"] * 2 * e["hidden"] * d["cross_kv_heads"] * d["cross_head_dim"]

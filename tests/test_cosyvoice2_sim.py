@@ -6,15 +6,7 @@ from __future__ import annotations
 
 import pytest
 from typer.testing import CliRunner
-from voxcli.models.cosyvoice2.sim import (
-    carried_flow_eff,
-    encoder_token_flops,
-    lm_params,
-    profile_toml,
-    shipped_flow_eff,
-    terms,
-    unet_token_flops,
-)
+from voxcli.models.cosyvoice2.sim import COST, carried_flow_eff, profile_toml, shipped_flow_eff, terms
 
 from voxcli.config import EngineConfig, recipe_path
 from voxcli.engine.estimates import load_profile
@@ -23,8 +15,9 @@ from voxcli.engine.estimates import load_profile
 def test_profile_arithmetic_and_settings():
     # Qwen2-0.5B's blocks + the 896 x 6564 head; UNet 14 levels x 4 blocks (+ convs) x 2 frames x 10 steps x
     # 2 CFG rows ~ 6 GFLOP per token, a 512-wide conformer ~0.1 GFLOP
-    assert abs(lm_params() / 1e6 - 363.7) < 0.1
-    assert 5e9 < unet_token_flops() < 8e9 and 0.05e9 < encoder_token_flops() < 0.2e9
+    q = COST.quantities()
+    assert abs(q["params_lm"] / 1e6 - 363.7) < 0.1
+    assert 5e9 < q["flops_unet"] < 8e9 and 0.05e9 < q["flops_encoder"] < 0.2e9
     pess, opt = terms("h100", "pessimistic", carried_flow_eff()), terms("h100", "optimistic")
     assert pess["codec_token_ms"] > 2 * opt["codec_token_ms"] and pess["row_ms"] > 6 * opt["row_ms"]
     with pytest.raises(ValueError, match="flow efficiency"):

@@ -6,14 +6,7 @@ from __future__ import annotations
 
 import pytest
 from typer.testing import CliRunner
-from voxcli.models.cosyvoice3.sim import (
-    build_profile,
-    dit_token_flops,
-    lm_params,
-    profile_toml,
-    shipped_dit_eff,
-    terms,
-)
+from voxcli.models.cosyvoice3.sim import COST, build_profile, profile_toml, shipped_dit_eff, terms
 
 from voxcli.config import ConfigError, EngineConfig, recipe_path
 from voxcli.engine.estimates import load_profile
@@ -23,8 +16,9 @@ from voxcli.sim.cost import CostProfile
 def test_profile_arithmetic_and_settings():
     # Qwen2-0.5B's blocks + the 896 x 6761 speech head; DiT 22 x (4 + 4) x 1024^2 x 2 FLOPs x 2 frames x
     # 10 steps x 2 CFG rows = 14.8 GFLOP per token, + attention over the cached history
-    assert abs(lm_params() / 1e6 - 363.9) < 0.1
-    assert 14.7e9 < dit_token_flops() < 16.5e9
+    q = COST.quantities()
+    assert abs(q["params_lm"] / 1e6 - 363.9) < 0.1
+    assert 14.7e9 < q["flops_dit"] < 16.5e9
     fitted = shipped_dit_eff(recipe_path("gpus/h100-cosyvoice3-0.5b").read_text())
     assert 0.1 < fitted < 0.5  # below the old unfitted guess (half the FLOP prior): the paper's 30 req/s
     pess, opt = terms("h100", "pessimistic", fitted), terms("h100", "optimistic")

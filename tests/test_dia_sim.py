@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from typer.testing import CliRunner
-from voxcli.models.dia.sim import build_profile, decoder_step_params, profile_toml, terms
+from voxcli.models.dia.sim import COST
 
 from voxcli.config import ConfigError, EngineConfig
 from voxcli.engine.estimates import load_profile
@@ -14,22 +14,22 @@ from voxcli.sim.cost import CostProfile
 
 def test_profile_arithmetic_and_settings():
     # 18 layers x (self 10.5 M + cross q/o 8.4 M + MLP 50.3 M) + logits 18.9 M
-    assert abs(decoder_step_params() / 1e6 - 1264.7) < 0.1
-    pess, opt = terms("h100", "pessimistic"), terms("h100", "optimistic")
+    assert abs(COST.quantities()["step_params"] / 1e6 - 1264.7) < 0.1
+    pess, opt = COST.terms("h100", "pessimistic"), COST.terms("h100", "optimistic")
     assert pess["floor_ms"] == opt["floor_ms"] and pess["row_ms"] > 6 * opt["row_ms"]
     assert pess["codec_frame_ms"] > opt["codec_frame_ms"]
-    prof = CostProfile.from_dict(build_profile("h100"))
+    prof = CostProfile.from_dict(COST.build_profile("h100"))
     assert prof.latency("decode", 64) > prof.latency("decode", 1)
     assert prof.latency("codec", 1, 32) > prof.latency("codec", 1)  # fewer SMs, slower
     with pytest.raises(ValueError):
-        terms("h100", "fitted")
+        COST.terms("h100", "fitted")
 
 
 def test_shipped_profiles_are_the_script_output():
     from voxcli.config import recipe_path
 
     for setting, name in (("pessimistic", "h100-dia-1.6b"), ("optimistic", "h100-optimistic-dia-1.6b")):
-        assert recipe_path(f"gpus/{name}").read_text() == profile_toml("h100", setting)
+        assert recipe_path(f"gpus/{name}").read_text() == COST.profile_toml("h100", setting)
 
 
 def test_dia_gets_its_own_profile_never_qwens():
@@ -103,16 +103,15 @@ def test_cfg_pairs_are_charged_their_shared_work_by_text_length():
 
 
 def test_unconditional_row_loses_its_whole_cross_attention_and_layer_0():
-    from voxcli.models.dia.sim import cross_bytes, row_bytes, sizes
     from voxcli.models.sim_priors import BW_EFF, FLOP_EFF, GPUS, LAUNCH_US
 
-    opt, pess = terms("h100", "optimistic"), terms("h100", "pessimistic")
-    d = sizes()["decoder"]
+    opt, pess = COST.terms("h100", "optimistic"), COST.terms("h100", "pessimistic")
+    d, q = COST.sizes()["decoder"], COST.quantities()
     gpu = GPUS["h100"]
     # cross K/V is ~73% of a row's KV bytes: all of it goes, with the cross q/o GEMMs' FLOPs
-    assert 0.7 < cross_bytes() / row_bytes() < 0.76
+    assert 0.7 < q["bytes_cross"] / q["row_bytes"] < 0.76
     qo_flops = 2 * d["layers"] * 2 * d["hidden"] * d["cross_heads"] * d["cross_head_dim"]
-    cross_ms = (cross_bytes() / (gpu.bandwidth * BW_EFF) + qo_flops / (gpu.flops * FLOP_EFF)) * 1e3
+    cross_ms = (q["bytes_cross"] / (gpu.bandwidth * BW_EFF) + qo_flops / (gpu.flops * FLOP_EFF)) * 1e3
     assert opt["cfg_cross_ms"] == pytest.approx(cross_ms)
     # the same seconds leave both settings' rows (cross + layer 0); the pessimistic x 6.2 stays whole
     for t in (opt, pess):

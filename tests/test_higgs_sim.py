@@ -29,11 +29,13 @@ def test_shipped_profiles_are_the_script_output():
     c = _script()
     fitted = recipe_path("gpus/h100-higgs-v3-4b").read_text()
     row = float(re.search(r"b x row ([0-9.]+) ms", fitted).group(1))
-    assert c.arithmetic_row_ms("h100") < row < c.arithmetic_row_ms("h100") * c.ROW_INEFFICIENCY
+    arith = c.terms("h100", "optimistic")["arith_row_ms"]
+    assert arith < row < arith * c.COST.row_inefficiency
     assert fitted == c.profile_toml("h100", "fitted", row)
     for setting in ("optimistic", "pessimistic"):
         assert recipe_path(f"gpus/h100-{setting}-higgs-v3-4b").read_text() == c.profile_toml("h100", setting)
-    assert abs(c.step_params() / 1e9 - 3.654) < 0.001  # 36 x 100.9 M + the tied 8 x 1026 head
+    step = c.COST.quantities()["step_params"]
+    assert abs(step / 1e9 - 3.654) < 0.001  # 36 x 100.9 M + the tied 8 x 1026 head
     prof = CostProfile.from_dict(c.build_profile("h100", "fitted", row))
     assert prof.latency("decode", 64) > prof.latency("decode", 1) > 3e-3  # seconds: the 4B backbone
     assert prof.latency("codec", 1, 32) > prof.latency("codec", 1)

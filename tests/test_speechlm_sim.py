@@ -30,15 +30,15 @@ def test_shipped_profiles_are_the_script_output_and_state_the_ttfa_floor(model):
     for setting, name in (("pessimistic", f"gpus/h100-{model}"),
                           ("optimistic", f"gpus/h100-optimistic-{model}")):
         text = recipe_path(name).read_text()
-        assert text == c.profile_toml(model, "h100", setting)
+        assert text == c.COSTS[model].profile_toml("h100", setting)
         plan = int(re.search(r"text plan assumed: (\d+) tokens", text).group(1))
         floor = float(re.search(r"TTFA at an empty server >= (\d+) ms", text).group(1))
         assert plan == c.TEXT_PLAN[setting]
         assert floor > max(200, plan * 5)  # >= 5 ms per text step on an 8B / 7B backbone
-    t = c.terms(model, "h100", "optimistic")
+    t = c.COSTS[model].terms("h100", "optimistic")
     by_hand = (t["prefill_ms"] + 60 * t["prefill_token_ms"] + 64 * (t["floor_ms"] + t["row_ms"])
                + 18 * (t["floor_ms"] + 2 * t["row_ms"]))
-    assert abs(c.ttfa_floor_ms(t, "optimistic", 0.0) - by_hand) < 1e-9
+    assert abs(c.PLAN.ttfa_ms(t, "optimistic", 0.0) - by_hand) < 1e-9
 
 
 def test_each_model_gets_its_own_profile():

@@ -33,119 +33,58 @@ import argparse
 from collections.abc import Mapping
 from pathlib import Path
 
-from .. import sim_stages
-from ..registry import sim_sizes
 from ..sim_calibration import Calibration, Simulator
-from ..sim_priors import FLOP_EFF, GPUS, LAUNCH_US
-from ..sim_profile import header_value, render_profile, stage_profile
+from ..sim_codecs import conformer_token_flops, unet_kernels, unet_token_flops
+from ..sim_cost import DATASHEET_BARE, CostShape, Fit, FlowCodec, KvRead, Prefill, Stack
+from ..sim_profile import header_value
+from ..sim_stages import hift_frame_flops
 
 MODEL = "cosyvoice2-0.5b"
-# The LM side (a Qwen2-0.5B step, models/sim_stages.py) under CosyVoice 3's assumptions: a prompt of ~75
-# prompt-text + text ids and ~75 prompt speech tokens, and half of a 10 s utterance decoded on average.
+# The LM side (a Qwen2-0.5B step) under CosyVoice 3's assumptions: a prompt of ~75 prompt-text + text ids
+# and ~75 prompt speech tokens, and half of a 10 s utterance decoded on average.
 CTX_POSITIONS = 150 + 125
 PROMPT_POSITIONS = 150
-LM_KERNELS_PER_LAYER, LM_KERNELS_PER_STEP = 7, 3 + 6  # the fused layer's; embedding/head + sampling
 HISTORY_FRAMES = 250  # average cached mel frames a chunk's queries attend to (half of a 10 s utterance)
-FRAMES_REF = 100  # tokens per chunk the codec rows are quoted for (upstream's steady hop)
-SETTINGS = ("pessimistic", "optimistic")
-HIFT_EFF_PESSIMISTIC = 0.25
 COSYVOICE3_PROFILE = "recipes/gpus/h100-cosyvoice3-0.5b.toml"  # where the carried-over efficiency lives
 
-
-def sizes() -> dict:
-    return sim_sizes(MODEL)
-
-
-def lm_params() -> int:
-    m = sizes()["lm"]
-    return sim_stages.stack_params(m, m["vocab"])
-
-
-def lm_terms(gpu_name: str, pessimistic: bool) -> dict[str, float]:
-    m = sizes()["lm"]
-    kernels = m["layers"] * LM_KERNELS_PER_LAYER + LM_KERNELS_PER_STEP
-    return sim_stages.lm_terms(gpu_name, pessimistic, lm_params(), sim_stages.kv_bytes(m, CTX_POSITIONS),
-                               kernels, PROMPT_POSITIONS)
-
-
-def encoder_token_flops() -> float:
-    e, r = sizes()["encoder"], sizes()["token_mel_ratio"]
-    d = e["dim"]
-    layer = 5 * d * d + 2 * d * e["ffn"]
-    first = e["layers"] - e["up_layers"]
-    gemm = 2 * layer * (first + r * e["up_layers"]) + 2 * d * d * 5 * r  # + upsample conv (kernel 5)
-    attn = 2 * 2 * HISTORY_FRAMES * d * (first + r * e["up_layers"])
-    return float(gemm + attn)
-
-
-def unet_token_flops() -> float:
-    u, r = sizes()["unet"], sizes()["token_mel_ratio"]
-    c, inner = u["channels"], u["heads"] * u["head_dim"]
-    block = 3 * c * inner + inner * c + 2 * c * 4 * c
-    convs = 2 * 3 * c * c
-    per_frame = 2 * (u["levels"] * (u["blocks"] * block + convs))
-    attn = 2 * 2 * HISTORY_FRAMES * inner * u["blocks"] * u["levels"]
-    return float((per_frame + attn) * r * u["steps"] * u["cfg_rows"])
-
-
-def hift_frame_flops() -> float:
-    return sim_stages.hift_frame_flops(sizes()["hift"])  # CosyVoice 3's dimensions (base 512, rates 8/5/3)
+COST = CostShape(
+    model=MODEL,
+    label="cosyvoice2",
+    stacks=(Stack("lm", head=("vocab",), sampling=6),),  # the fused layer's 7 kernels; embedding/head + 6
+    row_reads=(KvRead("kv", "lm", CTX_POSITIONS),),
+    prefill=Prefill(PROMPT_POSITIONS),
+    # HiFT: CosyVoice 3's dimensions (base 512, rates 8/5/3)
+    codec=FlowCodec(flow=(("encoder", conformer_token_flops), ("unet", unet_token_flops)),
+                    history=HISTORY_FRAMES, vocoder_key="hift", vocoder=hift_frame_flops,
+                    kernels=unet_kernels, eff="flow_eff"),
+    frames_ref=100,  # tokens per chunk the codec rows are quoted for (upstream's steady hop)
+    fit=Fit("pessimistic", "eff", "flow efficiency"),
+    split=(44, 88),  # CosyVoice 3's split (the same codec-heavy shape), for the interference prior
+    per_setting={"how": {
+        "pessimistic": "flow_eff {flow_eff!r}: ASSUMED, CosyVoice 3's fitted DiT efficiency carried over; "
+        "nothing fitted",
+        "optimistic": "flow_eff {flow_eff!r}: the prior as is; nothing fitted",
+    }},
+    head=(
+        "Written by `python -m voxcli.bench.calibration --family cosyvoice2`: CosyVoice2-0.5B on {gpu}, "
+        "{setting!r};",
+        "{how};",
+        "derivation in models/cosyvoice2/sim.py.",
+        DATASHEET_BARE,
+        "LM step reads {params_lm/1e6:.1f} M params; decode(b) = {floor_ms:.3f} ms + b x {row_ms:.4f} ms "
+        "(arithmetic row {arith_row_ms:.4f} ms)",
+        "codec: {codec_c0_ms:.3f} ms/call + {codec_token_ms*1e3:.1f} us/token (encoder "
+        "{flops_encoder/1e9:.2f} + UNet {flops_unet/1e9:.1f} GFLOP + HiFT {vocoder_flops/1e9:.2f} GFLOP per "
+        "token)",
+    ),
+)
+terms, build_profile, profile_toml = COST.terms, COST.build_profile, COST.profile_toml
 
 
 def carried_flow_eff(root: Path | None = None) -> float:
     """CosyVoice 3's fitted DiT efficiency, read from its shipped H100 profile's header."""
     base = root or Path(__file__).resolve().parents[2]
     return header_value((base / COSYVOICE3_PROFILE).read_text(encoding="utf-8"), "dit_eff", "FITTED")
-
-
-def terms(gpu_name: str, setting: str, flow_eff: float | None = None) -> dict[str, float]:
-    if setting not in SETTINGS:
-        raise ValueError(f"setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
-    if setting == "pessimistic" and not (flow_eff and 0 < flow_eff <= 1):
-        raise ValueError(f"the pessimistic setting needs its flow efficiency in (0, 1], got {flow_eff!r}")
-    fl = GPUS[gpu_name].flops * FLOP_EFF
-    pess = setting == "pessimistic"
-    u = sizes()["unet"]
-    eff, hift_eff = (float(flow_eff), HIFT_EFF_PESSIMISTIC) if pess else (1.0, 1.0)  # type: ignore[arg-type]
-    flow = encoder_token_flops() + unet_token_flops()
-    token_ms = (flow / (fl * eff) + 2 * hift_frame_flops() / (fl * hift_eff)) * 1e3
-    return {
-        **lm_terms(gpu_name, pess),
-        "codec_c0_ms": (u["levels"] * u["blocks"] * u["steps"] * 8 + 200) * LAUNCH_US / 1e3,
-        "codec_token_ms": token_ms,
-        "flow_eff": eff,
-    }
-
-
-def build_profile(gpu_name: str, setting: str, flow_eff: float | None = None) -> dict:
-    gpu = GPUS[gpu_name]
-    t = terms(gpu_name, setting, flow_eff)
-    suffix = "-optimistic" if setting == "optimistic" else ""
-    # (44, 88): CosyVoice 3's split (the same codec-heavy shape), for the interference prior
-    return stage_profile(f"{gpu.name}{suffix}-{MODEL}", gpu, (44, 88), t, t["codec_token_ms"], FRAMES_REF)
-
-
-def profile_toml(gpu_name: str, setting: str, flow_eff: float | None = None) -> str:
-    t = terms(gpu_name, setting, flow_eff)
-    g = GPUS[gpu_name]
-    if setting == "pessimistic":
-        how = (f"flow_eff {t['flow_eff']!r}: ASSUMED, CosyVoice 3's fitted DiT efficiency carried over; "
-               "nothing fitted")
-    else:
-        how = f"flow_eff {t['flow_eff']!r}: the prior as is; nothing fitted"
-    head = [
-        "Written by `python -m voxcli.bench.calibration --family cosyvoice2`: CosyVoice2-0.5B on "
-        f"{gpu_name}, {setting!r};",
-        how + ";",
-        "derivation in models/cosyvoice2/sim.py.",
-        f"{g.name}: {g.sms} SMs, {g.bandwidth / 1e12:.2f} TB/s, {g.flops / 1e12:.0f} TFLOP/s bf16",
-        f"LM step reads {lm_params() / 1e6:.1f} M params; decode(b) = {t['floor_ms']:.3f} ms + b x "
-        f"{t['row_ms']:.4f} ms (arithmetic row {t['arith_row_ms']:.4f} ms)",
-        f"codec: {t['codec_c0_ms']:.3f} ms/call + {t['codec_token_ms'] * 1e3:.1f} us/token (encoder "
-        f"{encoder_token_flops() / 1e9:.2f} + UNet {unet_token_flops() / 1e9:.1f} GFLOP + HiFT "
-        f"{2 * hift_frame_flops() / 1e9:.2f} GFLOP per token)",
-    ]
-    return render_profile(head, build_profile(gpu_name, setting, flow_eff), f"cosyvoice2-{setting}")
 
 
 def shipped_flow_eff(text: str) -> float:

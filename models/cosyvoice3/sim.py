@@ -49,108 +49,51 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 
-from .. import sim_stages
-from ..registry import sim_sizes, sim_spec_for
+from ..registry import sim_spec_for
 from ..sim_calibration import Calibration, Probe, Simulator
-from ..sim_priors import FLOP_EFF, GPUS, LAUNCH_US
-from ..sim_profile import header_value, render_profile, stage_profile
+from ..sim_codecs import dit_kernels, dit_token_flops
+from ..sim_cost import DATASHEET_BARE, CostShape, Fit, FlowCodec, KvRead, Prefill, Stack
+from ..sim_profile import header_value
+from ..sim_stages import hift_frame_flops
 
 MODEL = "cosyvoice3-0.5b"
 CTX_POSITIONS = 150 + 125  # prompt (~75 prompt-text + text ids, ~75 prompt speech tokens) + half of 10 s
 PROMPT_POSITIONS = 150
 HISTORY_FRAMES = 250  # average cached mel frames a chunk's queries attend to (half of a 10 s utterance)
-FRAMES_REF = 100  # tokens per chunk the codec rows are quoted for (upstream's steady hop)
-SETTINGS = ("pessimistic", "optimistic")
 FIT_POLICY, FIT_SPLIT, FIT_CAPACITY = "full", (44, 88), 30.0  # the paper: VoxServe at 90% on one H100
 PUBLISHED = {"full": (30.0, 28.0)}  # the paper's capacities at 90 / 99% (req/s)
-HIFT_EFF_PESSIMISTIC = 0.25
 
-
-def sizes() -> dict:
-    return sim_sizes(MODEL)
-
-
-# The LM side (a Qwen2-0.5B decode step and the prompt's prefill) and HiFT are shared stages
-# (models/sim_stages.py), computed from this model's sizes.
-def lm_params() -> int:
-    m = sizes()["lm"]
-    return sim_stages.stack_params(m, m["vocab"])
-
-
-def kernels_per_step() -> int:
-    return sizes()["lm"]["layers"] * 7 + 3 + 6
-
-
-def lm_terms(gpu_name: str, pessimistic: bool) -> dict[str, float]:
-    """The LM lane's terms of a profile: the decode step's floor and per-row cost, the prefill's."""
-    row_bytes = sim_stages.kv_bytes(sizes()["lm"], CTX_POSITIONS)
-    return sim_stages.lm_terms(gpu_name, pessimistic, lm_params(), row_bytes, kernels_per_step(),
-                               PROMPT_POSITIONS)
-
-
-def dit_token_flops() -> float:
-    d = sizes()["dit"]
-    w = d["dim"]
-    per_layer = 4 * w * w + 2 * w * (w * d["ff_mult"])
-    frames = sizes()["token_mel_ratio"]
-    gemm = 2 * per_layer * d["depth"] * frames * d["steps"] * d["cfg_rows"]
-    attn = (
-        2 * 2 * HISTORY_FRAMES * d["heads"] * d["dim_head"] * d["depth"] * frames * d["steps"] * d["cfg_rows"]
-    )
-    return gemm + attn
-
-
-def hift_frame_flops() -> float:
-    return sim_stages.hift_frame_flops(sizes()["hift"])
-
-
-def terms(gpu_name: str, setting: str, dit_eff: float | None = None) -> dict[str, float]:
-    """The profile's terms; `dit_eff` (the fitted parameter) is what the pessimistic setting needs."""
-    if setting not in SETTINGS:
-        raise ValueError(f"setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
-    if setting == "pessimistic" and not (dit_eff and 0 < dit_eff <= 1):
-        raise ValueError(f"the pessimistic setting needs its fitted dit_eff in (0, 1], got {dit_eff!r}")
-    fl = GPUS[gpu_name].flops * FLOP_EFF
-    pess = setting == "pessimistic"
-    d = sizes()["dit"]
-    dit_eff, hift_eff = (float(dit_eff), HIFT_EFF_PESSIMISTIC) if pess else (1.0, 1.0)  # type: ignore[arg-type]
-    token_ms = (dit_token_flops() / (fl * dit_eff) + 2 * hift_frame_flops() / (fl * hift_eff)) * 1e3
-    return {
-        **lm_terms(gpu_name, pess),
-        "codec_c0_ms": (d["depth"] * d["steps"] * 8 + 200) * LAUNCH_US / 1e3,
-        "codec_token_ms": token_ms,
-        "dit_eff": dit_eff,
-    }
-
-
-def build_profile(gpu_name: str, setting: str, dit_eff: float | None = None) -> dict:
-    gpu = GPUS[gpu_name]
-    t = terms(gpu_name, setting, dit_eff)
-    suffix = "-optimistic" if setting == "optimistic" else ""
-    # (44, 88): the paper's CosyVoice 3 split, for the interference prior
-    return stage_profile(f"{gpu.name}{suffix}-{MODEL}", gpu, (44, 88), t, t["codec_token_ms"], FRAMES_REF)
-
-
-def profile_toml(gpu_name: str, setting: str, dit_eff: float | None = None) -> str:
-    t = terms(gpu_name, setting, dit_eff)
-    g = GPUS[gpu_name]
-    lm, cd = FIT_SPLIT
-    how = (f"dit_eff {t['dit_eff']!r}: FITTED so that {FIT_POLICY} {lm}/{cd} serves {FIT_CAPACITY:g} req/s "
-           "at 90% (the paper's number); the only fitted parameter" if setting == "pessimistic"
-           else f"dit_eff {t['dit_eff']!r}: the prior as is; nothing fitted")
-    # The first lines name the command that writes the profile and the module holding its derivation.
-    head = [
-        "Written by `python -m voxcli.bench.calibration --family cosyvoice3`: Fun-CosyVoice3-0.5B on "
-        f"{gpu_name}, {setting!r};",
-        how + ";",
+COST = CostShape(
+    model=MODEL,
+    label="cosyvoice3",
+    stacks=(Stack("lm", head=("vocab",), sampling=6),),  # Qwen2-0.5B + the speech head; 6 sampling kernels
+    row_reads=(KvRead("kv", "lm", CTX_POSITIONS),),
+    prefill=Prefill(PROMPT_POSITIONS),
+    codec=FlowCodec(flow=(("dit", dit_token_flops),), history=HISTORY_FRAMES, vocoder_key="hift",
+                    vocoder=hift_frame_flops, kernels=dit_kernels, eff="dit_eff"),
+    frames_ref=100,  # tokens per chunk the codec rows are quoted for (upstream's steady hop)
+    fit=Fit("pessimistic", "eff", "fitted dit_eff"),
+    split=FIT_SPLIT,  # the paper's CosyVoice 3 split, for the interference prior
+    values={"fit_policy": FIT_POLICY, "fit_lm": FIT_SPLIT[0], "fit_cd": FIT_SPLIT[1],
+            "fit_capacity": FIT_CAPACITY},
+    per_setting={"how": {
+        "pessimistic": "dit_eff {dit_eff!r}: FITTED so that {fit_policy} {fit_lm}/{fit_cd} serves "
+        "{fit_capacity:g} req/s at 90% (the paper's number); the only fitted parameter",
+        "optimistic": "dit_eff {dit_eff!r}: the prior as is; nothing fitted",
+    }},
+    head=(
+        "Written by `python -m voxcli.bench.calibration --family cosyvoice3`: Fun-CosyVoice3-0.5B on {gpu}, "
+        "{setting!r};",
+        "{how};",
         "derivation in models/cosyvoice3/sim.py.",
-        f"{g.name}: {g.sms} SMs, {g.bandwidth / 1e12:.2f} TB/s, {g.flops / 1e12:.0f} TFLOP/s bf16",
-        f"LM step reads {lm_params() / 1e6:.1f} M params; decode(b) = {t['floor_ms']:.3f} ms + b x "
-        f"{t['row_ms']:.4f} ms (arithmetic row {t['arith_row_ms']:.4f} ms)",
-        f"codec: {t['codec_c0_ms']:.3f} ms/call + {t['codec_token_ms'] * 1e3:.1f} us/token (DiT "
-        f"{dit_token_flops() / 1e9:.1f} GFLOP + HiFT {2 * hift_frame_flops() / 1e9:.2f} GFLOP per token)",
-    ]
-    return render_profile(head, build_profile(gpu_name, setting, dit_eff), f"cosyvoice3-{setting}")
+        DATASHEET_BARE,
+        "LM step reads {params_lm/1e6:.1f} M params; decode(b) = {floor_ms:.3f} ms + b x {row_ms:.4f} ms "
+        "(arithmetic row {arith_row_ms:.4f} ms)",
+        "codec: {codec_c0_ms:.3f} ms/call + {codec_token_ms*1e3:.1f} us/token (DiT {flops_dit/1e9:.1f} GFLOP "
+        "+ HiFT {vocoder_flops/1e9:.2f} GFLOP per token)",
+    ),
+)
+terms, build_profile, profile_toml = COST.terms, COST.build_profile, COST.profile_toml
 
 
 def shipped_dit_eff(text: str) -> float:

@@ -34,96 +34,33 @@ Write both profiles of a GPU (no fit to run):
 
 from __future__ import annotations
 
-from typing import Any
+from ..sim_cost import CODEC, DATASHEET, DECODE, HOW_UNFITTED, Codec, CostShape, KvRead, Prefill, Stack
+from ..sim_stages import mimi_frame_cost, mimi_kernels
 
-from .. import sim_stages, sim_unfitted
-from ..registry import sim_sizes
-from ..sim_priors import BYTES_BF16, GPUS, KERNELS_PER_LAYER, KERNELS_PER_MODEL, LAUNCH_US, ROW_INEFFICIENCY
-from ..sim_profile import render_profile
-from ..sim_unfitted import datasheet_line
-
-MODEL = "csm-1b"
 PROMPT_TOKENS = 30
 CTX_POSITIONS = PROMPT_TOKENS + 40
-SAMPLING_KERNELS = 2
-FRAMES_REF = 10
 
-
-def sizes() -> dict[str, Any]:
-    return sim_sizes(MODEL)
-
-
-def backbone_params() -> int:
-    b = sizes()["backbone"]
-    return sim_stages.stack_params(b, b["vocab"])
-
-
-def depth_params() -> int:
-    """One depth pass: its layers, the input projector and one codebook head."""
-    d = sizes()["depth"]
-    return sim_stages.stack_params(d, d["vocab"]) + d["backbone_hidden"] * d["hidden"]
-
-
-def step_params() -> int:
-    return backbone_params() + sizes()["depth"]["passes"] * depth_params()
-
-
-def row_bytes() -> float:
-    b, d = sizes()["backbone"], sizes()["depth"]
-    kv = sim_stages.kv_bytes(b, CTX_POSITIONS)
-    depth_kv = (
-        d["passes"] * d["layers"] * 2 * d["kv_heads"] * d["head_dim"] * BYTES_BF16 * (d["passes"] + 2) / 2
-    )
-    return kv + depth_kv
-
-
-def kernels_per_step() -> int:
-    b, d = sizes()["backbone"], sizes()["depth"]
-    depth = d["passes"] * (d["layers"] * KERNELS_PER_LAYER + KERNELS_PER_MODEL + SAMPLING_KERNELS)
-    return b["layers"] * KERNELS_PER_LAYER + KERNELS_PER_MODEL + SAMPLING_KERNELS + depth
-
-
-def codec_frame_cost() -> tuple[float, float]:
-    """(FLOPs, activation bytes) to decode one 12.5 Hz frame with Mimi's decoder (models/sim_stages.py)."""
-    return sim_stages.mimi_frame_cost(sizes()["codec"])
-
-
-def terms(gpu_name: str, setting: str) -> dict[str, float]:
-    flops, act = codec_frame_cost()
-    return sim_unfitted.stage_terms(
-        gpu_name, setting, step_params=step_params(), backbone_params=backbone_params(),
-        row_bytes=row_bytes(), kernels=kernels_per_step(), prompt_tokens=PROMPT_TOKENS,
-        codec_kernels=sim_stages.mimi_kernels(sizes()["codec"]), codec_flops=flops, codec_act=act,
-    )
-
-
-def build_profile(gpu_name: str, setting: str) -> dict:
-    return sim_unfitted.build_profile(MODEL, gpu_name, setting, terms(gpu_name, setting), FRAMES_REF)
-
-
-def profile_toml(gpu_name: str, setting: str) -> str:
-    t = terms(gpu_name, setting)
-    g = GPUS[gpu_name]
-    flops, act = codec_frame_cost()
-    how = {
-        "pessimistic": f"arithmetic row x {ROW_INEFFICIENCY:.1f} (Qwen's H100 fit), codec at half conv "
-        "efficiency; nothing fitted",
-        "optimistic": "the arithmetic per-row cost, nothing fitted",
-    }[setting]
-    head = [
-        f"Written by `python -m voxcli.bench.calibration --family csm`: CSM-1B on {gpu_name}, "
-        f"setting {setting!r}",
-        f"row_ms {how}. Derivation and assumptions in models/csm/sim.py's docstring.",
-        datasheet_line(g),
-        f"a step reads {step_params() / 1e9:.3f} G params (backbone {backbone_params() / 1e9:.3f} G + "
-        "31 depth "
-        f"passes of {depth_params() / 1e9:.3f} G); {kernels_per_step()} kernels x {LAUNCH_US} us",
-        f"decode(b) = floor {t['floor_ms']:.3f} ms + b x row {t['row_ms']:.4f} ms (arithmetic row "
-        f"{t['arith_row_ms']:.4f} ms at ctx {CTX_POSITIONS})",
-        f"codec: {t['codec_c0_ms']:.3f} ms/call + {t['codec_frame_ms'] * 1e3:.2f} us/frame "
-        f"({flops / 1e9:.2f} GFLOP + {act / 1e6:.2f} MB per frame)",
-    ]
-    return render_profile(head, build_profile(gpu_name, setting), f"csm-{setting}")
-
-
-CALIBRATION = sim_unfitted.calibration(__doc__ or "", MODEL, profile_toml)
+COST = CostShape(
+    model="csm-1b",
+    label="csm",
+    stacks=(
+        Stack("backbone", head=("vocab",), sampling=2),
+        Stack("depth", head=("vocab",), reads="passes", in_proj="backbone_hidden", sampling=2),
+    ),
+    row_reads=(KvRead("kv", "backbone", CTX_POSITIONS), KvRead("depth", "depth", lead=2)),
+    prefill=Prefill(PROMPT_TOKENS, launches=False),
+    codec=Codec("codec", mimi_frame_cost, mimi_kernels),
+    frames_ref=10,
+    values={"ctx": CTX_POSITIONS},
+    per_setting={"how": HOW_UNFITTED},
+    head=(
+        "Written by `python -m voxcli.bench.calibration --family csm`: CSM-1B on {gpu}, setting {setting!r}",
+        "row_ms {how}. Derivation and assumptions in models/csm/sim.py's docstring.",
+        DATASHEET,
+        "a step reads {step_params/1e9:.3f} G params (backbone {params_backbone/1e9:.3f} G + 31 depth passes "
+        "of {params_depth/1e9:.3f} G); {kernels} kernels x {launch_us} us",
+        DECODE + " at ctx {ctx})",
+        CODEC,
+    ),
+)
+CALIBRATION = COST.calibration(__doc__ or "")

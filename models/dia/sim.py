@@ -56,154 +56,37 @@ exponents of the paper's codec facts (sim_priors.codec_coefficients), i.e. the s
 
 from __future__ import annotations
 
-from typing import Any
+from ..sim_cost import CARRIED, CODEC, DATASHEET, DECODE, CfgShare, Codec, CostShape, KvRead, Prefill, Stack
+from ..sim_stages import DAC_KERNELS, dac_frame_cost, text_encoder_prefill_params
 
-from .. import sim_stages, sim_unfitted
-from ..registry import sim_sizes
-from ..sim_priors import (
-    BW_EFF,
-    BYTES_BF16,
-    FLOP_EFF,
-    GPUS,
-    KERNELS_PER_LAYER,
-    KERNELS_PER_MODEL,
-    LAUNCH_US,
-    ROW_INEFFICIENCY,
-)
-from ..sim_profile import render_profile
-
-MODEL = "dia-1.6b"
 TEXT_TOKENS = 100
 CTX_POSITIONS = 16 + 129
-CROSS_KERNELS = 3  # per layer: norm + Q GEMM, cross attention, O GEMM + residual
-SAMPLING_KERNELS = 8  # CFG combine, top-k, channel filter, top-p sort/cumsum, draw, EOS bookkeeping
-CODEC_KERNELS = sim_stages.DAC_KERNELS
+CROSS = KvRead("cross", "decoder", TEXT_TOKENS, width=("cross_kv_heads", "cross_head_dim"))
 
-
-def sizes() -> dict[str, Any]:
-    return sim_sizes(MODEL)
-
-
-def decoder_step_params() -> int:
-    d = sizes()["decoder"]
-    h, hd = d["hidden"], d["head_dim"]
-    self_attn = 2 * h * d["heads"] * hd + 2 * h * d["kv_heads"] * hd
-    cross = 2 * h * d["cross_heads"] * d["cross_head_dim"]  # q and o; cross k/v run at prefill only
-    mlp = 3 * h * d["mlp"]
-    return d["layers"] * (self_attn + cross + mlp) + h * d["channels"] * d["vocab"]
-
-
-def prefill_params() -> tuple[int, int]:
-    """(encoder params, decoder cross K/V projection params)."""
-    e, d = sizes()["encoder"], sizes()["decoder"]
-    enc = (
-        e["layers"]
-        * (
-            2 * e["hidden"] * e["heads"] * e["head_dim"]
-            + 2 * e["hidden"] * e["kv_heads"] * e["head_dim"]
-            + 3 * e["hidden"] * e["mlp"]
-        )
-        + e["vocab"] * e["hidden"]
-    )
-    cross_kv = d["layers"] * 2 * e["hidden"] * d["cross_kv_heads"] * d["cross_head_dim"]
-    return enc, cross_kv
-
-
-def row_bytes() -> float:
-    """KV bytes one row reads per decode step: self over CTX positions, cross over TEXT tokens."""
-    d = sizes()["decoder"]
-    self_b = d["layers"] * 2 * d["kv_heads"] * d["head_dim"] * BYTES_BF16 * CTX_POSITIONS
-    cross_b = d["layers"] * 2 * d["cross_kv_heads"] * d["cross_head_dim"] * BYTES_BF16 * TEXT_TOKENS
-    return self_b + cross_b
-
-
-def cross_bytes() -> float:
-    """Cross K/V bytes one row reads per decode step (over TEXT tokens): none for a shared unconditional
-    sequence."""
-    d = sizes()["decoder"]
-    return d["layers"] * 2 * d["cross_kv_heads"] * d["cross_head_dim"] * BYTES_BF16 * TEXT_TOKENS
-
-
-def kernels_per_step() -> int:
-    d = sizes()["decoder"]
-    return d["layers"] * (KERNELS_PER_LAYER + CROSS_KERNELS) + KERNELS_PER_MODEL + SAMPLING_KERNELS
-
-
-def dac_frame_flops() -> tuple[float, float]:
-    """(conv FLOPs, activation bytes) per 512-sample frame of the DAC decoder (models/sim_stages.py)."""
-    return sim_stages.dac_frame_cost(sizes()["dac"])
-
-
-def cfg_terms(bw: float, fl: float, row_ms: float, added_kernels: bool) -> dict[str, float]:
-    """cfg_row / cfg_group in rows of `row_ms` (module doc), and the saved milliseconds per pair."""
-    d = sizes()["decoder"]
-    h, hd = d["hidden"], d["head_dim"]
-    cross = (cross_bytes() / bw + 2 * d["layers"] * 2 * h * d["cross_heads"] * d["cross_head_dim"] / fl) * 1e3
-    layer0 = (2 * (2 * h * d["heads"] * hd + 2 * h * d["kv_heads"] * hd) / fl
-              + 2 * d["kv_heads"] * hd * BYTES_BF16 * CTX_POSITIONS / bw) * 1e3
-    kernels = d["layers"] + 1 if added_kernels else 0
-    return {"cfg_row": 1.0 - (cross + layer0) / row_ms, "cfg_group": kernels * LAUNCH_US / 1e3 / row_ms,
-            "cfg_cross_ms": cross, "cfg_layer0_ms": layer0}
-
-
-def terms(gpu_name: str, setting: str) -> dict[str, float]:
-    sim_unfitted.check_setting(setting)
-    gpu = GPUS[gpu_name]
-    bw, fl = gpu.bandwidth * BW_EFF, gpu.flops * FLOP_EFF
-    arith_row = (row_bytes() / bw + 2 * decoder_step_params() / fl) * 1e3
-    enc, cross_kv = prefill_params()
-    floor = decoder_step_params() * BYTES_BF16 / bw * 1e3 + kernels_per_step() * LAUNCH_US / 1e3
-    conv, act = dac_frame_flops()
-    conv_eff = 0.5 if setting == "pessimistic" else 1.0
-    row_ms = arith_row * (ROW_INEFFICIENCY if setting == "pessimistic" else 1.0)
-    return {
-        "floor_ms": floor,
-        "row_ms": row_ms,
-        **cfg_terms(bw, fl, row_ms, added_kernels=setting == "pessimistic"),
-        "arith_row_ms": arith_row,
-        "prefill_ms": floor
-        + (enc + cross_kv) * BYTES_BF16 / bw * 1e3
-        + 2 * (enc + cross_kv) * TEXT_TOKENS / fl * 1e3,
-        "prefill_token_ms": 2 * decoder_step_params() / fl * 1e3,
-        "codec_c0_ms": CODEC_KERNELS * LAUNCH_US / 1e3,
-        "codec_frame_ms": (conv / (fl * conv_eff) + act / bw) * 1e3,
-    }
-
-
-def build_profile(gpu_name: str, setting: str = "pessimistic") -> dict:
-    t = terms(gpu_name, setting)
-    extra = {"cfg_row": round(t["cfg_row"], 4), "cfg_group": round(t["cfg_group"], 4)}
-    return sim_unfitted.build_profile(MODEL, gpu_name, setting, t, 48, decode_extra=extra)
-
-
-def profile_toml(gpu_name: str, setting: str) -> str:
-    t = terms(gpu_name, setting)
-    conv, act = dac_frame_flops()
-    g = GPUS[gpu_name]
-    # The first two lines name the command that writes the profile and the module holding its derivation.
-    head = [
-        f"Written by `python -m voxcli.bench.calibration --family dia`: Dia-1.6B on {gpu_name}, setting "
-        f"{setting!r}; NO fitted",
+COST = CostShape(
+    model="dia-1.6b",
+    label="dia",
+    # per layer 3 cross kernels (norm + Q GEMM, cross attention, O GEMM + residual); 8 sampling kernels
+    # (CFG combine, top-k, channel filter, top-p sort/cumsum, draw, EOS bookkeeping); logits 9 x 1028
+    stacks=(Stack("decoder", head=("channels", "vocab"), cross=True, layer_kernels=3, sampling=8),),
+    row_reads=(KvRead("kv", "decoder", CTX_POSITIONS), CROSS),
+    prefill=Prefill(TEXT_TOKENS, encoder=text_encoder_prefill_params),
+    codec=Codec("dac", dac_frame_cost, DAC_KERNELS),
+    frames_ref=48,
+    cfg=CfgShare("decoder", CROSS, CTX_POSITIONS),
+    values={"ctx": CTX_POSITIONS, "text": TEXT_TOKENS},
+    per_setting={"carried": CARRIED},
+    head=(
+        "Written by `python -m voxcli.bench.calibration --family dia`: Dia-1.6B on {gpu}, setting "
+        "{setting!r}; NO fitted",
         "parameter (nothing published to fit to); derivation in models/dia/sim.py.",
-        f"{g.name}: {g.sms} SMs, {g.bandwidth / 1e12:.2f} TB/s, {g.flops / 1e12:.0f} TFLOP/s bf16 "
-        "(datasheet)",
-        f"decoder step reads {decoder_step_params() / 1e6:.1f} M params; {kernels_per_step()} kernels x "
-        f"{LAUNCH_US} us",
-        f"decode(b) = floor {t['floor_ms']:.3f} ms + b x row {t['row_ms']:.4f} ms (arithmetic row "
-        f"{t['arith_row_ms']:.4f} ms: KV {row_bytes() / 1e6:.1f} MB/row/step at ctx {CTX_POSITIONS}, "
-        f"text {TEXT_TOKENS}"
-        + (
-            f"; x {ROW_INEFFICIENCY:.1f} carried from Qwen's H100 fit)"
-            if setting == "pessimistic"
-            else ")"
-        ),
-        f"CFG sharing: an unconditional sequence costs {t['cfg_row']:.3f} rows (its cross-attention is one "
-        f"constant: no {cross_bytes() / 1e6:.1f} MB cross K/V read, no q/o GEMMs; layer 0's self-attention "
-        f"reused), plus {t['cfg_group']:.3f} rows per batch (the kernels it adds)",
-        f"codec: {t['codec_c0_ms']:.3f} ms/call + {t['codec_frame_ms'] * 1e3:.2f} us/frame "
-        f"({conv / 1e9:.2f} GFLOP + {act / 1e6:.2f} MB per frame)",
-    ]
-    return render_profile(head, build_profile(gpu_name, setting), f"dia-{setting}")
-
-
-CALIBRATION = sim_unfitted.calibration(__doc__ or "", MODEL, profile_toml)
+        DATASHEET,
+        "decoder step reads {step_params/1e6:.1f} M params; {kernels} kernels x {launch_us} us",
+        DECODE + ": KV {row_bytes/1e6:.1f} MB/row/step at ctx {ctx}, text {text}{carried}",
+        "CFG sharing: an unconditional sequence costs {cfg_row:.3f} rows (its cross-attention is one "
+        "constant: no {bytes_cross/1e6:.1f} MB cross K/V read, no q/o GEMMs; layer 0's self-attention "
+        "reused), plus {cfg_group:.3f} rows per batch (the kernels it adds)",
+        CODEC,
+    ),
+)
+CALIBRATION = COST.calibration(__doc__ or "")

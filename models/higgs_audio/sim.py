@@ -45,126 +45,51 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
-from typing import Any
 
-from ..registry import sim_sizes, sim_spec_for
+from ..registry import sim_spec_for
 from ..sim_calibration import Calibration, Probe, Simulator
-from ..sim_priors import (
-    BW_EFF,
-    BYTES_BF16,
-    FLOP_EFF,
-    GPUS,
-    KERNELS_PER_LAYER,
-    KERNELS_PER_MODEL,
-    LAUNCH_US,
-    ROW_INEFFICIENCY,
-)
-from ..sim_profile import render_profile, stage_profile
-from ..sim_stages import dac_decoder_frame, kv_bytes, stack_params
+from ..sim_codecs import rvq_dac_frame_cost
+from ..sim_cost import CODEC, DATASHEET, DECODE, HOW_UNFITTED, Codec, CostShape, Fit, KvRead, Prefill, Stack
 
 MODEL = "higgs-v3-4b"
 PROMPT_TOKENS = 40
 CTX_POSITIONS = PROMPT_TOKENS + 80
-SAMPLING_KERNELS = 4
 CODEC_KERNELS = 175  # 5 blocks x (snake + conv_t + 3 units x 4) + conv1/2, RVQ, fc2, slot gather/scatter
-FRAMES_REF = 50
 PUBLISHED = {"full": (32.0, 28.0), "sync2": (4.0, 2.0)}  # paper: VoxServe vs SGLang-Omni (90 / 99%)
 FIT_POLICY, FIT_CAPACITY = "full", 32.0
 # The paper's design the fit reproduces, pinned (the shipped recipe moved past it in issue 17: 120/8, 8-row
 # decode buckets, 20 ms deferrals): 100/32, deadline admission, decode buckets at powers of two, 0.1 s.
 PAPER_DESIGN = {"lm_sms": "100", "codec_sms": "32", "admission": "deadline",
                 "decode_buckets": "[2,4,8,16,32,64,128,256]", "max_defer_s": "0.1"}
-SETTINGS = ("fitted", "optimistic", "pessimistic")
 
-
-def sizes() -> dict[str, Any]:
-    return sim_sizes(MODEL)
-
-
-def step_params() -> int:
-    b = sizes()["backbone"]
-    return stack_params(b, b["codebooks"] * b["vocab"])  # the fused audio head
-
-
-def row_bytes() -> float:
-    return kv_bytes(sizes()["backbone"], CTX_POSITIONS)
-
-
-def kernels_per_step() -> int:
-    return sizes()["backbone"]["layers"] * KERNELS_PER_LAYER + KERNELS_PER_MODEL + SAMPLING_KERNELS
-
-
-def codec_frame_cost() -> tuple[float, float]:
-    """(conv FLOPs, activation bytes) per 960-sample frame of the tokenizer's decoder."""
-    c = sizes()["codec"]
-    head = 2.0 * c["latent"] * c["hidden"] * 7 + 2.0 * c["rvq_hidden"] * c["latent"]  # conv1 + fc2
-    head += c["codebooks"] * 2.0 * c["codebook_dim"] * c["rvq_hidden"]  # project_out per codebook
-    return dac_decoder_frame(c["hidden"], c["rates"], head)
-
-
-def arithmetic_row_ms(gpu_name: str) -> float:
-    g = GPUS[gpu_name]
-    return (row_bytes() / (g.bandwidth * BW_EFF) + 2 * step_params() / (g.flops * FLOP_EFF)) * 1e3
-
-
-def terms(gpu_name: str, setting: str, row_ms: float | None = None) -> dict[str, float]:
-    if setting not in SETTINGS:
-        raise ValueError(f"setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
-    if setting == "fitted" and row_ms is None:
-        raise ValueError("the fitted setting needs its row_ms")
-    g = GPUS[gpu_name]
-    bw, fl = g.bandwidth * BW_EFF, g.flops * FLOP_EFF
-    floor = step_params() * BYTES_BF16 / bw * 1e3 + kernels_per_step() * LAUNCH_US / 1e3
-    arith = arithmetic_row_ms(gpu_name)
-    row = {"fitted": row_ms, "optimistic": arith, "pessimistic": arith * ROW_INEFFICIENCY}[setting]
-    conv, act = codec_frame_cost()
-    conv_eff = 0.5 if setting == "pessimistic" else 1.0
-    return {
-        "floor_ms": floor,
-        "row_ms": float(row),
-        "arith_row_ms": arith,
-        "prefill_ms": floor + PROMPT_TOKENS * 2 * step_params() / fl * 1e3,
-        "prefill_token_ms": 2 * step_params() / fl * 1e3,
-        "codec_c0_ms": CODEC_KERNELS * LAUNCH_US / 1e3,
-        "codec_frame_ms": (conv / (fl * conv_eff) + act / bw) * 1e3,
-    }
-
-
-def profile_name(gpu_name: str, setting: str) -> str:
-    return f"{gpu_name}{'' if setting == 'fitted' else '-' + setting}-{MODEL}"
-
-
-def build_profile(gpu_name: str, setting: str, row_ms: float | None = None) -> dict:
-    g = GPUS[gpu_name]
-    t = terms(gpu_name, setting, row_ms)
-    return stage_profile(profile_name(gpu_name, setting), g, g.paper_split, t, t["codec_frame_ms"],
-                         FRAMES_REF)
-
-
-def profile_toml(gpu_name: str, setting: str, row_ms: float | None = None) -> str:
-    t = terms(gpu_name, setting, row_ms)
-    conv, act = codec_frame_cost()
-    g = GPUS[gpu_name]
-    how = {
-        "fitted": f"FITTED: full 100/32 serves {FIT_CAPACITY:g} req/s at 90% (the paper's number)",
-        "optimistic": "the arithmetic per-row cost, nothing fitted",
-        "pessimistic": f"arithmetic row x {ROW_INEFFICIENCY:.1f} (Qwen's H100 fit), codec at half "
-        "conv efficiency; nothing fitted",
-    }[setting]
-    # The first lines name the command that writes the profile and the module holding its derivation.
-    head = [
-        "Written by `python -m voxcli.bench.calibration --family higgs_audio`: Higgs Audio v3 4B on "
-        f"{gpu_name}, setting {setting!r}",
-        f"row_ms {how}. Derivation in models/higgs_audio/sim.py's docstring.",
-        f"{g.name}: {g.sms} SMs, {g.bandwidth / 1e12:.2f} TB/s, {g.flops / 1e12:.0f} TFLOP/s bf16 "
-        "(datasheet)",
-        f"a step reads {step_params() / 1e9:.3f} G params; {kernels_per_step()} kernels x {LAUNCH_US} us",
-        f"decode(b) = floor {t['floor_ms']:.3f} ms + b x row {t['row_ms']:.4f} ms (arithmetic row "
-        f"{t['arith_row_ms']:.4f} ms: KV {row_bytes() / 1e6:.1f} MB/row/step at ctx {CTX_POSITIONS})",
-        f"codec: {t['codec_c0_ms']:.3f} ms/call + {t['codec_frame_ms'] * 1e3:.2f} us/frame "
-        f"({conv / 1e9:.2f} GFLOP + {act / 1e6:.2f} MB per frame)",
-    ]
-    return render_profile(head, build_profile(gpu_name, setting, row_ms), f"higgs-{setting}")
+COST = CostShape(
+    model=MODEL,
+    label="higgs",
+    stacks=(Stack("backbone", head=("codebooks", "vocab"), sampling=4),),  # the fused audio head
+    row_reads=(KvRead("kv", "backbone", CTX_POSITIONS),),
+    prefill=Prefill(PROMPT_TOKENS),
+    codec=Codec("codec", rvq_dac_frame_cost, CODEC_KERNELS),  # per 960-sample frame
+    frames_ref=50,
+    settings=("fitted", "optimistic", "pessimistic"),
+    fit=Fit("fitted", "row_ms", "row_ms"),
+    values={"ctx": CTX_POSITIONS, "fit_capacity": FIT_CAPACITY},
+    per_setting={"how": {
+        "fitted": "FITTED: full 100/32 serves {fit_capacity:g} req/s at 90% (the paper's number)",
+        **HOW_UNFITTED,
+    }},
+    head=(
+        "Written by `python -m voxcli.bench.calibration --family higgs_audio`: Higgs Audio v3 4B on {gpu}, "
+        "setting {setting!r}",
+        "row_ms {how}. Derivation in models/higgs_audio/sim.py's docstring.",
+        DATASHEET,
+        "a step reads {step_params/1e9:.3f} G params; {kernels} kernels x {launch_us} us",
+        DECODE + ": KV {row_bytes/1e6:.1f} MB/row/step at ctx {ctx})",
+        CODEC,
+    ),
+)
+SETTINGS = COST.settings
+terms, build_profile, profile_toml, profile_name = (
+    COST.terms, COST.build_profile, COST.profile_toml, COST.profile_name)
 
 
 def capacity(sim: Simulator, policy: str, row_ms: float | None, setting: str, duration: float, seeds: int,
@@ -182,7 +107,7 @@ def fit(sim: Simulator, duration: float, seeds: int, iters: int = 7) -> float:
     """The geometric middle of the row_ms interval in which full 100/32 serves exactly 32 req/s at 90%
     (rates probed 24..40 in steps of 2; capacity falls as row_ms grows)."""
     rates = [float(r) for r in range(24, 42, 2)]
-    lo, hi = arithmetic_row_ms("h100"), 1.0
+    lo, hi = terms("h100", "optimistic")["arith_row_ms"], 1.0
     edges = []
     for above in (FIT_CAPACITY + 2, FIT_CAPACITY):
         a, b = lo, hi
@@ -205,7 +130,7 @@ def add_options(ap: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, sim: Simulator) -> Mapping[str, str]:
     """The three H100 profiles, the fitted one at the fitted (or given) row_ms."""
     row = args.row_ms if args.row_ms is not None else fit(sim, args.duration, args.seeds)
-    print(f"row_ms = {row} (arithmetic {arithmetic_row_ms('h100'):.4f})")
+    print(f"row_ms = {row} (arithmetic {terms('h100', 'optimistic')['arith_row_ms']:.4f})")
     return {f"recipes/gpus/{profile_name('h100', setting)}.toml":
             profile_toml("h100", setting, row if setting == "fitted" else None) for setting in SETTINGS}
 

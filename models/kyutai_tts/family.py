@@ -12,8 +12,10 @@ from .spec import DEFAULT_CHUNKS
 # layer), the depformer (4 layers, 1024 wide, 16 heads, feed-forward 3072 -> gated 2048, 32 passes over 11
 # weight sets, codebook heads of 2048), and Mimi's decoder (as CSM's), as sim.py reads them.
 KYUTAI_TTS_1_6B = {
-    "main": dict(hidden=2048, layers=16, heads=16, head_dim=128, mlp=5632, text_vocab=8000),
-    "depth": dict(hidden=1024, layers=4, heads=16, mlp=2048, vocab=2048, passes=32, main_hidden=2048),
+    "main": dict(hidden=2048, layers=16, heads=16, kv_heads=16, head_dim=128, mlp=5632, text_vocab=8000,
+                 cross_heads=16, cross_head_dim=128),
+    "depth": dict(hidden=1024, layers=4, heads=16, kv_heads=16, head_dim=64, mlp=2048, vocab=2048, passes=32,
+                  main_hidden=2048),
     "codec": dict(hidden=512, layers=8, mlp=2048, filters=64, rates=(8, 6, 5, 4), codebooks=32, window=250),
 }
 

@@ -32,99 +32,39 @@ Write both profiles of a GPU (no fit to run):
 
 from __future__ import annotations
 
-from typing import Any
+from ..sim_cost import CODEC, DATASHEET, DECODE, HOW_UNFITTED, Codec, CostShape, KvRead, Prefill, Stack
+from ..sim_stages import mimi_frame_cost, mimi_kernels
 
-from .. import sim_stages, sim_unfitted
-from ..registry import sim_sizes
-from ..sim_priors import BYTES_BF16, GPUS, KERNELS_PER_LAYER, KERNELS_PER_MODEL, LAUNCH_US, ROW_INEFFICIENCY
-from ..sim_profile import render_profile
-from ..sim_unfitted import datasheet_line
-
-MODEL = "kyutai-tts-1.6b"
-PROMPT_TOKENS = 1
 CTX_POSITIONS = 60
 CROSS_POSITIONS = 625  # 5 voice slots x 125 (moshi TTSModel.max_speakers)
-SAMPLING_KERNELS = 2
-FRAMES_REF = 10
 
-
-def sizes() -> dict[str, Any]:
-    return sim_sizes(MODEL)
-
-
-def main_params() -> int:
-    m = sizes()["main"]
-    h = m["hidden"]
-    layer = 4 * h * h + 2 * h * h + 3 * h * m["mlp"]  # fused qkv + out, cross q + out, gated MLP
-    return m["layers"] * layer + h * m["text_vocab"]
-
-
-def depth_params() -> int:
-    """One depformer pass: its weight set's layers, its input projection and its codebook head."""
-    d = sizes()["depth"]
-    h = d["hidden"]
-    return d["layers"] * (4 * h * h + 3 * h * d["mlp"]) + d["main_hidden"] * h + h * d["vocab"]
-
-
-def backbone_params() -> int:
-    return main_params()
-
-
-def step_params() -> int:
-    return main_params() + sizes()["depth"]["passes"] * depth_params()
-
-
-def row_bytes() -> float:
-    m, d = sizes()["main"], sizes()["depth"]
-    kv = m["layers"] * 2 * m["hidden"] * BYTES_BF16 * CTX_POSITIONS
-    cross = m["layers"] * 2 * m["hidden"] * BYTES_BF16 * CROSS_POSITIONS
-    depth_kv = d["passes"] * d["layers"] * 2 * d["hidden"] * BYTES_BF16 * (d["passes"] + 1) / 2
-    return kv + cross + depth_kv
-
-
-def kernels_per_step() -> int:
-    m, d = sizes()["main"], sizes()["depth"]
-    depth = d["passes"] * (d["layers"] * KERNELS_PER_LAYER + KERNELS_PER_MODEL + SAMPLING_KERNELS)
-    return m["layers"] * (KERNELS_PER_LAYER + 4) + KERNELS_PER_MODEL + SAMPLING_KERNELS + depth
-
-
-def terms(gpu_name: str, setting: str) -> dict[str, float]:
-    flops, act = sim_stages.mimi_frame_cost(sizes()["codec"])  # the released Mimi decoder, as CSM's
-    return sim_unfitted.stage_terms(
-        gpu_name, setting, step_params=step_params(), backbone_params=backbone_params(),
-        row_bytes=row_bytes(), kernels=kernels_per_step(), prompt_tokens=PROMPT_TOKENS,
-        codec_kernels=sim_stages.mimi_kernels(sizes()["codec"]), codec_flops=flops, codec_act=act,
-    )
-
-
-def build_profile(gpu_name: str, setting: str) -> dict:
-    return sim_unfitted.build_profile(MODEL, gpu_name, setting, terms(gpu_name, setting), FRAMES_REF)
-
-
-def profile_toml(gpu_name: str, setting: str) -> str:
-    t = terms(gpu_name, setting)
-    g = GPUS[gpu_name]
-    flops, act = sim_stages.mimi_frame_cost(sizes()["codec"])
-    how = {
-        "pessimistic": f"arithmetic row x {ROW_INEFFICIENCY:.1f} (Qwen's H100 fit), codec at half conv "
-        "efficiency; nothing fitted",
-        "optimistic": "the arithmetic per-row cost, nothing fitted",
-    }[setting]
-    head = [
-        "Written by `python -m voxcli.bench.calibration --family kyutai_tts`: Kyutai TTS 1.6B on "
-        f"{gpu_name}, "
-        f"setting {setting!r}",
-        f"row_ms {how}. Derivation and assumptions in models/kyutai_tts/sim.py's docstring.",
-        datasheet_line(g),
-        f"a step reads {step_params() / 1e9:.3f} G params (main {main_params() / 1e9:.3f} G + 32 "
-        "depformer "
-        f"passes of {depth_params() / 1e9:.3f} G); {kernels_per_step()} kernels x {LAUNCH_US} us",
-        f"decode(b) = floor {t['floor_ms']:.3f} ms + b x row {t['row_ms']:.4f} ms (arithmetic row "
-        f"{t['arith_row_ms']:.4f} ms at ctx {CTX_POSITIONS})",
-        f"codec: {t['codec_c0_ms']:.3f} ms/call + {t['codec_frame_ms'] * 1e3:.2f} us/frame "
-        f"({flops / 1e9:.2f} GFLOP + {act / 1e6:.2f} MB per frame)",
-    ]
-    return render_profile(head, build_profile(gpu_name, setting), f"kyutai-tts-{setting}")
-
-
-CALIBRATION = sim_unfitted.calibration(__doc__ or "", MODEL, profile_toml)
+COST = CostShape(
+    model="kyutai-tts-1.6b",
+    label="kyutai-tts",
+    stacks=(
+        # fused qkv + out (no grouped KV), cross q + out (4 more kernels a layer), the text head
+        Stack("main", head=("text_vocab",), cross=True, layer_kernels=4, sampling=2),
+        Stack("depth", head=("vocab",), reads="passes", in_proj="main_hidden", sampling=2),
+    ),
+    row_reads=(
+        KvRead("kv", "main", CTX_POSITIONS),
+        KvRead("cross", "main", CROSS_POSITIONS, width=("cross_heads", "cross_head_dim")),
+        KvRead("depth", "depth", lead=1),
+    ),
+    prefill=Prefill(1, launches=False),  # a request's prompt is one position: its text arrives as consumed
+    codec=Codec("codec", mimi_frame_cost, mimi_kernels),  # the released Mimi decoder, as CSM's
+    frames_ref=10,
+    values={"ctx": CTX_POSITIONS},
+    per_setting={"how": HOW_UNFITTED},
+    head=(
+        "Written by `python -m voxcli.bench.calibration --family kyutai_tts`: Kyutai TTS 1.6B on {gpu}, "
+        "setting {setting!r}",
+        "row_ms {how}. Derivation and assumptions in models/kyutai_tts/sim.py's docstring.",
+        DATASHEET,
+        "a step reads {step_params/1e9:.3f} G params (main {params_main/1e9:.3f} G + 32 depformer passes of "
+        "{params_depth/1e9:.3f} G); {kernels} kernels x {launch_us} us",
+        DECODE + " at ctx {ctx})",
+        CODEC,
+    ),
+)
+CALIBRATION = COST.calibration(__doc__ or "")

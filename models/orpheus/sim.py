@@ -40,118 +40,39 @@ Prefill: the LM over PROMPT tokens (weights read once + 2 x params FLOPs per tok
 
 from __future__ import annotations
 
-from typing import Any
+from ..sim_codecs import snac_frame_cost
+from ..sim_cost import CARRIED, DATASHEET, Codec, CostShape, KvRead, LogitsRead, Prefill, Stack
 
-from .. import sim_stages, sim_unfitted
-from ..registry import sim_sizes
-from ..sim_priors import (
-    BW_EFF,
-    BYTES_BF16,
-    FLOP_EFF,
-    GPUS,
-    KERNELS_PER_LAYER,
-    KERNELS_PER_MODEL,
-    LAUNCH_US,
-    ROW_INEFFICIENCY,
-)
-from ..sim_profile import render_profile
-
-MODEL = "orpheus-3b"
 STEPS_PER_FRAME = 7
 PROMPT_TOKENS = 30
 CTX_POSITIONS = 30 + 165
-SAMPLING_KERNELS = 6
 CODEC_KERNELS = 120  # SNAC's convolutions, snakes and adds (~90) + the window gather and noise draws
 CHUNK_REF = 16
 WHOLE_MODE_OVERHEAD = (CHUNK_REF + 6) / CHUNK_REF
 
-
-def sizes() -> dict[str, Any]:
-    return sim_sizes(MODEL)
-
-
-def lm_params() -> int:
-    s = sizes()["lm"]
-    return sim_stages.stack_params(s, s["vocab"])  # the tied embedding, read as the head
-
-
-def row_bytes() -> float:
-    s = sizes()["lm"]
-    return sim_stages.kv_bytes(s, CTX_POSITIONS) + s["vocab"] * 4
-
-
-def kernels_per_step() -> int:
-    return sizes()["lm"]["layers"] * KERNELS_PER_LAYER + KERNELS_PER_MODEL + SAMPLING_KERNELS
-
-
-def snac_frame_flops() -> tuple[float, float]:
-    """(conv FLOPs, activation bytes) of SNAC's decoder for one frame (4 latent steps, 2048 samples)."""
-    c = sizes()["snac"]
-    lat, ch, steps = c["latent"], c["hidden"], c["latent_steps"]
-    flops = 2.0 * steps * (lat * 7 + lat * ch)  # depthwise 7-tap + pointwise in
-    flops += 2.0 * steps * 3 * c["codebook_dim"] * lat  # the three levels' output projections
-    act, positions = 0.0, steps
-    for stride in c["rates"]:
-        out = ch // 2
-        flops += 2.0 * ch * out * 2 * stride * positions  # transposed conv, 2 x stride taps per input
-        positions *= stride
-        flops += 2.0 * out * out * positions  # noise block's 1x1
-        flops += 3 * 2.0 * (out * 7 + out * out) * positions  # 3 residual units: depthwise 7-tap + 1x1
-        act += (3 * 5 + 2) * out * positions * BYTES_BF16
-        ch = out
-    return flops + 2.0 * ch * 7 * positions, act
-
-
-def terms(gpu_name: str, setting: str) -> dict[str, float]:
-    sim_unfitted.check_setting(setting)
-    gpu = GPUS[gpu_name]
-    bw, fl = gpu.bandwidth * BW_EFF, gpu.flops * FLOP_EFF
-    p = lm_params()
-    arith_row = (row_bytes() / bw + 2 * p / fl) * 1e3
-    token_floor = p * BYTES_BF16 / bw * 1e3 + kernels_per_step() * LAUNCH_US / 1e3
-    row = arith_row * (ROW_INEFFICIENCY if setting == "pessimistic" else 1.0)
-    conv, act = snac_frame_flops()
-    conv_eff = 0.5 if setting == "pessimistic" else 1.0
-    return {
-        "token_floor_ms": token_floor,
-        "token_row_ms": row,
-        "arith_row_ms": arith_row,
-        "floor_ms": STEPS_PER_FRAME * token_floor,  # the sim's step is a frame (module doc)
-        "row_ms": STEPS_PER_FRAME * row,
-        "prefill_ms": token_floor + 2 * p * PROMPT_TOKENS / fl * 1e3,
-        "prefill_token_ms": 2 * p / fl * 1e3,
-        "codec_c0_ms": CODEC_KERNELS * LAUNCH_US / 1e3,
-        "codec_frame_ms": WHOLE_MODE_OVERHEAD * (conv / (fl * conv_eff) + act / bw) * 1e3,
-    }
-
-
-def build_profile(gpu_name: str, setting: str = "pessimistic") -> dict:
-    return sim_unfitted.build_profile(MODEL, gpu_name, setting, terms(gpu_name, setting), CHUNK_REF)
-
-
-def profile_toml(gpu_name: str, setting: str) -> str:
-    t = terms(gpu_name, setting)
-    conv, act = snac_frame_flops()
-    g = GPUS[gpu_name]
-    head = [
-        f"Written by `python -m voxcli.bench.calibration --family orpheus`: Orpheus 3B on {gpu_name}, "
-        f"setting "
-        f"{setting!r}; NO fitted",
+COST = CostShape(
+    model="orpheus-3b",
+    label="orpheus",
+    # the tied embedding read as the head; 6 sampling kernels (band mask, penalty, top-p, draw, bookkeeping)
+    stacks=(Stack("lm", head=("vocab",), sampling=6),),
+    row_reads=(KvRead("kv", "lm", CTX_POSITIONS), LogitsRead("logits", "lm")),
+    prefill=Prefill(PROMPT_TOKENS),
+    codec=Codec("snac", snac_frame_cost, CODEC_KERNELS, overhead=WHOLE_MODE_OVERHEAD),
+    frames_ref=CHUNK_REF,
+    steps_per_frame=STEPS_PER_FRAME,
+    values={"ctx": CTX_POSITIONS, "steps": STEPS_PER_FRAME, "overhead": WHOLE_MODE_OVERHEAD},
+    per_setting={"carried": CARRIED},
+    head=(
+        "Written by `python -m voxcli.bench.calibration --family orpheus`: Orpheus 3B on {gpu}, setting "
+        "{setting!r}; NO fitted",
         "parameter (nothing published to fit to); derivation in models/orpheus/sim.py.",
-        f"{g.name}: {g.sms} SMs, {g.bandwidth / 1e12:.2f} TB/s, {g.flops / 1e12:.0f} TFLOP/s bf16 "
-        "(datasheet)",
-        f"a token step reads {lm_params() / 1e9:.2f} B params; {kernels_per_step()} kernels x "
-        f"{LAUNCH_US} us; "
-        f"token(b) = {t['token_floor_ms']:.3f} ms + b x {t['token_row_ms']:.4f} ms",
-        f"the sim's step is a frame = {STEPS_PER_FRAME} token steps: decode(b) = floor "
-        f"{t['floor_ms']:.3f} ms + b x row {t['row_ms']:.4f} ms (arithmetic token row "
-        f"{t['arith_row_ms']:.4f} ms at ctx {CTX_POSITIONS}"
-        + (f"; x {ROW_INEFFICIENCY:.1f} carried from Qwen's H100 fit)" if setting == "pessimistic" else ")"),
-        f"codec (SNAC, whole mode x {WHOLE_MODE_OVERHEAD:.3f} re-decoded context): "
-        f"{t['codec_c0_ms']:.3f} ms/call + "
-        f"{t['codec_frame_ms'] * 1e3:.2f} us/frame ({conv / 1e9:.3f} GFLOP + {act / 1e6:.2f} MB per frame)",
-    ]
-    return render_profile(head, build_profile(gpu_name, setting), f"orpheus-{setting}")
-
-
-CALIBRATION = sim_unfitted.calibration(__doc__ or "", MODEL, profile_toml)
+        DATASHEET,
+        "a token step reads {step_params/1e9:.2f} B params; {kernels} kernels x {launch_us} us; token(b) = "
+        "{token_floor_ms:.3f} ms + b x {token_row_ms:.4f} ms",
+        "the sim's step is a frame = {steps} token steps: decode(b) = floor {floor_ms:.3f} ms + b x row "
+        "{row_ms:.4f} ms (arithmetic token row {arith_row_ms:.4f} ms at ctx {ctx}{carried}",
+        "codec (SNAC, whole mode x {overhead:.3f} re-decoded context): {codec_c0_ms:.3f} ms/call + "
+        "{codec_frame_ms*1e3:.2f} us/frame ({codec_flops/1e9:.3f} GFLOP + {codec_act/1e6:.2f} MB per frame)",
+    ),
+)
+CALIBRATION = COST.calibration(__doc__ or "")

@@ -32,159 +32,48 @@ Write both profiles of a GPU (no fit to run):
 
 from __future__ import annotations
 
-from typing import Any
+from ..sim_codecs import diffusion_head_params, vae_codec_frame, vae_codec_kernels
+from ..sim_cost import DATASHEET, DECODE, CostShape, InLoopCodec, KvRead, Prefill, Stack
 
-from .. import sim_unfitted
-from ..registry import sim_sizes
-from ..sim_priors import (
-    BW_EFF,
-    BYTES_BF16,
-    FLOP_EFF,
-    GPUS,
-    KERNELS_PER_LAYER,
-    KERNELS_PER_MODEL,
-    LAUNCH_US,
-    ROW_INEFFICIENCY,
-)
-from ..sim_profile import render_profile
-from ..sim_stages import kv_bytes, stack_params
-from ..sim_unfitted import datasheet_line
-
-MODEL = "vibevoice-1.5b"
 PROMPT_TOKENS = 60
 CTX_POSITIONS = PROMPT_TOKENS + 25
 GUIDE_POSITIONS = 25
 SOLVER_STEPS = 10
-FRAMES_REF = 10
-CODEC_LANE_MS_PER_FRAME = 0.0005  # unpacking 3200 samples: a copy
 HEAD_KERNELS = 4 * 8 + 8  # per solver step: 4 adaLN layers (~8 kernels each), the final layer and the update
 
-
-def sizes() -> dict[str, Any]:
-    return sim_sizes(MODEL)
-
-
-def lm_params() -> int:
-    return stack_params(sizes()["lm"], 4)  # + the 4 LM-head rows
-
-
-def head_params() -> int:
-    s = sizes()["head"]
-    h, m = s["hidden"], s["mlp"]
-    return s["layers"] * (3 * h * m + 3 * h * h) + 2 * h * h + h * s["latent"] * 2 + s["freq"] * h + h * h
-
-
-def _stack(encoder: bool) -> tuple[float, int]:
-    """(FLOPs per frame, params) of one conv stack (the acoustic decoder or the semantic encoder)."""
-    c = sizes()["codec"]
-    f, ratios, depths, exp, k = c["filters"], c["ratios"], c["depths"], c["ffn"], c["kernel"]
-    n = len(depths)
-    flops, params = 0.0, 0
-    if encoder:
-        positions, ch = float(c["hop"]), f
-        stages = [(f * 2 ** (i + 1), r, depths[i + 1]) for i, r in enumerate(ratios)]
-        flops += 2.0 * 1 * f * k * positions
-        flops += depths[0] * 2.0 * (k * f + 2 * exp * f * f) * positions
-        params += depths[0] * (k * f + 2 * exp * f * f)
-        for cout, r, d in stages:
-            positions /= r
-            flops += 2.0 * ch * cout * 2 * r * positions
-            flops += d * 2.0 * (k * cout + 2 * exp * cout * cout) * positions
-            params += ch * cout * 2 * r + d * (k * cout + 2 * exp * cout * cout)
-            ch = cout
-        flops += 2.0 * ch * c["semantic"] * k * positions
-    else:
-        rdepths = list(reversed(depths))
-        positions, ch = 1.0, f * 2 ** (n - 1)
-        flops += 2.0 * c["latent"] * ch * k + rdepths[0] * 2.0 * (k * ch + 2 * exp * ch * ch)
-        params += c["latent"] * ch * k + rdepths[0] * (k * ch + 2 * exp * ch * ch)
-        for i, r in enumerate(reversed(ratios)):
-            cout = ch // 2
-            positions *= r
-            flops += 2.0 * ch * cout * 2 * r * positions / r + rdepths[i + 1] * 2.0 * (
-                k * cout + 2 * exp * cout * cout) * positions
-            params += ch * cout * 2 * r + rdepths[i + 1] * (k * cout + 2 * exp * cout * cout)
-            ch = cout
-        flops += 2.0 * ch * k * positions
-    return flops, params
-
-
-def codec_frame_flops() -> float:
-    return _stack(False)[0] + _stack(True)[0]
-
-
-def codec_params() -> int:
-    return _stack(False)[1] + _stack(True)[1]
-
-
-def step_weight_bytes() -> float:
-    return (lm_params() + SOLVER_STEPS * head_params() + codec_params()) * BYTES_BF16
-
-
-def row_bytes() -> float:
-    return kv_bytes(sizes()["lm"], CTX_POSITIONS + 2 * GUIDE_POSITIONS)
-
-
-def row_flops(conv_eff: float) -> float:
-    """FLOPs of one row's step, the codec's scaled by 1 / conv_eff (its convolutions run below the prior)."""
-    return 3 * 2 * lm_params() + SOLVER_STEPS * 2 * 2 * head_params() + codec_frame_flops() / conv_eff
-
-
-def kernels_per_step() -> int:
-    s, c = sizes()["lm"], sizes()["codec"]
-    lm = 3 * (s["layers"] * KERNELS_PER_LAYER + KERNELS_PER_MODEL)  # three sequence groups
-    codec = 2 * (sum(c["depths"]) * 6 + len(c["ratios"]) + 2)
-    return lm + SOLVER_STEPS * HEAD_KERNELS + codec + 4
-
-
-def arithmetic_row_ms(gpu_name: str, conv_eff: float = 1.0) -> float:
-    g = GPUS[gpu_name]
-    return (row_bytes() / (g.bandwidth * BW_EFF) + row_flops(conv_eff) / (g.flops * FLOP_EFF)) * 1e3
-
-
-def terms(gpu_name: str, setting: str) -> dict[str, float]:
-    sim_unfitted.check_setting(setting)
-    g = GPUS[gpu_name]
-    bw, fl = g.bandwidth * BW_EFF, g.flops * FLOP_EFF
-    pess = setting == "pessimistic"
-    arith = arithmetic_row_ms(gpu_name, 0.5 if pess else 1.0)
-    return {
-        "floor_ms": step_weight_bytes() / bw * 1e3 + kernels_per_step() * LAUNCH_US / 1e3,
-        "row_ms": arith * ROW_INEFFICIENCY if pess else arith,
-        "arith_row_ms": arith,
-        "prefill_ms": lm_params() * BYTES_BF16 / bw * 1e3 + PROMPT_TOKENS * 2 * lm_params() / fl * 1e3,
-        "prefill_token_ms": 2 * lm_params() / fl * 1e3,
-        "codec_c0_ms": 0.005,
-        "codec_frame_ms": CODEC_LANE_MS_PER_FRAME,
-    }
-
-
-def build_profile(gpu_name: str, setting: str) -> dict:
-    return sim_unfitted.build_profile(MODEL, gpu_name, setting, terms(gpu_name, setting), FRAMES_REF)
-
-
-def profile_toml(gpu_name: str, setting: str) -> str:
-    t = terms(gpu_name, setting)
-    g = GPUS[gpu_name]
-    how = {
-        "pessimistic": f"arithmetic row x {ROW_INEFFICIENCY:.1f} (Qwen's H100 fit), codec convs at half the "
+COST = CostShape(
+    model="vibevoice-1.5b",
+    label="vibevoice",
+    stacks=(
+        # weights read once, kernels and FLOPs for 3 sequence groups; the LM head only for 4 tokens
+        Stack("lm", head=(4,), launches=3, row_passes=3),
+        # SOLVER_STEPS passes, each over the CFG pair's 2 rows
+        Stack("head", reads=SOLVER_STEPS, shape=diffusion_head_params, pass_kernels=HEAD_KERNELS,
+              row_passes=2 * SOLVER_STEPS),
+    ),
+    row_reads=(KvRead("kv", "lm", CTX_POSITIONS + 2 * GUIDE_POSITIONS),),
+    extra_kernels=4,
+    prefill=Prefill(PROMPT_TOKENS, launches=False, weights="first"),
+    # the codec lane only unpacks 3200 samples a frame: a copy
+    codec=InLoopCodec("codec", vae_codec_frame, vae_codec_kernels, lane_c0_ms=0.005, lane_frame_ms=0.0005),
+    frames_ref=10,
+    values={"solver_steps": SOLVER_STEPS, "head_rows": 2 * SOLVER_STEPS},
+    per_setting={"how": {
+        "pessimistic": "arithmetic row x {row_inefficiency:.1f} (Qwen's H100 fit), codec convs at half the "
         "FLOP prior; nothing fitted",
         "optimistic": "the arithmetic per-row cost, nothing fitted",
-    }[setting]
-    head = [
-        f"Written by `python -m voxcli.bench.calibration --family vibevoice`: VibeVoice-1.5B on {gpu_name}, "
-        f"setting {setting!r}",
-        f"row_ms {how}. Derivation and assumptions in models/vibevoice/sim.py's docstring.",
-        datasheet_line(g),
-        f"a step reads {step_weight_bytes() / 1e9:.3f} GB of weights (LM {lm_params() / 1e9:.3f} G params, "
-        f"{SOLVER_STEPS} head passes of {head_params() / 1e6:.1f} M, codec {codec_params() / 1e6:.1f} M); "
-        f"{kernels_per_step()} kernels x {LAUNCH_US} us",
-        f"decode(b) = floor {t['floor_ms']:.3f} ms + b x row {t['row_ms']:.4f} ms (arithmetic row "
-        f"{t['arith_row_ms']:.4f} ms: 3 LM sequences, {2 * SOLVER_STEPS} head rows, "
-        f"{codec_frame_flops() / 1e9:.2f} GFLOP of codec convs per frame)",
+    }},
+    head=(
+        "Written by `python -m voxcli.bench.calibration --family vibevoice`: VibeVoice-1.5B on {gpu}, "
+        "setting {setting!r}",
+        "row_ms {how}. Derivation and assumptions in models/vibevoice/sim.py's docstring.",
+        DATASHEET,
+        "a step reads {step_weight_bytes/1e9:.3f} GB of weights (LM {params_lm/1e9:.3f} G params, "
+        "{solver_steps} head passes of {params_head/1e6:.1f} M, codec {codec_params/1e6:.1f} M); "
+        "{kernels} kernels x {launch_us} us",
+        DECODE + ": 3 LM sequences, {head_rows} head rows, {codec_flops/1e9:.2f} GFLOP of codec convs per "
+        "frame)",
         "codec lane: unpacking the PCM the LM step decoded (no second decode)",
-    ]
-    return render_profile(head, build_profile(gpu_name, setting), f"vibevoice-{setting}")
-
-
-CALIBRATION = sim_unfitted.calibration(__doc__ or "", MODEL, profile_toml)
+    ),
+)
+CALIBRATION = COST.calibration(__doc__ or "")

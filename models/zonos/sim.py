@@ -29,90 +29,32 @@ dac_frame_cost), per 48-frame chunk reference.
 
 from __future__ import annotations
 
-from typing import Any
+from ..sim_cost import CARRIED, CODEC, DATASHEET, DECODE, Codec, CostShape, KvRead, Prefill, Stack
+from ..sim_stages import DAC_KERNELS, dac_frame_cost
 
-from .. import sim_stages, sim_unfitted
-from ..registry import sim_sizes
-from ..sim_priors import (
-    BW_EFF,
-    BYTES_BF16,
-    FLOP_EFF,
-    GPUS,
-    KERNELS_PER_LAYER,
-    KERNELS_PER_MODEL,
-    LAUNCH_US,
-    ROW_INEFFICIENCY,
-)
-from ..sim_profile import render_profile
-
-MODEL = "zonos-v0.1"
 PREFIX = 100 + 2 + 6
 CTX_POSITIONS = PREFIX + 9 + 129
-SAMPLING_KERNELS = 10
-CODEC_KERNELS = sim_stages.DAC_KERNELS  # the same DAC 44.1 kHz decoder as Dia's
 
-
-def sizes() -> dict[str, Any]:
-    return sim_sizes(MODEL)
-
-
-def step_params() -> int:
-    b = sizes()["backbone"]
-    return sim_stages.stack_params(b, b["codebooks"] * b["head_vocab"])  # + the nine heads
-
-
-def row_bytes() -> float:
-    return sim_stages.kv_bytes(sizes()["backbone"], CTX_POSITIONS)
-
-
-def kernels_per_step() -> int:
-    return sizes()["backbone"]["layers"] * KERNELS_PER_LAYER + KERNELS_PER_MODEL + SAMPLING_KERNELS
-
-
-def terms(gpu_name: str, setting: str) -> dict[str, float]:
-    sim_unfitted.check_setting(setting)
-    gpu = GPUS[gpu_name]
-    bw, fl = gpu.bandwidth * BW_EFF, gpu.flops * FLOP_EFF
-    arith_row = (row_bytes() / bw + 2 * step_params() / fl) * 1e3
-    floor = step_params() * BYTES_BF16 / bw * 1e3 + kernels_per_step() * LAUNCH_US / 1e3
-    conv, act = sim_stages.dac_frame_cost(sizes()["dac"])
-    conv_eff = 0.5 if setting == "pessimistic" else 1.0
-    return {
-        "floor_ms": floor,
-        "row_ms": arith_row * (ROW_INEFFICIENCY if setting == "pessimistic" else 1.0),
-        "arith_row_ms": arith_row,
-        "prefill_ms": floor + 2 * 2 * step_params() * (PREFIX + 1) / fl * 1e3,
-        "prefill_token_ms": 2 * step_params() / fl * 1e3,
-        "codec_c0_ms": CODEC_KERNELS * LAUNCH_US / 1e3,
-        "codec_frame_ms": (conv / (fl * conv_eff) + act / bw) * 1e3,
-    }
-
-
-def build_profile(gpu_name: str, setting: str = "pessimistic") -> dict:
-    return sim_unfitted.build_profile(MODEL, gpu_name, setting, terms(gpu_name, setting), 48)
-
-
-def profile_toml(gpu_name: str, setting: str) -> str:
-    t = terms(gpu_name, setting)
-    conv, act = sim_stages.dac_frame_cost(sizes()["dac"])
-    g = GPUS[gpu_name]
-    head = [
-        "Written by `python -m voxcli.bench.calibration --family zonos`: Zonos v0.1 (transformer) on "
-        f"{gpu_name}, "
-        f"setting {setting!r}; NO fitted",
+COST = CostShape(
+    model="zonos-v0.1",
+    label="zonos",
+    # nine embeddings summed, CFG combine, EOS mask, penalty, draw: 10 sampling kernels; the nine heads
+    stacks=(Stack("backbone", head=("codebooks", "head_vocab"), sampling=10),),
+    row_reads=(KvRead("kv", "backbone", CTX_POSITIONS),),
+    prefill=Prefill(PREFIX + 1, sequences=2),  # both sequences of the CFG pair
+    codec=Codec("dac", dac_frame_cost, DAC_KERNELS),  # the same DAC 44.1 kHz decoder as Dia's
+    frames_ref=48,
+    values={"ctx": CTX_POSITIONS},
+    per_setting={"carried": CARRIED},
+    head=(
+        "Written by `python -m voxcli.bench.calibration --family zonos`: Zonos v0.1 (transformer) on {gpu}, "
+        "setting {setting!r}; NO fitted",
         "parameter (nothing published to fit to); derivation in models/zonos/sim.py.",
-        f"{g.name}: {g.sms} SMs, {g.bandwidth / 1e12:.2f} TB/s, {g.flops / 1e12:.0f} TFLOP/s bf16 "
-        "(datasheet)",
-        f"backbone step reads {step_params() / 1e6:.1f} M params; {kernels_per_step()} kernels x "
-        f"{LAUNCH_US} us",
-        f"decode(b) = floor {t['floor_ms']:.3f} ms + b x row {t['row_ms']:.4f} ms (arithmetic row "
-        f"{t['arith_row_ms']:.4f} ms: KV {row_bytes() / 1e6:.1f} MB/row/step at ctx {CTX_POSITIONS}"
-        + (f"; x {ROW_INEFFICIENCY:.1f} carried from Qwen's H100 fit)" if setting == "pessimistic" else ")"),
+        DATASHEET,
+        "backbone step reads {step_params/1e6:.1f} M params; {kernels} kernels x {launch_us} us",
+        DECODE + ": KV {row_bytes/1e6:.1f} MB/row/step at ctx {ctx}{carried}",
         "every request is a CFG pair: 2 full rows (nothing shared between its sequences)",
-        f"codec: {t['codec_c0_ms']:.3f} ms/call + {t['codec_frame_ms'] * 1e3:.2f} us/frame "
-        f"({conv / 1e9:.2f} GFLOP + {act / 1e6:.2f} MB per frame)",
-    ]
-    return render_profile(head, build_profile(gpu_name, setting), f"zonos-{setting}")
-
-
-CALIBRATION = sim_unfitted.calibration(__doc__ or "", MODEL, profile_toml)
+        CODEC,
+    ),
+)
+CALIBRATION = COST.calibration(__doc__ or "")
