@@ -33,6 +33,7 @@ from .sim_priors import (
     KERNELS_PER_MODEL,
     LAUNCH_US,
     ROW_INEFFICIENCY,
+    codec_coefficients,
 )
 from .sim_profile import codec_call_ms, render_profile, stage_profile
 from .sim_stages import Sizes, gqa_layer_params, kv_bytes
@@ -252,6 +253,12 @@ class FlowCodec:
 
 
 @dataclass(frozen=True)
+class PaperCodec:
+    """A codec priced by the paper's per-call facts (sim_priors.codec_ms: a launch floor c0 and c1 per
+    chunk of `frames_ref` frames) instead of FLOP arithmetic (Qwen3-TTS's tokenizer, models/sim_paper.py)."""
+
+
+@dataclass(frozen=True)
 class Fit:
     """The one parameter a `setting` takes from outside the arithmetic (a fit, or a value carried from
     another profile): the per-row cost itself (`replaces` "row_ms") or a FlowCodec's efficiency
@@ -314,7 +321,7 @@ class CostShape:
     stacks: tuple[Stack | PhasedHead, ...]
     row_reads: tuple[KvRead | LogitsRead, ...]
     prefill: Prefill
-    codec: Codec | InLoopCodec | FlowCodec
+    codec: Codec | InLoopCodec | FlowCodec | PaperCodec
     frames_ref: int
     head: tuple[str, ...]
     values: Mapping[str, Any] = field(default_factory=dict)
@@ -356,7 +363,7 @@ class CostShape:
             flows = {f"flops_{name}": shape(s, c.history) for name, shape in c.flow}
             q.update(flows, flow_flops=sum(flows.values()),
                      vocoder_flops=c.vocoder_frames * c.vocoder(s[c.vocoder_key]))
-        else:
+        elif isinstance(c, Codec):
             q["codec_flops"], q["codec_act"] = c.frame(s[c.key])
         q.update({f"bytes_{r.name}": r.bytes(s, setting) for r in self.row_reads})
         q.update(step_params=step, step_weight_bytes=step * BYTES_BF16, kernels=kernels, row_flops=row_flops,
@@ -414,6 +421,9 @@ class CostShape:
         c = self.codec
         if isinstance(c, InLoopCodec):
             return {"codec_c0_ms": c.lane_c0_ms, "codec_frame_ms": c.lane_frame_ms}
+        if isinstance(c, PaperCodec):
+            k = codec_coefficients()
+            return {"codec_c0_ms": k["c0"], "codec_frame_ms": k["c1"] / self.frames_ref}
         if isinstance(c, FlowCodec):
             eff, voc_eff = (value if value is not None else 1.0, c.vocoder_eff) if pess else (1.0, 1.0)
             token_ms = (q["flow_flops"] / (fl * eff) + q["vocoder_flops"] / (fl * voc_eff)) * 1e3

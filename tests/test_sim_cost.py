@@ -74,11 +74,7 @@ def test_steps_per_frame_and_the_template_scale():
     assert fill("{x/1e3:.1f} {x*2:.0f} {y!r}", {"x": 1500, "y": "s"}) == "1.5 3000 's'"
 
 
-PENDING = {"qwen3_tts"}  # still its own arithmetic (the paper-calibrated layout: v1/v2, [sim])
-
-
-@pytest.mark.parametrize("family", [
-    pytest.param(f, marks=pytest.mark.xfail(strict=True)) if f in PENDING else f for f in FAMILY_PACKAGES])
+@pytest.mark.parametrize("family", FAMILY_PACKAGES)
 def test_every_family_declares_its_cost_through_the_model(family):
     sim = importlib.import_module(f"voxcli.models.{family}.sim")
     assert isinstance(sim.COST, CostShape), f"models/{family}/sim.py declares no COST"
