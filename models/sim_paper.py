@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .sim_cost import CostShape, KvRead, fill
+from .sim_cost import CostShape, fill
 from .sim_priors import (
     BW_EFF,
     BYTES_BF16,
@@ -33,6 +33,7 @@ from .sim_priors import (
     decode_speed,
 )
 from .sim_profile import render_profile
+from .sim_shapes import KvRead
 from .sim_stages import kv_bytes
 
 MODELS = ("v1", "v2")  # v1: fitted step_floor_ms; v2: fitted row_ms

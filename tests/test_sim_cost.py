@@ -9,8 +9,9 @@ from dataclasses import replace
 
 import pytest
 from voxcli.models.registry import FAMILY_PACKAGES
-from voxcli.models.sim_cost import Codec, CostShape, KvRead, Prefill, Stack, fill
+from voxcli.models.sim_cost import CostShape, fill
 from voxcli.models.sim_priors import BW_EFF, FLOP_EFF, GPUS, LAUNCH_US, ROW_INEFFICIENCY
+from voxcli.models.sim_shapes import Codec, KvRead, Prefill, Stack
 
 SIZES = {
     "lm": dict(hidden=4, layers=2, heads=2, kv_heads=1, head_dim=2, mlp=8, vocab=10),

@@ -35,8 +35,9 @@ from pathlib import Path
 
 from ..sim_calibration import Calibration, Simulator
 from ..sim_codecs import conformer_token_flops, unet_kernels, unet_token_flops
-from ..sim_cost import DATASHEET_BARE, CostShape, Fit, FlowCodec, KvRead, Prefill, Stack
+from ..sim_cost import DATASHEET_BARE, CostShape
 from ..sim_profile import header_value
+from ..sim_shapes import Fit, FlowCodec, KvRead, Prefill, Stack
 from ..sim_stages import hift_frame_flops
 
 MODEL = "cosyvoice2-0.5b"

@@ -52,8 +52,9 @@ from collections.abc import Mapping
 from ..registry import sim_spec_for
 from ..sim_calibration import Calibration, Probe, Simulator
 from ..sim_codecs import dit_kernels, dit_token_flops
-from ..sim_cost import DATASHEET_BARE, CostShape, Fit, FlowCodec, KvRead, Prefill, Stack
+from ..sim_cost import DATASHEET_BARE, CostShape
 from ..sim_profile import header_value
+from ..sim_shapes import Fit, FlowCodec, KvRead, Prefill, Stack
 from ..sim_stages import hift_frame_flops
 
 MODEL = "cosyvoice3-0.5b"

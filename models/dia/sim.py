@@ -56,7 +56,8 @@ exponents of the paper's codec facts (sim_priors.codec_coefficients), i.e. the s
 
 from __future__ import annotations
 
-from ..sim_cost import CARRIED, CODEC, DATASHEET, DECODE, CfgShare, Codec, CostShape, KvRead, Prefill, Stack
+from ..sim_cost import CARRIED, CODEC, DATASHEET, DECODE, CostShape
+from ..sim_shapes import CfgShare, Codec, KvRead, Prefill, Stack
 from ..sim_stages import DAC_KERNELS, dac_frame_cost, text_encoder_prefill_params
 
 TEXT_TOKENS = 100

@@ -49,7 +49,8 @@ from collections.abc import Mapping
 from ..registry import sim_spec_for
 from ..sim_calibration import Calibration, Probe, Simulator
 from ..sim_codecs import rvq_dac_frame_cost
-from ..sim_cost import CODEC, DATASHEET, DECODE, HOW_UNFITTED, Codec, CostShape, Fit, KvRead, Prefill, Stack
+from ..sim_cost import CODEC, DATASHEET, DECODE, HOW_UNFITTED, CostShape
+from ..sim_shapes import Codec, Fit, KvRead, Prefill, Stack
 
 MODEL = "higgs-v3-4b"
 PROMPT_TOKENS = 40

@@ -32,7 +32,8 @@ Write both profiles of a GPU (no fit to run):
 
 from __future__ import annotations
 
-from ..sim_cost import CODEC, DATASHEET, DECODE, HOW_UNFITTED, Codec, CostShape, KvRead, Prefill, Stack
+from ..sim_cost import CODEC, DATASHEET, DECODE, HOW_UNFITTED, CostShape
+from ..sim_shapes import Codec, KvRead, Prefill, Stack
 from ..sim_stages import mimi_frame_cost, mimi_kernels
 
 CTX_POSITIONS = 60

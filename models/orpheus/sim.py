@@ -41,7 +41,8 @@ Prefill: the LM over PROMPT tokens (weights read once + 2 x params FLOPs per tok
 from __future__ import annotations
 
 from ..sim_codecs import snac_frame_cost
-from ..sim_cost import CARRIED, DATASHEET, Codec, CostShape, KvRead, LogitsRead, Prefill, Stack
+from ..sim_cost import CARRIED, DATASHEET, CostShape
+from ..sim_shapes import Codec, KvRead, LogitsRead, Prefill, Stack
 
 STEPS_PER_FRAME = 7
 PROMPT_TOKENS = 30

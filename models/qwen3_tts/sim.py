@@ -67,9 +67,10 @@ from functools import partial
 
 from .. import sim_paper
 from ..registry import sim_spec_for
-from ..sim_cost import CostShape, KvRead, PaperCodec, Prefill, Stack
+from ..sim_cost import CostShape
 from ..sim_paper import FITTED_NAME, MODELS, HonestSim, PaperFit
 from ..sim_priors import GPUS
+from ..sim_shapes import KvRead, PaperCodec, Prefill, Stack
 
 MODEL = "qwen3-tts-1.7b"
 CTX_TOKENS = 64  # average talker context per row during decode (~10 prompt rows + half of ~98 frames)

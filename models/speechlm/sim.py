@@ -48,18 +48,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..sim_codecs import xcodec_frame_cost
-from ..sim_cost import (
-    CODEC,
-    DATASHEET_BARE,
-    Codec,
-    CostShape,
-    KvRead,
-    PhasedHead,
-    Prefill,
-    Stack,
-    TextPlan,
-    calibration,
-)
+from ..sim_cost import CODEC, DATASHEET_BARE, CostShape, calibration
+from ..sim_shapes import Codec, KvRead, PhasedHead, Prefill, Stack, TextPlan
 from ..sim_stages import DAC_KERNELS
 
 MODELS = ("bagpiper-8b", "opuslm-7b")

@@ -33,7 +33,8 @@ Write both profiles of a GPU (no fit to run):
 from __future__ import annotations
 
 from ..sim_codecs import diffusion_head_params, vae_codec_frame, vae_codec_kernels
-from ..sim_cost import DATASHEET, DECODE, CostShape, InLoopCodec, KvRead, Prefill, Stack
+from ..sim_cost import DATASHEET, DECODE, CostShape
+from ..sim_shapes import InLoopCodec, KvRead, Prefill, Stack
 
 PROMPT_TOKENS = 60
 CTX_POSITIONS = PROMPT_TOKENS + 25

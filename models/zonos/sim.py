@@ -29,7 +29,8 @@ dac_frame_cost), per 48-frame chunk reference.
 
 from __future__ import annotations
 
-from ..sim_cost import CARRIED, CODEC, DATASHEET, DECODE, Codec, CostShape, KvRead, Prefill, Stack
+from ..sim_cost import CARRIED, CODEC, DATASHEET, DECODE, CostShape
+from ..sim_shapes import Codec, KvRead, Prefill, Stack
 from ..sim_stages import DAC_KERNELS, dac_frame_cost
 
 PREFIX = 100 + 2 + 6
