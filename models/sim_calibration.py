@@ -65,3 +65,30 @@ class Calibration:
     # recipes/gpus/ profile the family ships, plus any report of the fit). `options.root` is that root
     # (the repository's, or --root), which holds the shipped recipes/.
     run: Callable[[argparse.Namespace, Simulator], Mapping[str, str]]
+
+
+def fit_interval(capacity_at: Callable[[float], float], target: float, lo: float, hi: float, iters: int,
+                 rising: bool, name: str, label: str) -> float:
+    """The geometric middle of the interval of a parameter (`name`, searched in [lo, hi]) in which
+    `capacity_at` (a seed-mean capacity at 90%, discrete in steps of 2 req/s) is exactly `target`: one
+    geometric bisection for the edge where it reaches `target`, one for `target + 2`; `rising` when the
+    capacity grows with the parameter. A midpoint both bisections probe is simulated once. Each probe is
+    printed as `  fit: <name> <value> -> <label> capacity@90% <capacity> req/s`."""
+    seen: dict[float, float] = {}
+    edges = []
+    for above in ((target, target + 2) if rising else (target + 2, target)):
+        a, b = lo, hi
+        for _ in range(iters):
+            mid = (a * b) ** 0.5
+            if mid not in seen:
+                seen[mid] = capacity_at(mid)
+            cap = seen[mid]
+            print(f"  fit: {name} {mid:.4f} -> {label} capacity@90% {cap:g} req/s", flush=True)
+            if rising:
+                a, b = (a, mid) if cap >= above else (mid, b)
+            else:
+                a, b = (mid, b) if cap >= above else (a, mid)
+        edges.append((a * b) ** 0.5)
+    lower, upper = sorted(edges)
+    print(f"  {label} capacity@90% = {target:g} for {name} in [{lower:.4f}, {upper:.4f})")
+    return round((lower * upper) ** 0.5, 4)

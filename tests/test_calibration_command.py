@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from voxcli.models.registry import FAMILY_PACKAGES, find_family
+from voxcli.models.sim_calibration import fit_interval
 
 from voxcli.bench.calibration import main
 from voxcli.sim.calibration import repo_root
@@ -49,3 +50,20 @@ def test_a_family_is_found_by_package_name_or_model():
     assert find_family("qwen3_tts") is find_family("Qwen/Qwen3-TTS-12Hz-1.7B-Base")
     assert find_family("no-such-family") is None
     assert main(["--family", "no-such-family"]) == 2
+
+
+@pytest.mark.parametrize("rising", [True, False])
+def test_a_fit_finds_the_interval_that_serves_the_target(rising, capsys):
+    """A capacity that steps 28 -> 30 -> 32 req/s at 0.30 and 0.32 (rising) or 32 -> 30 -> 28 (falling):
+    the fit lands in the geometric middle of [0.30, 0.32), and probes no midpoint twice."""
+    probed: list[float] = []
+
+    def capacity(x: float) -> float:
+        probed.append(x)
+        up = 28.0 if x < 0.30 else 30.0 if x < 0.32 else 32.0
+        return up if rising else 60.0 - up
+
+    got = fit_interval(capacity, 30.0, 0.2, 0.5, 14, rising=rising, name="eff", label="full")
+    assert abs(got - (0.30 * 0.32) ** 0.5) < 5e-4
+    assert len(probed) == len(set(probed)) < 28
+    assert "full capacity@90% = 30 for eff in [0.30" in capsys.readouterr().out

@@ -50,7 +50,7 @@ import argparse
 from collections.abc import Mapping
 
 from ..registry import sim_spec_for
-from ..sim_calibration import Calibration, Probe, Simulator
+from ..sim_calibration import Calibration, Probe, Simulator, fit_interval
 from ..sim_codecs import dit_kernels, dit_token_flops
 from ..sim_cost import DATASHEET_BARE, CostShape
 from ..sim_profile import header_value
@@ -114,23 +114,10 @@ def capacity(sim: Simulator, dit_eff: float, duration: float, seeds: int, rates:
 
 
 def fit(sim: Simulator, duration: float, seeds: int, lo: float, hi: float, iters: int) -> float:
-    """The geometric middle of the dit_eff interval in which full 44/88 serves exactly FIT_CAPACITY at 90%
-    (capacity grows with dit_eff)."""
+    """dit_eff in whose interval full 44/88 serves exactly FIT_CAPACITY at 90% (capacity grows with it)."""
     rates = [float(r) for r in range(int(FIT_CAPACITY) - 8, int(FIT_CAPACITY) + 10, 2)]
-    edges = []
-    seen: dict[float, float] = {}  # both edges start from the same midpoints
-    for above in (FIT_CAPACITY, FIT_CAPACITY + 2):  # the lowest dit_eff reaching 30, then reaching 32
-        a, b = lo, hi
-        for _ in range(iters):
-            mid = (a * b) ** 0.5
-            if mid not in seen:
-                seen[mid] = capacity(sim, mid, duration, seeds, rates)[0]
-            cap = seen[mid]
-            print(f"  fit: dit_eff {mid:.4f} -> {FIT_POLICY} capacity@90% {cap:g} req/s", flush=True)
-            a, b = (a, mid) if cap >= above else (mid, b)
-        edges.append((a * b) ** 0.5)
-    print(f"  {FIT_POLICY} capacity@90% = {FIT_CAPACITY:g} for dit_eff in [{edges[0]:.4f}, {edges[1]:.4f})")
-    return round((edges[0] * edges[1]) ** 0.5, 4)
+    return fit_interval(lambda eff: capacity(sim, eff, duration, seeds, rates)[0], FIT_CAPACITY, lo, hi,
+                        iters, rising=True, name="dit_eff", label=FIT_POLICY)
 
 
 def add_options(ap: argparse.ArgumentParser) -> None:

@@ -47,7 +47,7 @@ import argparse
 from collections.abc import Mapping
 
 from ..registry import sim_spec_for
-from ..sim_calibration import Calibration, Probe, Simulator
+from ..sim_calibration import Calibration, Probe, Simulator, fit_interval
 from ..sim_codecs import rvq_dac_frame_cost
 from ..sim_cost import CODEC, DATASHEET, DECODE, HOW_UNFITTED, CostShape
 from ..sim_shapes import Codec, Fit, KvRead, Prefill, Stack
@@ -105,21 +105,15 @@ def capacity(sim: Simulator, policy: str, row_ms: float | None, setting: str, du
 
 
 def fit(sim: Simulator, duration: float, seeds: int, iters: int = 7) -> float:
-    """The geometric middle of the row_ms interval in which full 100/32 serves exactly 32 req/s at 90%
-    (rates probed 24..40 in steps of 2; capacity falls as row_ms grows)."""
+    """row_ms in whose interval full 100/32 serves exactly 32 req/s at 90% (rates probed 24..40 in steps
+    of 2; capacity falls as row_ms grows), searched from the arithmetic row cost up to 1 ms."""
     rates = [float(r) for r in range(24, 42, 2)]
-    lo, hi = terms("h100", "optimistic")["arith_row_ms"], 1.0
-    edges = []
-    for above in (FIT_CAPACITY + 2, FIT_CAPACITY):
-        a, b = lo, hi
-        for _ in range(iters):
-            mid = (a * b) ** 0.5
-            cap, _ = capacity(sim, FIT_POLICY, mid, "fitted", duration, seeds, rates, PAPER_DESIGN)
-            print(f"  fit: row_ms {mid:.4f} -> full capacity@90% {cap:g} req/s", flush=True)
-            a, b = (mid, b) if cap >= above else (a, mid)
-        edges.append((a * b) ** 0.5)
-    print(f"  full capacity@90% = {FIT_CAPACITY:g} for row_ms in [{edges[0]:.4f}, {edges[1]:.4f}]")
-    return round((edges[0] * edges[1]) ** 0.5, 4)
+
+    def capacity_at(row_ms: float) -> float:
+        return capacity(sim, FIT_POLICY, row_ms, "fitted", duration, seeds, rates, PAPER_DESIGN)[0]
+
+    return fit_interval(capacity_at, FIT_CAPACITY, terms("h100", "optimistic")["arith_row_ms"], 1.0, iters,
+                        rising=False, name="row_ms", label=FIT_POLICY)
 
 
 def add_options(ap: argparse.ArgumentParser) -> None:
