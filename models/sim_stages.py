@@ -1,12 +1,13 @@
-"""The stage shapes families declare for their simulator cost, and the arithmetic on them, written once.
+"""The stage shapes several families' cost declarations share, and the arithmetic on them, written once.
 
-A family's `sim.py` states its sizes (models/<family>/family.py `SimModel.sizes`) and its assumptions
-(context lengths, prompt positions, kernel counts); the cost of a stage that several families share is
-computed here from the sizes alone: a grouped-query decoder stack (weights, KV bytes, kernels), the LM
-lane's decode and prefill terms, and the three released codec decoders more than one family runs (DAC
-44.1 kHz: Dia, Zonos; Mimi: CSM, Kyutai TTS; HiFT: CosyVoice 2 and 3). So no family's cost reads another
-family's module. Pure arithmetic over models/sim_priors.py; integer counts stay integers, so a profile
-computed here is bit-identical to the per-family copies it replaces (benchmarks/profile_hashes.py).
+A family's `sim.py` declares its cost (models/sim_cost.py CostShape) over its sizes
+(models/<family>/family.py `SimModel.sizes`); the cost of a stage that several families share is
+computed here from the sizes alone: a grouped-query decoder stack (weights, KV bytes), an encoder-decoder's
+text prefill, and the three released codec decoders more than one family runs (DAC 44.1 kHz: Dia, Zonos;
+Mimi: CSM, Kyutai TTS; HiFT: CosyVoice 2 and 3); the shapes one family runs today are in
+models/sim_codecs.py. So no family's cost reads another family's module. Pure arithmetic over
+models/sim_priors.py; integer counts stay integers, so a profile computed here is bit-identical to the
+per-family copies it replaces (benchmarks/profile_hashes.py).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .sim_priors import BW_EFF, BYTES_BF16, FLOP_EFF, GPUS, KERNELS_PER_LAYER, LAUNCH_US, ROW_INEFFICIENCY
+from .sim_priors import BYTES_BF16, KERNELS_PER_LAYER
 
 Sizes = Mapping[str, Any]
 
@@ -33,24 +34,6 @@ def stack_params(s: Sizes, head_rows: int) -> int:
 def kv_bytes(s: Sizes, positions: int) -> int:
     """Bytes of K and V (bf16) a row reads over `positions` cached positions of every layer."""
     return s["layers"] * 2 * s["kv_heads"] * s["head_dim"] * BYTES_BF16 * positions
-
-
-def lm_terms(gpu_name: str, pessimistic: bool, params: int, row_bytes: float, kernels: int,
-             prompt_positions: int) -> dict[str, float]:
-    """The LM lane's terms of a profile for a step that reads `params` weights once plus each row's
-    `row_bytes` of KV and 2 FLOP per parameter: the decode step's floor and per-row cost (x
-    ROW_INEFFICIENCY when pessimistic), and a prefill of `prompt_positions` after one step."""
-    gpu = GPUS[gpu_name]
-    bw, fl = gpu.bandwidth * BW_EFF, gpu.flops * FLOP_EFF
-    arith_row = (row_bytes / bw + 2 * params / fl) * 1e3
-    floor = params * BYTES_BF16 / bw * 1e3 + kernels * LAUNCH_US / 1e3
-    return {
-        "floor_ms": floor,
-        "row_ms": arith_row * (ROW_INEFFICIENCY if pessimistic else 1.0),
-        "arith_row_ms": arith_row,
-        "prefill_ms": floor + 2 * params * prompt_positions / fl * 1e3,
-        "prefill_token_ms": 2 * params / fl * 1e3,
-    }
 
 
 # --- the shared codec decoders --------------------------------------------------------------------------

@@ -40,11 +40,3 @@ def test_the_shared_codec_decoders_cost_what_their_families_state():
         sim_sizes("kyutai-tts-1.6b")["codec"])
     assert sim_stages.hift_frame_flops(sim_sizes("cosyvoice2-0.5b")["hift"]) == sim_stages.hift_frame_flops(
         sim_sizes("cosyvoice3-0.5b")["hift"])
-
-
-def test_lm_terms_scale_the_row_only_when_pessimistic():
-    args = dict(params=500_000_000, row_bytes=1e6, kernels=180, prompt_positions=150)
-    pess = sim_stages.lm_terms("h100", True, **args)
-    opt = sim_stages.lm_terms("h100", False, **args)
-    assert pess["arith_row_ms"] == opt["arith_row_ms"] == opt["row_ms"] < pess["row_ms"]
-    assert pess["floor_ms"] == opt["floor_ms"] and pess["prefill_ms"] > pess["floor_ms"]

@@ -15,7 +15,7 @@ scaling of the paper's facts):
 Assumptions, stated: the shared head computes only each stream's candidates (models/speechlm/head.py): in
 an audio step S x 1027 rows of W_H (each stream's 1025-wide interval, eos/eot), in a text step the text
 vocabulary (stream 0; the other streams only pad). A step reads both row sets (a decode batch mixes rows
-in both phases); a row's FLOPs are the text share (text_share() of its steps) times the text head plus the
+in both phases); a row's FLOPs are the text share (TextPlan.share: of its steps) times the text head plus the
 rest times the audio head. A typical Bagpiper-TTS request has a 60-token prompt, a text plan of
 TEXT_PLAN[setting] tokens and 250 audio frames (5 s), so its average context is 60 + plan + 125; the
 pessimistic row cost is the arithmetic one times the 6.2 by which Qwen3-TTS's fitted per-row cost

@@ -16,7 +16,7 @@ of a row is a whole generate iteration and the codec lane only unpacks PCM (~0 c
     stay out of L2 at 246 MB bf16), its FLOPs 2 x 10 x 2 x params per row;
   * the acoustic decoder (sigma-VAE, 32 filters, ratios 8,5,5,4,2,2 up to 3200 samples, depths 8,3,3,3,3,3,3
     from the top) and the semantic encoder (the same stack downward, 128-d out) on one frame per row:
-    their weights read once per step, their conv FLOPs per row (`codec_frame_flops`).
+    their weights read once per step, their conv FLOPs per row (models/sim_codecs.py `vae_codec_frame`).
     decode_ms(b) = (LM + 10 x head + decoder + encoder weights) bf16 / (BW x BW_EFF) + kernels x LAUNCH_US
                  + b x row_ms     (3 x KV of CTX positions + FLOPs: 3 x LM + 20 x head + codec convs)
 Requests are width-1 rows in the sim (SimSpec.cfg_scale None): the two guidance sequences are priced inside
