@@ -238,6 +238,13 @@ class CostShape:
         head = [fill(line, values) for line in self.head]
         return render_profile(head, self.build_profile(gpu_name, setting, fitted), f"{self.label}-{setting}")
 
+    def profiles(self, gpu_name: str, fitted: float | None = None) -> dict[str, str]:
+        """Every setting's profile of `gpu_name` as {recipes/gpus/<profile_name>.toml: text}, the `fit`'s
+        setting at `fitted` (what a calibration command writes)."""
+        fit_setting = self.fit.setting if self.fit is not None else None
+        return {f"recipes/gpus/{self.profile_name(gpu_name, s)}.toml":
+                self.profile_toml(gpu_name, s, fitted if s == fit_setting else None) for s in self.settings}
+
     def calibration(self, doc: str) -> Calibration:
         return calibration(doc, (self,))
 
@@ -252,7 +259,6 @@ def calibration(doc: str, costs: Sequence[CostShape]) -> Calibration:
     def run(args: argparse.Namespace, sim: Simulator) -> Mapping[str, str]:
         del sim
         gpu = getattr(args, "gpu", None) or "h100"
-        return {f"recipes/gpus/{c.profile_name(gpu, s)}.toml": c.profile_toml(gpu, s)
-                for c in costs for s in c.settings}
+        return {path: text for c in costs for path, text in c.profiles(gpu).items()}
 
     return Calibration(doc, add_options, run)

@@ -100,10 +100,7 @@ def add_options(ap: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, sim: Simulator) -> Mapping[str, str]:
     flow_eff = args.flow_eff if args.flow_eff is not None else carried_flow_eff()
-    names = {"pessimistic": f"{args.gpu}-{MODEL}", "optimistic": f"{args.gpu}-optimistic-{MODEL}"}
-    return {f"recipes/gpus/{name}.toml":
-            profile_toml(args.gpu, setting, flow_eff if setting == "pessimistic" else None)
-            for setting, name in names.items()}
+    return COST.profiles(args.gpu, flow_eff)
 
 
 CALIBRATION = Calibration(__doc__ or "", add_options, run)

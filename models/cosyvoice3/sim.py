@@ -138,10 +138,7 @@ def run(args: argparse.Namespace, sim: Simulator) -> Mapping[str, str]:
     if dit_eff is None:
         dit_eff = fit(sim, args.duration, args.seeds, lo, hi, args.iters)
     print(f"dit_eff = {dit_eff}")
-    names = {"pessimistic": f"{args.gpu}-{MODEL}", "optimistic": f"{args.gpu}-optimistic-{MODEL}"}
-    return {f"recipes/gpus/{name}.toml":
-            profile_toml(args.gpu, setting, dit_eff if setting == "pessimistic" else None)
-            for setting, name in names.items()}
+    return COST.profiles(args.gpu, dit_eff)
 
 
 CALIBRATION = Calibration(__doc__ or "", add_options, run)

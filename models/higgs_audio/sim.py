@@ -89,8 +89,7 @@ COST = CostShape(
     ),
 )
 SETTINGS = COST.settings
-terms, build_profile, profile_toml, profile_name = (
-    COST.terms, COST.build_profile, COST.profile_toml, COST.profile_name)
+terms, build_profile, profile_toml = COST.terms, COST.build_profile, COST.profile_toml
 
 
 def capacity(sim: Simulator, policy: str, row_ms: float | None, setting: str, duration: float, seeds: int,
@@ -126,8 +125,7 @@ def run(args: argparse.Namespace, sim: Simulator) -> Mapping[str, str]:
     """The three H100 profiles, the fitted one at the fitted (or given) row_ms."""
     row = args.row_ms if args.row_ms is not None else fit(sim, args.duration, args.seeds)
     print(f"row_ms = {row} (arithmetic {terms('h100', 'optimistic')['arith_row_ms']:.4f})")
-    return {f"recipes/gpus/{profile_name('h100', setting)}.toml":
-            profile_toml("h100", setting, row if setting == "fitted" else None) for setting in SETTINGS}
+    return COST.profiles("h100", row)
 
 
 CALIBRATION = Calibration(__doc__ or "", add_options, run)
