@@ -71,13 +71,9 @@ def _sizes(cost: CostShape, fit: PaperFit) -> tuple[Mapping[str, Any], Mapping[s
     return s[fit.talker], s[fit.predictor]
 
 
-def _params(cost: CostShape) -> dict[str, Any]:
-    return cost.quantities()
-
-
 def decode_terms_ms(cost: CostShape, fit: PaperFit, gpu: GpuSpec, batch: float) -> dict[str, float]:
     """The arithmetic parts of one backbone step (without the fitted floor)."""
-    q = _params(cost)
+    q = cost.quantities()
     talker, predictor = _sizes(cost, fit)
     step = q[f"params_{fit.talker}"] + predictor["passes"] * q[f"params_{fit.predictor}"]
     bw = gpu.bandwidth * BW_EFF
@@ -89,8 +85,10 @@ def decode_terms_ms(cost: CostShape, fit: PaperFit, gpu: GpuSpec, batch: float) 
 
 
 def _ctx(fit: PaperFit) -> int:
+    """The row's talker context (positions the K/V read covers; one for every setting)."""
     positions = fit.kv.positions
-    assert isinstance(positions, int)
+    if not isinstance(positions, int):
+        raise TypeError("the paper-calibrated layout reads one context length, not one per setting")
     return positions
 
 
@@ -131,7 +129,8 @@ def decode_ms(cost: CostShape, fit: PaperFit, gpu: GpuSpec, batch: float, fitted
 def prefill_fixed_ms(cost: CostShape, fit: PaperFit, gpu: GpuSpec, fitted: float, model: str = "v1") -> float:
     """Batch- and length-independent part of a prefill: the talker's share of the step's fixed cost."""
     talker, predictor = _sizes(cost, fit)
-    talker_weights_ms = _params(cost)[f"params_{fit.talker}"] * BYTES_BF16 / (gpu.bandwidth * BW_EFF) * 1e3
+    params = cost.quantities()[f"params_{fit.talker}"]
+    talker_weights_ms = params * BYTES_BF16 / (gpu.bandwidth * BW_EFF) * 1e3
     if model == "v2":
         return talker_weights_ms + kernels_per_step(cost, fit)["talker"] * LAUNCH_US / 1e3
     layers = talker["layers"] + predictor["passes"] * predictor["layers"]
@@ -149,7 +148,7 @@ def interference(gpu: GpuSpec) -> float:
 
 def decode_bytes_mb(cost: CostShape, fit: PaperFit, batch: float) -> float:
     """Weights once per step plus each row's talker KV reads (the same terms as decode_terms_ms)."""
-    q = _params(cost)
+    q = cost.quantities()
     talker, predictor = _sizes(cost, fit)
     weights = (q[f"params_{fit.talker}"] + predictor["passes"] * q[f"params_{fit.predictor}"]) * BYTES_BF16
     return (weights + batch * _ctx(fit) * kv_bytes(talker, 1)) / 1e6
@@ -219,10 +218,11 @@ def build_profile(cost: CostShape, fit: PaperFit, gpu_name: str, fitted: float, 
             for s in sm_counts
         },
     }
+    talker_params = cost.quantities()[f"params_{fit.talker}"]
     prefill = {
         "batch": [1, 4],
         "ms": [round(prefill_fixed_ms(cost, fit, gpu, fitted, model), 4)] * 2,
-        "per_token_ms": round(2 * _params(cost)[f"params_{fit.talker}"] / (gpu.flops * FLOP_EFF) * 1e3, 6),
+        "per_token_ms": round(2 * talker_params / (gpu.flops * FLOP_EFF) * 1e3, 6),
     }
     codec = {
         "batch": list(CODEC_BATCHES),
@@ -246,7 +246,7 @@ def derivation_lines(cost: CostShape, fit: PaperFit, gpu_name: str, fitted: floa
     c = codec_coefficients()
     t = decode_terms_ms(cost, fit, gpu, 64)
     k = kernels_per_step(cost, fit)
-    q = _params(cost)
+    q = cost.quantities()
     talker, predictor = _sizes(cost, fit)
     if model == "v1":
         step = (

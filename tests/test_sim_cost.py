@@ -81,3 +81,14 @@ def test_every_family_declares_its_cost_through_the_model(family):
     assert isinstance(sim.COST, CostShape), f"models/{family}/sim.py declares no COST"
     own = {name for name, f in inspect.getmembers(sim, inspect.isfunction) if f.__module__ == sim.__name__}
     assert not own & {"terms", "build_profile", "profile_toml"}, f"models/{family}/sim.py: {own}"
+
+
+@pytest.mark.parametrize("family", ["dia", "zonos", "orpheus", "csm", "kyutai_tts", "vibevoice"])
+def test_the_shipped_h100_profiles_of_a_family_without_a_fit_are_its_declarations_output(family):
+    from voxcli.config import recipe_path
+
+    cost = importlib.import_module(f"voxcli.models.{family}.sim").COST
+    files = cost.profiles("h100")
+    assert len(files) == 2
+    for path, text in files.items():
+        assert recipe_path(path.removeprefix("recipes/").removesuffix(".toml")).read_text() == text, path
