@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import numpy as np
 
+    from voxcli.engine.load import EngineLoad
     from voxcli.models.base import ModelProgram, SynthesisRequest
     from voxcli.models.text_feed import TextFeed
 
@@ -50,3 +51,16 @@ class FeedingEngine(SpeechEngine, Protocol):
 
     def submit(self, request: SynthesisRequest, *, continues: Any = None,  # type: ignore[override]
                text_feed: TextFeed | None = None) -> SpeechStream: ...
+
+
+class ServedEngine(SpeechEngine, Protocol):
+    """A `SpeechEngine` a server reports on (/health, /metrics): the Engine, the Ray front door."""
+
+    @property
+    def dead(self) -> str | None:
+        """Why the engine stopped serving on its own (its host loop failed); None while it serves."""
+        ...
+
+    def load(self) -> EngineLoad:
+        """What it holds now (voxcli/engine/load.py)."""
+        ...
