@@ -372,17 +372,16 @@ class PlacementService:
     """`SpeechService` over the front door: the same OpenAI API; /metrics gauges sum the replicas' reports."""
 
     @staticmethod
-    def build(front: PlacementEngine, model_spec: Any, model: str, frame_cap: Any, check_name: str,
-              limits: Any) -> Any:
+    def build(front: PlacementEngine, model_spec: Any, model: str, check_name: str, limits: Any) -> Any:
         from voxcli.server.service import SpeechService
         from voxcli.session import Session
 
         session = Session(engine=front, spec=model_spec, model=model, check=remote_check(check_name),
-                          frame_cap=frame_cap, backend="placement on Ray Serve")
+                          backend="placement on Ray Serve")
         return SpeechService(session, limits)  # its gauges read `front.load()`
 
 
-def _front_door(names: dict[str, list[str]], model_spec: Any, model: str, frame_cap: Any,
+def _front_door(names: dict[str, list[str]], model_spec: Any, model: str,
                 api_key: str | None, limits: dict[str, float]) -> Any:
     """The `vox` ingress app: the OpenAI API over a PlacementEngine (one replica, CPU)."""
     from ray import serve
@@ -394,8 +393,7 @@ def _front_door(names: dict[str, list[str]], model_spec: Any, model: str, frame_
         def __init__(self) -> None:
             front = PlacementEngine(names, model_spec.sample_rate, model_spec.frame_seconds)
             check_name = (names["lm"] + names["both"])[0]
-            self.service = PlacementService.build(front, model_spec, model, frame_cap, check_name,
-                                                  Limits(**limits))
+            self.service = PlacementService.build(front, model_spec, model, check_name, Limits(**limits))
 
         def __serve_build_asgi_app__(self) -> Any:
             from voxcli.server.app import create_app
@@ -424,8 +422,8 @@ def start_placement(spec: ReplicaSpec, placement: Placement, host: str, port: in
     serve.start(http_options={"host": host, "port": port})
     try:
         names = deploy_replicas(spec, placement, pcm_scale=pcm_scale, extra=FRONT_DOOR_RESOURCES)
-        model_spec, model, cap = describe_first(names)
-        front = _front_door(names, model_spec, model, cap, spec.api_key, spec.limits)
+        model_spec, model = describe_first(names)
+        front = _front_door(names, model_spec, model, spec.api_key, spec.limits)
         run_bounded(lambda: serve.run(front, name="vox", route_prefix="/"), "vox", serve_status)
     except BaseException:  # a start that fails (or is interrupted) leaves nothing deployed behind
         serve.shutdown()
@@ -457,10 +455,10 @@ def batch_placement_session(placement: Placement, spec: ReplicaSpec, quiet: bool
         front = None
         try:
             names = deploy_replicas(spec, placement, prefix="vox-batch")
-            model_spec, model, cap = describe_first(names)
+            model_spec, model = describe_first(names)
             front = PlacementEngine(names, model_spec.sample_rate, model_spec.frame_seconds)
             check = remote_check((names["lm"] + names["both"])[0])
-            yield Session(engine=front, spec=model_spec, model=model, check=check, frame_cap=cap,
+            yield Session(engine=front, spec=model_spec, model=model, check=check,
                           backend=f"placement {placement.describe()} on Ray Serve")
         finally:
             if front is not None:

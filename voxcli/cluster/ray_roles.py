@@ -215,9 +215,9 @@ class LMReplica:
             {"relay_chunks": r.chunks, "relay_items": r.items, "relay_code_bytes": r.code_bytes},
             self.outcomes)
 
-    def describe(self) -> tuple[Any, str, Any]:
+    def describe(self) -> tuple[Any, str]:
         s = self.service.session
-        return s.spec, s.model, s.frame_cap
+        return s.spec, s.model
 
     def node(self) -> str:
         return node_id()
@@ -489,8 +489,8 @@ def deploy_replicas(spec: ReplicaSpec, placement: Placement, prefix: str = "vox"
     return names
 
 
-def describe_first(names: dict[str, list[str]]) -> tuple[Any, str, Any]:
-    """(ModelSpec, model name, frame cap) from the first LM or both replica."""
+def describe_first(names: dict[str, list[str]]) -> tuple[Any, str]:
+    """(ModelSpec, model name) from the first LM or both replica."""
     from ray import serve
 
     name = (names["lm"] + names["both"])[0]
