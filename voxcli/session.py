@@ -139,7 +139,7 @@ class EngineOptions:
         return tuple(settings)
 
 
-def _set_value(value: Any) -> str:
+def _set_value(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, list | tuple):

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 import numpy as np
 
@@ -179,7 +179,7 @@ class _Submitter:
         self._engine, self._stop, self._options, self._router = engine, stop, options, router
         self._keys: list[str] = []
 
-    def submit(self, request: SynthesisRequest, continues: Any = None,
+    def submit(self, request: SynthesisRequest, continues: SpeechStream | None = None,
                text_feed: TextFeed | None = None) -> SpeechStream:
         if self._stop is not None and self._stop.is_set():
             raise Stopped()  # no new sentence starts once the caller stopped

@@ -229,6 +229,9 @@ class _ReplicaStream:
     def cancel(self) -> None:
         self._response.cancel()
 
+    def keep_audio(self, keep: bool) -> None:
+        """Nothing to keep or forget: each chunk is yielded once, as the replica sends it."""
+
 
 class ReplicaEngine:
     """`Engine.submit` over the deployment's replicas (Ray Serve routes each request, most slack first)."""

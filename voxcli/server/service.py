@@ -99,9 +99,7 @@ class SpeechJob:
     def _track(self, stream: SpeechStream) -> None:
         """Every stream the job submits: kept so a cancel reaches it, and cancelled at once when the job
         was stopped meanwhile (cancel() may have missed it)."""
-        keep_audio = getattr(stream, "keep_audio", None)  # an engine's AudioStream; a replica's has none
-        if keep_audio is not None:
-            keep_audio(False)  # a server never calls wait(): forget each chunk once it is sent
+        stream.keep_audio(False)  # a server never calls wait(): forget each chunk once it is sent
         with self._lock:
             self.streams.append(stream)
         if self.stop.is_set():
