@@ -44,7 +44,7 @@ def test_lm_and_codec_on_different_nodes_stream_what_one_engine_streams():
         lm_node, codec_node = (h.node.remote().result(timeout_s=60) for h in (lm, codec))
         nodes = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
         assert lm_node != codec_node and {lm_node, codec_node} <= nodes and len(nodes) == 2
-        model_spec, _, _ = describe_first(names)
+        model_spec, _ = describe_first(names)
         front = PlacementEngine(names, model_spec.sample_rate, model_spec.frame_seconds)
         frames = [5, 33, 70]
         ref = one_engine_audio(MODEL, GPU, frames)

@@ -35,7 +35,7 @@ def placement():
     try:
         spec = ReplicaSpec(model=MODEL, executor="sim", gpu=GPU)
         names = deploy_replicas(spec, Placement(lm=2, codec=1), prefix="t", pcm_scale=1.0)
-        model_spec, _, _ = describe_first(names)
+        model_spec, _ = describe_first(names)
         front = PlacementEngine(names, model_spec.sample_rate, model_spec.frame_seconds)
         yield front, names
         front.close()
@@ -183,8 +183,8 @@ def test_front_door_serves_the_openai_api_and_metrics(placement):
     from voxcli.cluster.ray_roles import describe_first
 
     front, names = placement
-    model_spec, model, cap = describe_first(names)
-    serve.run(_front_door(names, model_spec, model, cap, None, {}), name="t-front", route_prefix="/")
+    model_spec, model = describe_first(names)
+    serve.run(_front_door(names, model_spec, model, None, {}), name="t-front", route_prefix="/")
     url = f"http://127.0.0.1:{serve.context._global_client.http_config.port}"
     body = {"model": model, "input": "Hello there.", "voice": "alloy", "response_format": "pcm",
             "fixed_frames": 40}

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from voxcli.engine.load import EngineLoad
 from voxcli.server.retry import RetryEstimator
 from voxcli.server.service import SpeechService
 from voxcli.speak import RequestTemplate
@@ -23,8 +24,18 @@ class _Clock:
         return self.now
 
 
+class _Engine:
+    """What the service reads of an engine here: its load (how many requests wait)."""
+
+    def __init__(self) -> None:
+        self.waiting = 0
+
+    def load(self) -> EngineLoad:
+        return EngineLoad(waiting=self.waiting)
+
+
 def _service(clock: _Clock) -> SpeechService:
-    engine = SimpleNamespace(scheduler=SimpleNamespace(waiting=[]))
+    engine = _Engine()
     session = SimpleNamespace(engine=engine, spec=SimpleNamespace(sample_rate=24000), model="fake")
     return SpeechService(session, clock=clock)
 
@@ -88,7 +99,7 @@ def test_refusals_and_pending_arrivals_do_not_lower_retry_after():
         pending = [_run(service, loop, _refused(answer)) for _ in range(20)]
         # the held ones need 10 - 2 = 8 s more: the first slot frees then
         assert service.retry_after(None) == 8
-        service.engine.scheduler.waiting.extend([1, 2])  # two wait ahead: a second round of 10 s
+        service.engine.waiting = 2  # two wait ahead: a second round of 10 s
         assert service.retry_after(None) == 18
         answer.set()
         hold.set()

@@ -16,12 +16,14 @@ import pytest
 from voxcli.models.base import InputError, SynthesisRequest, TextEvents, TextWritten
 
 from voxcli.session import Session
-from voxcli.speak import RequestTemplate, SpeechFailed
-from voxcli.speak_choice import Mode, SpeakOptions, choose_mode
+from voxcli.speak import RequestTemplate, SpeechFailed, speech_length_cap
+from voxcli.speak_choice import Mode, SpeakOptions, choose_mode, frame_cap
 from voxcli.text_phase import NoTextPhase
 
 ROOT = Path(__file__).resolve().parents[1]
 TWO_SENTENCES = "This is the first sentence here. And this one is the second sentence."
+FRAME_RATE = 12.5
+DEMO_CAP = speech_length_cap(FRAME_RATE)  # what a demo alias's request without max_frames may run
 
 
 @dataclass
@@ -69,11 +71,12 @@ class _Engine:
 
 
 def _spec(split: bool = True, streams: bool = False) -> Any:
-    return SimpleNamespace(sample_rate=24000, split_sentences=split, streams_text=streams)
+    return SimpleNamespace(sample_rate=24000, frame_rate=FRAME_RATE, split_sentences=split,
+                           streams_text=streams)
 
 
-def _session(engine: _Engine, spec: Any, cap: Any = None, check: Any = None) -> Session:
-    return Session(engine=engine, spec=spec, model="fake", check=check or (lambda _r: None), frame_cap=cap)
+def _session(engine: _Engine, spec: Any, check: Any = None, model: str = "fake") -> Session:
+    return Session(engine=engine, spec=spec, model=model, check=check or (lambda _r: None))
 
 
 def _pieces(words: list[str]) -> Any:
@@ -99,25 +102,40 @@ def test_the_mode_follows_the_source_the_model_and_the_engine(source, split, str
 def test_a_whole_text_is_spoken_sentence_by_sentence_each_capped_and_continuing_the_last():
     engine = _Engine()
     heard: list[np.ndarray] = []
-    stats = _session(engine, _spec(), cap=lambda text: len(text)).speak(TWO_SENTENCES, RequestTemplate(),
-                                                                         heard.append)
+    stats = _session(engine, _spec(), model="demo").speak(TWO_SENTENCES, RequestTemplate(), heard.append)
     first, second = engine.submits
     assert [first.request.text, second.request.text] == ["This is the first sentence here.",
                                                          "And this one is the second sentence."]
-    assert first.request.max_frames == len(first.request.text)  # the session's frame cap
+    assert [first.request.max_frames, second.request.max_frames] == [DEMO_CAP(first.request.text),
+                                                                     DEMO_CAP(second.request.text)]
     assert first.continues is None and second.continues is not None  # admitted once, as one utterance
     assert stats.segments == 2 and stats.samples == 20 and len(heard) == 2
 
 
 def test_a_frame_count_the_caller_gave_is_kept_and_fixed_frames_is_one_request():
     engine = _Engine()
-    session = _session(engine, _spec(), cap=lambda _t: 999)
+    session = _session(engine, _spec(), model="demo")
     session.speak(TWO_SENTENCES, RequestTemplate(max_frames=7), lambda _p: None)
     assert [s.request.max_frames for s in engine.submits] == [7, 7]
     engine.submits.clear()
     session.speak(TWO_SENTENCES, RequestTemplate(), lambda _p: None, options=SpeakOptions(fixed_frames=5))
     (only,) = engine.submits
     assert only.request.text == TWO_SENTENCES and only.request.fixed_frames == 5
+
+
+@pytest.mark.parametrize("model, capped", [("demo", True), ("demo-dia", True), ("qwen3-tts-1.7b", False),
+                                           ("Qwen/Qwen3-TTS-12Hz-1.7B-Base", False), ("fake", False)])
+def test_the_frame_cap_is_the_demo_aliases_and_decided_when_speaking(model, capped):
+    """A demo alias (random weights, rarely stops) gets the cap from its text's length; a real checkpoint
+    or a sim recipe none (its end of speech decides). The session carries no cap of its own: every front
+    end speaks through `Session.speak`, so the model's name decides it there for all of them."""
+    cap = frame_cap(model, _spec())
+    assert (cap is not None) is capped
+    engine = _Engine()
+    _session(engine, _spec(), model=model).speak("Hello there.", RequestTemplate(), lambda _p: None)
+    (only,) = engine.submits
+    assert only.request.max_frames == (DEMO_CAP("Hello there.") if capped else None)
+    assert not hasattr(_session(engine, _spec()), "frame_cap")
 
 
 def test_a_model_that_reads_whole_texts_gets_an_arriving_text_whole_at_its_end():
@@ -134,11 +152,11 @@ def test_an_arriving_text_is_spoken_a_sentence_at_a_time_without_a_feed():
     engine = _Engine(takes_text_feed=False)
     spoken: list[str] = []
     words = ["This is the first ", "sentence here. And this one", " is the second sentence."]
-    stats = _session(engine, _spec(streams=True), cap=lambda _t: 9).speak(
+    stats = _session(engine, _spec(streams=True), model="demo").speak(
         _pieces(words), RequestTemplate(), lambda _p: None, options=SpeakOptions(on_sentence=spoken.append))
     assert [s.request.text for s in engine.submits] == spoken == ["This is the first sentence here.",
                                                                  "And this one is the second sentence."]
-    assert all(s.fed is None and s.request.max_frames == 9 for s in engine.submits)
+    assert all(s.fed is None and s.request.max_frames == DEMO_CAP(s.request.text) for s in engine.submits)
     assert stats.segments == 2
 
 

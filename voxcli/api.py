@@ -30,10 +30,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from voxcli.request_fields import RequestFieldError
+from voxcli.request_fields import (
+    RequestFieldError,
+    check_max_frames,
+    check_ref_samples,
+    check_seed,
+    check_text_fields,
+    read_ref_audio,
+    sampling_params,
+)
 from voxcli.session import EngineOptions, Session, open_session
 
 if TYPE_CHECKING:
+    from voxcli.models.base import SamplingParams
     from voxcli.speak import RequestTemplate, SpeechStats
 
 __all__ = ["TTS", "Audio", "load", "RequestFieldError"]
@@ -236,14 +245,6 @@ def load(model: str | None = None, *, recipe: str | None = None, executor: str |
 
 def _template(fields: Mapping[str, Any]) -> RequestTemplate:
     """A RequestTemplate from request fields, checked as the CLI checks its flags."""
-    from voxcli.request_fields import (
-        check_max_frames,
-        check_ref_samples,
-        check_seed,
-        check_text_fields,
-        read_ref_audio,
-        sampling_params,
-    )
     from voxcli.speak import RequestTemplate
 
     unknown = sorted(set(fields) - set(REQUEST_FIELDS))
@@ -253,45 +254,46 @@ def _template(fields: Mapping[str, Any]) -> RequestTemplate:
     check_text_fields(dict(fields))
     check_seed(fields.get("seed"))
     check_max_frames(fields.get("max_frames"))
-    ref_audio, ref_rate = _ref_audio(fields.get("ref_audio"), read_ref_audio, check_ref_samples)
+    ref_audio, ref_rate = _ref_audio(fields.get("ref_audio"))
     cfg_scale = fields.get("cfg_scale")
     return RequestTemplate(voice=fields.get("voice"), language=fields.get("lang", fields.get("language")),
                            instructions=fields.get("instructions"), ref_audio=ref_audio,
                            ref_sample_rate=ref_rate,
                            ref_text=fields.get("ref_text"), seed=fields.get("seed"),
-                           sampling=_sampling(fields.get("sampling"), sampling_params),
+                           sampling=_sampling(fields.get("sampling")),
                            max_frames=fields.get("max_frames"),
                            cfg_scale=None if cfg_scale is None else float(cfg_scale),
                            options=fields.get("options"))
 
 
-def _ref_audio(value: Any, read: Any, check: Any) -> tuple[Any, int | None]:
+def _ref_audio(value: object) -> tuple[np.ndarray | None, int | None]:
     """ref_audio: a file path, or (samples, sample_rate)."""
     if value is None or isinstance(value, str | Path):
-        return read(value)
+        return read_ref_audio(value)
     if isinstance(value, tuple) and len(value) == 2:
-        return check(value[0], value[1])
+        return check_ref_samples(value[0], value[1])
     raise RequestFieldError("ref_audio must be a file path or a (samples, sample_rate) pair.")
 
 
-def _sampling(value: Any, build: Any) -> Any:
+def _sampling(value: object) -> SamplingParams:
     """sampling: None (the model's defaults), a SamplingParams, or a mapping of its fields."""
     from voxcli.models.base import SamplingParams
 
     if value is None:
         return SamplingParams()
     if isinstance(value, SamplingParams):
-        return build(value.greedy, value.temperature, value.top_k, value.top_p, value.repetition_penalty)
+        return sampling_params(value.greedy, value.temperature, value.top_k, value.top_p,
+                               value.repetition_penalty)
     if isinstance(value, Mapping):
         unknown = sorted(set(value) - set(SAMPLING_FIELDS))
         if unknown:
             raise RequestFieldError(f"unknown sampling field(s) {', '.join(unknown)}; known fields: "
                                     f"{', '.join(SAMPLING_FIELDS)}.")
-        return build(**value)
+        return sampling_params(**value)
     raise RequestFieldError("sampling must be a mapping such as {\"temperature\": 0.8} or a SamplingParams.")
 
 
-def _check_text(text: Any) -> None:
+def _check_text(text: object) -> None:
     from voxcli.text import check_speakable
 
     if not isinstance(text, str):

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from voxcli.audio import PART_SUFFIX, AudioOutputError, DiskFullError, FileSink, extension
 from voxcli.errors import VoxError
@@ -39,6 +39,9 @@ from voxcli.speak import RequestTemplate, SpeechFailed, Stopped
 from voxcli.speak_choice import Speaker, SpeakOptions
 from voxcli.stopping import STOP_BOUND_S
 from voxcli.text import BatchItem
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 MANIFEST = "manifest.jsonl"
 
@@ -243,7 +246,7 @@ class _Manifest:
 
 
 def run_batch(session: Speaker, items: list[BatchItem], template: RequestTemplate, opts: BatchOptions,
-              console: Any = None) -> BatchResult:
+              console: Console | None = None) -> BatchResult:
     """Every item through `session.speak` (its check, frame cap and split, as `vox say`'s)."""
     started = time.monotonic()
     prepare_out_dir(opts.out_dir)
@@ -422,7 +425,7 @@ def _round(x: float | None) -> float | None:
 class _Progress:
     """rich progress on stderr: items, audio seconds, real-time factor."""
 
-    def __init__(self, total: int, skipped: int, enabled: bool, console: Any = None) -> None:
+    def __init__(self, total: int, skipped: int, enabled: bool, console: Console | None = None) -> None:
         self._progress = None
         self._update: Callable[..., None] | None = None
         if not enabled:

@@ -22,62 +22,48 @@ from voxcli.session import EngineOptions, Session, engine_config, opened
 # --model) stays in the first, plain "Options" panel.
 VOICE, SAMPLING, OUTPUT, ENGINE = "Voice", "Sampling", "Output", "Engine"
 
+
+def flag(name: str, panel: str | None, help: str, *short: str) -> Any:
+    """A command-line flag in its `--help` panel (None: the first, plain one), as every alias below is
+    made: one call per flag instead of a `typer.Option(...)` block each."""
+    return typer.Option(name, *short, rich_help_panel=panel, help=help)
+
+
 # Common options (typer Annotated aliases keep the command signatures readable).
-ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Hub id, local checkpoint folder, or "
-                                              "'demo' (tiny, offline). Default: the recipe's model "
-                                              "(Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice).")]
-VoiceOpt = Annotated[str | None, typer.Option("--voice", "-v", rich_help_panel=VOICE,
-                                              help="Speaker name (see vox voices).")]
-LangOpt = Annotated[str | None, typer.Option("--lang", rich_help_panel=VOICE,
-                                             help="Language (see vox voices); default auto.")]
-InstrOpt = Annotated[str | None, typer.Option("--instructions", rich_help_panel=VOICE,
-                                              help="Style / voice description for instructable models.")]
-SeedOpt = Annotated[int | None, typer.Option("--seed", rich_help_panel=SAMPLING,
-                                             help="Sampling seed, for repeatable output.")]
-GreedyOpt = Annotated[bool, typer.Option("--greedy", rich_help_panel=SAMPLING,
-                                         help="Greedy decoding with the model's own rules (reproducible).")]
-TempOpt = Annotated[float | None, typer.Option("--temperature", rich_help_panel=SAMPLING,
-                                               help="Sampling temperature.")]
-TopKOpt = Annotated[int | None, typer.Option("--top-k", rich_help_panel=SAMPLING,
-                                             help="Top-k sampling (0 = off).")]
-TopPOpt = Annotated[float | None, typer.Option("--top-p", rich_help_panel=SAMPLING,
-                                               help="Top-p (nucleus) sampling.")]
-RepOpt = Annotated[float | None, typer.Option("--repetition-penalty", rich_help_panel=SAMPLING,
-                                              help="Repetition penalty.")]
-CfgOpt = Annotated[float | None, typer.Option("--cfg-scale", rich_help_panel=SAMPLING,
-                                              help="Classifier-free guidance scale for models with CFG "
-                                                   "(Dia); 1 = off. Default: the model's.")]
-MaxFramesOpt = Annotated[int | None, typer.Option("--max-frames", rich_help_panel=SAMPLING,
-                                                  help="Cap on audio frames per sentence.")]
-RecipeOpt = Annotated[str | None, typer.Option("--recipe", rich_help_panel=ENGINE,
-                                               help="Engine recipe name or TOML file.")]
-SetOpt = Annotated[list[str] | None, typer.Option("--set", rich_help_panel=ENGINE,
-                                                  help="Engine setting key=value (repeatable), e.g. --set "
-                                                       "policy=sync --set chunk.first=2.")]
-PolicyOpt = Annotated[str | None, typer.Option("--policy", rich_help_panel=ENGINE,
-                                               help="Scheduling policy: sync, sync2, lanes, full.")]
-ExecOpt = Annotated[str | None, typer.Option("--executor", rich_help_panel=ENGINE,
-                                             help="Executor backend: auto (cuda when torch sees a GPU, else "
-                                                  "cpu), cpu, cuda, sim.")]
-DeviceOpt = Annotated[str | None, typer.Option("--device", rich_help_panel=ENGINE,
-                                               help="Torch device: auto, cpu or cuda.")]
-DtypeOpt = Annotated[str | None, typer.Option("--dtype", rich_help_panel=ENGINE,
-                                              help="Weights and KV: auto (bfloat16 on CUDA and on CPUs with "
-                                                   "bfloat16 instructions, else float32), float32, bfloat16 "
-                                                   "or float16. Same as --set dtype=...")]
-
-
-FormatOpt = Annotated[str | None, typer.Option("--format", rich_help_panel=OUTPUT,
-                                               help="wav, flac, pcm (and mp3, opus, ogg when libsndfile can "
-                                                    "encode them). Default: from the file name, else wav.")]
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", rich_help_panel=OUTPUT,
-                                        help="No progress or timing lines on stderr.")]
-MkdirOpt = Annotated[bool, typer.Option("--mkdir", rich_help_panel=OUTPUT,
-                                        help="Create the output's missing folders (otherwise a missing "
-                                             "folder is refused: it is usually a typo).")]
-VerboseOpt = Annotated[bool, typer.Option("--verbose", rich_help_panel=OUTPUT,
-                                          help="Add the memory plan (KV pages, positions, codec slots, "
-                                               "bytes) to the timing line.")]
+ModelOpt = Annotated[str | None, flag("--model", None, "Hub id, local checkpoint folder, or 'demo' (tiny, "
+                                      "offline). Default: the recipe's model "
+                                      "(Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice).", "-m")]
+VoiceOpt = Annotated[str | None, flag("--voice", VOICE, "Speaker name (see vox voices).", "-v")]
+LangOpt = Annotated[str | None, flag("--lang", VOICE, "Language (see vox voices); default auto.")]
+InstrOpt = Annotated[str | None, flag("--instructions", VOICE, "Style / voice description for instructable "
+                                      "models.")]
+SeedOpt = Annotated[int | None, flag("--seed", SAMPLING, "Sampling seed, for repeatable output.")]
+GreedyOpt = Annotated[bool, flag("--greedy", SAMPLING, "Greedy decoding with the model's own rules "
+                                 "(reproducible).")]
+TempOpt = Annotated[float | None, flag("--temperature", SAMPLING, "Sampling temperature.")]
+TopKOpt = Annotated[int | None, flag("--top-k", SAMPLING, "Top-k sampling (0 = off).")]
+TopPOpt = Annotated[float | None, flag("--top-p", SAMPLING, "Top-p (nucleus) sampling.")]
+RepOpt = Annotated[float | None, flag("--repetition-penalty", SAMPLING, "Repetition penalty.")]
+CfgOpt = Annotated[float | None, flag("--cfg-scale", SAMPLING, "Classifier-free guidance scale for models "
+                                      "with CFG (Dia); 1 = off. Default: the model's.")]
+MaxFramesOpt = Annotated[int | None, flag("--max-frames", SAMPLING, "Cap on audio frames per sentence.")]
+RecipeOpt = Annotated[str | None, flag("--recipe", ENGINE, "Engine recipe name or TOML file.")]
+SetOpt = Annotated[list[str] | None, flag("--set", ENGINE, "Engine setting key=value (repeatable), e.g. "
+                                          "--set policy=sync --set chunk.first=2.")]
+PolicyOpt = Annotated[str | None, flag("--policy", ENGINE, "Scheduling policy: sync, sync2, lanes, full.")]
+ExecOpt = Annotated[str | None, flag("--executor", ENGINE, "Executor backend: auto (cuda when torch sees a "
+                                     "GPU, else cpu), cpu, cuda, sim.")]
+DeviceOpt = Annotated[str | None, flag("--device", ENGINE, "Torch device: auto, cpu or cuda.")]
+DtypeOpt = Annotated[str | None, flag("--dtype", ENGINE, "Weights and KV: auto (bfloat16 on CUDA and on "
+                                      "CPUs with bfloat16 instructions, else float32), float32, bfloat16 "
+                                      "or float16. Same as --set dtype=...")]
+FormatOpt = Annotated[str | None, flag("--format", OUTPUT, "wav, flac, pcm (and mp3, opus, ogg when "
+                                       "libsndfile can encode them). Default: from the file name, else wav.")]
+QuietOpt = Annotated[bool, flag("--quiet", OUTPUT, "No progress or timing lines on stderr.", "-q")]
+MkdirOpt = Annotated[bool, flag("--mkdir", OUTPUT, "Create the output's missing folders (otherwise a "
+                                "missing folder is refused: it is usually a typo).")]
+VerboseOpt = Annotated[bool, flag("--verbose", OUTPUT, "Add the memory plan (KV pages, positions, codec "
+                                  "slots, bytes) to the timing line.")]
 
 
 def engine_options(model: str | None, recipe: str | None, sets: list[str] | None, policy: str | None,

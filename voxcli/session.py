@@ -9,7 +9,7 @@ way: front ends -> this layer -> engine -> executors -> models; nothing here imp
     engine_config    options -> checked EngineConfig, without loading anything (flag mistakes first);
                      runnable_config adds what opening needs (the sim: a cost profile)
     open_session     options or a config -> Session: the model loaded (or the simulated GPU), an engine
-    Session          the engine with what a front end needs beside it (spec, request check, frame cap),
+    Session          the engine with what a front end needs beside it (spec, model name, request check),
                      and `Session.speak`: the one way a front end turns text into audio
 
 Settings from options, in order: the recipe (`recipe=`; else the one the model's family registers for
@@ -52,9 +52,6 @@ class Session:
     model: str
     # The model's cheap request check (ModelProgram.check): voice, language, options... before synthesis.
     check: Callable[[SynthesisRequest], None]
-    # Bounds generation when the request gives no max_frames: set for the demo models, whose random
-    # weights would otherwise run to the engine's hard cap (minutes of noise).
-    frame_cap: Callable[[str], int] | None = None
     backend: str = ""  # "cuda executor on cuda" / "cpu executor on cpu", shown in the timing line
     _text: TextRouter | None = field(default=None, init=False, repr=False)
     _text_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -77,14 +74,14 @@ class Session:
               options: SpeakOptions | None = None) -> SpeechStats:
         """Speak `source` (a whole text, or its fragments as they arrive) with `template`'s request fields,
         calling `on_audio(pcm)` for every chunk in order. Chooses fed / sentence by sentence / whole and
-        applies the frame cap; `options.on_text` gets the text the model writes (NoTextPhase for a model
-        that writes none). Raises SpeechFailed (its cause: the engine's or model's error), the model's
-        InputError from its check, or Stopped once `stop` is set."""
+        the frame cap (a demo model's: speak_choice.frame_cap); `options.on_text` gets the text the model
+        writes (NoTextPhase for a model that writes none). Raises SpeechFailed (its cause: the engine's or
+        model's error), the model's InputError from its check, or Stopped once `stop` is set."""
         from voxcli.speak_choice import SpeakOptions, speak_source
 
         options = options or SpeakOptions()
-        return speak_source(self.engine, self.spec, self.check, self.frame_cap, self._router(options),
-                            source, template, on_audio, stop, options)
+        return speak_source(self.engine, self.spec, self.model, self.check, self._router(options), source,
+                            template, on_audio, stop, options)
 
     def speak_prepared(self, requests: Sequence[SynthesisRequest], on_audio: Callable[[np.ndarray], None],
                        stop: threading.Event | None = None,
@@ -142,7 +139,7 @@ class EngineOptions:
         return tuple(settings)
 
 
-def _set_value(value: Any) -> str:
+def _set_value(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, list | tuple):
@@ -216,21 +213,13 @@ def default_engine_factory(config: EngineConfig) -> Session:
     from voxcli.models_cmd import ensure_available
 
     ensure_available(config.model)
-    from voxcli.models import is_demo, load_model
+    from voxcli.models import load_model
 
     if config.threads:
         import torch
 
         torch.set_num_threads(config.threads)
-    program = load_model(config.model, config.device, config.dtype)
-    cap = None
-    if is_demo(config.model):
-        from voxcli.speak import speech_length_cap
-
-        cap = speech_length_cap(program.spec.frame_rate)
-    session = _program_session(program, config)
-    session.frame_cap = cap
-    return session
+    return _program_session(load_model(config.model, config.device, config.dtype), config)
 
 
 # Tests may replace this (monkeypatch) to run every front end over a different engine.

@@ -12,13 +12,16 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from voxcli.audio import AudioOutputError
 from voxcli.models.base import SamplingParams, SynthesisRequest
 from voxcli.text import split_sentences
+
+if TYPE_CHECKING:
+    from voxcli.speech_engine import SpeechEngine, SpeechStream
 
 
 class Stopped(Exception):
@@ -108,13 +111,13 @@ def speech_length_cap(frame_rate: float, chars_per_second: float = 15.0,
     return cap
 
 
-def speak(engine: Any, requests: Sequence[SynthesisRequest], on_audio: Callable[[np.ndarray], None],
+def speak(engine: SpeechEngine, requests: Sequence[SynthesisRequest], on_audio: Callable[[np.ndarray], None],
           sample_rate: int, stop: threading.Event | None = None) -> SpeechStats:
     """Stream `requests` through `engine` in order, calling `on_audio(pcm)` for every chunk.
     Raises the request's failure (InputError, RequestFailed...) naming the segment when there are
     several; `Stopped` when `stop` is set. Outstanding streams are cancelled on any exit."""
     stats = SpeechStats(sample_rate=sample_rate, started=time.monotonic())
-    streams: list[Any] = []
+    streams: list[SpeechStream] = []
     try:
         if requests:
             streams.append(_submit(engine, requests, 0))
@@ -153,7 +156,8 @@ def speak(engine: Any, requests: Sequence[SynthesisRequest], on_audio: Callable[
         raise
 
 
-def _submit(engine: Any, requests: Sequence[SynthesisRequest], index: int, previous: Any = None) -> Any:
+def _submit(engine: SpeechEngine, requests: Sequence[SynthesisRequest], index: int,
+            previous: SpeechStream | None = None) -> SpeechStream:
     """Submit sentence `index`; a later sentence names the stream before it (`continues`): the engine
     admitted the whole text with its first sentence and never refuses the rest for load."""
     try:

@@ -13,9 +13,10 @@ WebSocket, `vox batch`, the Ray front door) calls `Session.speak`, so this choic
                                                                     (textstream.speak_live)
                                   reads whole texts                 one for the whole text, at its end
 
-A request without max_frames gets the session's frame cap (the demo models' random weights rarely choose
-to stop). Every submit goes through one `_Submitter`: the text router, the caller's stop and its stream
-tracking apply to each.
+A request without max_frames gets a frame cap when the model is a demo alias (its random weights rarely
+choose to stop: uncapped, it would run to the engine's hard cap, minutes of noise): `frame_cap`, decided
+here from the session's model name, for every front end alike. Every submit goes through one
+`_Submitter`: the text router, the caller's stop and its stream tracking apply to each.
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 import numpy as np
 
 from voxcli.models.base import InputError, ModelSpec, SynthesisRequest
 from voxcli.models.text_feed import DEFAULT_IDLE_LIMIT_S, TextFeed
-from voxcli.speak import RequestTemplate, SpeechStats, Stopped, segment_requests, speak
+from voxcli.speak import RequestTemplate, SpeechStats, Stopped, segment_requests, speak, speech_length_cap
 from voxcli.text import has_words
 from voxcli.text_phase import TextRouter
 from voxcli.textstream import SentenceBuffer, speak_fed, speak_live
@@ -82,20 +83,30 @@ def choose_mode(source: Source, spec: ModelSpec, engine: SpeechEngine, fixed_fra
     return Mode.ARRIVING_SENTENCES if spec.split_sentences else Mode.WHOLE
 
 
-def speak_source(engine: SpeechEngine, spec: ModelSpec, check: Callable[[SynthesisRequest], None],
-                 frame_cap: Callable[[str], int] | None, router: TextRouter | None, source: Source,
-                 template: RequestTemplate, on_audio: Callable[[np.ndarray], None],
-                 stop: threading.Event | None, options: SpeakOptions) -> SpeechStats:
-    """Speak `source` on `engine` as the table above says (`router`: the session's text router, None for
-    a model that writes no text; `on_text` then is the caller's mistake, refused before this)."""
+def frame_cap(model: str, spec: ModelSpec) -> Callable[[str], int] | None:
+    """The frames a request without max_frames may run, from its text: bounded for a demo alias (random
+    weights), None (the engine's own max_frames) for a real model, whose end-of-speech decides."""
+    from voxcli.models import is_demo
+
+    return speech_length_cap(spec.frame_rate) if is_demo(model) else None
+
+
+def speak_source(engine: SpeechEngine, spec: ModelSpec, model: str, check: Callable[[SynthesisRequest], None],
+                 router: TextRouter | None, source: Source, template: RequestTemplate,
+                 on_audio: Callable[[np.ndarray], None], stop: threading.Event | None,
+                 options: SpeakOptions) -> SpeechStats:
+    """Speak `source` on `engine` as the table above says (`model`: the session's model name, for the frame
+    cap; `router`: the session's text router, None for a model that writes no text; `on_text` then is the
+    caller's mistake, refused before this)."""
     mode = choose_mode(source, spec, engine, options.fixed_frames is not None)
+    cap = frame_cap(model, spec)
     submitter = _Submitter(engine, stop, options, router)
     sr = spec.sample_rate
 
     def make(text: str) -> SynthesisRequest:
         req = template.request(text)
-        if req.max_frames is None and frame_cap is not None:
-            req.max_frames = frame_cap(text)
+        if req.max_frames is None and cap is not None:
+            req.max_frames = cap(text)
         if options.on_sentence is not None:
             options.on_sentence(text)
         return req
@@ -112,7 +123,7 @@ def speak_source(engine: SpeechEngine, spec: ModelSpec, check: Callable[[Synthes
         if not isinstance(source, str):  # a model that reads whole texts gets the whole input, at its end
             check(template.request(PLACEHOLDER_TEXT))
             source = "".join(source).strip()
-        requests = _requests(source, template, frame_cap, mode is Mode.SENTENCES, options)
+        requests = _requests(source, template, cap, mode is Mode.SENTENCES, options)
         if requests:
             check(requests[0])  # before any synthesis; every segment shares the settings
         for r in requests:
@@ -168,7 +179,7 @@ class _Submitter:
         self._engine, self._stop, self._options, self._router = engine, stop, options, router
         self._keys: list[str] = []
 
-    def submit(self, request: SynthesisRequest, continues: Any = None,
+    def submit(self, request: SynthesisRequest, continues: SpeechStream | None = None,
                text_feed: TextFeed | None = None) -> SpeechStream:
         if self._stop is not None and self._stop.is_set():
             raise Stopped()  # no new sentence starts once the caller stopped

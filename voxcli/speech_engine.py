@@ -8,11 +8,12 @@ from session.py so that module and the speaking loops can share these types with
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from voxcli.engine.load import EngineLoad
     from voxcli.models.base import ModelProgram, SynthesisRequest
     from voxcli.models.text_feed import TextFeed
 
@@ -28,6 +29,10 @@ class SpeechStream(Protocol):
 
     def cancel(self) -> None: ...
 
+    def keep_audio(self, keep: bool) -> None:
+        """`False`: forget each chunk once iterated (a server streams it on and never waits for the whole)."""
+        ...
+
 
 class SpeechEngine(Protocol):
     # The model program when it runs in this process (its text events, its option schema); None on a
@@ -37,7 +42,7 @@ class SpeechEngine(Protocol):
     # the both-role Engine does; role engines and Ray fronts take one request per sentence instead.
     takes_text_feed: bool
 
-    def submit(self, request: SynthesisRequest, *, continues: Any = None) -> SpeechStream:
+    def submit(self, request: SynthesisRequest, *, continues: SpeechStream | None = None) -> SpeechStream:
         """Queue `request`; `continues`: the stream of the previous sentence of the same utterance (never
         refused for load). Raises the model's InputError, or the engine's refusal."""
         ...
@@ -48,5 +53,18 @@ class SpeechEngine(Protocol):
 class FeedingEngine(SpeechEngine, Protocol):
     """A `SpeechEngine` whose `takes_text_feed` is True."""
 
-    def submit(self, request: SynthesisRequest, *, continues: Any = None,  # type: ignore[override]
+    def submit(self, request: SynthesisRequest, *, continues: SpeechStream | None = None,  # type: ignore[override]
                text_feed: TextFeed | None = None) -> SpeechStream: ...
+
+
+class ServedEngine(SpeechEngine, Protocol):
+    """A `SpeechEngine` a server reports on (/health, /metrics): the Engine, the Ray front door."""
+
+    @property
+    def dead(self) -> str | None:
+        """Why the engine stopped serving on its own (its host loop failed); None while it serves."""
+        ...
+
+    def load(self) -> EngineLoad:
+        """What it holds now (voxcli/engine/load.py)."""
+        ...

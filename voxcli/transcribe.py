@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,13 +141,15 @@ class Tap:
 
 
 _TAPS_LOCK = threading.Lock()
+# one Tap per engine, kept beside it rather than on it (nothing writes into another object's fields);
+# weak: the Tap goes with its engine
+_TAPS: weakref.WeakKeyDictionary[Any, Tap] = weakref.WeakKeyDictionary()
 
 
 def tap_of(engine: Any) -> Tap:
     """The engine's one Tap (created on first use)."""
     with _TAPS_LOCK:
-        tap = getattr(engine, "_vox_heard_tap", None)
+        tap = _TAPS.get(engine)
         if tap is None:
-            tap = Tap(engine.program)
-            engine._vox_heard_tap = tap
+            tap = _TAPS[engine] = Tap(engine.program)
         return tap

@@ -58,14 +58,12 @@ class DemoHarness:
     def factory(self, config: Any) -> Any:
         from voxcli.engine.admission_check import program_check
         from voxcli.engine.engine import Engine
-        from voxcli.speak import speech_length_cap
 
         if config.model != "demo":  # anything else goes the real way (and fails the real way)
             return session.default_engine_factory(config)
         self.engines += 1
         return session.Session(engine=Engine(self.program, config), spec=self.program.spec, model="demo",
-                           check=program_check(self.program),  # the sessions' own check
-                           frame_cap=speech_length_cap(self.program.spec.frame_rate))
+                               check=program_check(self.program))  # the sessions' own check
 
     def run(self, args: list[str], input: bytes | str | None = None) -> Outcome:
         console.STATE.debug = False

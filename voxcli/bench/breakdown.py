@@ -62,9 +62,9 @@ def ttfa_breakdown(config: EngineConfig, utterances: Sequence[Utterance], rate: 
             s = eng.submit(synthesis_request(a, seed), at=start + a.at)
             s.drop_audio()
             streams.append(s)
-        before = dict(eng.scheduler.counts)
+        before = eng.load().late_chunks
         eng.run(until=None)
-        counts = {k: v - before.get(k, 0) for k, v in eng.scheduler.counts.items()}
+        counts = {k: v - before.get(k, 0) for k, v in eng.load().late_chunks.items()}
         chunk = config.chunk_or(eng.spec.chunk)
     finally:
         target.close()

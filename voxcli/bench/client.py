@@ -201,10 +201,10 @@ class SimTarget:
             stream = self.engine.submit(synthesis_request(a, self.seed), at=start + a.at)
             stream.drop_audio()  # the records come from the timelines: keep metrics, not PCM
             streams.append(stream)
-        before = dict(self.engine.scheduler.counts)
+        before = self.engine.load().late_chunks
         self.engine.run(until=None)
-        # the late-chunk path's decisions during this play (voxcli/engine/scheduler.py `counts`)
-        self.counts = {k: v - before.get(k, 0) for k, v in self.engine.scheduler.counts.items()}
+        # the late-chunk path's decisions during this play (`Engine.load().late_chunks`)
+        self.counts = {k: v - before.get(k, 0) for k, v in self.engine.load().late_chunks.items()}
         records = [record_from_timeline(s.timeline, start, audio_in=a.clip_s is not None)
                    for s, a in zip(streams, arrivals, strict=True)]
         self.engine.timelines.clear()  # the engine's own list of every timeline: this rate is measured

@@ -120,10 +120,11 @@ def build_deployment(spec: ReplicaSpec, replicas: int, max_ongoing: int, name: s
             """The model's cheap request check, for a driver without the model (`vox batch`)."""
             self.service.check(request)
 
-        def describe(self) -> tuple[Any, str, Any]:
-            """(ModelSpec, model name, frame cap) for a driver that submits through a handle."""
+        def describe(self) -> tuple[Any, str]:
+            """(ModelSpec, model name) for a driver that submits through a handle: its Session.speak
+            decides the frame cap from them as this replica's would."""
             session = self.service.session
-            return session.spec, session.model, session.frame_cap
+            return session.spec, session.model
 
         async def synthesize(self, request: Any) -> Any:
             """One SynthesisRequest in, its PCM chunks out (`vox batch --replicas`: through a handle)."""
@@ -228,6 +229,9 @@ class _ReplicaStream:
     def cancel(self) -> None:
         self._response.cancel()
 
+    def keep_audio(self, keep: bool) -> None:
+        """Nothing to keep or forget: each chunk is yielded once, as the replica sends it."""
+
 
 class ReplicaEngine:
     """`Engine.submit` over the deployment's replicas (Ray Serve routes each request, most slack first)."""
@@ -271,11 +275,11 @@ def batch_session(replicas: int, model: str | None, executor: str | None, recipe
         app = build_deployment(spec, replicas, max_ongoing=256)
         run_bounded(lambda: serve.run(app, name="vox-batch", route_prefix=None), "vox-batch", serve_status)
         handle = serve.get_app_handle("vox-batch")
-        model_spec, name, cap = handle.describe.remote().result()
+        model_spec, name = handle.describe.remote().result()
 
         def check(request: Any) -> None:  # on a replica: the model's InputError comes back as raised
             handle.check.remote(request).result()
 
-        yield Session(engine=ReplicaEngine(handle), spec=model_spec, model=name, check=check, frame_cap=cap)
+        yield Session(engine=ReplicaEngine(handle), spec=model_spec, model=name, check=check)
     finally:
         serve.shutdown()

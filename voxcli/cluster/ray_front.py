@@ -35,6 +35,7 @@ from voxcli.cluster.ray_metrics import METRICS_PERIOD_S, ReplicaCollector, gathe
 from voxcli.cluster.ray_roles import CALL_TIMEOUT_S, deploy_replicas, describe_first, ray_init
 from voxcli.cluster.relay import RelayStats
 from voxcli.cluster.signals import SIGNAL_PERIOD_S, SignalFeed
+from voxcli.engine.load import EngineLoad
 from voxcli.engine.request import Timeline
 from voxcli.engine.stream import AudioChunk, AudioStream
 from voxcli.models.base import InputError
@@ -81,10 +82,10 @@ class FrontStream(AudioStream):
 
     invalid: InputError | None = None
 
-    def _raise_for_status(self, cancelled_raises: bool) -> None:
+    def raise_for_status(self, cancelled_raises: bool = False) -> None:
         if self.invalid is not None:
             raise self.invalid
-        super()._raise_for_status(cancelled_raises)
+        super().raise_for_status(cancelled_raises)
 
 
 class PlacementEngine:
@@ -150,7 +151,8 @@ class PlacementEngine:
         return [(b.name, b.role, cache.get(b.name)) for bs in self.backends.values() for b in bs
                 if b.name in cache]
 
-    def _pick(self, candidates: list[_Backend]) -> _Backend:
+    def pick(self, candidates: list[_Backend]) -> _Backend:
+        """The candidate with the most slack (its latest report), counted as routed to."""
         with self._lock:
             best = max(candidates, key=lambda b: b.slack())
             best.routed += 1
@@ -169,15 +171,20 @@ class PlacementEngine:
             out.work_items += part.get("work_items", 0)
         return out
 
-    def totals(self) -> dict[str, float]:
-        """Summed over the replicas' latest reports (the front door's /metrics and /health)."""
+    def load(self) -> EngineLoad:
+        """Summed over the replicas' latest reports (the front door's /metrics and /health): the
+        engine's load snapshot (voxcli/engine/load.py), as `Engine.load()` gives a single engine's."""
         out = {"queued": 0.0, "kv_pages_used": 0.0, "codec_slots_used": 0.0}
         with self._lock:
             for bs in self.backends.values():
                 for b in bs:
                     for k in out:
                         out[k] += (b.stats or {}).get(k, 0.0)
-        return out
+        return EngineLoad(waiting=int(out["queued"]), kv_pages_used=int(out["kv_pages_used"]),
+                          codec_slots_used=int(out["codec_slots_used"]))
+
+    # The front door has no host loop of its own to die: a replica that dies fails its own requests.
+    dead: str | None = None
 
     # --- requests
     def submit(self, request: Any, continues: Any = None) -> AudioStream:
@@ -192,7 +199,7 @@ class PlacementEngine:
         if prev is not None:
             stream.playback.from_epoch = prev.end_epoch(time.time())  # type: ignore[attr-defined]
         lms = self.backends["lm"]
-        target = self._pick(lms if prev is not None and lms else self.backends["both"] + lms)
+        target = self.pick(lms if prev is not None and lms else self.backends["both"] + lms)
         job = _Job(self, stream, request, target)
         with self._lock:
             self._jobs[rid] = job
@@ -205,7 +212,8 @@ class PlacementEngine:
         if job is not None:
             job.cancel()
 
-    def _done(self, rid: int) -> None:
+    def done(self, rid: int) -> None:
+        """Request `rid`'s job is over (its stream ended): the front door forgets it."""
         with self._lock:
             self._jobs.pop(rid, None)
 
@@ -243,7 +251,7 @@ class _Job:
 
     def _finish(self, status: str, reason: str | None) -> None:
         self.stream.end(status, reason)
-        self.front._done(self.stream.request_id)
+        self.front.done(self.stream.request_id)
 
     def run(self) -> None:
         try:
@@ -286,7 +294,7 @@ class _Job:
         over its work link (relay.py); the LM's refusal, failure or death comes back as this stream's
         error, already in one sentence."""
         front, lm = self.front, self.target
-        codec = self.codec = front._pick(front.backends["codec"])
+        codec = self.codec = front.pick(front.backends["codec"])
         due = self.stream.playback.from_epoch  # type: ignore[attr-defined]
         self.audio_resp = codec.handle.options(method_name="audio", stream=True).remote(
             self.key, lm.name, self.request, due)
@@ -364,22 +372,16 @@ class PlacementService:
     """`SpeechService` over the front door: the same OpenAI API; /metrics gauges sum the replicas' reports."""
 
     @staticmethod
-    def build(front: PlacementEngine, model_spec: Any, model: str, frame_cap: Any, check_name: str,
-              limits: Any) -> Any:
-
+    def build(front: PlacementEngine, model_spec: Any, model: str, check_name: str, limits: Any) -> Any:
         from voxcli.server.service import SpeechService
         from voxcli.session import Session
 
         session = Session(engine=front, spec=model_spec, model=model, check=remote_check(check_name),
-                          frame_cap=frame_cap, backend="placement on Ray Serve")
-        service = SpeechService(session, limits)
-        service.queued = lambda: int(front.totals()["queued"])  # type: ignore[method-assign]
-        service.kv_pages_used = lambda: int(front.totals()["kv_pages_used"])  # type: ignore[method-assign]
-        service.codec_slots_used = lambda: int(front.totals()["codec_slots_used"])  # type: ignore[method-assign]
-        return service
+                          backend="placement on Ray Serve")
+        return SpeechService(session, limits)  # its gauges read `front.load()`
 
 
-def _front_door(names: dict[str, list[str]], model_spec: Any, model: str, frame_cap: Any,
+def _front_door(names: dict[str, list[str]], model_spec: Any, model: str,
                 api_key: str | None, limits: dict[str, float]) -> Any:
     """The `vox` ingress app: the OpenAI API over a PlacementEngine (one replica, CPU)."""
     from ray import serve
@@ -391,8 +393,7 @@ def _front_door(names: dict[str, list[str]], model_spec: Any, model: str, frame_
         def __init__(self) -> None:
             front = PlacementEngine(names, model_spec.sample_rate, model_spec.frame_seconds)
             check_name = (names["lm"] + names["both"])[0]
-            self.service = PlacementService.build(front, model_spec, model, frame_cap, check_name,
-                                                  Limits(**limits))
+            self.service = PlacementService.build(front, model_spec, model, check_name, Limits(**limits))
 
         def __serve_build_asgi_app__(self) -> Any:
             from voxcli.server.app import create_app
@@ -421,8 +422,8 @@ def start_placement(spec: ReplicaSpec, placement: Placement, host: str, port: in
     serve.start(http_options={"host": host, "port": port})
     try:
         names = deploy_replicas(spec, placement, pcm_scale=pcm_scale, extra=FRONT_DOOR_RESOURCES)
-        model_spec, model, cap = describe_first(names)
-        front = _front_door(names, model_spec, model, cap, spec.api_key, spec.limits)
+        model_spec, model = describe_first(names)
+        front = _front_door(names, model_spec, model, spec.api_key, spec.limits)
         run_bounded(lambda: serve.run(front, name="vox", route_prefix="/"), "vox", serve_status)
     except BaseException:  # a start that fails (or is interrupted) leaves nothing deployed behind
         serve.shutdown()
@@ -454,10 +455,10 @@ def batch_placement_session(placement: Placement, spec: ReplicaSpec, quiet: bool
         front = None
         try:
             names = deploy_replicas(spec, placement, prefix="vox-batch")
-            model_spec, model, cap = describe_first(names)
+            model_spec, model = describe_first(names)
             front = PlacementEngine(names, model_spec.sample_rate, model_spec.frame_seconds)
             check = remote_check((names["lm"] + names["both"])[0])
-            yield Session(engine=front, spec=model_spec, model=model, check=check, frame_cap=cap,
+            yield Session(engine=front, spec=model_spec, model=model, check=check,
                           backend=f"placement {placement.describe()} on Ray Serve")
         finally:
             if front is not None:

@@ -193,8 +193,8 @@ class LMReplica:
 
     def stats(self) -> dict[str, float]:
         out = self.service.routing_stats()
-        sched = self.engine.scheduler
-        out.update(kv_pages_used=float(sched.kv.used), queued=float(len(sched.waiting)), codec_slots_used=0.0,
+        load = self.engine.load()
+        out.update(kv_pages_used=float(load.kv_pages_used), queued=float(load.waiting), codec_slots_used=0.0,
                    cpu_s=time.process_time())  # the replica's host CPU so far (the bench's per-chunk cost)
         return out
 
@@ -208,16 +208,16 @@ class LMReplica:
 
     def metrics(self) -> dict[str, Any]:
         """This replica's counters and gauges (ray_metrics.py: the front door's /metrics per replica)."""
-        sched, r = self.engine.scheduler, self.relay
+        load, r = self.engine.load(), self.relay
         return replica_metrics(
-            {"queued_requests": len(sched.waiting),
-             "running_requests": len(sched.requests) - len(sched.waiting), "kv_pages_used": sched.kv.used},
+            {"queued_requests": load.waiting, "running_requests": load.running,
+             "kv_pages_used": load.kv_pages_used},
             {"relay_chunks": r.chunks, "relay_items": r.items, "relay_code_bytes": r.code_bytes},
             self.outcomes)
 
-    def describe(self) -> tuple[Any, str, Any]:
+    def describe(self) -> tuple[Any, str]:
         s = self.service.session
-        return s.spec, s.model, s.frame_cap
+        return s.spec, s.model
 
     def node(self) -> str:
         return node_id()
@@ -294,7 +294,7 @@ class CodecReplica:
 
     def _reap_loop(self) -> None:
         period = min(1.0, self.idle_timeout_s / 4)
-        while not self.engine._closed:
+        while not self.engine.closed:
             time.sleep(period)
             self.reap(time.monotonic())
 
@@ -412,7 +412,7 @@ class CodecReplica:
                     end = self._ends.pop(key, None)
                     if end is not None:
                         raise end
-                    stream._raise_for_status(cancelled_raises=False)
+                    stream.raise_for_status()
                     return
                 await wake.wait()
                 wake.clear()
@@ -429,17 +429,16 @@ class CodecReplica:
         return node_id()
 
     def metrics(self) -> dict[str, Any]:
-        sched = self.engine.scheduler
-        waiting = len(sched.waiting)
+        load = self.engine.load()
         return replica_metrics(
-            {"queued_requests": waiting, "running_requests": len(sched.requests) - waiting,
-             "codec_slots_used": sched.slots.used},
+            {"queued_requests": load.waiting, "running_requests": load.running,
+             "codec_slots_used": load.codec_slots_used},
             {"audio_chunks": self.audio_chunks, "reaped": self.reaped}, self.outcomes)
 
     def stats(self) -> dict[str, float]:
-        sched = self.engine.scheduler
-        return {"room": float(self.engine.room()), "codec_slots_used": float(sched.slots.used),
-                "kv_pages_used": 0.0, "queued": float(len(sched.waiting)), "cpu_s": time.process_time()}
+        load = self.engine.load()
+        return {"room": float(self.engine.room()), "codec_slots_used": float(load.codec_slots_used),
+                "kv_pages_used": 0.0, "queued": float(load.waiting), "cpu_s": time.process_time()}
 
     async def load_signals(self, period_s: float) -> Any:
         async for stats in push_signals(self.stats, period_s):
@@ -490,8 +489,8 @@ def deploy_replicas(spec: ReplicaSpec, placement: Placement, prefix: str = "vox"
     return names
 
 
-def describe_first(names: dict[str, list[str]]) -> tuple[Any, str, Any]:
-    """(ModelSpec, model name, frame cap) from the first LM or both replica."""
+def describe_first(names: dict[str, list[str]]) -> tuple[Any, str]:
+    """(ModelSpec, model name) from the first LM or both replica."""
     from ray import serve
 
     name = (names["lm"] + names["both"])[0]

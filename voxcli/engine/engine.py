@@ -45,6 +45,7 @@ from voxcli.engine.estimates import LatencyEstimator, load_profile
 from voxcli.engine.events import Delivered, Ended, Event, Released
 from voxcli.engine.executors.base import Completion, Executor
 from voxcli.engine.lanes import LaneLayout, lane_layout
+from voxcli.engine.load import EngineLoad
 from voxcli.engine.memory_plan import apply_memory_plan
 from voxcli.engine.prepare_guard import PrepareClosed, PrepareGuard
 from voxcli.engine.request import Request, Timeline
@@ -302,6 +303,21 @@ class Engine:
         except Exception as e:
             self._die(f"engine loop failed: {type(e).__name__}: {e}")
             raise
+
+    def load(self) -> EngineLoad:
+        """What the engine holds now: open, waiting, decoding requests, KV pages, codec slots, late-chunk
+        counters (engine/load.py). Safe from any thread; from another than the host loop, approximate."""
+        return self.scheduler.load()
+
+    @property
+    def closed(self) -> bool:
+        """Closed by `close()`, or dead (its host loop failed: `dead` says why)."""
+        return self._closed
+
+    @property
+    def dead(self) -> str | None:
+        """Why the engine's host loop died (every later call raises EngineClosed with it); None if alive."""
+        return self._dead
 
     def close(self) -> None:
         with self._wake:

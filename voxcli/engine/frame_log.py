@@ -45,7 +45,7 @@ _id_of = attrgetter("id")
 
 
 class Epoch:
-    __slots__ = ("log", "reqs", "first", "frames", "live", "next", "_pos")
+    __slots__ = ("log", "reqs", "first", "frames", "live", "next", "positions")
 
     def __init__(self, log: FrameLog, reqs: list[LoggedRow], first: int,
                  pos: dict[int, int] | None = None) -> None:
@@ -55,12 +55,14 @@ class Epoch:
         self.frames: list[list[Any]] = []  # per step, the frame of each row of reqs
         self.live = 0  # attached rows whose unsettled frames start in this epoch
         self.next: Epoch | None = None
-        self._pos = pos  # request id -> index in reqs, built on first need
+        # request id -> index in reqs, built on first need (`pos`); None until then. Public: the log reads it
+        # to hand an unchanged row list's index to the next epoch, and on the settle hot path
+        self.positions = pos
 
     def pos(self, request_id: int) -> int:
-        if self._pos is None:
-            self._pos = dict(zip(map(_id_of, self.reqs), count()))
-        return self._pos[request_id]
+        if self.positions is None:
+            self.positions = dict(zip(map(_id_of, self.reqs), count()))
+        return self.positions[request_id]
 
 
 class FrameLog:
@@ -76,7 +78,7 @@ class FrameLog:
         if e is None or e.reqs is not reqs or len(e.frames) >= EPOCH_STEPS:
             prev = e
             # the same rows: a fresh epoch only so that settled steps can be dropped; same positions
-            pos = prev._pos if prev is not None and prev.reqs is reqs else None
+            pos = prev.positions if prev is not None and prev.reqs is reqs else None
             e = Epoch(self, reqs, self.steps + 1, pos)
             if prev is not None:
                 prev.next = e
@@ -100,7 +102,7 @@ class FrameLog:
             return
         i = r.log_from + 1 - e.first
         if e.next is None:  # every unsettled frame is in one epoch (the usual): one map, no epoch move
-            pos = e._pos
+            pos = e.positions
             fs = e.frames
             r.frames.extend(map(itemgetter(e.pos(r.id) if pos is None else pos[r.id]), fs[i:] if i else fs))
             r.log_from = last

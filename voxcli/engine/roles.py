@@ -136,7 +136,8 @@ class RoleEnd:
 
 class WatchedStream(AudioStream):
     """An AudioStream that calls `on_change` (on the engine's host thread; it must not block) whenever a
-    chunk arrives or the stream ends, so an asyncio consumer needs no thread per stream (`take`)."""
+    chunk arrives or the stream ends, so an asyncio consumer needs no thread per stream (it reads with
+    `take`)."""
 
     on_change: Callable[[], None] | None = None
 
@@ -149,12 +150,6 @@ class WatchedStream(AudioStream):
         super().end(status, reason, retry_after)
         if self.on_change is not None:
             self.on_change()
-
-    def take(self) -> tuple[list[Any], bool]:
-        """The chunks not read yet (now forgotten) and whether the stream is over (then read the status)."""
-        with self._cond:
-            new, self._chunks, self._read = self._chunks[self._read:], [], 0
-            return new, self.finished
 
 
 class EpochClock:

@@ -65,6 +65,7 @@ from voxcli.engine.kv_cache import KVPagePool
 from voxcli.engine.lane_policies import CodecLanes, LmLane, NoLane, lane_policy
 from voxcli.engine.lanes import LaneLayout, lane_layout
 from voxcli.engine.lm_batcher import LmBatcher
+from voxcli.engine.load import NO_LATE_CHUNKS, EngineLoad
 from voxcli.engine.pending import PendingChunks
 from voxcli.engine.remote_source import RemoteFrameSource
 from voxcli.engine.request import Chunk, Request, RequestState
@@ -181,7 +182,15 @@ class Scheduler:
         """The late-chunk counters (codec_batcher.py); none without a codec lane."""
         if self.codec is not None:
             return self.codec.counts
-        return {"promoted": 0, "deadline_launches": 0, "slack_cuts": 0}
+        return dict(NO_LATE_CHUNKS)
+
+    def load(self) -> EngineLoad:
+        """What the engine holds now (engine/load.py): the one view of its load outside the engine."""
+        source = self.source
+        return EngineLoad(open_requests=len(self.book.requests), waiting=len(source.waiting),
+                          decoding=len(source.decoding), prefilling=source.prefilling,
+                          kv_pages_used=self.kv.used, codec_slots_used=self.slots.used,
+                          late_chunks=dict(self.counts))
 
     # ------------------------------------------------------------------ requests in
     def new_request(self, request_id: int, prompt: Prompt, arrival: float,

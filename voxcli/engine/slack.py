@@ -9,11 +9,13 @@ codec), less the streams it holds or has waiting. A both or LM-only replica repo
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from voxcli.engine.engine import Engine
 
 
-def decode_slack(engine: Any, utilization: float = 0.6) -> dict[str, float]:
-    sched = engine.scheduler
+def decode_slack(engine: Engine, utilization: float = 0.6) -> dict[str, float]:
     budget = engine.spec.frame_seconds * utilization
     lo, hi = 0, engine.config.max_running  # largest n with decode_step(n) <= budget (monotonic in n)
     while lo < hi:
@@ -22,5 +24,5 @@ def decode_slack(engine: Any, utilization: float = 0.6) -> dict[str, float]:
             lo = mid
         else:
             hi = mid - 1
-    held = len(sched.decoding) + sched.prefilling + len(sched.waiting)
+    held = engine.load().held
     return {"slack": float(lo - held), "held": float(held), "capacity": float(lo)}

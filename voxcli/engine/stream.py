@@ -124,7 +124,9 @@ class AudioStream:
     def cancel(self) -> None:
         self._cancel(self.request_id)
 
-    def _raise_for_status(self, cancelled_raises: bool) -> None:
+    def raise_for_status(self, cancelled_raises: bool = False) -> None:
+        """Raise the stream's ending as its error (RequestFailed, RequestRejected; RequestCancelled only
+        when `cancelled_raises`); nothing while it runs or once it is done."""
         if self._status == "failed":
             raise RequestFailed(f"request {self.request_id} failed: {self._reason}")
         if self._status == "rejected":
@@ -151,11 +153,19 @@ class AudioStream:
                 return chunk
             return None
 
+    def take(self) -> tuple[list[AudioChunk], bool]:
+        """The chunks not read yet (now forgotten) and whether the stream is over (then `raise_for_status`);
+        never blocks: a consumer told of a change (an asyncio one, engine/roles.py) reads what is there."""
+        with self._cond:
+            new = self._chunks[self._read:]
+            self._chunks, self._read = [], 0
+            return new, self.finished
+
     def __iter__(self) -> Iterator[AudioChunk]:
         while True:
             chunk = self._next_chunk(None)
             if chunk is None:
-                self._raise_for_status(cancelled_raises=False)
+                self.raise_for_status(cancelled_raises=False)
                 return
             yield chunk
 
@@ -166,7 +176,7 @@ class AudioStream:
         with self._cond:
             if not self._cond.wait_for(lambda: self.finished, timeout):
                 raise TimeoutError(f"request {self.request_id} not finished within {timeout} s")
-            self._raise_for_status(cancelled_raises=True)
+            self.raise_for_status(cancelled_raises=True)
             if not self._chunks:
                 return np.zeros(0, dtype=np.float32)
             return np.concatenate([c.pcm for c in self._chunks]).astype(np.float32, copy=False)

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -26,8 +26,9 @@ from voxcli.speak import RequestTemplate, SpeechStats, Stopped
 from voxcli.speak_choice import SpeakOptions
 
 if TYPE_CHECKING:
+    from voxcli.engine.load import EngineLoad
     from voxcli.session import Session
-    from voxcli.speech_engine import SpeechStream
+    from voxcli.speech_engine import ServedEngine, SpeechStream
 
 # The engine's host loop shares the GIL with the event loop and the job threads: a waiting thread gets it
 # only at the switch interval (5 ms by default), which a deadline scheduler feels. Every process that
@@ -98,9 +99,7 @@ class SpeechJob:
     def _track(self, stream: SpeechStream) -> None:
         """Every stream the job submits: kept so a cancel reaches it, and cancelled at once when the job
         was stopped meanwhile (cancel() may have missed it)."""
-        keep_audio = getattr(stream, "keep_audio", None)  # an engine's AudioStream; a replica's has none
-        if keep_audio is not None:
-            keep_audio(False)  # a server never calls wait(): forget each chunk once it is sent
+        stream.keep_audio(False)  # a server never calls wait(): forget each chunk once it is sent
         with self._lock:
             self.streams.append(stream)
         if self.stop.is_set():
@@ -156,12 +155,13 @@ def _pool() -> ThreadPoolExecutor:
 
 
 class SpeechService:
-    """The engine session behind the API: model name, spec, frame cap (demo), limits."""
+    """The engine session behind the API: model name, spec, limits, the engine's load for the gauges."""
 
     def __init__(self, session: Session, limits: Limits | None = None, model_id: str | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         self.session = session
-        self.engine = session.engine
+        # a server's session runs an Engine or the Ray front door: both report their load
+        self.engine = cast("ServedEngine", session.engine)
         self.spec = session.spec
         self.model_id = model_id or session.model
         self.limits = limits or Limits()
@@ -203,18 +203,22 @@ class SpeechService:
         return {**decode_slack(self.engine, utilization), "seq": float(self._seq)}
 
     # --- engine state for /health and /metrics (read from another thread: approximate by nature) ---
+    def load(self) -> EngineLoad:
+        """The engine's load snapshot (engine/load.py); a placement's front door sums its replicas'."""
+        return self.engine.load()
+
     def queued(self) -> int:
-        return len(self.engine.scheduler.waiting)
+        return self.load().waiting
 
     def kv_pages_used(self) -> int:
-        return self.engine.scheduler.kv.used
+        return self.load().kv_pages_used
 
     def codec_slots_used(self) -> int:
-        return self.engine.scheduler.slots.used
+        return self.load().codec_slots_used
 
     @property
     def dead(self) -> str | None:
-        return getattr(self.engine, "_dead", None)
+        return self.engine.dead
 
     def close(self) -> None:
         self.session.close()
