@@ -42,7 +42,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .bounds import INT32_MAX, NUMERIC_BOUNDS, SEED_MAX, NumberRange  # noqa: F401 - re-exported
 from .errors import CheckpointError, InputError, ModelError  # noqa: F401 - re-exported
@@ -356,28 +356,40 @@ class TextWritten:
     token_ids: tuple[int, ...] = ()
 
 
+@dataclass(frozen=True)
+class TextGrew:
+    """The text a model is writing grew by `delta` after a text token (`vox transcribe`, the server's
+    transcript.text.delta). A segment's deltas add up to its text when the detokenizer never rewrites a
+    prefix (it can: the segment's TextWritten is what counts)."""
+
+    request_id: str | None
+    delta: str
+
+
+TextEvent = TypeVar("TextEvent", TextWritten, TextGrew)
 TextListener = Callable[[TextWritten], None]
 
 
-class TextEvents:
-    """The text a program writes, handed to every listener on the engine thread as each segment ends.
+class TextEvents(Generic[TextEvent]):
+    """The text a program writes, handed to every listener on the engine thread: each segment as it ends
+    (`TextWritten`), or each growth of it (`TextGrew`).
 
     Emitted before the step's audio is decoded, so a listener holding a request's first audio chunk has
     already seen the text written before it. Listeners are kept in an immutable tuple (swapped whole):
     emitting reads it without a lock while another thread subscribes."""
 
     def __init__(self) -> None:
-        self._listeners: tuple[TextListener, ...] = ()
+        self._listeners: tuple[Callable[[TextEvent], None], ...] = ()
 
-    def listen(self, listener: TextListener) -> Callable[[], None]:
-        """Call `listener` for every segment from now on; returns the call that stops it."""
+    def listen(self, listener: Callable[[TextEvent], None]) -> Callable[[], None]:
+        """Call `listener` for every event from now on; returns the call that stops it."""
         self._listeners = (*self._listeners, listener)
 
         def stop() -> None:
             self._listeners = tuple(x for x in self._listeners if x is not listener)
         return stop
 
-    def emit(self, event: TextWritten) -> None:
+    def emit(self, event: TextEvent) -> None:
         for listener in self._listeners:
             listener(event)
 
@@ -387,7 +399,9 @@ class ModelProgram(ABC):
 
     # The text this model writes (`TextEvents`); None for a model that only speaks. A front end shows it
     # (`--show-text`) or transcribes with it by listening here, never by patching the program.
-    text_written: TextEvents | None = None
+    text_written: TextEvents[TextWritten] | None = None
+    # The same text as it grows token by token (`TextGrew`); None where the model writes none.
+    text_grew: TextEvents[TextGrew] | None = None
 
     @classmethod
     @abstractmethod

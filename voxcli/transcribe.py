@@ -2,9 +2,10 @@
 /v1/audio/transcriptions share. A unified LM (models/speechlm) hears a user audio turn and answers with
 text only (max_segments 1: no audio segment, so the request emits no audio chunk).
 
-The text streams as it is decoded: the program calls `on_text_delta(request id, new text)` after every
-text token and emits `text_written` (models/base.py's TextWritten: request id, text, ids) when the segment
-ends; a `Tap` installed once per engine routes them to the request that wrote them (keyed by request_id).
+The text streams as it is decoded: the program emits `text_grew` (models/base.py's TextGrew: request id,
+new text) after every text token and `text_written` (TextWritten: request id, text, ids) when the segment
+ends; a `Tap` installed once per engine listens to both and routes each event to the request that wrote it
+(keyed by request_id).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from voxcli.models.base import InputError, SamplingParams, SynthesisRequest, TextWritten
+from voxcli.models.base import InputError, SamplingParams, SynthesisRequest, TextGrew, TextWritten
 
 MAX_CLIP_S = 600.0  # the family's own bound too (models/speechlm/audio_in.py)
 
@@ -107,8 +108,8 @@ class Tap:
         self._lock = threading.Lock()
         self._heard: dict[str, Heard] = {}
         self._ids = itertools.count()
-        program.on_text_delta = self._delta
         program.text_written.listen(self._written)
+        program.text_grew.listen(self._grew)
 
     def follow(self, request: SynthesisRequest, on_delta: Callable[[str], None] | None = None) -> Heard:
         key = f"vox-heard-{next(self._ids)}"
@@ -126,12 +127,12 @@ class Tap:
         with self._lock:
             return self._heard.get(key or "")
 
-    def _delta(self, key: str | None, delta: str) -> None:
-        h = self._get(key)
+    def _grew(self, event: TextGrew) -> None:
+        h = self._get(event.request_id)
         if h is not None:
-            h.deltas.append(delta)
+            h.deltas.append(event.delta)
             if h.on_delta is not None:
-                h.on_delta(delta)
+                h.on_delta(event.delta)
 
     def _written(self, event: TextWritten) -> None:
         h = self._get(event.request_id)

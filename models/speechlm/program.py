@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -40,6 +39,7 @@ from ..base import (
     StepOutput,
     SynthesisRequest,
     TextEvents,
+    TextGrew,
     TextWritten,
     check_numbers,
 )
@@ -75,7 +75,7 @@ class RowState:
     per_seq: int  # pages per sequence
     prepared: PreparedSpeechLM
     texts: list[str] = field(default_factory=list)  # the text segments, detokenized, in order
-    streamed: str = ""  # the current text segment's text already given to on_text_delta
+    streamed: str = ""  # the current text segment's text already given to text_grew
 
 
 class SpeechLMProgram(ModelProgram):
@@ -97,11 +97,9 @@ class SpeechLMProgram(ModelProgram):
         self._codec = None
         self._audio_encoder = None  # X-Codec's encoder, loaded on the first audio-in request
         # each text segment as it ends (`--show-text`, `vox transcribe`): the contract's typed event
-        self.text_written = TextEvents()
-        # (request id, new text) after every text token: the text as it is decoded (`vox transcribe`, the
-        # server's transcript.text.delta); a segment's deltas add up to its text when the detokenizer
-        # never rewrites a prefix (it can: the final text, text_written's, is what counts)
-        self.on_text_delta: Callable[[str | None, str], None] | None = None
+        self.text_written: TextEvents[TextWritten] = TextEvents()
+        # the text as it is decoded, after every text token (`vox transcribe`, transcript.text.delta)
+        self.text_grew: TextEvents[TextGrew] = TextEvents()
         self._text_ratio: float | None = None  # observed text-phase steps per prompt text token (EMA)
         # The companion's all-pad prefix: position p's keys/values depend only on p (every input is pad),
         # so they are the same for every companion of every request; computed once (for the longest
@@ -590,7 +588,7 @@ class SpeechLMProgram(ModelProgram):
             self._delta(st, text)
             st.streamed = ""
             self.text_written.emit(TextWritten(st.prepared.key, text, tuple(ids)))
-        if ph.modality == "text" and ph.text and not ph.done and self.on_text_delta is not None:
+        if ph.modality == "text" and ph.text and not ph.done:
             self._delta(st, self.text_io.decode([t - start for t in ph.text]))
         if frame is not None:
             r.frames_emitted += 1
@@ -601,8 +599,8 @@ class SpeechLMProgram(ModelProgram):
         return StepOutput(frame=frame, done=ph.done, text_tokens=text_tokens)
 
     def _delta(self, st: RowState, text: str) -> None:
-        if self.on_text_delta is not None and text.startswith(st.streamed) and len(text) > len(st.streamed):
-            self.on_text_delta(st.prepared.key, text[len(st.streamed):])
+        if text.startswith(st.streamed) and len(text) > len(st.streamed):
+            self.text_grew.emit(TextGrew(st.prepared.key, text[len(st.streamed):]))
         st.streamed = text if text.startswith(st.streamed) else st.streamed
 
     def codec(self, items: list[CodecItem]) -> list[np.ndarray]:
