@@ -18,8 +18,28 @@ from typer.testing import CliRunner
 from voxcli import cli
 from voxcli.console import EXAMPLES_HEADING
 
-COMMANDS = ([], ["say"], ["batch"], ["voices"], ["models"], ["models", "pull"], ["serve"], ["bench"],
-            ["profile"], ["transcribe"], ["reply"])
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def all_commands() -> list[list[str]]:
+    """Every command and subcommand of `vox`, walked from the Typer app (a new command is covered here the
+    day it is registered)."""
+    out: list[list[str]] = []
+
+    def walk(command, path: list[str]) -> None:
+        out.append(path)
+        for name, sub in sorted(getattr(command, "commands", {}).items()):
+            walk(sub, [*path, name])
+
+    walk(typer.main.get_command(cli.app), [])
+    return out
+
+
+COMMANDS = all_commands()
+# the checkout's own folders: a path into one works only from the repository root (`experiments/` was
+# where the plans lived); `out/` is where commands write, relative to wherever they run
+REPO_FOLDERS = {p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".")} - {"out"} | {
+    "experiments"}
 
 
 def render_help(command: list[str], width: int) -> str:
@@ -76,6 +96,32 @@ def dry_parse(args: list[str]) -> None:
         name, command, rest = command.resolve_command(ctx, rest)
         ctx = command.make_context(name, rest, parent=ctx)
     assert not ctx.args, (args, ctx.args)  # nothing left over
+
+
+def test_the_walk_finds_every_command():
+    assert {" ".join(c) for c in COMMANDS} >= {"", "say", "batch", "voices", "models", "models pull", "serve",
+                                               "bench", "profile", "transcribe", "reply"}
+
+
+def repo_paths(words: list[str]) -> list[str]:
+    """The words of a command that name a path inside the checkout, relative to its root."""
+    return [w for w in words if "/" in w and "://" not in w and not w.startswith(("/", "~"))
+            and (w.split("/")[0] in REPO_FOLDERS or (ROOT / w).exists())]
+
+
+def test_the_repo_path_check_can_fail():
+    assert repo_paths(["vox", "bench", "--plan", "experiments/late_chunks.toml"])
+    assert repo_paths(["vox", "bench", "--recipe", "recipes/qwen3-tts-1.7b.toml"])
+    assert not repo_paths(["vox", "batch", "-m", "demo", "lines.txt", "-o", "out/", "http://x/y"])
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "vox")
+def test_no_example_names_a_path_of_the_checkout(command):
+    """Pasted from any folder (a user's home, /tmp), an example must work: none reads a file that exists only
+    at the repository's root."""
+    for line in examples(render_help(command, 200)):
+        for words in commands_in(line.strip()):
+            assert not repo_paths(words), (line, repo_paths(words))
 
 
 @pytest.mark.parametrize("width", [80, 200])
