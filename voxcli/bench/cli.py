@@ -376,7 +376,7 @@ def profile(
     import json
 
     from voxcli.bench.workloads import estimate_frames
-    from voxcli.config import ConfigError, model_recipe_config, recipe_path
+    from voxcli.config import ConfigError, model_recipe_config
     from voxcli.console import friendly_errors
     from voxcli.models.registry import sim_spec_for
     from voxcli.sim.config_bound import SplitBounds
@@ -413,11 +413,10 @@ def profile(
                 _fail("vox profile measures the stages on a CUDA GPU and this machine has none; pass --gpu "
                       "h100, h200 or b200 to use a calibrated cost profile")
         if gpu:
-            from voxcli.models.registry import find_sim_model
+            from voxcli.sim.splits import gpu_profile_path
 
-            found = find_sim_model(model)  # a model with costs of its own names its profile (Dia, Higgs)
             try:
-                path = recipe_path(f"gpus/{found[1].gpu_profile.format(gpu=gpu) if found else gpu}")
+                path = gpu_profile_path(model, gpu)
             except ConfigError:
                 _fail(f"no cost profile for --gpu {gpu!r}: use h100, h200 or b200 (recipes/gpus/)")
             prof = CostProfile.from_toml(path)

@@ -20,12 +20,13 @@ def ranked_placements(model: str, gpu: str, gpus: int, workload: str = "libritts
     """`vox profile --gpus N --no-simulate`'s ranking (splits.Placement, best first); `max_decode_batch`:
     the same model for engines capped at that many running rows (a measurement's `--set max_running`)."""
     from voxcli.bench.workloads import estimate_frames, load_workload, mean_chunks
-    from voxcli.config import ConfigError, recipe_path
-    from voxcli.models.registry import find_sim_model, sim_spec_for
+    from voxcli.config import ConfigError
+    from voxcli.models.registry import sim_spec_for
     from voxcli.sim.cost import CostProfile
     from voxcli.sim.splits import (
         LoadShape,
         choose_split,
+        gpu_profile_path,
         max_sustainable_rate,
         rank_placements,
         role_throughputs,
@@ -34,9 +35,8 @@ def ranked_placements(model: str, gpu: str, gpus: int, workload: str = "libritts
 
     if not gpu:
         raise VoxError("--placement auto needs --gpu (the cost profile it ranks placements on).", 2)
-    found = find_sim_model(model)
     try:
-        path = recipe_path(f"gpus/{found[1].gpu_profile.format(gpu=gpu) if found else gpu}")
+        path = gpu_profile_path(model, gpu)
     except ConfigError:
         raise VoxError(f"--placement auto: no cost profile for --gpu {gpu!r}; use h100, h200 or b200.",
                        2) from None

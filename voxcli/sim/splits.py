@@ -31,6 +31,17 @@ if TYPE_CHECKING:
 GRANULARITY = 8  # SMs per green-context group on compute capability 9.0+ (gpu-notes.md)
 
 
+def gpu_profile_path(model: str, gpu: str) -> Path:
+    """The calibrated cost profile of `model` on `gpu` (recipes/gpus/): the one its registration names
+    when its costs are its own (Dia, Higgs: `gpus/<gpu>-dia-1.6b`), else the shared `gpus/<gpu>`. A
+    ConfigError when there is none."""
+    from voxcli.config import recipe_path
+    from voxcli.models.registry import find_sim_model
+
+    found = find_sim_model(model)
+    return recipe_path(f"gpus/{found[1].gpu_profile.format(gpu=gpu) if found else gpu}")
+
+
 @dataclass(frozen=True)
 class LoadShape:
     """What one request costs: backbone frames and codec chunks (the first one goes to the urgent lane),
