@@ -56,6 +56,21 @@ def test_vox_profile_fits_80_columns_every_line(tmp_path, monkeypatch):
     assert "chosen split" in text and "  vox serve --recipe out/profile/qwen3-tts-1.7b-h100.toml" in text
 
 
+def test_vox_profile_simulating_splits_wraps_its_rate_grid_between_rates(tmp_path, monkeypatch):
+    """The grid of rates it simulates (about 20 of them) was one word of bare commas that an 80-column
+    terminal cut mid-number; now a line break falls between two rates."""
+    import re
+
+    monkeypatch.chdir(tmp_path)
+    text = run_80(["profile", "--gpu", "h100", "--keep", "1", "--sim-seeds", "1", "--sim-duration", "0.5"])
+    assert_fits(text)
+    joined = " ".join(text.split())
+    grid = re.search(r"at R = (.*?) req/s:", joined)
+    assert grid, joined[:300]
+    rates = grid.group(1).split(", ")
+    assert len(rates) > 5 and all(re.fullmatch(r"\d+(\.\d+)?", r) for r in rates), rates
+
+
 def title_room(table) -> tuple[int, int]:
     """(the rendered table's width at 80 columns, the room its title needs: its length, up to 60)."""
     import io

@@ -607,7 +607,9 @@ def _simulate_splits(console, prof, gpu: str, model: str, workload: str, utts, p
             rates, step = rate_grid(best_rps)
     except ValueError as e:
         _fail(f"--sim-rates: {e}")
-    text = sim_rates or ",".join(f"{r:g}" for r in rates)
+    # ", " between the rates: a terminal wraps the list between two rates, never inside one (a grid of 20
+    # rates written with bare commas is one 100-character word, which rich cuts at the terminal's edge)
+    text = ", ".join(f"{r:g}" for r in rates)
     config = model_config(model, "sim", gpu if gpu != "measured" else "", sets)
     from voxcli.models.registry import sim_spec_for
 
@@ -620,9 +622,9 @@ def _simulate_splits(console, prof, gpu: str, model: str, workload: str, utts, p
     own = [p for p in points if p.codec_sms == config.codec_sms]  # the recipe's own split: a baseline
     if own and own[0] not in candidates:
         candidates = sorted([*candidates, own[0]], key=lambda p: p.codec_sms)
-    console.print(f"simulating {len(candidates)} splits (`vox bench --executor sim --gpu {gpu} --model "
-                  f"{model} --workload {workload} --rates {text} --duration {duration:g} --seeds {seeds}"
-                  f"{slo} --set lm_sms=L --set codec_sms=C` on each):", markup=False)
+    console.print(f"simulating {len(candidates)} splits, each as `vox bench --executor sim --gpu {gpu} "
+                  f"--model {model} --workload {workload} --rates R --duration {duration:g} --seeds {seeds}"
+                  f"{slo} --set lm_sms=L --set codec_sms=C` runs it, at R = {text} req/s:", markup=False)
 
     # progress on stderr while it runs (minutes for a full profile): a line per split, then per rate
     def starting(i: int, n: int, p) -> None:
@@ -648,14 +650,14 @@ BENCH_EXAMPLES = (
     "vox bench --executor cpu --model demo --policy sync,full --rates 0.5,1 --duration 5 --seeds 1 "
     "--warmup 2 --max-frames 24",
     "# a running `vox serve --executor sim --gpu h100`, beside the same engine in-process",
-    "vox bench --url http://127.0.0.1:8000 --executor sim --gpu h100 --rates 10,20 --duration 15 --seeds 1",
+    "vox bench --url http://127.0.0.1:8000 --executor sim --gpu h100 --rates 10,20 --duration 10 --seeds 1",
     "# a shipped experiment plan, by name from any folder: candidates x workloads x rates",
     "vox bench --plan late_chunks --plan-set duration=5 --plan-set seeds=1",
 )
 PROFILE_EXAMPLES = (
     "vox profile --gpu h100 --model qwen3-tts-1.7b --keep 2 --sim-rates 48,64,80 --sim-seeds 1",
     "vox profile --gpu h100 --model qwen3-tts-1.7b --gpus 2 --set max_running=4 --keep 1 --sim-seeds 1 "
-    "--placements 1",
+    "--sim-duration 5 --placements 1",
     # uncapped b200 engines serve hundreds of req/s: simulating them takes minutes, so rank by the bounds
     "vox profile --gpu b200 --model qwen3-tts-1.7b --gpus 4 --no-simulate",
 )
