@@ -171,7 +171,7 @@ def simulated_seconds(words: list[str]) -> float:
 def test_bench_examples_are_sized_to_finish_in_about_a_minute():
     """Issue 42: `--rates 2:60:2` (794 s here) and the cpu-bench example (over 15 min) were examples; the
     cpu-bench checkpoint alone takes ~50 s to build on 2 loaded cores, so the cpu example runs the demo."""
-    from voxcli.bench.cli import BENCH_EXAMPLES
+    from voxcli.cli_bench import BENCH_EXAMPLES
 
     sized = [shlex.split(x) for x in BENCH_EXAMPLES if x.startswith("vox bench") and "--plan" not in x]
     assert sized
@@ -181,8 +181,8 @@ def test_bench_examples_are_sized_to_finish_in_about_a_minute():
 
 
 def test_the_plan_example_works_from_any_folder(tmp_path, monkeypatch):
-    from voxcli.bench.cli import BENCH_EXAMPLES
     from voxcli.bench.plan import PlanError, load_plan
+    from voxcli.cli_bench import BENCH_EXAMPLES
 
     monkeypatch.chdir(tmp_path)
     (line,) = [shlex.split(x) for x in BENCH_EXAMPLES if "--plan" in x]

@@ -107,7 +107,7 @@ class SplitBounds:
         self.config = config.replace(policy="full")
         self.profile = profile
         # the SLO: the recipe's own TTFA target (1 s for a model that writes a text plan first), as the
-        # simulation of the split counts it (bench/cli.py _simulate_splits)
+        # simulation of the split counts it (voxcli/cli_bench.py _simulate_splits)
         self.ttfa_s = self.config.ttfa_target_s
         self.utterances = utterances
         self.frame_rate = frame_rate

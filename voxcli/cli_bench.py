@@ -1,4 +1,6 @@
-"""`vox bench` and `vox profile`, registered on the main Typer app by `voxcli.cli` via `register(app)`.
+"""`vox bench` and `vox profile`, registered on the main Typer app by `voxcli.cli` via `register(app)`: the
+command-line layer over measurement (voxcli/bench/: sweeps, plans, reports) and simulation (voxcli/sim/:
+the split and placement models, the bounds). Options, their checks and the printing live here.
 
 Heavy imports (the engine, torch, matplotlib) happen inside the commands so `vox --help` stays fast."""
 
