@@ -35,6 +35,9 @@ def test_a_plan_run_fits_80_columns_and_keeps_every_capacity_whole(tmp_path):
     text = run_80(["bench", "--plan", str(plan), "--out", str(tmp_path)])
     assert_fits(text)
     assert "seed-tts: capacity req/s" in text and "best at 90%" in text and "past capacity" in text
+    # a sweep's figures stay on one line of their own (a long candidate name goes on the line above)
+    figures = [line for line in text.splitlines() if "req/s at 90%" in line]
+    assert len(figures) == 2 and all(line.rstrip().endswith("CPU s)") for line in figures), figures
     words = text.split()
     rows = json.loads((tmp_path / "plan-tiny.json").read_text())["rows"]
     for r in rows:

@@ -312,8 +312,8 @@ def _run_plan(path: Path, overrides: list[str], out: Path) -> None:
         def say(what) -> None:  # a line or a figure table; plan and candidate names are text, not markup
             console.print(what, markup=False, highlight=False)
 
-        say(f"plan {loaded.name}: {loaded.title} ({len(loaded.runs())} sweeps, {loaded.seeds} seeds x "
-            f"{loaded.duration:g} s per rate)")
+        say(f"plan {loaded.name}: {loaded.title}")
+        say(f"  {len(loaded.runs())} sweeps, {loaded.seeds} seeds x {loaded.duration:g} s per rate")
         result = run_plan(loaded, say)
         out.mkdir(parents=True, exist_ok=True)
         dest = out / f"plan-{loaded.name}.json"

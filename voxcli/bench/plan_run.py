@@ -122,11 +122,17 @@ def run_plan(plan: Plan, say: Callable[[Any], None] = print) -> dict[str, Any]:
     return {"plan": plan.name, "title": plan.title, "rows": rows, "overload": over}
 
 
+PROGRESS_WIDTH = 78  # an 80-column terminal, less a margin
+
+
 def progress_line(r: dict[str, Any]) -> str:
-    """One finished sweep, short enough for an 80-column terminal (each seed's capacity is in the JSON)."""
+    """One finished sweep in one line, or two when the candidate's name is long (a terminal would break
+    the line anywhere): short enough for an 80-column terminal (each seed's capacity is in the JSON)."""
     c90, c99 = r["cap90"], r["cap99"]
-    return (f"  {r['workload']} / {r['candidate']}: {c90['mean']:.1f} ± {c90['std']:.1f} req/s at 90%, "
-            f"{c99['mean']:.1f} ± {c99['std']:.1f} at 99% ({r['cpu_s']:.0f} CPU s)")
+    who = f"  {r['workload']} / {r['candidate']}:"
+    figures = (f"{c90['mean']:.1f} ± {c90['std']:.1f} req/s at 90%, {c99['mean']:.1f} ± {c99['std']:.1f} at "
+               f"99% ({r['cpu_s']:.0f} CPU s)")
+    return f"{who} {figures}" if len(who) + 1 + len(figures) <= PROGRESS_WIDTH else f"{who}\n    {figures}"
 
 
 def _spread(c: dict[str, Any]) -> str:
