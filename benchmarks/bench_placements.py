@@ -11,8 +11,8 @@ arrivals (`EngineTarget`, the in-process client of `vox bench`). Each placement'
 capacity times --fractions, so every capacity (90% of requests meeting TTFA <= 200 ms and no stall) is
 measured to the grid's resolution around the prediction it is checked against.
 
-The prediction is `vox profile --gpus N`'s (voxcli/bench/profile_placements.py): the throughput model
-ranks the placements (`voxcli.placement.ranked_placements`, given the engines' decode-row cap: `--set
+The prediction is `vox profile --gpus N`'s (voxcli/sim/profile_placements.py): the throughput model
+ranks the placements (`voxcli.sim.placement_rank.ranked_placements`, given the engines' decode-row cap: `--set
 max_running=M` -> LoadShape.max_decode_batch=M), and each is co-simulated on the virtual clock for its SLO
 capacity (voxcli/sim/placement.py), with the replicas' own config, under its optimistic and
 pessimistic network; the rates run here are fractions of the optimistic one, with `--seeds` arrival seeds
@@ -32,12 +32,13 @@ import time
 from pathlib import Path
 
 from voxcli.bench.client import EngineTarget
-from voxcli.bench.profile_placements import candidates, predict_placements
 from voxcli.bench.sweep import SweepSpec, Variant, sweep_variant
 from voxcli.bench.workloads import load_workload
 from voxcli.cluster.ray_app import ReplicaSpec
-from voxcli.placement import Placement, ranked_placements
+from voxcli.placement import Placement
 from voxcli.sim.placement import PlacementPrediction
+from voxcli.sim.placement_rank import ranked_placements
+from voxcli.sim.profile_placements import candidates, predict_placements
 
 
 def _placements(model: str, gpu: str, gpus: int, cap: int | None, top: int) -> list[tuple[Placement, float]]:

@@ -1,4 +1,5 @@
-"""Experiment plans (experiments/*.toml, `vox bench --plan`): every shipped plan loads, names known
+"""Experiment plans (voxcli/bench/plans/*.toml, `vox bench --plan NAME`): every shipped plan loads, names
+known
 workloads and builds an engine config for every candidate; a bad plan fails in one sentence naming the
 key; a tiny plan runs end to end on the sim through the real CLI; the breakdown report runs."""
 
@@ -8,15 +9,15 @@ import json
 from pathlib import Path
 
 import pytest
+from support.tiny_plan import TINY
 from typer.testing import CliRunner
 from voxcli.models.registry import sim_spec_for
 
-from voxcli.bench.plan import PlanError, load_plan
+from voxcli.bench.plan import SHIPPED_PLANS, PlanError, load_plan
 from voxcli.bench.workloads import DERIVED, WORKLOADS
 from voxcli.cli import app
 
-EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
-PLANS = sorted(EXPERIMENTS.glob("*.toml"))
+PLANS = sorted(SHIPPED_PLANS.glob("*.toml"))
 
 
 def test_the_sweep_scripts_became_plans():
@@ -41,34 +42,6 @@ def _plan(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "p.toml"
     path.write_text(text)
     return path
-
-
-TINY = """
-title = "tiny"
-model = "qwen3-tts-1.7b"
-gpu = "h100"
-workloads = ["seed-tts"]
-rates = "20,40"
-duration = 1.0
-seeds = 2
-warmup = 4
-arrivals = "by-rate"
-reference = "recipe"
-tables = ["capacity", "rates"]
-
-[[candidates]]
-name = "recipe"
-
-[[candidates]]
-name = "sync2"
-set = { policy = "sync2" }
-
-[overload]
-multiples = [1.5]
-candidates = ["recipe"]
-seeds = 1
-warmup = 0
-"""
 
 
 def test_a_tiny_plan_runs_end_to_end_through_vox_bench(tmp_path):
@@ -112,7 +85,7 @@ def test_a_bad_plan_is_a_one_line_cli_error(tmp_path):
 
 
 def test_the_breakdown_report_says_where_ttfa_goes(tmp_path):
-    plan = load_plan(EXPERIMENTS / "ttfa_breakdown.toml",
+    plan = load_plan(SHIPPED_PLANS / "ttfa_breakdown.toml",
                      ["duration=1", "rates=20", "warmup=4", "only=recipe"])
     from voxcli.bench.plan_run import run_plan
 

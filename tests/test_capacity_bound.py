@@ -1,4 +1,4 @@
-"""The capacity bound (voxcli/bound.py) on a hand-made profile, every number worked out by hand, and the
+"""The capacity bound (voxcli/sim/bound.py) on a hand-made profile, every number worked out by hand, and the
 CLI printing capacity / bound."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from voxcli.bound import capacity_bound
 from voxcli.cli import app
+from voxcli.sim.bound import capacity_bound
 from voxcli.sim.cost import CostProfile
 
 
@@ -92,13 +92,13 @@ def test_the_bound_and_late_chunk_tables_fit_80_columns():
     from dataclasses import asdict
 
     from tests.test_tables_80 import _rr, cut_words
-    from voxcli.bench.bounds import SplitBounds, split_bounds_table
     from voxcli.bench.report import bound_table, capacity_table, late_chunk_tables
     from voxcli.bench.sweep import SweepResult, SweepSpec, Variant, VariantSweep
     from voxcli.bench.targets import model_config
     from voxcli.bench.workloads import load_workload
     from voxcli.config import recipe_path
-    from voxcli.profile import LoadShape, split_points
+    from voxcli.sim.config_bound import SplitBounds, split_bounds_table
+    from voxcli.sim.splits import LoadShape, split_points
 
     results = [_rr(20, 1.0), _rr(40, 0.97), _rr(100, 0.5)]
     results[1].promoted, results[1].deadline_launches = 12345, 678

@@ -1,4 +1,4 @@
-"""The SLO's cap on the decode step in the capacity bound (voxcli/bound.py assumption 2b), CFG work
+"""The SLO's cap on the decode step in the capacity bound (voxcli/sim/bound.py assumption 2b), CFG work
 sharing in it, and the chunk schedule's own step cap: every number worked out by hand on the hand-made
 profile of tests/test_capacity_bound.py."""
 
@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from voxcli.bound import capacity_bound, schedule_step_cap
+from voxcli.sim.bound import capacity_bound, schedule_step_cap
 from voxcli.sim.cost import CostProfile
 
 
@@ -99,7 +99,7 @@ def test_the_chunk_schedule_caps_the_step_where_it_grows_faster_than_playback():
 
 
 def test_poisson_occupancy_ceils_capacity_over_a_capped_bound():
-    from voxcli.bound import occupancy_ceiling
+    from voxcli.sim.bound import occupancy_ceiling
 
     # one request in the batch: P(N >= 1) = 1 - e^-x <= 0.1 -> x = -ln 0.9
     assert occupancy_ceiling(1, 0.90) == pytest.approx(-math.log(0.9))

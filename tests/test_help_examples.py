@@ -18,8 +18,28 @@ from typer.testing import CliRunner
 from voxcli import cli
 from voxcli.console import EXAMPLES_HEADING
 
-COMMANDS = ([], ["say"], ["batch"], ["voices"], ["models"], ["models", "pull"], ["serve"], ["bench"],
-            ["profile"], ["transcribe"], ["reply"])
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def all_commands() -> list[list[str]]:
+    """Every command and subcommand of `vox`, walked from the Typer app (a new command is covered here the
+    day it is registered)."""
+    out: list[list[str]] = []
+
+    def walk(command, path: list[str]) -> None:
+        out.append(path)
+        for name, sub in sorted(getattr(command, "commands", {}).items()):
+            walk(sub, [*path, name])
+
+    walk(typer.main.get_command(cli.app), [])
+    return out
+
+
+COMMANDS = all_commands()
+# the checkout's own folders: a path into one works only from the repository root (`experiments/` was
+# where the plans lived); `out/` is where commands write, relative to wherever they run
+REPO_FOLDERS = {p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".")} - {"out"} | {
+    "experiments"}
 
 
 def render_help(command: list[str], width: int) -> str:
@@ -78,6 +98,32 @@ def dry_parse(args: list[str]) -> None:
     assert not ctx.args, (args, ctx.args)  # nothing left over
 
 
+def test_the_walk_finds_every_command():
+    assert {" ".join(c) for c in COMMANDS} >= {"", "say", "batch", "voices", "models", "models pull", "serve",
+                                               "bench", "profile", "transcribe", "reply"}
+
+
+def repo_paths(words: list[str]) -> list[str]:
+    """The words of a command that name a path inside the checkout, relative to its root."""
+    return [w for w in words if "/" in w and "://" not in w and not w.startswith(("/", "~"))
+            and (w.split("/")[0] in REPO_FOLDERS or (ROOT / w).exists())]
+
+
+def test_the_repo_path_check_can_fail():
+    assert repo_paths(["vox", "bench", "--plan", "experiments/late_chunks.toml"])
+    assert repo_paths(["vox", "bench", "--recipe", "recipes/qwen3-tts-1.7b.toml"])
+    assert not repo_paths(["vox", "batch", "-m", "demo", "lines.txt", "-o", "out/", "http://x/y"])
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "vox")
+def test_no_example_names_a_path_of_the_checkout(command):
+    """Pasted from any folder (a user's home, /tmp), an example must work: none reads a file that exists only
+    at the repository's root."""
+    for line in examples(render_help(command, 200)):
+        for words in commands_in(line.strip()):
+            assert not repo_paths(words), (line, repo_paths(words))
+
+
 @pytest.mark.parametrize("width", [80, 200])
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "vox")
 def test_every_help_example_pastes_and_parses(command, width):
@@ -125,7 +171,7 @@ def simulated_seconds(words: list[str]) -> float:
 def test_bench_examples_are_sized_to_finish_in_about_a_minute():
     """Issue 42: `--rates 2:60:2` (794 s here) and the cpu-bench example (over 15 min) were examples; the
     cpu-bench checkpoint alone takes ~50 s to build on 2 loaded cores, so the cpu example runs the demo."""
-    from voxcli.bench.cli import BENCH_EXAMPLES
+    from voxcli.cli_bench import BENCH_EXAMPLES
 
     sized = [shlex.split(x) for x in BENCH_EXAMPLES if x.startswith("vox bench") and "--plan" not in x]
     assert sized
@@ -135,8 +181,8 @@ def test_bench_examples_are_sized_to_finish_in_about_a_minute():
 
 
 def test_the_plan_example_works_from_any_folder(tmp_path, monkeypatch):
-    from voxcli.bench.cli import BENCH_EXAMPLES
     from voxcli.bench.plan import PlanError, load_plan
+    from voxcli.cli_bench import BENCH_EXAMPLES
 
     monkeypatch.chdir(tmp_path)
     (line,) = [shlex.split(x) for x in BENCH_EXAMPLES if "--plan" in x]

@@ -8,7 +8,8 @@ from typer.testing import CliRunner
 
 from voxcli import cli
 from voxcli.errors import VoxError
-from voxcli.placement import Placement, auto_placement, parse_placement, ranked_placements
+from voxcli.placement import Placement, parse_placement
+from voxcli.sim.placement_rank import auto_placement, ranked_placements
 
 
 def test_parse_placements():

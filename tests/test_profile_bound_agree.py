@@ -10,16 +10,16 @@ import pytest
 from typer.testing import CliRunner
 from voxcli.models.registry import sim_spec_for
 
-from voxcli.bench.bounds import SplitBounds, config_bound
 from voxcli.bench.metrics import RateResult
-from voxcli.bench.split_search import SimulatedSplit, bound_notes, grid_step, rate_grid
 from voxcli.bench.sweep import Variant, VariantSweep
 from voxcli.bench.targets import model_config
 from voxcli.bench.workloads import load_workload
 from voxcli.cli import app
 from voxcli.config import model_recipe_config
 from voxcli.engine.estimates import load_profile
-from voxcli.profile import choose_split, max_sustainable_rate, split_points
+from voxcli.sim.config_bound import SplitBounds, config_bound
+from voxcli.sim.split_search import SimulatedSplit, bound_notes, grid_step, rate_grid
+from voxcli.sim.splits import choose_split, max_sustainable_rate, split_points
 
 UTTS = load_workload("libritts")
 
@@ -45,7 +45,7 @@ def test_each_splits_bound_is_vox_benchs_bound_of_that_split(model):
 
 def _shape(model: str):
     from voxcli.bench.workloads import estimate_frames
-    from voxcli.profile import load_shape
+    from voxcli.sim.splits import load_shape
 
     sim = sim_spec_for(model)
     return load_shape([estimate_frames(u.text, sim.frame_rate) for u in UTTS], sim.chunk)

@@ -9,10 +9,10 @@ from voxcli.models.base import ChunkSchedule
 from voxcli.models.registry import sim_spec_for
 
 from voxcli.bench.workloads import estimate_frames, load_workload
-from voxcli.bound import capacity_bound
 from voxcli.config import recipe_path
-from voxcli.profile import LoadShape, choose_split, codec_capacity_rps, load_shape, split_points
+from voxcli.sim.bound import capacity_bound
 from voxcli.sim.cost import CostProfile
+from voxcli.sim.splits import LoadShape, choose_split, codec_capacity_rps, load_shape, split_points
 
 COSY = ChunkSchedule(first=28, ramp=(50,), steady=100)
 
@@ -67,7 +67,7 @@ def test_qwen3_split_is_unchanged():
     prof = CostProfile.from_toml(recipe_path("gpus/h100"))
     shape = _shape("qwen3-tts-1.7b")
     assert (shape.frames_per_chunk, shape.first_chunk_frames) == (10, 10)
-    from voxcli.profile import max_sustainable_rate
+    from voxcli.sim.splits import max_sustainable_rate
 
     old = LoadShape(frames_per_request=shape.frames_per_request, chunks_per_request=shape.chunks_per_request)
     chosen = choose_split(split_points(prof, max_sustainable_rate(prof, shape), shape))
@@ -78,7 +78,7 @@ def test_qwen3_split_is_unchanged():
 def test_dia_no_longer_gets_a_codec_that_cannot_keep_up():
     # Dia's 45-frame background chunks: the old 10-frame shape rated the codec on 8 SMs at ~54 req/s and
     # chose 120/8 for a 17 req/s target; the bound says 8 SMs decode ~12 req/s of its frames
-    from voxcli.profile import max_sustainable_rate
+    from voxcli.sim.splits import max_sustainable_rate
 
     prof = CostProfile.from_toml(recipe_path("gpus/h100-dia-1.6b"))
     shape = _shape("dia-1.6b")

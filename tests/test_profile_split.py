@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from voxcli.profile import (
+from voxcli.sim.cost import CostProfile
+from voxcli.sim.splits import (
     LoadShape,
     Placement,
     choose_split,
@@ -12,7 +13,6 @@ from voxcli.profile import (
     rank_placements,
     split_points,
 )
-from voxcli.sim.cost import CostProfile
 
 SHAPE = LoadShape(frames_per_request=100, chunks_per_request=11)  # 10 background chunks per request
 

@@ -1,6 +1,6 @@
 """The shipped Dia-1.6B and Higgs v3 recipes against their own capacity bound on the H100 sim profiles
 (issue 17 part 1): the chunk schedule, the decode bucket ladder, the deferral and the split follow from the
-SLO's cap on the decode step (voxcli/bound.py assumption 2b). Each check fails on the recipe from before
+SLO's cap on the decode step (voxcli/sim/bound.py assumption 2b). Each check fails on the recipe from before
 issue 17 (OLD: Dia 12/24/48 chunks; both powers-of-two buckets, 0.1 s deferrals, Dia 96/32, Higgs 100/32)."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import bisect
 import pytest
 from voxcli.models.registry import sim_spec_for
 
-from voxcli.bench.bounds import config_bound, schedule_sizes
 from voxcli.bench.targets import model_config
 from voxcli.bench.workloads import load_workload
-from voxcli.bound import schedule_step_cap
 from voxcli.engine.estimates import load_profile
+from voxcli.sim.bound import schedule_step_cap
+from voxcli.sim.config_bound import config_bound, schedule_sizes
 
 OLD = {
     "dia-1.6b": ["decode_buckets=[2,4,8,16,32,64,128,256]", "lm_sms=96", "codec_sms=32", "chunk.ramp=[24]",

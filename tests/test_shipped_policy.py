@@ -16,13 +16,13 @@ from __future__ import annotations
 import pytest
 from voxcli.models.base import SynthesisRequest
 
-from voxcli.bench.bounds import config_bound
 from voxcli.bench.workloads import load_workload
 from voxcli.config import ChunkSchedule, load_recipe
 from voxcli.engine.estimates import LatencyEstimator, load_profile
 from voxcli.engine.executors.base import Completion
 from voxcli.engine.executors.stages import run_work
 from voxcli.engine.scheduler import Scheduler
+from voxcli.sim.config_bound import config_bound
 from voxcli.sim.synthetic import SyntheticProgram
 
 POW2 = (1, 2, 4, 8, 16, 32, 64, 128, 256)

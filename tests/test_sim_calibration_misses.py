@@ -12,7 +12,7 @@ from voxcli.models.qwen3_tts.sim import profile_toml
 from voxcli.models.qwen3_tts.sim_fit import paper_settings, rewrite
 from voxcli.models.sim_priors import B200_PESSIMISTIC_CODEC, GPUS
 
-from voxcli.bound import capacity_bound
+from voxcli.sim.bound import capacity_bound
 from voxcli.sim.cost import CostProfile
 
 ROOT = Path(__file__).resolve().parent.parent

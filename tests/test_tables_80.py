@@ -16,8 +16,8 @@ from rich.console import Console
 from voxcli.bench.metrics import RateResult
 from voxcli.bench.sweep import SweepResult, SweepSpec, Variant, VariantSweep
 from voxcli.config import recipe_path
-from voxcli.profile import LoadShape, choose_split, profile_tables, split_points, split_table
 from voxcli.sim.cost import CostProfile
+from voxcli.sim.splits import LoadShape, choose_split, profile_tables, split_points, split_table
 
 
 def cut_words(table, width: int = 80) -> tuple[list[str], int]:

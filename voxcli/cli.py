@@ -139,12 +139,12 @@ def models_pull(model_id: Annotated[str, typer.Argument(help="Hugging Face model
 
 
 def _register_extensions() -> None:
-    """`vox bench` / `vox profile` (voxcli.bench.cli) and `vox serve` (voxcli.server.cli) when present and
+    """`vox bench` / `vox profile` (voxcli.cli_bench) and `vox serve` (voxcli.server.cli) when present and
     importable. A broken extension must never break `vox say`, so problems here only show up under
     --debug."""
     import importlib
 
-    for name in ("voxcli.bench.cli", "voxcli.server.cli"):
+    for name in ("voxcli.cli_bench", "voxcli.server.cli"):
         try:
             module = importlib.import_module(name)
         except ImportError:

@@ -13,7 +13,7 @@ Assumptions (stated, as in benchmarks/bench_speechlm_audio_in.py and voxcli/sim/
 An audio-in request emits no audio, so it is no TTS request: the TTS SLO and capacity count TTS requests
 only; audio-in requests report time to first token and tokens per second (voxcli/bench/metrics.py). A rate
 (req/s) is every arrival's: at share S the TTS requests arrive at (1 - S) times it. The capacity bound
-table (voxcli/bound.py) prices TTS requests only.
+table (voxcli/sim/bound.py) prices TTS requests only.
 """
 
 from __future__ import annotations

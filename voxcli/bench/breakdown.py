@@ -1,5 +1,5 @@
 """What binds capacity at one rate: where each request's time to first audio goes, and why the refused
-ones were refused (an experiment plan's `report = "breakdown"`, e.g. experiments/ttfa_breakdown.toml).
+ones were refused (an experiment plan's `report = "breakdown"`, e.g. voxcli/bench/plans/ttfa_breakdown.toml).
 
 Contract: `ttfa_breakdown(config, utterances, rate, duration_s, seed, warmup)` plays one seed of Poisson
 arrivals on the sim engine of `config` (after a `warmup` burst, as `vox bench` does) and returns, over
@@ -99,13 +99,16 @@ def ttfa_breakdown(config: EngineConfig, utterances: Sequence[Utterance], rate: 
 
 
 def breakdown_lines(label: str, b: dict[str, Any]) -> list[str]:
-    out = [f"{label} at {b['rate']:g} req/s, {b['duration_s']:g} s, seed {b['seed']}, {b['split']}, chunks "
-           f"{b['chunks']}, admission {b['admission']}: sent {b['sent']}, refused {b['refused']}, "
+    # a heading of three short lines, not one of 150 columns: an 80-column terminal shows it unwrapped
+    out = [f"{label} at {b['rate']:g} req/s, {b['duration_s']:g} s, seed {b['seed']}",
+           f"  split {b['split']}, chunks {b['chunks']}, admission {b['admission']}",
+           f"  sent {b['sent']}, refused {b['refused']}, "
            f"TTFA > {b['ttfa_target_ms']:.0f} ms {b['over_ttfa']}"]
     for name, p in b["parts_ms"].items():
         out.append(f"  {name:28s} p50 {p['p50']:6.1f}  p90 {p['p90']:6.1f}  p99 {p['p99']:6.1f} ms")
     d = b["decode_rows"]
     out.append(f"  decode rows per step: p10 {d['p10']}  p50 {d['p50']}  p90 {d['p90']}  max {d['max']}")
     out += [f"  refused {n:5d}: {kind}" for kind, n in b["refusals"].items()]
-    out.append(f"  stalled (>= 10 ms) {b['stalled']}, late chunks {b['late_chunks']}, counters {b['counts']}")
+    out.append(f"  stalled (>= 10 ms) {b['stalled']}, late chunks {b['late_chunks']}")
+    out.append(f"  counters {b['counts']}")
     return out

@@ -78,7 +78,7 @@ def burst(n: int, utterances: Sequence[Utterance], seed: int, frame_rate: float 
 
 def utterance_frames(u: Utterance, frame_rate: float | None, scale: float, cap: int | None) -> int:
     """The frames an arrival of `u` is given: its text's estimate scaled by `scale`, at least 1, at most
-    `cap` (when set). The sweep's arrivals and the capacity bounds (bench/bounds.py) share it."""
+    `cap` (when set). The sweep's arrivals and the capacity bounds (sim/config_bound.py) share it."""
     n = max(1, round(estimate_frames(u.text, frame_rate) * scale))
     return min(n, cap) if cap else n
 

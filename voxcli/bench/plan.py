@@ -1,5 +1,5 @@
 """An experiment plan: candidates x workloads x rates x seeds on the simulator, read from a TOML file
-(experiments/*.toml) and run by `vox bench --plan FILE` (voxcli/bench/plan_run.py).
+(voxcli/bench/plans/*.toml, or any file) and run by `vox bench --plan NAME|FILE` (voxcli/bench/plan_run.py).
 
 Contract: `load_plan` returns a `Plan` whose every field is checked (unknown keys, rates, arrivals, tables,
 overload references are errors naming the file and the key), or raises `PlanError` with one sentence.
@@ -195,16 +195,19 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return data
 
 
-# The plans shipped with a checkout (experiments/ beside voxcli/); a wheel does not carry them.
-SHIPPED_PLANS = Path(__file__).resolve().parents[2] / "experiments"
+# The shipped plans: package data beside this module, so an installed wheel finds them by name as well.
+SHIPPED_PLANS = Path(__file__).resolve().parent / "plans"
+# Where the plans lived before they became package data: `--plan experiments/late_chunks.toml` in older
+# notes and recipe comments still names the same shipped plan.
+OLD_PLAN_FOLDER = Path("experiments")
 
 
 def plan_path(path: Path) -> Path:
     """`path` itself when it is a file; else a shipped plan by its name, so that `--plan late_chunks`,
-    `late_chunks.toml` and the repository-relative `experiments/late_chunks.toml` work from any folder. A
-    path into another folder is never redirected: its absence is an error naming it."""
+    `late_chunks.toml` and the old repository-relative `experiments/late_chunks.toml` work from any folder.
+    A path into another folder is never redirected: its absence is an error naming it."""
     path = Path(path)
-    if path.is_file() or path.parent not in (Path("."), Path("experiments")):
+    if path.is_file() or path.parent not in (Path("."), OLD_PLAN_FOLDER):
         return path
     shipped = SHIPPED_PLANS / (path.name if path.suffix == ".toml" else f"{path.name}.toml")
     return shipped if shipped.is_file() else path

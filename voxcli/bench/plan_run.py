@@ -3,8 +3,9 @@
 Contract: `run_plan(plan, say)` runs every sweep of `plan.runs()` (one fresh sim engine per candidate and
 workload, `vox bench`'s sweep: an uncounted warm-up burst, then the rates back to back, `plan.seeds`
 arrival seeds per rate, stopping by the plan's rules), then the [overload] offers, calling `say` with a line
-per finished sweep and the tables at the end; it returns the JSON-able result. Capacity at 90% / 99% is the
-mean over the seeds of each seed's own capacity; the bound is the config's own (`config_bound`).
+per finished sweep and the tables (figure tables) at the end; it returns the JSON-able result. Capacity at
+90% / 99% is the mean over the seeds of each seed's own capacity; the bound is the config's own
+(`config_bound`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from voxcli.bench.bounds import config_bound
 from voxcli.bench.client import burst, schedule
 from voxcli.bench.metrics import rate_result
 from voxcli.bench.plan import Candidate, Plan
@@ -21,6 +21,7 @@ from voxcli.bench.sweep import SweepSpec, Variant, sweep_variant
 from voxcli.bench.targets import sim_target
 from voxcli.bench.workloads import load_workload
 from voxcli.models.registry import sim_spec_for
+from voxcli.sim.config_bound import config_bound
 
 OVERLOAD_SEED = 9_000  # the overload offers draw arrivals apart from every sweep's
 
@@ -83,8 +84,9 @@ def overload_row(plan: Plan, c: Candidate, workload: str, cap: float, multiple: 
             "ttfa_p99": r.ttfa_p99}
 
 
-def run_plan(plan: Plan, say: Callable[[str], None] = print) -> dict[str, Any]:
-    """Every sweep, then every overload offer; `say` gets a line as each ends and the tables at the end."""
+def run_plan(plan: Plan, say: Callable[[Any], None] = print) -> dict[str, Any]:
+    """Every sweep, then every overload offer; `say` gets a line as each ends and the tables (rich
+    renderables, voxcli/tables.py: printed by a rich console, they fit its width) at the end."""
     if plan.report == "breakdown":
         from voxcli.bench.breakdown import breakdown_lines, ttfa_breakdown
 
@@ -100,7 +102,7 @@ def run_plan(plan: Plan, say: Callable[[str], None] = print) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     for c, wl in plan.runs():
         rows.append(sweep_row(plan, c, wl))
-        say(progress_line(rows[-1], max(len(c.name) for c in plan.candidates)))
+        say(progress_line(rows[-1]))
     over = []
     if plan.overload is not None:
         for name in plan.overload.candidates:
@@ -109,75 +111,108 @@ def run_plan(plan: Plan, say: Callable[[str], None] = print) -> dict[str, Any]:
             for row in [r for r in rows if r["candidate"] == source]:
                 for m in plan.overload.multiples:
                     over.append(overload_row(plan, c, row["workload"], row["cap90"]["mean"], m))
-                    say(overload_lines(over[-1:])[0])
+                    say(overload_line(over[-1]))
     if "rates" in plan.tables:
-        say("\n".join(rate_lines(rows)))
+        say(rate_table(rows))
     if "capacity" in plan.tables:
-        say("\n".join(capacity_lines(rows, plan.reference)))
+        for part in capacity_tables(rows, plan.reference):
+            say(part)
     if over:
-        say("past capacity (goodput / 90% capacity):\n" + "\n".join(overload_lines(over)))
+        say(overload_table(over))
     return {"plan": plan.name, "title": plan.title, "rows": rows, "overload": over}
 
 
-def progress_line(r: dict[str, Any], width: int = 24) -> str:
+PROGRESS_WIDTH = 78  # an 80-column terminal, less a margin
+
+
+def progress_line(r: dict[str, Any]) -> str:
+    """One finished sweep in one line, or two when the candidate's name is long (a terminal would break
+    the line anywhere): short enough for an 80-column terminal (each seed's capacity is in the JSON)."""
     c90, c99 = r["cap90"], r["cap99"]
-    return (f"  {r['workload']:13s} {r['candidate']:{width}s} @90% {c90['mean']:5.1f} ± {c90['std']:4.1f}  "
-            f"@99% {c99['mean']:5.1f} ± {c99['std']:4.1f}  seeds {r['cap90_seeds']} / {r['cap99_seeds']}  "
-            f"({r['cpu_s']:.0f} CPU s)")
+    who = f"  {r['workload']} / {r['candidate']}:"
+    figures = (f"{c90['mean']:.1f} ± {c90['std']:.1f} req/s at 90%, {c99['mean']:.1f} ± {c99['std']:.1f} at "
+               f"99% ({r['cpu_s']:.0f} CPU s)")
+    return f"{who} {figures}" if len(who) + 1 + len(figures) <= PROGRESS_WIDTH else f"{who}\n    {figures}"
 
 
-def capacity_lines(rows: list[dict[str, Any]], reference: str = "") -> list[str]:
-    """Per workload: capacity mean ± std over seeds, the ratio to `reference`, the bound and the fraction
-    of it reached, the late-chunk counts (the table `vox bench --plan experiments/sweep_policies.toml`
-    prints)."""
-    out = []
-    w = max([24, *(len(r["candidate"]) for r in rows)])
+def _spread(c: dict[str, Any]) -> str:
+    # one word (no spaces), so a narrow column never breaks a figure from its spread
+    return f"{'≥' if c['at_top'] else ''}{c['mean']:.1f}±{c['std']:.1f}"
+
+
+def _ratio(x: float) -> str:
+    return "-" if x != x else f"{x:.2f}"  # NaN: no reference, or no bound
+
+
+CAPACITY_HEADERS = ("candidate", "@90%", "x90", "@99%", "x99", "bound", "binds", "90/bound", "99/bound",
+                    "promoted", "dl-launch", "slack-cut", "stalled")
+
+
+def capacity_tables(rows: list[dict[str, Any]], reference: str = "") -> list[Any]:
+    """Per workload: capacity mean±std over seeds, the ratio to `reference` (x90, x99), the bound and the
+    fraction of it reached, the late-chunk counts (the table `vox bench --plan sweep_policies` prints),
+    then the best candidates at 90% and 99%. Figure tables: no figure cut at 80 columns."""
+    from voxcli.tables import figure_table
+
+    out: list[Any] = []
     for wl in dict.fromkeys(r["workload"] for r in rows):
         mine = [r for r in rows if r["workload"] == wl]
         ref = next((r for r in mine if r["candidate"] == reference), None)
-        ratio_to = ref["candidate"] if ref else "-"
-        out.append(f"{wl}: capacity req/s, mean ± std over seeds (x: ratio to {ratio_to}; ≥: some seed "
-                   "passed the top rate)")
-        out.append(f"  {'candidate':{w}s} {'@90%':>13s} {'x':>5s} {'@99%':>13s} {'x':>5s}  bound (binds)    "
-                   "/bound 90 99  promoted  dl-launch  slack-cut  stalled")
+        cells = []
         for r in mine:
             c90, c99 = r["cap90"], r["cap99"]
             x90 = c90["mean"] / ref["cap90"]["mean"] if ref and ref["cap90"]["mean"] else float("nan")
             x99 = c99["mean"] / ref["cap99"]["mean"] if ref and ref["cap99"]["mean"] else float("nan")
-            t90, t99 = ("≥" if c["at_top"] else " " for c in (c90, c99))
             b = r["bound"] or {"rps": float("nan"), "binding": "-"}
             f90, f99 = (c["mean"] / b["rps"] if b["rps"] else float("nan") for c in (c90, c99))
-            out.append(f"  {r['candidate']:{w}s} {t90}{c90['mean']:6.1f} ± {c90['std']:4.1f} {x90:5.2f} "
-                       f"{t99}{c99['mean']:5.1f} ± {c99['std']:4.1f} {x99:5.2f}  {b['rps']:5.1f} "
-                       f"({b['binding']:8s}) {f90:5.2f} {f99:4.2f}  {r['promoted']:8d}  "
-                       f"{r['deadline_launches']:9d}  {r['slack_cuts']:9d}  {r['stalled']:7d}")
+            cells.append([r["candidate"], _spread(c90), _ratio(x90), _spread(c99), _ratio(x99),
+                          "-" if b["rps"] != b["rps"] else f"{b['rps']:.1f}", b["binding"],
+                          _ratio(f90), _ratio(f99), str(r["promoted"]), str(r["deadline_launches"]),
+                          str(r["slack_cuts"]), str(r["stalled"])])
+        out.append(figure_table(f"{wl}: capacity req/s, mean±std over seeds", CAPACITY_HEADERS, cells,
+                                left=("candidate", "binds")))
+        ratio_to = ref["candidate"] if ref else "-"
+        notes = [f"  x90, x99: ratio to {ratio_to}; ≥: some seed passed the top rate"]
         for q in ("cap90", "cap99"):
             top = max(r[q]["mean"] for r in mine)
             tied = [r["candidate"] for r in mine if r[q]["mean"] >= top - 1e-9]
-            out.append(f"  best at {q[3:]}%: {', '.join(tied)} ({top:.1f})")
+            notes.append(f"  best at {q[3:]}%: {', '.join(tied)} ({top:.1f})")
+        out.append("\n".join(notes))
     return out
 
 
-def rate_lines(rows: list[dict[str, Any]]) -> list[str]:
+RATE_HEADERS = ("workload", "candidate", "req/s", "SLO %", "stalled", "sent", "promoted", "dl-launch",
+                "slack-cut", "rejected", "TTFA p50 ms")
+
+
+def rate_table(rows: list[dict[str, Any]]) -> Any:
     """Every rate of every sweep, seeds pooled: SLO attainment, stalls, the late-chunk path's counts."""
-    w = max([9, *(len(r["candidate"]) for r in rows)])
-    out = [f"  {'workload':13s} {'candidate':{w}s} {'req/s':>6s}  {'SLO %':>5s}  stalled/sent  promoted  "
-           "dl-launch  slack-cut  rejected  TTFA p50 ms"]
-    for r in rows:
-        for x in r["rates"]:
-            out.append(f"  {r['workload']:13s} {r['candidate']:{w}s} {x['rate']:6g}  "
-                       f"{x['attainment'] * 100:5.1f}  {x['stalled']:5d}/{x['sent']:<6d}  "
-                       f"{x['promoted']:8d}  "
-                       f"{x['deadline_launches']:9d}  {x['slack_cuts']:9d}  {x['rejected']:8d}  "
-                       f"{(x['ttfa_p50'] or 0) * 1e3:11.0f}")
-    return out
+    from voxcli.tables import figure_table
+
+    cells = [[r["workload"], r["candidate"], f"{x['rate']:g}", f"{x['attainment'] * 100:.1f}",
+              str(x["stalled"]), str(x["sent"]), str(x["promoted"]), str(x["deadline_launches"]),
+              str(x["slack_cuts"]), str(x["rejected"]), f"{(x['ttfa_p50'] or 0) * 1e3:.0f}"]
+             for r in rows for x in r["rates"]]
+    return figure_table("every rate, seeds pooled", RATE_HEADERS, cells, left=("workload", "candidate"))
 
 
-def overload_lines(over: list[dict[str, Any]]) -> list[str]:
-    w = max([9, *(len(o["candidate"]) for o in over)])
-    return [f"  {o['workload']:13s} {o['candidate']:{w}s} offered {o['multiple']:g}x {o['capacity90']:.1f} = "
-            f"{o['rate']:6.1f}: goodput {o['goodput']:5.1f} = {o['goodput_over_capacity']:.2f} x capacity, "
-            f"SLO {o['attainment'] * 100:5.1f}%, completed {o['completed_rps']:5.1f}/s, rejected "
-            f"{o['rejected']}/{o['sent']}, stalled {o['stalled']}, TTFA p50 "
-            f"{(o['ttfa_p50'] or 0) * 1e3:.0f} ms"
-            for o in over]
+def overload_line(o: dict[str, Any]) -> str:
+    """One finished overload offer, as it ends (the table at the end has every figure)."""
+    return (f"  {o['workload']} / {o['candidate']} at {o['multiple']:g}x capacity ({o['rate']:.1f} req/s): "
+            f"goodput {o['goodput']:.1f}, SLO {o['attainment'] * 100:.1f}%")
+
+
+OVERLOAD_HEADERS = ("workload", "candidate", "x cap90", "req/s", "goodput", "/cap90", "SLO %", "done/s",
+                    "rejected", "sent", "stalled", "TTFA p50 ms")
+
+
+def overload_table(over: list[dict[str, Any]]) -> Any:
+    from voxcli.tables import figure_table
+
+    cells = [[o["workload"], o["candidate"], f"{o['multiple']:g}", f"{o['rate']:.1f}", f"{o['goodput']:.1f}",
+              f"{o['goodput_over_capacity']:.2f}", f"{o['attainment'] * 100:.1f}",
+              f"{o['completed_rps']:.1f}", str(o["rejected"]), str(o["sent"]), str(o["stalled"]),
+              f"{(o['ttfa_p50'] or 0) * 1e3:.0f}"]
+             for o in over]
+    return figure_table("past capacity (goodput / 90% capacity)", OVERLOAD_HEADERS, cells,
+                        left=("workload", "candidate"))

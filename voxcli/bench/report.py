@@ -106,18 +106,18 @@ def capacity_table(result: SweepResult):
 
 
 def bound_table(result: SweepResult):
-    """Each variant's capacity as a fraction of the cost profile's own bound (voxcli/bound.py; sim runs),
+    """Each variant's capacity as a fraction of the cost profile's own bound (voxcli/sim/bound.py; sim runs),
     or None when no variant has one."""
     from voxcli.tables import figure_table
 
-    bounds = result.meta.get("bounds", {})  # label -> CapacityBound dict (voxcli/bench/bounds.py)
+    bounds = result.meta.get("bounds", {})  # label -> CapacityBound dict (voxcli/sim/config_bound.py)
     rows = [[sw.variant.label, f"{b['rps']:.1f}", b["binding"], f"{b['lm_rps']:.1f}/{b['codec_rps']:.1f}",
              f"{_cap_ms(b.get('step_cap_s'))}/{_cap_ms(b.get('schedule_cap_s'))}", _ceilings(b),
              bound_cell(sw, 0.90, b), bound_cell(sw, 0.99, b)]
             for sw in result.sweeps if (b := bounds.get(sw.variant.label)) is not None]
     if not rows:
         return None
-    return figure_table("capacity / bound at 90% and 99% (the cost profile's own bound, voxcli/bound.py; "
+    return figure_table("capacity / bound at 90% and 99% (the cost profile's own bound, voxcli/sim/bound.py; "
                         "LM / codec: each lane's bound; step cap ms: the decode step the SLO allows, in the "
                         "bound / the one the chunk schedule allows, not in it; ceiling: Poisson occupancy's "
                         "at 90% / 99%)",
@@ -126,7 +126,7 @@ def bound_table(result: SweepResult):
 
 
 def _ceilings(b: dict) -> str:
-    from voxcli.bound import CapacityBound
+    from voxcli.sim.bound import CapacityBound
 
     known = {k: v for k, v in b.items() if k in CapacityBound.__dataclass_fields__}
     bound = CapacityBound(**known)

@@ -43,7 +43,7 @@ class SweepSpec:
     max_frames: int | None = None
     stop_rule: bool = True
     stop_below: float | None = None  # also stop at the first rate under this attainment (fits)
-    frame_rate: float = field(default_factory=default_frame_rate)  # the benched model's (bench/cli.py)
+    frame_rate: float = field(default_factory=default_frame_rate)  # the benched model's (cli_bench.py)
     ttfa_target_s: float = 0.200  # SLO thresholds (scaled only by a time-dilated CPU run, see targets.py)
     stall_s: float = 0.010
     # "by-index": seed k's draw at the i-th rate is (seed + k) * 1000 + i (vox bench's). "by-rate": it is a

@@ -193,7 +193,7 @@ class CodecBatcher:
     # (`_background_start`). With late_urgent off no lane would take a chunk near its deadline, so the
     # margin means nothing and a batch need only end by its chunks' deadlines; a chunk that cannot stays at
     # the head and launches with the batch, and only the chunks that can still be in time bind the cut
-    # (measured, experiments/late_chunks.toml at 112/16: cutting at deadline - margin there starved the
+    # (measured, voxcli/bench/plans/late_chunks.toml at 112/16: cutting at deadline - margin there starved the
     # lane of batch size and stalled more than no cap at all). Durations are estimated at the bucket the
     # batch runs in (padded rows cost like real ones, as the executors run them).
     def _background_start(self, now: float, i: int | None = None) -> int:

@@ -87,7 +87,8 @@ def serve(
         options = serving_options(model, executor, gpu, recipe, set_ or [], policy, device)
         chosen = None
         if placement is not None:
-            from voxcli.placement import auto_placement, parse_placement
+            from voxcli.placement import parse_placement
+            from voxcli.sim.placement_rank import auto_placement
 
             chosen = parse_placement(placement)
             if chosen is not None and replicas > 1:

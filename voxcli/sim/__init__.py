@@ -11,5 +11,14 @@
 - calibration.py: `EngineSimulator`, the simulator a family's calibration fits its profile against
   (the command: `python -m voxcli.bench.calibration`).
 - placement.py: the placement co-simulation (a placement's LM and codec engines on one virtual clock,
-  with the network between them), what `vox profile --gpus N` ranks placements by.
+  with the network between them), what `vox profile --gpus N` ranks placements by;
+  profile_placements.py: the best placements of the throughput model, each co-simulated, as a table.
+- bound.py: the capacity bound of a cost profile (the best any schedule could do on a split);
+  config_bound.py: that bound for an engine config and a workload (and for every split of a profile).
+- splits.py: the throughput model of `vox profile` (each split's backbone and codec throughput, the
+  choice of split, the role placements ranked); split_search.py: the best splits simulated for their SLO
+  capacity; placement_rank.py: `--placement auto` from that ranking.
+
+Measurement (timing a real device or a server, the open-loop client, the sweeps and their reports, the
+experiment plans) is voxcli/bench/ and, for what a checkout measures beyond `vox bench`, benchmarks/.
 """

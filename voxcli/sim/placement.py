@@ -1,6 +1,6 @@
 """A placement's SLO capacity, predicted: its engines co-simulated on one virtual clock behind the front door.
 
-`vox profile --gpus N` ranks placements first by the throughput model (voxcli/profile.py: each role's
+`vox profile --gpus N` ranks placements first by the throughput model (voxcli/sim/splits.py: each role's
 req/s at its bound, summed). A bound is not what users get: the SLO capacity (the highest rate at which
 90% of requests start within the TTFA target and never stall) also depends on queueing, on how the front
 door spreads requests over the replicas and on the hops of a split. So each placement is simulated here as

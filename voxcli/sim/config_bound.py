@@ -1,4 +1,4 @@
-"""The capacity bound (voxcli/bound.py) of a bench run: the engine config's cost profile and lane split,
+"""The capacity bound (voxcli/sim/bound.py) of a bench run: the engine config's cost profile and lane split,
 and the workload's average request as the bench sends it (its frames, and the prompt tokens and rows the
 sim's stand-in program prepares for its text)."""
 
@@ -11,8 +11,8 @@ from typing import NamedTuple
 from voxcli.bench.client import utterance_frames
 from voxcli.bench.metrics import TTFA_TARGET_S
 from voxcli.bench.workloads import Utterance
-from voxcli.bound import CapacityBound, capacity_bound, schedule_step_cap
 from voxcli.config import ChunkSchedule, EngineConfig
+from voxcli.sim.bound import CapacityBound, capacity_bound, schedule_step_cap
 from voxcli.sim.cost import CostProfile
 
 
@@ -107,7 +107,7 @@ class SplitBounds:
         self.config = config.replace(policy="full")
         self.profile = profile
         # the SLO: the recipe's own TTFA target (1 s for a model that writes a text plan first), as the
-        # simulation of the split counts it (bench/cli.py _simulate_splits)
+        # simulation of the split counts it (voxcli/cli_bench.py _simulate_splits)
         self.ttfa_s = self.config.ttfa_target_s
         self.utterances = utterances
         self.frame_rate = frame_rate
@@ -129,7 +129,7 @@ class SplitBounds:
         return self._memo[key]
 
     def capacities(self, lm_sms: int, codec_sms: int) -> tuple[float, float]:
-        """(backbone, codec) req/s of the split: what `voxcli.profile.split_points` takes per split."""
+        """(backbone, codec) req/s of the split: what `voxcli.sim.splits.split_points` takes per split."""
         b = self(lm_sms, codec_sms)
         return b.lm_rps, b.codec_rps
 
@@ -148,7 +148,7 @@ def split_bounds_table(bounds: SplitBounds, points):
     shape, cfg = bounds.shape, bounds.config
     return figure_table(f"capacity bound per split ({shape.frames:.0f} frames, {shape.tokens:.0f} prompt "
                         f"tokens per request, TTFA <= {bounds.ttfa_s * 1e3:.0f} ms, first chunk "
-                        f"{cfg.chunk_or(_model_chunk(cfg.model)).first} frames; voxcli/bound.py)",
+                        f"{cfg.chunk_or(_model_chunk(cfg.model)).first} frames; voxcli/sim/bound.py)",
                         ("split", "LM bound", "at rows", "codec bound", "at chunks", "bound req/s", "binds"),
                         rows, left=("binds",))
 

@@ -1,4 +1,6 @@
-"""`vox bench` and `vox profile`, registered on the main Typer app by `voxcli.cli` via `register(app)`.
+"""`vox bench` and `vox profile`, registered on the main Typer app by `voxcli.cli` via `register(app)`: the
+command-line layer over measurement (voxcli/bench/: sweeps, plans, reports) and simulation (voxcli/sim/:
+the split and placement models, the bounds). Options, their checks and the printing live here.
 
 Heavy imports (the engine, torch, matplotlib) happen inside the commands so `vox --help` stays fast."""
 
@@ -130,7 +132,8 @@ def bench(
     compare: Annotated[bool, typer.Option(help="With --url and --executor sim: also run the in-process "
                                           "engine on the real-time simulated GPU, same workload, same run.")]
     = True,
-    plan: Annotated[Path | None, typer.Option(help="Run an experiment plan (experiments/*.toml) on the sim "
+    plan: Annotated[Path | None, typer.Option(help="Run an experiment plan on the sim: a shipped plan's name "
+                                              "(late_chunks, sweep_policies, ...) or a TOML file, "
                                               "instead of the options above; --out gets its JSON.")] = None,
     plan_set: Annotated[
         list[str] | None, typer.Option("--plan-set", help="Override a plan key, e.g. duration=5, seeds=1, "
@@ -304,20 +307,25 @@ def _run_plan(path: Path, overrides: list[str], out: Path) -> None:
             loaded = load_plan(path, overrides)
         except PlanError as e:
             _fail(str(e))
-        typer.echo(f"plan {loaded.name}: {loaded.title} ({len(loaded.runs())} sweeps, {loaded.seeds} seeds x "
-                   f"{loaded.duration:g} s per rate)")
-        result = run_plan(loaded, lambda line: typer.echo(line))
+        console = _console()
+
+        def say(what) -> None:  # a line or a figure table; plan and candidate names are text, not markup
+            console.print(what, markup=False, highlight=False)
+
+        say(f"plan {loaded.name}: {loaded.title}")
+        say(f"  {len(loaded.runs())} sweeps, {loaded.seeds} seeds x {loaded.duration:g} s per rate")
+        result = run_plan(loaded, say)
         out.mkdir(parents=True, exist_ok=True)
         dest = out / f"plan-{loaded.name}.json"
         dest.write_text(json.dumps(result, indent=1, default=str))
-        typer.echo(f"JSON: {dest}")
+        say(f"JSON: {dest}")
 
 
 def _bounds(config, variants, utts, spec) -> dict:
-    """Each variant's capacity bound (voxcli/bound.py) as a dict, by label, for the capacity table."""
+    """Each variant's capacity bound (voxcli/sim/bound.py) as a dict, by label, for the capacity table."""
     from dataclasses import asdict
 
-    from voxcli.bench.bounds import config_bound
+    from voxcli.sim.config_bound import config_bound
 
     out = {}
     for v in variants:
@@ -369,12 +377,13 @@ def profile(
 ) -> None:
     import json
 
-    from voxcli.bench.bounds import SplitBounds
     from voxcli.bench.workloads import estimate_frames
-    from voxcli.config import ConfigError, model_recipe_config, recipe_path
+    from voxcli.config import ConfigError, model_recipe_config
     from voxcli.console import friendly_errors
     from voxcli.models.registry import sim_spec_for
-    from voxcli.profile import (
+    from voxcli.sim.config_bound import SplitBounds
+    from voxcli.sim.cost import CostProfile
+    from voxcli.sim.splits import (
         choose_split,
         load_shape,
         max_sustainable_rate,
@@ -388,7 +397,6 @@ def profile(
         summary_dict,
         time_sharing,
     )
-    from voxcli.sim.cost import CostProfile
 
     console = _console()
     with friendly_errors():
@@ -407,37 +415,21 @@ def profile(
                 _fail("vox profile measures the stages on a CUDA GPU and this machine has none; pass --gpu "
                       "h100, h200 or b200 to use a calibrated cost profile")
         if gpu:
-            from voxcli.models.registry import find_sim_model
+            from voxcli.sim.splits import gpu_profile_path
 
-            found = find_sim_model(model)  # a model with costs of its own names its profile (Dia, Higgs)
             try:
-                path = recipe_path(f"gpus/{found[1].gpu_profile.format(gpu=gpu) if found else gpu}")
+                path = gpu_profile_path(model, gpu)
             except ConfigError:
                 _fail(f"no cost profile for --gpu {gpu!r}: use h100, h200 or b200 (recipes/gpus/)")
             prof = CostProfile.from_toml(path)
-            source = f"profile {path.name} (calibrated simulation profile)"
+            source = f"{path.name} (calibrated)"
         else:
-            from voxcli.models.sim_profile import toml_value
-            from voxcli.profile import measure_cuda_profile
+            from voxcli.bench.cuda_profile import measure_cuda_profile, write_profile
 
             data = measure_cuda_profile(model)
             prof = CostProfile.from_dict(data)
-            out.mkdir(parents=True, exist_ok=True)
-            lines = []
-            for sect, table in (("gpu", data["gpu"]),):
-                lines += [f"[{sect}]"] + [f"{k} = {toml_value(v)}" for k, v in table.items()]
-            for stage, table in data["stages"].items():
-                lines += ["", f"[stages.{stage}]"]
-                lines += [f"{k} = {toml_value(v)}" for k, v in table.items() if not isinstance(v, dict)]
-                sub = {k: v for k, v in table.items() if isinstance(v, dict)}
-                for k, v in sub.items():
-                    lines += ["", f"[stages.{stage}.{k}]"] + [
-                        f"{kk} = {toml_value(vv)}" for kk, vv in v.items()
-                    ]
             gpu = "measured"
-            prof_path = out / "gpus" / "measured.toml"
-            prof_path.parent.mkdir(parents=True, exist_ok=True)
-            prof_path.write_text("\n".join(lines) + "\n")
+            prof_path = write_profile(data, out / "gpus" / "measured.toml")
             source = f"measured on {data['gpu']['name']} -> {prof_path}"
         utts = _load_workload(workload)
         sim = sim_spec_for(model)  # the model family's frame rate and the chunks its profiles assume
@@ -471,9 +463,9 @@ def profile(
                                                       sim_rates, sim_duration, sim_seeds, best_bound, bounds,
                                                       sets)
             chosen = simulated.point
-        console.print(split_table(points, chosen, rate, "the capacity bound (voxcli/bound.py) of the recipe "
-                                  "with that split"))  # after the choice: * marks the split chosen
-        from voxcli.bench.bounds import split_bounds_table
+        console.print(split_table(points, chosen, rate, "the capacity bound (voxcli/sim/bound.py) of the "
+                                  "recipe with that split"))  # after the choice: * marks the split chosen
+        from voxcli.sim.config_bound import split_bounds_table
 
         console.print(split_bounds_table(bounds, points))
         out.mkdir(parents=True, exist_ok=True)
@@ -533,10 +525,9 @@ def profile(
                       markup=False)
         # unwrapped, one command a line: pasted from an 80-column terminal they still run
         slo = f" --ttfa-slo {base.ttfa_target_s:g}" if base.ttfa_target_s != 0.2 else ""  # the SLO it met
-        sim_line = f"  vox bench --executor sim --gpu {gpu}{slo} --recipe {recipe}\n"
+        sim_line = f"  vox bench --gpu {gpu}{slo} --recipe {recipe}\n"  # the sim is bench's default executor
         bench_line = sim_line if gpu != "measured" else ""
-        typer.echo(f"recipe: {recipe} (the model's recipe with this split), to use with:\n{bench_line}"
-                   f"  vox serve --recipe {recipe}")
+        typer.echo(f"recipe with this split: {recipe}\n{bench_line}  vox serve --recipe {recipe}")
 
 
 def _check_profile_model(model: str) -> None:
@@ -563,7 +554,7 @@ def _check_profile_model(model: str) -> None:
 def _simulate_placements(console, config, prof, ranked, gpus: int, top: int, utts, duration: float,
                          seeds: int, frame_rate: float) -> list[dict]:
     """Last pass of `vox profile --gpus N`: the best placements' SLO capacities (voxcli/sim/placement.py)."""
-    from voxcli.bench.profile_placements import candidates, placement_table, predict_placements, summary
+    from voxcli.sim.profile_placements import candidates, placement_table, predict_placements, summary
 
     runs = candidates(ranked, gpus, top)
     console.print(f"simulating {len(runs)} placements with the chosen split, each engine as `vox serve "
@@ -590,7 +581,9 @@ def _simulate_splits(console, prof, gpu: str, model: str, workload: str, utts, p
     """Second pass of `vox profile`: simulate the best `keep` splits by their bound (voxcli/bench/
     split_search.py) on a rate grid fine enough for the bound; returns (the one with the highest simulated
     capacity, all of them, the grid's step)."""
-    from voxcli.bench.split_search import (
+    from voxcli.bench.sweep import SweepSpec, parse_rates
+    from voxcli.bench.targets import model_config, sim_target
+    from voxcli.sim.split_search import (
         bound_notes,
         choose_simulated,
         prune,
@@ -598,8 +591,6 @@ def _simulate_splits(console, prof, gpu: str, model: str, workload: str, utts, p
         simulate_splits,
         simulated_table,
     )
-    from voxcli.bench.sweep import SweepSpec, parse_rates
-    from voxcli.bench.targets import model_config, sim_target
 
     if keep < 1:
         _fail(f"--keep must be >= 1, got {keep}")
@@ -618,7 +609,9 @@ def _simulate_splits(console, prof, gpu: str, model: str, workload: str, utts, p
             rates, step = rate_grid(best_rps)
     except ValueError as e:
         _fail(f"--sim-rates: {e}")
-    text = sim_rates or ",".join(f"{r:g}" for r in rates)
+    # ", " between the rates: a terminal wraps the list between two rates, never inside one (a grid of 20
+    # rates written with bare commas is one 100-character word, which rich cuts at the terminal's edge)
+    text = ", ".join(f"{r:g}" for r in rates)
     config = model_config(model, "sim", gpu if gpu != "measured" else "", sets)
     from voxcli.models.registry import sim_spec_for
 
@@ -631,9 +624,9 @@ def _simulate_splits(console, prof, gpu: str, model: str, workload: str, utts, p
     own = [p for p in points if p.codec_sms == config.codec_sms]  # the recipe's own split: a baseline
     if own and own[0] not in candidates:
         candidates = sorted([*candidates, own[0]], key=lambda p: p.codec_sms)
-    console.print(f"simulating {len(candidates)} splits (`vox bench --executor sim --gpu {gpu} --model "
-                  f"{model} --workload {workload} --rates {text} --duration {duration:g} --seeds {seeds}"
-                  f"{slo} --set lm_sms=L --set codec_sms=C` on each):", markup=False)
+    console.print(f"simulating {len(candidates)} splits, each as `vox bench --executor sim --gpu {gpu} "
+                  f"--model {model} --workload {workload} --rates R --duration {duration:g} --seeds {seeds}"
+                  f"{slo} --set lm_sms=L --set codec_sms=C` runs it, at R = {text} req/s:", markup=False)
 
     # progress on stderr while it runs (minutes for a full profile): a line per split, then per rate
     def starting(i: int, n: int, p) -> None:
@@ -659,14 +652,14 @@ BENCH_EXAMPLES = (
     "vox bench --executor cpu --model demo --policy sync,full --rates 0.5,1 --duration 5 --seeds 1 "
     "--warmup 2 --max-frames 24",
     "# a running `vox serve --executor sim --gpu h100`, beside the same engine in-process",
-    "vox bench --url http://127.0.0.1:8000 --executor sim --gpu h100 --rates 10,20 --duration 15 --seeds 1",
-    "# an experiment plan shipped in experiments/ (by name, from any folder): candidates x workloads x rates",
+    "vox bench --url http://127.0.0.1:8000 --executor sim --gpu h100 --rates 10,20 --duration 10 --seeds 1",
+    "# a shipped experiment plan, by name from any folder: candidates x workloads x rates",
     "vox bench --plan late_chunks --plan-set duration=5 --plan-set seeds=1",
 )
 PROFILE_EXAMPLES = (
     "vox profile --gpu h100 --model qwen3-tts-1.7b --keep 2 --sim-rates 48,64,80 --sim-seeds 1",
     "vox profile --gpu h100 --model qwen3-tts-1.7b --gpus 2 --set max_running=4 --keep 1 --sim-seeds 1 "
-    "--placements 1",
+    "--sim-duration 5 --placements 1",
     # uncapped b200 engines serve hundreds of req/s: simulating them takes minutes, so rank by the bounds
     "vox profile --gpu b200 --model qwen3-tts-1.7b --gpus 4 --no-simulate",
 )

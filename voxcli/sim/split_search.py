@@ -1,15 +1,15 @@
 """Choose the backbone/codec SM split by simulating it (`vox profile`, issue 10 item 5).
 
-The throughput model of `voxcli.profile` (each partition's throughput at its expected batch) is a first
+The throughput model of `voxcli.sim.splits` (each partition's throughput at its expected batch) is a first
 pass: it ranks every split by the load it could sustain and keeps the best `keep` of them. Each kept
 split is then run through exactly what `vox bench --executor sim --set lm_sms=L --set codec_sms=C`
 runs (same config, target, sweep, seeds, workload), and the split with the highest simulated capacity
 at 90% wins (then at 99%, then the larger backbone). Because it is the same sweep, `vox bench` on the
 chosen split reports the same capacity.
 
-Splits are simulated as the recipe writes them (voxcli.profile.split_points already gives the backbone
+Splits are simulated as the recipe writes them (voxcli.sim.splits.split_points already gives the backbone
 the largest multiple of 8 SMs beside the codec; the rest stays spare), and each is bounded on that very
-config (voxcli/bench/bounds.py SplitBounds): `bound_notes` says, for a capacity above its bound, which of
+config (voxcli/sim/config_bound.py SplitBounds): `bound_notes` says, for a capacity above its bound, which of
 the bound's assumptions the simulation does not share. The rates are a grid fine enough for the bound
 (`rate_grid`: a 4 req/s grid against Dia's 7.2 req/s bound could only read 4 or 8).
 """
@@ -24,7 +24,7 @@ from typing import Any
 from voxcli.bench.sweep import SweepSpec, Variant, VariantSweep, sweep_variant
 from voxcli.bench.workloads import Utterance
 from voxcli.config import EngineConfig
-from voxcli.profile import SplitPoint
+from voxcli.sim.splits import SplitPoint
 
 
 @dataclass
@@ -120,7 +120,7 @@ def bound_notes(tried: Sequence[SimulatedSplit], bounds: Callable[[int, int], An
     assumptions the simulation does not share: the capacity counts offered load (a share 1 - q of it may
     be refused or late), a window too short for the batch to fill (the bound is a sustained throughput:
     a window under WINDOW_LIVES request lifetimes), the urgent lane took later chunks (the bound's codec
-    lane credits none, voxcli/bound.py assumption 4)."""
+    lane credits none, voxcli/sim/bound.py assumption 4)."""
     from voxcli.bench.metrics import capacity
 
     shape = getattr(bounds, "shape", None)  # SplitBounds: the request the bound assumes
@@ -148,7 +148,7 @@ def bound_notes(tried: Sequence[SimulatedSplit], bounds: Callable[[int, int], An
                                "the sustained throughput the bound is)")
             if r.promoted and b.binding == "codec":
                 reasons.append(f"the urgent lane took {r.promoted} later chunks at {at:g} req/s; the bound's "
-                               "codec lane credits none (voxcli/bound.py assumption 4)")
+                               "codec lane credits none (voxcli/sim/bound.py assumption 4)")
             if not reasons:
                 reasons.append(f"{r.goodput:.1f} served/s at {at:g} in {duration_s:g} s windows; the bound "
                                "is a sustained throughput (a lag that grows past the window is not seen)")
@@ -170,6 +170,6 @@ def simulated_table(tried: Sequence[SimulatedSplit], bounds: Callable[[int, int]
                      bound_cell(s.sweep, 0.90, bd), capacity_cell(s.sweep, 0.99),
                      bound_cell(s.sweep, 0.99, bd)])
     return figure_table(f"simulated splits: capacity (req/s, rates every {step:g}) and capacity / bound; the "
-                        "bound is of the same config (voxcli/bound.py)",
+                        "bound is of the same config (voxcli/sim/bound.py)",
                         ("split", "bound", "binds", "capacity @90%", "/bound", "capacity @99%", "/bound"),
                         rows, left=("binds",))

@@ -1,11 +1,8 @@
-"""`vox profile`: per-stage latency per batch bucket and SM count, the backbone/codec split, placements.
+"""The throughput model behind `vox profile`: the backbone/codec SM split and the role placements, from a
+cost profile (a calibrated `recipes/gpus/<gpu>.toml`, or one measured on a CUDA device by
+voxcli/bench/cuda_profile.py).
 
-Where the numbers come from:
-- on a CUDA machine, `measure_cuda_profile` times each stage of the real model program per batch bucket
-  on each SM partition (green contexts through `voxcli.engine.partitions`) and writes a cost profile;
-- elsewhere `--gpu h100|h200|b200` loads `recipes/gpus/<gpu>.toml` (the calibrated simulation profile).
-
-Then (paper §3.1 / Fig. 3b): at the target load, the backbone runs at its expected decode batch and the
+The split (paper §3.1 / Fig. 3b): at the target load, the backbone runs at its expected decode batch and the
 codec at its expected background batch; for every split (codec SMs in multiples of 8, the backbone the
 rest) compute both throughputs, compare with the time-sharing line, and choose the split that gives the
 backbone the most throughput while the codec still keeps up with the background chunks of the target
@@ -13,8 +10,8 @@ load. If no split keeps up, choose the one with the highest sustainable load (co
 giving the codec most of the SMs). `--gpus N` ranks role placements (both / LM-only / codec-only) from
 per-role throughputs (paper §3.3: backbones sharing a codec sustain min(codec, sum of backbones)).
 `vox profile` passes `split_points` the capacity bound of the model's recipe at each split (`capacities`,
-voxcli/bench/bounds.py SplitBounds) in place of this module's own per-lane capacities, so "keeps up", the
-bound table, the simulation and the recipe it writes share one config per split.
+voxcli/sim/config_bound.py SplitBounds) in place of this module's own per-lane capacities, so "keeps
+up", the bound table, the simulation and the recipe it writes share one config per split.
 """
 
 from __future__ import annotations
@@ -32,6 +29,17 @@ if TYPE_CHECKING:
     from voxcli.config import EngineConfig
 
 GRANULARITY = 8  # SMs per green-context group on compute capability 9.0+ (gpu-notes.md)
+
+
+def gpu_profile_path(model: str, gpu: str) -> Path:
+    """The calibrated cost profile of `model` on `gpu` (recipes/gpus/): the one its registration names
+    when its costs are its own (Dia, Higgs: `gpus/<gpu>-dia-1.6b`), else the shared `gpus/<gpu>`. A
+    ConfigError when there is none."""
+    from voxcli.config import recipe_path
+    from voxcli.models.registry import find_sim_model
+
+    found = find_sim_model(model)
+    return recipe_path(f"gpus/{found[1].gpu_profile.format(gpu=gpu) if found else gpu}")
 
 
 @dataclass(frozen=True)
@@ -179,7 +187,7 @@ def backbone_sms(total: int, codec: int, granularity: int = GRANULARITY) -> int:
 
 
 # (lm_sms, codec_sms) -> (backbone, codec) req/s: the capacity bound of the config a split runs
-# (voxcli/bench/bounds.py SplitBounds.capacities), in place of this module's own throughput model
+# (voxcli/sim/config_bound.py SplitBounds.capacities), in place of this module's own throughput model
 Capacities = Callable[[int, int], tuple[float, float]]
 
 
@@ -317,8 +325,9 @@ def profile_tables(profile: CostProfile, shape: LoadShape) -> list:
     if "prefill" in profile.stages:
         prefill = [[str(t), f"{profile.latency('prefill', 1, None, tokens=t) * 1e3:.2f}"]
                    for t in (32, 64, 128, 256, 512)]
-        tables.append(figure_table(f"{profile.name}: prefill (ms, whole device) per prompt tokens",
-                                   ["tokens", "ms"], prefill))
+        # a short title: a table of two narrow columns wraps a long one into a column of 13 characters
+        tables.append(figure_table(f"{profile.name}: prefill (ms)", ["prompt tokens", "whole device"],
+                                   prefill))
     return tables
 
 
@@ -392,7 +401,7 @@ def recipe_text(model: str, gpu: str, chosen: SplitPoint, rate: float, base: Eng
     decode buckets and all) with only the split changed to `chosen` (and policy full, the one policy with
     a split: every shipped recipe's), under the name the tables and the plot give it. Written in full:
     loading it gives `base` with the chosen split, nothing else changed: the config `vox profile`
-    simulated and bounded for this split (voxcli/bench/split_search.py, bounds.py SplitBounds)."""
+    simulated and bounded for this split (voxcli/sim/split_search.py, bounds.py SplitBounds)."""
     from voxcli.config import recipe_toml
 
     origin = f"recipe {source}'s" if source else "a default (the model has no shipped recipe)"
@@ -413,104 +422,3 @@ def recipe_text(model: str, gpu: str, chosen: SplitPoint, rate: float, base: Eng
 def summary_dict(points: list[SplitPoint], chosen: SplitPoint, rate: float) -> dict:
     return {"target_rps": rate, "chosen_split": chosen.name, "chosen": asdict(chosen),
             "splits": [asdict(p) for p in points]}
-
-
-# --- CUDA measurement ---------------------------------------------------------------------------------------
-def measure_cuda_profile(
-    model: str,
-    *,
-    decode_batches: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256),
-    codec_batches: tuple[int, ...] = (1, 2, 4, 8, 16, 32),
-    prompt_tokens: int = 64,
-    repeats: int = 5,
-    dtype: str = "bfloat16",
-) -> dict:
-    """Time each stage of the real model program on a CUDA device: decode per batch on the whole device
-    and on every backbone partition (total - 8k SMs), the codec per batch on the whole device and on every
-    codec partition (8k SMs), prefill on the whole device. Returns a CostProfile dict (cost.py layout).
-
-    Only runs on a CUDA machine: torch.cuda and the model are imported here, never at module import."""
-    import time
-
-    import numpy as np
-    import torch
-
-    from voxcli.engine.partitions import build_partitions
-    from voxcli.models import load_model
-    from voxcli.models.base import CodecItem, Row, SynthesisRequest
-
-    if not torch.cuda.is_available():
-        raise RuntimeError(
-            "measuring a profile needs a CUDA device; on this machine use --gpu h100|h200|b200 "
-            "to load a calibrated profile instead"
-        )
-    props = torch.cuda.get_device_properties(0)
-    total = int(props.multi_processor_count)
-    program = load_model(model, "cuda", dtype)
-    spec = program.spec
-    max_rows = max(decode_batches)
-    page = 16
-    pages_per_row = (prompt_tokens + 2 * len(decode_batches) * repeats + 64) // page + 1
-    program.init_kv(max_rows * pages_per_row + 1, page)
-    program.init_codec_slots(max(codec_batches))
-    text = " ".join(["hello"] * max(1, prompt_tokens // 2))
-    prompt = program.prepare(SynthesisRequest(text=text, voice=(spec.voices[0] if spec.voices else None)))
-
-    def rows(n: int) -> list[Row]:
-        return [
-            Row(request_id=i, prompt=prompt, pages=list(range(i * pages_per_row, (i + 1) * pages_per_row)))
-            for i in range(n)
-        ]
-
-    def timed(fn, stream) -> float:
-        with torch.cuda.stream(stream):
-            fn()  # warm-up (allocations, autotuning)
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for _ in range(repeats):
-                fn()
-            torch.cuda.synchronize()
-        return (time.perf_counter() - t0) / repeats * 1e3
-
-    codes = np.zeros((spec.chunk.steady, spec.codebooks), dtype=np.int64)
-
-    def codec_fn(n: int):
-        items = [CodecItem(slot=i, codes=codes, first=True, last=False) for i in range(n)]
-        return lambda: program.codec(items)
-
-    def decode_fn(n: int):
-        rs = rows(n)
-        program.prefill(rs)
-        return lambda: program.decode(rs)
-
-    whole = torch.cuda.current_stream()
-    decode = {
-        "batch": list(decode_batches),
-        "ms": [timed(decode_fn(b), whole) for b in decode_batches],
-        "sm_ms": {},
-    }
-    codec = {
-        "batch": list(codec_batches),
-        "ms": [timed(codec_fn(b), whole) for b in codec_batches],
-        "frames_ref": spec.chunk.steady,
-        "sm_ms": {},
-    }
-    for c in range(GRANULARITY, total - GRANULARITY + 1, GRANULARITY):
-        lanes = build_partitions(total - c - (total % GRANULARITY), c)
-        if not lanes.green:
-            raise RuntimeError(
-                f"green contexts are unavailable here ({lanes.reason}); cannot measure SM splits"
-            )
-        decode["sm_ms"][str(lanes.lm_sms)] = [timed(decode_fn(b), lanes.lm) for b in decode_batches]
-        codec["sm_ms"][str(lanes.codec_sms)] = [timed(codec_fn(b), lanes.codec) for b in codec_batches]
-        lanes.close()
-    one = rows(1)
-    pre_ms = timed(lambda: program.prefill(one), whole)
-    return {
-        "gpu": {"name": props.name, "sms": total, "interference": 1.0},
-        "stages": {
-            "decode": decode,
-            "codec": codec,
-            "prefill": {"batch": [1], "ms": [pre_ms], "per_token_ms": 0.0},
-        },
-    }
