@@ -30,8 +30,9 @@ from torch import nn
 
 from ..base import CheckpointError
 from ..checkpoint import read_json
-from ..codecs.dac.codec import DTYPES, DacCodec
+from ..codecs.dac.codec import DacCodec
 from ..codecs.dac.layers import Conv, ConvTranspose, DecoderBlock, Pos, ResidualUnit, Snake1d, Stream
+from ..dtypes import torch_dtype
 from ..locate import locate_component
 from ..weights import fold_weight_norm, source_keys
 from .codec_config import TOKENIZER_HUB_ID, HiggsCodecConfig  # noqa: F401 - torch-free (describe reads it)
@@ -185,8 +186,7 @@ class HiggsCodec(DacCodec):
     @classmethod
     def load(cls, root: Path, device: str = "cpu", dtype: str = "float32") -> HiggsCodec:
         root = Path(root)
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        dt = torch_dtype(dtype)  # the codec part of spec.DTYPE_POLICY
         if not root.is_dir():
             raise CheckpointError(f"Higgs audio tokenizer folder {root} does not exist")
         cfg = HiggsCodecConfig.read(root / "config.json")
@@ -194,7 +194,7 @@ class HiggsCodec(DacCodec):
             net = HiggsDecoderNet(cfg)
         state = read_decoder_weights(net, root / "model.safetensors")
         net.load_state_dict(
-            {k: v.to(device=device, dtype=DTYPES[dtype]) for k, v in state.items()}, strict=True, assign=True
+            {k: v.to(device=device, dtype=dt) for k, v in state.items()}, strict=True, assign=True
         )
         return cls(net)
 
@@ -210,7 +210,8 @@ class HiggsCodec(DacCodec):
             net = HiggsDecoderNet(cfg)
         state = pick_decoder_weights(net, shapes, sub.__getitem__, where)
         net.load_state_dict(
-            {k: v.to(device=device, dtype=DTYPES[dtype]) for k, v in state.items()}, strict=True, assign=True
+            {k: v.to(device=device, dtype=torch_dtype(dtype)) for k, v in state.items()}, strict=True,
+            assign=True
         )
         return cls(net)
 

@@ -28,6 +28,7 @@ from ..base import CheckpointError
 from ..checkpoint import read_json
 from ..codecs.dac.codec import DacCodec
 from ..codecs.dac.layers import Conv, ConvTranspose, DacNet, Decoder, Pos, ResidualUnit, Stream
+from ..dtypes import torch_dtype
 from ..weights import fold_weight_norm, source_keys
 
 
@@ -174,7 +175,7 @@ class XcodecDecoder(DacCodec):
         with torch.device("meta"):
             net = XcodecNet(shape)
         state = read_weights(net, Path(root) / "model.safetensors")
-        dt = {"float32": torch.float32, "float64": torch.float64}[dtype]
+        dt = torch_dtype(dtype, ("float32", "float64"))
         net.load_state_dict({k: v.to(device=device, dtype=dt) for k, v in state.items()}, strict=True,
                             assign=True)
         return cls(net)  # type: ignore[arg-type]

@@ -33,13 +33,12 @@ from safetensors import SafetensorError, safe_open
 
 from ...base import CheckpointError, CodecItem, InputError, check_codec_batch
 from ...device_memory import pool_zeros
+from ...dtypes import torch_dtype
 from ...weights import fold_weight_norm, source_keys
 from .config import DacCodecConfig
 from .layers import END_UNKNOWN, DacNet, Stream
 
 DAC_HUB_ID = "descript/dac_44khz"
-DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
-           "float16": torch.float16}
 
 
 class DacCodec:
@@ -67,8 +66,7 @@ class DacCodec:
     @classmethod
     def load(cls, root: Path, device: str = "cpu", dtype: str = "float32") -> DacCodec:
         root = Path(root)
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        dt = torch_dtype(dtype)  # the family's codec part (its spec's DTYPE_POLICY)
         if not root.is_dir():
             raise CheckpointError(f"DAC codec folder {root} does not exist")
         cfg = DacCodecConfig.read(root / "config.json")
@@ -76,7 +74,7 @@ class DacCodec:
             net = DacNet(cfg)
         state = read_dac_weights(net, root / "model.safetensors")
         net.load_state_dict(
-            {k: v.to(device=device, dtype=DTYPES[dtype]) for k, v in state.items()}, strict=True, assign=True
+            {k: v.to(device=device, dtype=dt) for k, v in state.items()}, strict=True, assign=True
         )
         return cls(net)
 
