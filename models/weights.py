@@ -5,10 +5,13 @@ the tiny and real-size builders."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors.torch import save_file
+from torch import nn
 
 from .base import CheckpointError
 
@@ -49,6 +52,36 @@ def source_keys(key: str, shape: tuple[int, ...], shapes: dict[str, tuple[int, .
                         )
                 return (g, v)
     raise CheckpointError(f"checkpoint {file}: tensor {key!r} (shape {list(shape)}) is missing")
+
+
+def refuse_extra(extra: list[str], where: Any) -> None:
+    """CheckpointError naming the first of the checkpoint's tensors no module tensor takes (sorted)."""
+    if extra:
+        raise CheckpointError(
+            f"checkpoint {where} has unexpected tensor {extra[0]!r}"
+            + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else "")
+            + "; its config.json does not describe these weights"
+        )
+
+
+def read_source(get: Callable[[str], torch.Tensor], srcs: tuple[str, ...], where: Any) -> torch.Tensor:
+    """The module tensor that checkpoint tensors `srcs` (`source_keys`) give, read through `get`: the one
+    tensor, or a weight-norm pair folded; a NaN or inf value is a CheckpointError naming tensor and file."""
+    ts = [get(s) for s in srcs]
+    for s, t in zip(srcs, ts, strict=True):
+        if t.is_floating_point() and not torch.isfinite(t).all():
+            raise CheckpointError(f"tensor {s!r} in {where} holds NaN or inf values")
+    return ts[0] if len(ts) == 1 else fold_weight_norm(ts[0], ts[1])
+
+
+def assign_weights(net: nn.Module, state: dict[str, torch.Tensor], device: str | torch.device,
+                   dtype: torch.dtype) -> nn.Module:
+    """Fill the meta-built `net` from `state` (keys and shapes already checked by the caller's picker):
+    each tensor moved to `device` in `dtype` becomes the parameter itself (no second copy). The DAC-style
+    codecs (DAC, Higgs', X-Codec) load through it."""
+    net.load_state_dict({k: v.to(device=device, dtype=dtype) for k, v in state.items()}, strict=True,
+                        assign=True)
+    return net
 
 
 def fold_weight_norm(g: torch.Tensor, v: torch.Tensor) -> torch.Tensor:

@@ -84,7 +84,7 @@ def test_mimi_streamed_equals_offline_in_fp64(ckpt):
     from voxcli.models.csm.program import CsmProgram
     from voxcli.models.csm.reference import decode_full
 
-    program = CsmProgram.load(str(ckpt), codec_dtype="float64")
+    program = CsmProgram.load(str(ckpt), part_dtypes={"codec": "float64"})
     codes = np.random.RandomState(1).randint(0, 32, size=(40, 32))  # 80 positions at 25 Hz: past the window
     whole = program.codec_model.decode(torch.from_numpy(codes.T[None].copy()))[0, 0].numpy()
     assert np.abs(whole).max() > 0.05 and np.allclose(decode_full(program, codes), whole, atol=1e-6)

@@ -81,7 +81,7 @@ def test_mimi_moshi_layout_streamed_equals_offline_in_fp64(ckpt):
     from voxcli.models.kyutai_tts.program import KyutaiProgram
     from voxcli.models.kyutai_tts.reference import decode_full
 
-    codec = KyutaiProgram.load(str(ckpt), codec_dtype="float64").codec_model
+    codec = KyutaiProgram.load(str(ckpt), part_dtypes={"codec": "float64"}).codec_model
     codes = np.random.RandomState(1).randint(0, 2048, size=(40, 32))  # 80 positions at 25 Hz: past the window
     whole = codec.decode(torch.from_numpy(codes.T[None].copy()))[0, 0].numpy()
     assert np.abs(whole).max() > 0.01

@@ -107,7 +107,7 @@ class CosyCodec2(HopCodec):
     def _vocode(self, s: Slot2, new_mel: torch.Tensor, final: bool) -> np.ndarray:
         assert isinstance(s, Slot2) and s.gen is not None
         c = s.hift_cache
-        new_mel = new_mel.to(self.hift.dtype)  # the flow's mel in the vocoder's dtype (HIFT_DTYPE)
+        new_mel = new_mel.to(self.hift.dtype)  # the flow's mel in the vocoder's dtype (spec.DTYPE_POLICY)
         mel = new_mel if c is None else torch.cat([c.mel, new_mel], dim=1)
         speech, source = self.hift.generate(mel, None if c is None else c.source, s.gen)
         if c is not None:

@@ -80,7 +80,7 @@ class HiFTWeights(nn.Module):
 class HiFT:
     def __init__(self, weights: HiFTWeights, dtype: torch.dtype) -> None:
         self.w, self.c = weights, weights.c
-        self.dtype = dtype  # the loader's hift_dtype
+        self.dtype = dtype  # the vocoder part's dtype (spec.DTYPE_POLICY)
         self.window_fn: torch.Tensor | None = None
 
     def source(self, f0: torch.Tensor, gen: torch.Generator) -> torch.Tensor:

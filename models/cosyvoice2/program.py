@@ -18,16 +18,16 @@ from pathlib import Path
 import torch
 
 from ..base import InputError, MemoryNeeds, Prompt, Row, StepOutput, SynthesisRequest
-from ..codecs.hift.parts import hift_dtype
 from ..flowlm.checkpoint import load_weights, resolve
 from ..flowlm.codec import VoiceState
 from ..flowlm.frontend import ENDOFPROMPT
-from ..flowlm.program import FlowLMProgram, PreparedCosy, _device, _host, read_speakers, torch_dtype
+from ..flowlm.program import FlowLMProgram, PreparedCosy, _device, _host, read_speakers
 from .codec import CosyCodec2
 from .config import FAMILY, SPEECH_TOKENIZER, YAML, CosyVoice2Config, parse_config
 from .flow import NOISE_FRAMES, Flow, FlowWeights, flow_noise
 from .hift import HiFT, HiFTWeights
 from .lm import CosyVoice2LMWeights
+from .spec import DTYPE_POLICY
 
 _VOICE_FIELDS = ("prompt_tokens", "prompt_feat", "embedding")
 
@@ -54,15 +54,15 @@ class CosyVoice2Program(FlowLMProgram):
 
     @classmethod
     def load(cls, source: str, device: str = "cpu", dtype: str = "float32") -> CosyVoice2Program:
-        dt = torch_dtype(dtype)
+        dt = DTYPE_POLICY.torch_dtype("lm", dtype)
         root = resolve(source, YAML, FAMILY)
         cfg = parse_config(root)
         dev = torch.device(device)
         with torch.device("meta"):
             lm, fw, hw = CosyVoice2LMWeights(cfg.lm), FlowWeights(cfg.flow), HiFTWeights(cfg.hift)
-        load_weights(root, lm, fw, hw, dev, dt)
-        flow = Flow(fw, flow_noise().to(dev, dt))
-        hift = HiFT(hw, hift_dtype(dt))
+        load_weights(root, lm, fw, hw, dev, DTYPE_POLICY, dtype)
+        flow = Flow(fw, flow_noise().to(dev, DTYPE_POLICY.torch_dtype("flow", dtype)))
+        hift = HiFT(hw, DTYPE_POLICY.torch_dtype("vocoder", dtype))
         speakers = read_speakers(root / "spk2info.pt", dev, dt, sft=True)
         name = source if not Path(source).exists() else root.name
         return cls(root, cfg, lm, flow, hift, speakers, dev, dt, name)

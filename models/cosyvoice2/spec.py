@@ -7,8 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..base import ModelSpec
-from ..flowlm.spec import cosyvoice_spec, saved_voice_names
+from ..flowlm.spec import cosyvoice_dtypes, cosyvoice_spec, saved_voice_names
 from .config import SPEECH_TOKENIZER, parse_config
+
+DTYPE_POLICY = cosyvoice_dtypes()
 
 
 def describe(path: str) -> ModelSpec:

@@ -83,7 +83,7 @@ class CosyVoice3Codec(HopCodec):
     def _vocode(self, s: CausalSlot, new_mel: torch.Tensor, final: bool) -> np.ndarray:
         h = self.hift
         up = h.c.upsample
-        new_mel = new_mel.to(h.dtype)  # the flow's mel in the vocoder's dtype (HIFT_DTYPE)
+        new_mel = new_mel.to(h.dtype)  # the flow's mel in the vocoder's dtype (spec.DTYPE_POLICY)
         s.mel = new_mel if s.mel is None else torch.cat([s.mel, new_mel], dim=1)
         M = s.mel.shape[1]
         K = 0 if s.f0 is None else int(s.f0.shape[0])

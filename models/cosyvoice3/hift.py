@@ -118,7 +118,7 @@ class HiFT:
         self.w = weights
         self.c = weights.c
         self.sine_noise = sine_noise  # [samples, harmonics + 1], upstream's construction-time buffer
-        self.dtype = sine_noise.dtype  # the loader's hift_dtype
+        self.dtype = sine_noise.dtype  # the vocoder part's dtype (spec.DTYPE_POLICY)
         self.window_fn = hann_window(self.c.n_fft).to(sine_noise.device)
 
     # --- f0 and the sine source -----------------------------------------------------------------

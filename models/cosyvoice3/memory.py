@@ -27,8 +27,9 @@ import math
 import torch
 
 from ..base import MemoryNeeds
-from ..codecs.hift.parts import HIFT_DTYPE
+from ..dtypes import dtype_name
 from .config import CosyVoice3Config
+from .spec import DTYPE_POLICY
 
 CONV_CONTEXT = 30  # left context of each of the DiT's two position convolutions (dit.CONV_KERNEL - 1)
 
@@ -45,7 +46,8 @@ def dit_cache_bytes_per_mel_frame(cfg: CosyVoice3Config, dtype: torch.dtype) -> 
 
 def state_bytes_per_mel_frame(cfg: CosyVoice3Config, dtype: torch.dtype) -> int:
     """All per-request codec state of one mel frame: DiT caches + the vocoder's mel, f0 and phases."""
-    vocoder = (cfg.flow.output_size + 1) * _element(HIFT_DTYPE) + (cfg.hift.nb_harmonics + 1) * 4
+    vocoder_dtype = DTYPE_POLICY.torch_dtype("vocoder", dtype_name(dtype))
+    vocoder = (cfg.flow.output_size + 1) * _element(vocoder_dtype) + (cfg.hift.nb_harmonics + 1) * 4
     return dit_cache_bytes_per_mel_frame(cfg, dtype) + vocoder
 
 

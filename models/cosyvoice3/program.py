@@ -15,18 +15,17 @@ from pathlib import Path
 import torch
 
 from ..base import MemoryNeeds, Prompt
-from ..codecs.hift.parts import hift_dtype
 from ..flowlm.checkpoint import load_weights, resolve
 from ..flowlm.clone import instruct_text, zero_shot_text
 from ..flowlm.codec import VoiceState
 from ..flowlm.lm import SpeechLMWeights
-from ..flowlm.program import FlowLMProgram, read_speakers, torch_dtype
+from ..flowlm.program import FlowLMProgram, read_speakers
 from .codec import CosyVoice3Codec
 from .config import YAML, CosyVoice3Config, parse_config
 from .flow import Flow, FlowWeights
 from .hift import HiFT, HiFTWeights
 from .noise import construction_noise
-from .spec import SPEECH_TOKENIZER
+from .spec import DTYPE_POLICY, SPEECH_TOKENIZER
 
 SILENT_TOKENS = frozenset({1, 2, 28, 29, 55, 248, 494, 2241, 2242, 2322, 2323})  # CosyVoice3Model's FSQ set
 
@@ -44,16 +43,16 @@ class CosyVoice3Program(FlowLMProgram):
 
     @classmethod
     def load(cls, source: str, device: str = "cpu", dtype: str = "float32") -> CosyVoice3Program:
-        dt = torch_dtype(dtype)
+        dt = DTYPE_POLICY.torch_dtype("lm", dtype)
         root = resolve(source, YAML, cls.family)
         cfg = parse_config(root)
         dev = torch.device(device)
         with torch.device("meta"):
             lm, fw, hw = SpeechLMWeights(cfg.lm), FlowWeights(cfg.flow), HiFTWeights(cfg.hift)
-        load_weights(root, lm, fw, hw, dev, dt, hift_float64=("f0_predictor",))
+        load_weights(root, lm, fw, hw, dev, DTYPE_POLICY, dtype, vocoder_children=("f0_predictor",))
         flow_noise, sine = construction_noise(cfg)
-        flow = Flow(fw, flow_noise.to(dev, dt))
-        hift = HiFT(hw, sine.to(dev, hift_dtype(dt)))
+        flow = Flow(fw, flow_noise.to(dev, DTYPE_POLICY.torch_dtype("flow", dtype)))
+        hift = HiFT(hw, sine.to(dev, DTYPE_POLICY.torch_dtype("vocoder", dtype)))
         speakers = read_speakers(root / "spk2info.pt", dev, dt)
         name = source if not Path(source).exists() else root.name
         return cls(root, cfg, lm, flow, hift, speakers, dev, dt, name)

@@ -6,10 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..base import ModelSpec
-from ..flowlm.spec import SPEECH_TOKENIZER, cosyvoice_spec, saved_voice_names
+from ..dtypes import AtLeast, Part
+from ..flowlm.spec import SPEECH_TOKENIZER, cosyvoice_dtypes, cosyvoice_spec, saved_voice_names
 from .config import parse_config
 
-__all__ = ["SPEECH_TOKENIZER", "describe"]
+__all__ = ["DTYPE_POLICY", "SPEECH_TOKENIZER", "describe"]
+
+# Upstream runs CausalConvRNNF0Predictor in float64 whatever the rest runs in.
+DTYPE_POLICY = cosyvoice_dtypes(
+    {"f0_predictor": Part(AtLeast("float64"), ("codec_stage.hift.w.f0_predictor",))}
+)
 
 
 def describe(path: str) -> ModelSpec:

@@ -17,6 +17,7 @@ consumes). KV writes go to each row's own pages at positions >= kv_len (a re-run
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,14 +47,8 @@ from .layers import CsmWeights
 from .options import OPTIONS
 from .prompt import TextTokenizer
 from .sampling import RowSampling, Sampling, pick
-from .spec import DEFAULT_VOICE, model_spec
+from .spec import DEFAULT_VOICE, DTYPE_POLICY, model_spec
 
-DTYPES = {
-    "float32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "float16": torch.float16,
-    "float64": torch.float64,
-}
 CODEC_PREFIX = "codec_model."
 TIED_KEY = "backbone_model.embed_tokens.embed_audio_tokens.weight"
 DEFAULT_MAX_FRAMES = 1500  # 2 minutes at 12.5 Hz when generation_config.json names no length
@@ -102,34 +97,35 @@ class CsmProgram(ModelProgram):
     # --- loading ---------------------------------------------------------------------------------
     @classmethod
     def load(
-        cls, source: str, device: str = "cpu", dtype: str = "float32", codec_dtype: str | None = None
+        cls, source: str, device: str = "cpu", dtype: str = "float32",
+        part_dtypes: Mapping[str, str] | None = None,
     ) -> CsmProgram:
-        """`codec_dtype`: Mimi's own dtype (default: `dtype`; float64 for exactness checks)."""
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        """`part_dtypes`: a part's dtype instead of its DTYPE_POLICY rule (the exactness checks run the
+        codec in float64)."""
+        lm_dtype = DTYPE_POLICY.torch_dtype("lm", dtype)
         root = resolve(source)
         cfg = parse_config(read_json(root / "config.json"), str(root / "config.json"))
         entries = csm_entries(root)
         tok = TextTokenizer(root)
         gen = GenerationDefaults.read(root / "generation_config.json")
         with torch.device("meta"):
-            weights = CsmWeights(cfg).to(DTYPES[dtype])
+            weights = CsmWeights(cfg).to(lm_dtype)
         ignore: tuple[str, ...] = (
             (CODEC_PREFIX, TIED_KEY) if cfg.tie_codebooks_embeddings else (CODEC_PREFIX,)
         )
         own = {k: e for k, e in entries.items() if not k.startswith(CODEC_PREFIX)}
-        fill_module(weights, own, root, device, DTYPES[dtype], ignore_prefixes=ignore)
+        fill_module(weights, own, root, device, lm_dtype, ignore_prefixes=ignore)
         codec = load_codec(
             cfg.codec,
             entries,
             transformers_layout(CODEC_PREFIX),
             str(root),
             device,
-            DTYPES[codec_dtype or dtype],
+            DTYPE_POLICY.torch_dtype("codec", dtype, part_dtypes),
             cfg.num_codebooks,
         )
         name = source if not Path(source).exists() else root.name
-        return cls(root, cfg, gen, weights.eval(), tok, codec, torch.device(device), DTYPES[dtype], name)
+        return cls(root, cfg, gen, weights.eval(), tok, codec, torch.device(device), lm_dtype, name)
 
     # --- host: requests --------------------------------------------------------------------------
     def resolve_sampling(self, req: SynthesisRequest) -> RowSampling:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..base import ChunkSchedule, ModelSpec
+from ..dtypes import DTYPE_NAMES, FOLLOWS, DtypePolicy, Part
 from ..locate import read_json
 from .config import CsmConfig, parse_config
 
@@ -16,6 +17,12 @@ DEFAULT_VOICE = "0"
 # Mimi is causal (no look-ahead): a 1-frame first chunk (80 ms) gives the earliest first audio; then the
 # chunks grow so the codec runs fewer, larger batches once playback is buffered.
 DEFAULT_CHUNKS = ChunkSchedule(first=1, ramp=(2, 4, 8), steady=10)
+
+# The backbone, the depth decoder and Mimi follow --dtype (the exactness checks run Mimi in float64).
+DTYPE_POLICY = DtypePolicy(parts={
+    "lm": Part(FOLLOWS, ("weights",)),
+    "codec": Part(FOLLOWS, ("codec_model",)),
+}, accepts=DTYPE_NAMES)
 
 
 def model_spec(cfg: CsmConfig, name: str) -> ModelSpec:

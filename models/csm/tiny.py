@@ -34,6 +34,7 @@ import torch
 from safetensors.torch import save_file
 
 from ..byte_tokenizer import write_tokenizer
+from ..dtypes import torch_dtype
 
 SEED = 0
 CALIBRATION_TEXT = "Hello from a tiny random CSM."
@@ -399,15 +400,15 @@ def build_tiny(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     cfg_dict = config_dict(size)
-    torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
+    weights_dtype = torch_dtype(dtype, ("float32", "bfloat16"))
     cfg_dict["torch_dtype"] = dtype
     write_side_files(out, cfg_dict, size, max_new_tokens)
     if not (size == "tiny" if calibrate is None else calibrate):
-        write_weights(out, cfg_dict, seed, 1.0, torch_dtype)
+        write_weights(out, cfg_dict, seed, 1.0, weights_dtype)
         return out
     known = CALIBRATED.get((seed, dtype))
-    scale = known if known is not None else calibrate_scale(out, cfg_dict, seed, torch_dtype)
-    write_weights(out, cfg_dict, seed, scale, torch_dtype)
+    scale = known if known is not None else calibrate_scale(out, cfg_dict, seed, weights_dtype)
+    write_weights(out, cfg_dict, seed, scale, weights_dtype)
     return out
 
 

@@ -47,6 +47,7 @@ from ..base import (
     SynthesisRequest,
 )
 from ..device_memory import pool_zeros
+from ..dtypes import dtype_name
 from ..sampling import draw
 from .checkpoint import load_strict, read_json, resolve
 from .config import DiaConfig, GenerationDefaults, parse_config
@@ -55,9 +56,8 @@ from .layers import DiaWeights, PagedKV, pack_cross
 from .prompt import PreparedDia, clone_text, resolve_sampling, validate
 from .sampling import RowSampling, process
 from .shared_cross import build_plans, uncond_constants
-from .spec import DEFAULT_CHUNKS, HOP, SAMPLE_RATE, model_spec  # noqa: F401 (re-exported)
+from .spec import DEFAULT_CHUNKS, DTYPE_POLICY, HOP, SAMPLE_RATE, model_spec  # noqa: F401 (re-exported)
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 UNCOND_KEY = "dia-uncond"  # Prompt.uncond_key of every CFG pair
 
 
@@ -133,8 +133,7 @@ class DiaProgram(ModelProgram):
     # --- loading ---------------------------------------------------------------------------------
     @classmethod
     def load(cls, source: str, device: str = "cpu", dtype: str = "float32") -> DiaProgram:
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        lm_dtype = DTYPE_POLICY.torch_dtype("lm", dtype)
         root = resolve(source)
         cfg = parse_config(read_json(root / "config.json"), str(root / "config.json"))
         gpath = root / "generation_config.json"
@@ -142,9 +141,9 @@ class DiaProgram(ModelProgram):
                else GenerationDefaults())
         with torch.device("meta"):
             weights = DiaWeights(cfg)
-        load_strict(weights, root, torch.device(device), DTYPES[dtype])
+        load_strict(weights, root, torch.device(device), lm_dtype)
         name = source if not Path(source).exists() else root.name
-        return cls(root, cfg, gen, weights.eval(), torch.device(device), DTYPES[dtype], name)
+        return cls(root, cfg, gen, weights.eval(), torch.device(device), lm_dtype, name)
 
     @property
     def codec_model(self):
@@ -152,7 +151,7 @@ class DiaProgram(ModelProgram):
             from ..codecs.dac.codec import DacCodec
             from .checkpoint import resolve_codec
 
-            dtype = next(k for k, v in DTYPES.items() if v == self.dtype)
+            dtype = DTYPE_POLICY.name("codec", dtype_name(self.dtype))
             self._codec = DacCodec.load(resolve_codec(self.root), device=str(self.device), dtype=dtype)
         return self._codec
 

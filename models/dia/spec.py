@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..base import ChunkSchedule, ModelSpec
 from ..codecs.dac.config import decoder_lookahead_frames
+from ..dtypes import FOLLOWS, DtypePolicy, Part
 from ..locate import read_json
 from .config import DiaConfig, parse_config
 
@@ -18,6 +19,12 @@ HOP = 512
 # plays 2.7 frames (31 ms); later chunks start small and grow with the buffered audio so each is made before
 # the audio before it runs out at a ~7 ms step (recipes/dia-1.6b.toml derives it), then 48 frames (0.56 s).
 DEFAULT_CHUNKS = ChunkSchedule(first=12, ramp=(4, 6, 10, 16, 24, 40), steady=48)
+
+# The decoder and its DAC codec follow --dtype.
+DTYPE_POLICY = DtypePolicy(parts={
+    "lm": Part(FOLLOWS, ("weights",)),
+    "codec": Part(FOLLOWS, ("codec_model.net",)),
+})
 
 
 def codec_lookahead_frames(root: Path) -> float:

@@ -11,6 +11,7 @@ tensor and the file.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,8 @@ from torch import nn
 
 from ..base import CheckpointError
 from ..checkpoint import cached_snapshot, check_state_dict, looks_like_hub_id, offline_note
-from ..codecs.hift.parts import fold_weight_norm, hift_dtype
+from ..codecs.hift.parts import fold_weight_norm
+from ..dtypes import DtypePolicy
 from .config import QWEN_DIR
 
 REQUIRED = ("llm.pt", "flow.pt", "hift.pt", f"{QWEN_DIR}/config.json")  # beside the family's yaml
@@ -69,18 +71,18 @@ def load_module(
     path: Path,
     device: torch.device,
     dtype: torch.dtype,
-    float64_children: tuple[str, ...] = (),
+    child_dtypes: Mapping[str, torch.dtype] | None = None,
 ) -> nn.Module:
-    """Materialise a meta-built module from `sd` (keys and shapes exactly as the module's); the named
-    children stay in float64 (upstream runs HiFT's f0 predictor in float64)."""
+    """Materialise a meta-built module from `sd` (keys and shapes exactly as the module's) in `dtype`, the
+    children named in `child_dtypes` in theirs (upstream runs HiFT's f0 predictor in float64)."""
     if not isinstance(sd, dict):
         raise CheckpointError(f"{path} does not hold a state dict")
     check_state_dict(module, sd, path)
     own = {k: v for k, v in module.state_dict().items() if v.device.type != "meta"}  # computed buffers
     module.to_empty(device=device)
     module.to(dtype)
-    for name in float64_children:
-        getattr(module, name).double()
+    for name, child_dtype in (child_dtypes or {}).items():
+        getattr(module, name).to(child_dtype)
     module.load_state_dict({**own, **sd}, strict=True)
     return module.eval()
 
@@ -91,21 +93,19 @@ def load_weights(
     flow: nn.Module,
     hift: nn.Module,
     device: torch.device,
-    dtype: torch.dtype,
-    hift_float64: tuple[str, ...] = (),
+    policy: DtypePolicy,
+    dtype: str,
+    vocoder_children: tuple[str, ...] = (),
 ) -> None:
-    """Fill the meta-built LM, flow and vocoder from llm.pt, flow.pt and hift.pt. The LM and flow take
-    `dtype`; the vocoder `hift_dtype(dtype)`: float32 whatever lower precision `dtype` says (as upstream
-    keeps it when it halves the LM and flow: its source signal is built in float32 and istft has no
-    bfloat16 kernel on the CPU), its children named in `hift_float64` in float64 (upstream runs
-    CosyVoice 3's f0 predictor so)."""
-    load_module(lm, read_pt(root / "llm.pt"), root / "llm.pt", device, dtype)
-    load_module(flow, read_pt(root / "flow.pt"), root / "flow.pt", device, dtype)
+    """Fill the meta-built LM, flow and vocoder from llm.pt, flow.pt and hift.pt, each in the dtype the
+    family's `policy` gives its part ("lm", "flow", "vocoder") for `dtype`; the vocoder's children named
+    in `vocoder_children` are parts of the policy of their own (CosyVoice 3's f0 predictor)."""
+    load_module(lm, read_pt(root / "llm.pt"), root / "llm.pt", device, policy.torch_dtype("lm", dtype))
+    load_module(flow, read_pt(root / "flow.pt"), root / "flow.pt", device, policy.torch_dtype("flow", dtype))
+    vocoder = policy.torch_dtype("vocoder", dtype)
+    children = {name: policy.torch_dtype(name, dtype) for name in vocoder_children}
     hsd = read_pt(root / "hift.pt")
     if isinstance(hsd, dict):  # upstream strips a HiFiGan wrapper's `generator.` prefix the same way
-        hsd = fold_weight_norm(
-            {k.replace("generator.", ""): v for k, v in hsd.items()},
-            hift_dtype(dtype),
-            float64_prefixes=tuple(f"{name}." for name in hift_float64),
-        )
-    load_module(hift, hsd, root / "hift.pt", device, hift_dtype(dtype), float64_children=hift_float64)
+        hsd = fold_weight_norm({k.replace("generator.", ""): v for k, v in hsd.items()}, vocoder,
+                               {f"{name}.": dt for name, dt in children.items()})
+    load_module(hift, hsd, root / "hift.pt", device, vocoder, child_dtypes=children)

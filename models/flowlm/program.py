@@ -51,15 +51,7 @@ from .options import OPTIONS
 from .sampling import choose
 from .spec import cosyvoice_spec
 
-DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
 MAX_SILENT_RUN = 5
-
-
-def torch_dtype(dtype: str) -> torch.dtype:
-    """The LM's and flow's dtype for `--dtype` (the vocoder keeps HIFT_DTYPE)."""
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-    return DTYPES[dtype]
 
 
 @dataclass

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base import CheckpointError, ChunkSchedule, ModelSpec
+from ..dtypes import FLOAT32_AT_LEAST, FOLLOWS, DtypePolicy, Part
 from .config import FlowLMConfig
 
 # Upstream's streaming hops (25 + pad, 50, 100 tokens, each + 3 look-ahead) as engine chunks: a chunk
@@ -19,6 +20,23 @@ from .config import FlowLMConfig
 DEFAULT_CHUNKS = ChunkSchedule(first=28, ramp=(50,), steady=100)
 SPEECH_TOKENIZER = "speech_tokenizer_v3.onnx"  # upstream's newest; CosyVoice 2's v2 has the same interface
 CAMPPLUS = "campplus.onnx"
+
+
+def cosyvoice_dtypes(vocoder_own: dict[str, Part] | None = None) -> DtypePolicy:
+    """A CosyVoice generation's dtype policy: the LM and flow follow --dtype; the vocoder keeps float32
+    (upstream halves only the LM and flow: HiFT's source signal is float32 and the CPU has no bfloat16
+    istft); float64 is for the exactness checks. `vocoder_own`: vocoder children that are parts of their
+    own, by child name (checkpoint.load_weights loads each in its part's dtype)."""
+    own = vocoder_own or {}
+    return DtypePolicy(
+        parts={
+            "lm": Part(FOLLOWS, ("lm",)),
+            "flow": Part(FOLLOWS, ("codec_stage.flow.w",)),
+            "vocoder": Part(FLOAT32_AT_LEAST, ("codec_stage.hift.w",)),
+            **own,
+        },
+        accepts=("float32", "bfloat16", "float64"),
+    )
 
 
 def has_clone_models(root: Path, tokenizer: str = SPEECH_TOKENIZER) -> bool:

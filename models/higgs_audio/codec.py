@@ -30,56 +30,12 @@ from torch import nn
 
 from ..base import CheckpointError
 from ..checkpoint import read_json
-from ..codecs.dac.codec import DTYPES, DacCodec
-from ..codecs.dac.layers import Conv, ConvTranspose, DecoderBlock, Pos, ResidualUnit, Snake1d, Stream
+from ..codecs.dac.codec import DacCodec
+from ..codecs.dac.layers import Conv, ConvTranspose, Decoder, ResidualUnit
+from ..dtypes import torch_dtype
 from ..locate import locate_component
-from ..weights import fold_weight_norm, source_keys
+from ..weights import assign_weights, read_source, refuse_extra, source_keys
 from .codec_config import TOKENIZER_HUB_ID, HiggsCodecConfig  # noqa: F401 - torch-free (describe reads it)
-
-
-class PaddedConvTranspose(ConvTranspose):
-    """ConvTranspose1d(kernel 2s, stride s, padding ceil(s/2), output_padding s % 2): s samples per input for
-    odd strides too. Streaming is the parent's (the extra sample only lengthens the padded offline output)."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.conv_transpose1d(x, self.weight, self.bias, self.stride, self.padding, self.stride % 2)
-
-
-class AcousticDecoder(nn.Module):
-    """conv1 (k7) -> upsampling blocks -> Snake -> conv2 (k7, to 1 channel); no tanh."""
-
-    def __init__(self, cfg: HiggsCodecConfig) -> None:
-        super().__init__()
-        ch = cfg.decoder_hidden_size
-        self.conv1 = Conv(cfg.acoustic_hidden, ch, 7)
-        blocks = []
-        for i, s in enumerate(cfg.upsampling_ratios):
-            blk = DecoderBlock(ch // 2**i, ch // 2 ** (i + 1), s)
-            blk.conv_t1 = PaddedConvTranspose(ch // 2**i, ch // 2 ** (i + 1), s)
-            blocks.append(blk)
-        self.block = nn.ModuleList(blocks)
-        out = ch // 2 ** len(cfg.upsampling_ratios)
-        self.snake1 = Snake1d(out)
-        self.conv2 = Conv(out, 1, 7)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.conv1(x)
-        for blk in self.block:
-            x = blk(x)
-        return self.conv2(self.snake1(x))
-
-    def stream(self, x: torch.Tensor, st: Stream) -> tuple[torch.Tensor, Pos]:
-        x, pos = self.conv1.stream(x, st, Pos(1, 0))
-        for blk in self.block:
-            x, pos = blk.stream(x, st, pos)
-        return self.conv2.stream(self.snake1(x), st, pos)
-
-    def lookahead_samples(self) -> int:
-        delay = self.conv1.padding
-        for blk in self.block:
-            delay = delay * blk.conv_t1.stride + blk.conv_t1.padding
-            delay += sum(u.conv1.padding for u in (blk.res_unit1, blk.res_unit2, blk.res_unit3))
-        return delay + self.conv2.padding
 
 
 class QuantizerSizes(Protocol):
@@ -118,14 +74,14 @@ class HiggsDecoderNet(nn.Module):
         self.cfg = cfg
         self.quantizer = Quantizer(cfg)
         self.fc2 = nn.Linear(cfg.hidden_size, cfg.acoustic_hidden)
-        self.acoustic_decoder = AcousticDecoder(cfg)
+        self.acoustic_decoder = Decoder(cfg, cfg.acoustic_hidden, odd_stride_padding=True, tanh=False)
         for name, m in self.acoustic_decoder.named_modules():
             if isinstance(m, Conv | ConvTranspose | ResidualUnit):
                 m.state_key = "decoder." + name
         self._latents = _Latents(self)
 
     @property
-    def decoder(self) -> AcousticDecoder:
+    def decoder(self) -> Decoder:
         return self.acoustic_decoder
 
     def latents(self, codes: torch.Tensor) -> torch.Tensor:
@@ -185,18 +141,14 @@ class HiggsCodec(DacCodec):
     @classmethod
     def load(cls, root: Path, device: str = "cpu", dtype: str = "float32") -> HiggsCodec:
         root = Path(root)
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        dt = torch_dtype(dtype)  # the codec part of spec.DTYPE_POLICY
         if not root.is_dir():
             raise CheckpointError(f"Higgs audio tokenizer folder {root} does not exist")
         cfg = HiggsCodecConfig.read(root / "config.json")
         with torch.device("meta"):
             net = HiggsDecoderNet(cfg)
         state = read_decoder_weights(net, root / "model.safetensors")
-        net.load_state_dict(
-            {k: v.to(device=device, dtype=DTYPES[dtype]) for k, v in state.items()}, strict=True, assign=True
-        )
-        return cls(net)
+        return cls(assign_weights(net, state, device, dt))
 
     @classmethod
     def from_state(
@@ -209,10 +161,7 @@ class HiggsCodec(DacCodec):
         with torch.device("meta"):
             net = HiggsDecoderNet(cfg)
         state = pick_decoder_weights(net, shapes, sub.__getitem__, where)
-        net.load_state_dict(
-            {k: v.to(device=device, dtype=DTYPES[dtype]) for k, v in state.items()}, strict=True, assign=True
-        )
-        return cls(net)
+        return cls(assign_weights(net, state, device, torch_dtype(dtype)))
 
     @property
     def device(self) -> torch.device:
@@ -268,20 +217,8 @@ def pick_decoder_weights(
         if not k.startswith(_UNUSED)
         and not (k.startswith("quantizer.") and k.split(".", 3)[-1].startswith(_UNUSED_VQ))
     )
-    if extra:
-        raise CheckpointError(
-            f"checkpoint {where} has unexpected tensor {extra[0]!r}"
-            + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else "")
-            + "; its config.json does not describe these weights"
-        )
-    out: dict[str, Any] = {}
-    for k, srcs in plan.items():
-        ts = [get(s) for s in srcs]
-        for s, t in zip(srcs, ts, strict=True):
-            if t.is_floating_point() and not torch.isfinite(t).all():
-                raise CheckpointError(f"tensor {s!r} in {where} holds NaN or inf values")
-        out[k] = ts[0] if len(ts) == 1 else fold_weight_norm(ts[0], ts[1])
-    return out
+    refuse_extra(extra, where)
+    return {k: read_source(get, srcs, where) for k, srcs in plan.items()}
 
 
 def _weight_shape(shapes: dict[str, tuple[int, ...]], base: str, where: Any) -> tuple[int, ...]:

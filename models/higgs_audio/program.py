@@ -44,6 +44,7 @@ from ..checkpoint import (
 )
 from ..codecs.dac.config import decoder_lookahead_frames
 from ..device_memory import pool_zeros
+from ..dtypes import dtype_name
 from ..layers import PagedBatch
 from ..sampling import draw, request_generator, top_k_filter, top_p_filter
 from .codec import HiggsCodec, HiggsCodecConfig, resolve_tokenizer
@@ -53,14 +54,8 @@ from .encoder import HiggsEncoder
 from .layers import HiggsWeights
 from .layouts import V3_CODEC_PREFIX, boson_state, parse_boson, parse_v3, v3_state, with_delay_ids
 from .prompt import AUDIO_DELAY, SCENE, TextTokenizer, V3Tokenizer, clone_prompt, prompt_ids, token_id
-from .spec import DEFAULT_CHUNKS, higgs_spec, local_codec_config  # noqa: F401 - DEFAULT_CHUNKS re-exported
+from .spec import DEFAULT_CHUNKS, DTYPE_POLICY, higgs_spec, local_codec_config  # noqa: F401 - DEFAULT_CHUNKS re-exported
 
-DTYPES = {
-    "float32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "float16": torch.float16,
-    "float64": torch.float64,
-}
 DEFAULT_MAX_NEW = 1000  # the documented example's max_new_tokens, when generation_config.json sets none
 NEG_INF = float("-inf")
 
@@ -119,8 +114,7 @@ class HiggsProgram(ModelProgram):
     @classmethod
     def load(cls, source: str, device: str = "cpu", dtype: str = "float32") -> HiggsProgram:
         """A Higgs checkpoint in any of its three layouts (layouts.py), by config.json `model_type`."""
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        lm_dtype = DTYPE_POLICY.torch_dtype("lm", dtype)
         root = resolve(source)
         where = str(root / "config.json")
         d = read_json(root / "config.json")
@@ -143,7 +137,7 @@ class HiggsProgram(ModelProgram):
                 V3_CODEC_PREFIX,
                 root,
                 device=device,
-                dtype=next(k for k, v in DTYPES.items() if v == DTYPES[dtype]),
+                dtype=DTYPE_POLICY.name("codec", dtype),
             )
             entries = v3_state(entries, cfg)  # a renaming: TensorEntry values pass through
         else:
@@ -158,17 +152,17 @@ class HiggsProgram(ModelProgram):
             tok = TextTokenizer(root, cfg)
         gen = GenerationDefaults.read(root / "generation_config.json")
         with torch.device("meta"):
-            weights = HiggsWeights(cfg).to(DTYPES[dtype])  # materialised in the dtype, not fp32 first
+            weights = HiggsWeights(cfg).to(lm_dtype)  # materialised in the dtype, not fp32 first
         unused = ("text_lm_head.", "audio_decoder_proj.")
         if sd is None:
             # each tensor read straight from the file into its parameter: peak RSS ~ the weights once
-            fill_module(weights, entries, root, device, DTYPES[dtype], ignore_prefixes=unused)
+            fill_module(weights, entries, root, device, lm_dtype, ignore_prefixes=unused)
         else:
             check_state_dict(weights, sd, root, ignore_prefixes=unused)
             own = weights.state_dict()
             # assign: the file's tensors become the parameters (no second copy in memory)
             weights.load_state_dict(
-                {k: v.to(device=device, dtype=DTYPES[dtype]) for k, v in sd.items() if k in own},
+                {k: v.to(device=device, dtype=lm_dtype) for k, v in sd.items() if k in own},
                 strict=True,
                 assign=True,
             )
@@ -181,7 +175,7 @@ class HiggsProgram(ModelProgram):
             weights.eval(),
             tok,
             torch.device(device),
-            DTYPES[dtype],
+            lm_dtype,
             name,
             rates=(codec.sample_rate, codec.hop_length) if codec is not None else _codec_rates(root),
             lookahead_frames=_codec_lookahead_frames(root, codec),
@@ -192,7 +186,7 @@ class HiggsProgram(ModelProgram):
     @property
     def codec_model(self):
         if self._codec is None:
-            dtype = next(k for k, v in DTYPES.items() if v == self.dtype)
+            dtype = DTYPE_POLICY.name("codec", dtype_name(self.dtype))
             self._codec = HiggsCodec.load(resolve_tokenizer(self.root), device=str(self.device), dtype=dtype)
         return self._codec
 

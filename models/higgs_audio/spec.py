@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..base import ChunkSchedule, ModelSpec
 from ..codecs.dac.config import decoder_lookahead_frames
+from ..dtypes import DTYPE_NAMES, FOLLOWS, DtypePolicy, Fixed, Part
 from ..locate import read_json
 from .codec_config import HiggsCodecConfig
 from .config import HiggsConfig, parse_v2
@@ -14,6 +15,14 @@ from .config import HiggsConfig, parse_v2
 # 25 frames/s at 24 kHz. The codec holds back 9.85 frames, so a first chunk of 15 frames is the smallest that
 # yields a useful 206 ms of audio; then larger chunks (fewer, bigger codec batches once playback is buffered).
 DEFAULT_CHUNKS = ChunkSchedule(first=15, ramp=(10, 25), steady=50)
+
+# The LM and its DAC-style decoder follow --dtype (float64 for the exactness checks); the tokenizer's
+# encoder, read on the first clone, runs in float32 as upstream's (its semantic model has no half path).
+DTYPE_POLICY = DtypePolicy(parts={
+    "lm": Part(FOLLOWS, ("weights",)),
+    "codec": Part(FOLLOWS, ("codec_model.hnet",)),
+    "encoder": Part(Fixed("float32"), ()),
+}, accepts=DTYPE_NAMES)
 
 
 def higgs_spec(name: str, cfg: HiggsConfig, rates: tuple[int, int], lookahead_frames: float,

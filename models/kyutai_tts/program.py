@@ -25,6 +25,7 @@ each stage computes on copies of the rows' host state and commits them in a loop
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,15 +55,12 @@ from .config import KyutaiConfig, parse_config
 from .layers import KyutaiLM
 from .machine import Machine, MachineState, script_entries
 from .options import OPTIONS
-from .spec import MAX_STEPS, model_spec
+from .spec import DTYPE_POLICY, MAX_STEPS, model_spec
 
 __all__ = ["KyutaiProgram", "TextFeed"]
 from .step import depformer_frame, main_step
 from .voices import resolve_voice
 
-DTYPES = {
-    "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64
-}
 MAX_SPEAKERS = 5  # moshi TTSModel.max_speakers: the cross-attention source holds 5 voice slots
 DEFAULT_CFG = 2.0  # delayed-streams-modeling tts_pytorch.py's cfg_coef
 DEFAULT_STREAM_FRAMES = 1500  # a streaming text's frame cap (2 minutes) unless the request sets max_frames
@@ -111,17 +109,18 @@ class KyutaiProgram(ModelProgram):
     # --- loading ---------------------------------------------------------------------------------
     @classmethod
     def load(cls, source: str, device: str = "cpu", dtype: str = "float32",
-             codec_dtype: str | None = None) -> KyutaiProgram:
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+             part_dtypes: Mapping[str, str] | None = None) -> KyutaiProgram:
+        """`part_dtypes`: a part's dtype instead of its DTYPE_POLICY rule (the exactness checks run the
+        codec in float64)."""
+        lm_dtype = DTYPE_POLICY.torch_dtype("lm", dtype)
         root = resolve(source)
         cfg = parse_config(read_json(root / "config.json"), root)
         with torch.device("meta"):
             lm = KyutaiLM(cfg)
-        fill_module(lm, lm_entries(root, cfg), root, device, DTYPES[dtype])
+        fill_module(lm, lm_entries(root, cfg), root, device, lm_dtype)
         mimi = cfg.mimi
         codec = load_codec(mimi, read_header(root / cfg.mimi_name), moshi_layout, str(root), device,
-                           DTYPES[codec_dtype or dtype], cfg.n_q,
+                           DTYPE_POLICY.torch_dtype("codec", dtype, part_dtypes), cfg.n_q,
                            after=lambda c: deinterleave_rope(c, mimi.head_dim))
         try:
             import sentencepiece
@@ -129,7 +128,7 @@ class KyutaiProgram(ModelProgram):
             raise InputError("Kyutai TTS needs sentencepiece: pip install 'voxcli[kyutai]'") from None
         tok = sentencepiece.SentencePieceProcessor(model_file=str(root / cfg.tokenizer_name))
         name = source if not Path(source).exists() else root.name
-        return cls(root, cfg, lm.eval(), codec, tok, torch.device(device), DTYPES[dtype], name)
+        return cls(root, cfg, lm.eval(), codec, tok, torch.device(device), lm_dtype, name)
 
     # --- host: requests --------------------------------------------------------------------------
     def _voice(self, request: SynthesisRequest) -> Path:

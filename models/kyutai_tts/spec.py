@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..base import TEXT_STREAM, ChunkSchedule, ModelSpec
+from ..dtypes import DTYPE_NAMES, FOLLOWS, DtypePolicy, Part
 from ..locate import read_json
 from .config import KyutaiConfig, parse_config
 from .voices import list_voices
@@ -13,6 +14,15 @@ from .voices import list_voices
 # Mimi is causal: a 1-frame first chunk gives the earliest audio, then growing chunks.
 DEFAULT_CHUNKS = ChunkSchedule(first=1, ramp=(2, 4, 8), steady=10)
 MAX_STEPS = 30000  # moshi TTSModel.max_gen_length
+
+# The LM and Mimi follow --dtype (the exactness checks run Mimi in float64). So do the conditioners (the
+# cfg / control lookup tables, the voice projection): moshi stores them in float32 but runs them under
+# bfloat16 autocast, whose projections round the weights to bfloat16 as storing them so does.
+DTYPE_POLICY = DtypePolicy(parts={
+    "lm": Part(FOLLOWS, ("lm",)),
+    "conditioner": Part(FOLLOWS, ("lm.condition_provider",)),
+    "codec": Part(FOLLOWS, ("codec_model",)),
+}, accepts=DTYPE_NAMES)
 
 
 def model_spec(cfg: KyutaiConfig, root: Path, name: str) -> ModelSpec:

@@ -43,13 +43,14 @@ from ..base import (
 )
 from ..checkpoint import cached_snapshot, checkpoint_entries, fill_module, offline_note, read_json, resolve
 from ..device_memory import pool_zeros
+from ..dtypes import dtype_name
 from ..layers import PagedBatch
 from ..sampling import draw, request_generator, top_k_filter, top_p_filter
 from .codec import DEFAULT_MODE, OrpheusCodec
 from .config import GenerationDefaults, OrpheusConfig, parse_config
 from .layers import OrpheusWeights
 from .options import OPTIONS
-from .spec import model_spec
+from .spec import DTYPE_POLICY, model_spec
 from .tokens import (
     CODES,
     DEFAULT_VOICE,
@@ -62,7 +63,6 @@ from .tokens import (
 )
 
 SNAC_HUB_ID = "hubertsiuzdak/snac_24khz"
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 NEG_INF = float("-inf")
 UNIFORM_BLOCK = 64
 
@@ -145,8 +145,7 @@ class OrpheusProgram(ModelProgram):
 
     @classmethod
     def load(cls, source: str, device: str = "cpu", dtype: str = "float32") -> OrpheusProgram:
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        lm_dtype = DTYPE_POLICY.torch_dtype("lm", dtype)
         from tokenizers import Tokenizer
 
         root = resolve(source)
@@ -161,17 +160,18 @@ class OrpheusProgram(ModelProgram):
         gpath = root / "generation_config.json"
         gen = GenerationDefaults.from_dict(read_json(gpath)) if gpath.exists() else GenerationDefaults()
         with torch.device("meta"):
-            weights = OrpheusWeights(cfg).to(DTYPES[dtype])
+            weights = OrpheusWeights(cfg).to(lm_dtype)
         ignore = ("lm_head.",) if cfg.tie_word_embeddings else ()
-        fill_module(weights, checkpoint_entries(root), root, device, DTYPES[dtype], ignore_prefixes=ignore)
+        fill_module(weights, checkpoint_entries(root), root, device, lm_dtype, ignore_prefixes=ignore)
         name = source if not Path(source).exists() else root.name
-        return cls(root, cfg, gen, weights.eval(), tok, torch.device(device), DTYPES[dtype], name)
+        return cls(root, cfg, gen, weights.eval(), tok, torch.device(device), lm_dtype, name)
 
     @property
     def codec_model(self) -> OrpheusCodec:
         if self._codec is None:
             self._codec = OrpheusCodec.load(
-                resolve_codec(self.root), device=str(self.device), dtype=self.dtype
+                resolve_codec(self.root), device=str(self.device),
+                dtype=DTYPE_POLICY.torch_dtype("codec", dtype_name(self.dtype)),
             )
         return self._codec
 

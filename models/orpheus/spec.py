@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 from ..base import ChunkSchedule, ModelSpec
+from ..dtypes import FOLLOWS, DtypePolicy, Part
 from ..locate import read_json
 from .config import parse_config
 from .tokens import FRAME_TOKENS, VOICES
@@ -17,6 +18,12 @@ HOLD_FRAMES = 3  # the "whole" mode's hold-back for snac_24khz (codec.py: 5,636 
 # A frame is 7 LM steps and SNAC needs 4 frames before the first audio in either mode, so chunk 0 is 4 frames
 # (28 steps; "whole" plays 1 of them); then small chunks while the buffer is one frame deep, growing to 16.
 DEFAULT_CHUNKS = ChunkSchedule(first=4, ramp=(1, 2, 4, 8), steady=16)
+
+# The Llama backbone and SNAC follow --dtype.
+DTYPE_POLICY = DtypePolicy(parts={
+    "lm": Part(FOLLOWS, ("weights",)),
+    "codec": Part(FOLLOWS, ("codec_model.net",)),
+})
 
 
 def codec_rates(codec_config: Path | None) -> tuple[int, int, float]:

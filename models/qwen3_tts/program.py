@@ -37,6 +37,7 @@ from ..base import (
 )
 from ..checkpoint import checkpoint_entries, fill_module, read_json, resolve
 from ..device_memory import pool_zeros
+from ..dtypes import dtype_name
 from ..layers import PagedBatch
 from ..text_tokenizer import TextTokenizer
 from .config import GenerationDefaults, Qwen3TTSConfig, parse_config
@@ -44,14 +45,13 @@ from .options import OPTIONS
 from .prompt import PromptEmbeds, build_prompt
 from .row_state import MIN_NEW_TOKENS, RowState, next_uniforms, peek_uniforms
 from .sampling import BatchSampling, RowSampling, select, talker_masks
-from .spec import DEFAULT_CHUNKS, SAMPLE_RATE, SAMPLES_PER_FRAME, model_spec  # noqa: F401 (re-exported)
+from .spec import DEFAULT_CHUNKS, DTYPE_POLICY, SAMPLE_RATE, SAMPLES_PER_FRAME, model_spec  # noqa: F401 (re-exported)
 from .talker import Qwen3TTSWeights
 from .validate import QwenOptions, Validated, reference_clip, validate_request
 
 if TYPE_CHECKING:
     from .codec import Qwen3TTSCodec
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def assistant_text(text: str) -> str:
@@ -113,8 +113,7 @@ class Qwen3TTSProgram(ModelProgram):
     @classmethod
     def load(cls, source: str, device: str = "cpu", dtype: str = "float32") -> Qwen3TTSProgram:
         root = resolve(source)
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        lm_dtype = DTYPE_POLICY.torch_dtype("lm", dtype)
         cfg = parse_config(read_json(root / "config.json"), str(root / "config.json"))
         gpath = root / "generation_config.json"
         gen = (GenerationDefaults.from_dict(read_json(gpath), str(gpath)) if gpath.exists()
@@ -122,10 +121,10 @@ class Qwen3TTSProgram(ModelProgram):
         with torch.device("meta"):
             weights = Qwen3TTSWeights(cfg.talker)
         # speaker_encoder.* belongs to the audio side (loaded with the speaker encoder on demand).
-        load_weights_meta(weights, root, device, DTYPES[dtype])
+        load_weights_meta(weights, root, device, lm_dtype)
         tok = TextTokenizer.from_dir(root)
         name = source if not Path(source).exists() else root.name
-        return cls(root, cfg, gen, weights.eval(), tok, torch.device(device), DTYPES[dtype], name)
+        return cls(root, cfg, gen, weights.eval(), tok, torch.device(device), lm_dtype, name)
 
     # --- host: prompts -----------------------------------------------------------------------------
     def resolve_sampling(self, p: SamplingParams, o: QwenOptions | None = None) -> RowSampling:
@@ -317,7 +316,8 @@ class Qwen3TTSProgram(ModelProgram):
         if self._codec is None:
             from .codec import Qwen3TTSCodec
 
-            self._codec = Qwen3TTSCodec.from_checkpoint(self.root, device=self.device, dtype=self.dtype)
+            codec_dtype = DTYPE_POLICY.torch_dtype("codec", dtype_name(self.dtype))
+            self._codec = Qwen3TTSCodec.from_checkpoint(self.root, device=self.device, dtype=codec_dtype)
         return self._codec
 
     # --- stages ------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..base import ChunkSchedule, ModelSpec
+from ..dtypes import FOLLOWS, DtypePolicy, Part
 from ..locate import read_json
 from .config import Qwen3TTSConfig, parse_config
 
@@ -17,6 +18,13 @@ SAMPLES_PER_FRAME = 1920
 DEFAULT_CHUNKS = ChunkSchedule(first=1, ramp=(2, 4, 8), steady=10)
 MODES = {"custom_voice": ("custom_voice",), "voice_design": ("voice_design",),
          "base": ("clone_xvec", "clone_icl")}
+
+# Every part follows --dtype (the speaker encoder, read on the first clone, too).
+DTYPE_POLICY = DtypePolicy(parts={
+    "lm": Part(FOLLOWS, ("weights",)),
+    "codec": Part(FOLLOWS, ("codec_model.decoder",)),
+    "speaker_encoder": Part(FOLLOWS, ()),
+})
 
 
 def model_spec(cfg: Qwen3TTSConfig, name: str) -> ModelSpec:

@@ -14,11 +14,13 @@ from typing import Any
 import torch
 
 from ..base import CheckpointError
+from ..dtypes import torch_dtype
 from .codec_files import DEFAULT_RATES, NEEDS, codec_folder, codec_rates  # noqa: F401 - torch-free
 from .config import SpeechLMConfig
 
 
-def load_codec(cfg: SpeechLMConfig, device: torch.device) -> Any:
+def load_codec(cfg: SpeechLMConfig, device: torch.device, dtype: str = "float32") -> Any:
+    """The checkpoint's codec decoder in `dtype` (the codec part of spec.DTYPE_POLICY)."""
     choice = cfg.codec.get("codec_choice")
     if choice not in NEEDS:
         raise CheckpointError(f"{cfg.train_yaml}: multimodal_io.discrete_audio.codec_choice {choice!r} has "
@@ -30,7 +32,8 @@ def load_codec(cfg: SpeechLMConfig, device: torch.device) -> Any:
     if choice == "ESPnet":
         from .espnet_dac_stream import EspnetDacDecoder
 
-        return EspnetDacDecoder.load(folder, device, n_streams=cfg.layout.codec_streams)
+        return EspnetDacDecoder.load(folder, device, n_streams=cfg.layout.codec_streams,
+                                     dtype=torch_dtype(dtype))
     from .xcodec import XcodecDecoder
 
-    return XcodecDecoder.load(folder, device, n_streams=cfg.layout.codec_streams)
+    return XcodecDecoder.load(folder, device, n_streams=cfg.layout.codec_streams, dtype=dtype)

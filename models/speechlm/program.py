@@ -43,18 +43,18 @@ from ..base import (
     TextWritten,
     check_numbers,
 )
+from ..dtypes import dtype_name
 from ..layers import PagedBatch
 from ..sampling import request_generator
 from .config import ASSISTANT, BOS, EOS, EOT, SPECIAL_ID, SpeechLMConfig, is_speechlm_dir, load_config
 from .head import CandidateHead
 from .options import MAX_SEGMENTS, OPTIONS
 from .phases import DETECT, Masks, Phase, special
-from .spec import DEFAULT_CHUNKS, speechlm_spec  # noqa: F401 - DEFAULT_CHUNKS re-exported
+from .spec import DEFAULT_CHUNKS, DTYPE_POLICY, speechlm_spec  # noqa: F401 - DEFAULT_CHUNKS re-exported
 from .text import TextIO
 from .weights import load_lm
 
 log = logging.getLogger(__name__)
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 @dataclass
@@ -110,15 +110,14 @@ class SpeechLMProgram(ModelProgram):
     # --- loading ---------------------------------------------------------------------------------
     @classmethod
     def load(cls, source: str, device: str = "cpu", dtype: str = "float32") -> SpeechLMProgram:
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        lm_dtype = DTYPE_POLICY.torch_dtype("lm", dtype)
         root = Path(source).expanduser()
         if not is_speechlm_dir(root):
             raise CheckpointError(f"{root} is not an ESPnet SpeechLM checkpoint folder (one train*.yaml, "
                                   "inference.yaml and model.pt)")
         cfg = load_config(root)
-        lm = load_lm(cfg, torch.device(device), DTYPES[dtype])
-        return cls(cfg, lm, TextIO(cfg.tokenizer_dir), torch.device(device), DTYPES[dtype], root.name)
+        lm = load_lm(cfg, torch.device(device), lm_dtype)
+        return cls(cfg, lm, TextIO(cfg.tokenizer_dir), torch.device(device), lm_dtype, root.name)
 
     def _codec_rates(self) -> tuple[int, int]:
         from .codec import codec_rates
@@ -130,7 +129,8 @@ class SpeechLMProgram(ModelProgram):
         if self._codec is None:
             from .codec import load_codec
 
-            self._codec = load_codec(self.cfg, self.device)
+            codec_dtype = DTYPE_POLICY.name("codec", dtype_name(self.dtype))
+            self._codec = load_codec(self.cfg, self.device, codec_dtype)
         return self._codec
 
     @property

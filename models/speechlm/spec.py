@@ -6,11 +6,21 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..base import ChunkSchedule, ModelSpec
+from ..dtypes import FLOAT32_AT_LEAST, FOLLOWS, DtypePolicy, Fixed, Part
 from .codec_files import codec_rates
 from .config import SpeechLMConfig, load_config
 
 # X-Codec at 50 frames/s: a 10-frame first chunk (200 ms), then larger chunks once playback is buffered.
 DEFAULT_CHUNKS = ChunkSchedule(first=10, ramp=(25,), steady=50)
+
+# The LM follows --dtype; the X-Codec / ESPnet DAC decoder and X-Codec's encoder keep float32 (as ESPnet
+# runs its codec), and so does the LM's unused `vocab_weight` (training loss weights, float32 in the file).
+DTYPE_POLICY = DtypePolicy(parts={
+    "lm": Part(FOLLOWS, ("lm",)),
+    "vocab_weight": Part(Fixed("float32"), ("lm.vocab_weight",)),
+    "codec": Part(FLOAT32_AT_LEAST, ("codec_model.net",)),
+    "encoder": Part(FLOAT32_AT_LEAST, ()),
+})
 
 
 def speechlm_spec(cfg: SpeechLMConfig, name: str) -> ModelSpec:

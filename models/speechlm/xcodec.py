@@ -27,8 +27,9 @@ from torch import nn
 from ..base import CheckpointError
 from ..checkpoint import read_json
 from ..codecs.dac.codec import DacCodec
-from ..codecs.dac.layers import Conv, ConvTranspose, DacNet, Decoder, Pos, ResidualUnit, Stream
-from ..weights import fold_weight_norm, source_keys
+from ..codecs.dac.layers import Conv, ConvTranspose, DacNet, Decoder, ResidualUnit
+from ..dtypes import torch_dtype
+from ..weights import assign_weights, read_source, source_keys
 
 
 @dataclass(frozen=True)
@@ -76,25 +77,6 @@ class XcodecShape:
                    sampling_rate=sr)
 
 
-class XcodecAcousticDecoder(Decoder):
-    """Dia's DAC decoder with X-Codec's two changes: output_padding stride % 2, no tanh."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.conv1(x)
-        for blk in self.block:
-            t = blk.conv_t1
-            x = F.conv_transpose1d(blk.snake1(x), t.weight, t.bias, t.stride, t.padding,
-                                   output_padding=t.stride % 2)
-            x = blk.res_unit3(blk.res_unit2(blk.res_unit1(x)))
-        return self.conv2(self.snake1(x))
-
-    def stream(self, x: torch.Tensor, st: Stream) -> tuple[torch.Tensor, Pos]:
-        x, pos = self.conv1.stream(x, st, Pos(1, 0))
-        for blk in self.block:
-            x, pos = blk.stream(x, st, pos)
-        return self.conv2.stream(self.snake1(x), st, pos)
-
-
 class XcodecQuantizer(nn.Module):
     """Codes -> acoustic latent: the RVQ sum in quantizer order, then fc2 (what decode does before the
     acoustic decoder)."""
@@ -126,7 +108,8 @@ class XcodecNet(DacNet):
     def __init__(self, shape: XcodecShape) -> None:
         nn.Module.__init__(self)  # not DacNet's: it would build a DAC encoder and quantizer
         self.cfg = shape  # type: ignore[assignment]
-        self.decoder = XcodecAcousticDecoder(shape)  # type: ignore[arg-type]
+        # DAC's decoder with X-Codec's two changes: output_padding stride % 2, no tanh
+        self.decoder = Decoder(shape, shape.hidden_size, odd_stride_padding=True, tanh=False)
         self.quantizer = XcodecQuantizer(shape)  # type: ignore[assignment]
         for name, m in self.decoder.named_modules():
             if isinstance(m, Conv | ConvTranspose | ResidualUnit):
@@ -153,11 +136,7 @@ def read_weights(net: XcodecNet, file: Path) -> dict[str, torch.Tensor]:
             shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
             for k, v in net.state_dict().items():
                 srcs = source_keys(file_key(k), tuple(v.shape), shapes, file)
-                ts = [f.get_tensor(s) for s in srcs]
-                for s, t in zip(srcs, ts, strict=True):
-                    if t.is_floating_point() and not torch.isfinite(t).all():
-                        raise CheckpointError(f"tensor {s!r} in {file} holds NaN or inf values")
-                out[k] = ts[0] if len(ts) == 1 else fold_weight_norm(ts[0], ts[1])
+                out[k] = read_source(f.get_tensor, srcs, file)
     except SafetensorError as e:
         raise CheckpointError(f"cannot read {file} (corrupt or truncated safetensors file?): {e}") from e
     return out
@@ -174,7 +153,5 @@ class XcodecDecoder(DacCodec):
         with torch.device("meta"):
             net = XcodecNet(shape)
         state = read_weights(net, Path(root) / "model.safetensors")
-        dt = {"float32": torch.float32, "float64": torch.float64}[dtype]
-        net.load_state_dict({k: v.to(device=device, dtype=dt) for k, v in state.items()}, strict=True,
-                            assign=True)
-        return cls(net)  # type: ignore[arg-type]
+        dt = torch_dtype(dtype, ("float32", "float64"))
+        return cls(assign_weights(net, state, device, dt))  # type: ignore[arg-type]

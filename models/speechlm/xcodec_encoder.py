@@ -31,8 +31,8 @@ from torch import nn
 from ..base import CheckpointError
 from ..checkpoint import read_json
 from ..codecs.xcodec.encoder import AcousticEncoder, HiggsEncoderConfig, SemanticEncoder
-from ..codecs.xcodec.hubert import Hubert, HubertConfig, fold_kernel_weight_norm
-from ..weights import fold_weight_norm, source_keys
+from ..codecs.xcodec.hubert import Hubert, fold_kernel_weight_norm
+from ..weights import assign_weights, fold_weight_norm, source_keys
 
 CODEC_PREFIX = "multimodal_io_dict.discrete_audio.codec_model."
 POS_CONV = "semantic_model.encoder.pos_conv_embed.conv.weight"
@@ -47,30 +47,13 @@ def read_config(path: Path, n_streams: int) -> tuple[HiggsEncoderConfig, int]:
     the target bandwidth closest to log2(cb) * frame_rate / 1000 * streams (kbps), XcodecModel then runs
     floor(bandwidth / (log2(cb) * frame_rate / 1000)) quantizers (frame_rate = ceil(sr / hop))."""
     d = read_json(path)
-    ac = d.get("acoustic_model_config") or {}
-    sem = d.get("semantic_model_config") or {}
     try:
-        semantic = HubertConfig.from_dict(sem, str(path))
-        acoustic = int(ac.get("hidden_size", 256))
-        dim = d.get("codebook_dim")
         sr = int(d.get("sample_rate", 16000))
-        cfg = HiggsEncoderConfig(
-            sample_rate=sr,
-            semantic_sample_rate=sr,
-            downsampling_ratios=tuple(int(x) for x in ac.get("downsampling_ratios", [8, 5, 4, 2])),
-            encoder_hidden_size=int(ac.get("encoder_hidden_size", 64)),
-            acoustic_hidden=acoustic,
-            semantic=semantic,
-            kernel_size=int(d.get("kernel_size", 3)),
-            channel_ratios=tuple(float(x) for x in d.get("channel_ratios", [1, 1])),
-            strides=tuple(int(x) for x in d.get("strides", [1, 1])),
-            block_dilations=tuple(int(x) for x in d.get("block_dilations", [1, 1])),
-            unit_kernel_size=int(d.get("unit_kernel_size", 3)),
-            codebook_size=int(d.get("codebook_size", 1024)),
-            codebook_dim=acoustic + semantic.hidden_size if dim is None else int(dim),
-            bandwidth=0.0,
-            downsample_factor=math.prod(int(x) for x in ac.get("downsampling_ratios", [8, 5, 4, 2])),
-        )
+        # X-Codec runs HuBERT at its own rate, downsamples by its hop and chooses its
+        # bandwidth per stream count (below)
+        cfg = HiggsEncoderConfig.from_dict(d, str(path), sample_rate=sr, semantic_sample_rate=sr,
+                                           codebook_dim=d.get("codebook_dim"), bandwidth=0.0,
+                                           downsample_factor=None)
         bandwidths = [float(b) for b in d.get("target_bandwidths", [0.5, 1, 1.5, 2, 4])]
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{path}: invalid X-Codec setting ({e})") from None
@@ -238,10 +221,7 @@ class XcodecEncoder:
                 raise CheckpointError(
                     f"cannot read {file} (corrupt or truncated safetensors file?): {e}"
                 ) from e
-        net.load_state_dict(
-            {k: v.to(device=device, dtype=torch.float32) for k, v in state.items()}, strict=True, assign=True
-        )
-        return cls(net)
+        return cls(assign_weights(net, state, device, torch.float32))
 
     @torch.inference_mode()
     def encode(self, x: torch.Tensor) -> torch.Tensor:

@@ -52,11 +52,9 @@ from .config import GenerationDefaults, VibeVoiceConfig, parse_config
 from .options import OPTIONS
 from .prompt import TextTokenizer
 from .solver import SolverPlan
-from .spec import DEFAULT_VOICE, model_spec
+from .spec import DEFAULT_VOICE, DTYPE_POLICY, model_spec
 from .weights import SKIPPED, VibeVoiceWeights
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
-          "float64": torch.float64}
 DEFAULT_MAX_TOKENS = 1200  # 160 s at 7.5 Hz when generation_config.json names no length
 POS, UNC, NEG = 0, 1, 2  # a row's sequences: the conditional LM, the token guidance's, the diffusion negative
 
@@ -113,8 +111,7 @@ class VibeVoiceProgram(ModelProgram):
 
     @classmethod
     def load(cls, source: str, device: str = "cpu", dtype: str = "float32") -> VibeVoiceProgram:
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        lm_dtype = DTYPE_POLICY.torch_dtype("lm", dtype)
         root = resolve(source)
         cfg = parse_config(read_json(root / "config.json"), str(root / "config.json"))
         gen = GenerationDefaults.read(root / "generation_config.json")
@@ -122,10 +119,10 @@ class VibeVoiceProgram(ModelProgram):
         entries = checkpoint_entries(root)
         own_head = "lm_head.weight" in entries or not cfg.text.tie_word_embeddings
         with torch.device("meta"):
-            weights = VibeVoiceWeights(cfg, own_head).to(DTYPES[dtype])
-        fill_module(weights, entries, root, device, DTYPES[dtype], ignore_prefixes=SKIPPED)
+            weights = VibeVoiceWeights(cfg, own_head).to(lm_dtype)
+        fill_module(weights, entries, root, device, lm_dtype, ignore_prefixes=SKIPPED)
         name = source if not Path(source).exists() else root.name
-        return cls(root, cfg, gen, weights.eval(), tok, torch.device(device), DTYPES[dtype], name)
+        return cls(root, cfg, gen, weights.eval(), tok, torch.device(device), lm_dtype, name)
 
     def solver_plan(self, steps: int) -> SolverPlan:
         if steps not in self._plans:

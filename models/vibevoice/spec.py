@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base import ChunkSchedule, ModelSpec
+from ..dtypes import DTYPE_NAMES, FOLLOWS, DtypePolicy, Part
 from ..locate import read_json
 
 VOICES = ("0", "1", "2", "3")
@@ -23,6 +24,11 @@ SAMPLE_RATE = 24000
 # A frame is 133 ms of audio decoded in the LM step, so the codec lane costs nothing: a 1-frame first chunk
 # gives the earliest first audio, then larger chunks to fewer lane passes.
 DEFAULT_CHUNKS = ChunkSchedule(first=1, ramp=(2, 4), steady=8)
+
+# One checkpoint, one dtype: the LM, the diffusion head and both tokenizers follow --dtype.
+DTYPE_POLICY = DtypePolicy(parts={
+    "lm": Part(FOLLOWS, ("weights",)),
+}, accepts=DTYPE_NAMES)
 
 
 def hop_of(raw: dict[str, Any]) -> int:

@@ -32,11 +32,11 @@ from typing import Any
 
 import torch
 
+from ..dtypes import torch_dtype
 from .layout import SIZES, config_dict, tensor_shapes, write_side_files
 from .shards import write_weights
 
 SEED = 0
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 MARK, LEAD = 30.0, 4.0
 CODEC_PREFIXES = ("model.audio_tower.", "model.semantic_tokenizer_encoder.")
 
@@ -88,8 +88,7 @@ def build(out: Path, size: str = "tiny", seed: int = SEED, max_new_tokens: int =
     if size not in SIZES:
         raise ValueError(f"size must be one of {', '.join(SIZES)}, got {size!r}")
     dtype = dtype or ("bfloat16" if size == "real" else "float32")
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    weights_dtype = torch_dtype(dtype, ("float32", "bfloat16"))
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"{out} exists and is not empty; give a new folder")
@@ -103,9 +102,9 @@ def build(out: Path, size: str = "tiny", seed: int = SEED, max_new_tokens: int =
             from .ends import calibrated_tensors
 
             tensors = calibrated_tensors(work, dict(draw_tensors(cfg, seed, marked=False)))
-            write_weights(work, iter(sorted(tensors.items())), DTYPES[dtype])
+            write_weights(work, iter(sorted(tensors.items())), weights_dtype)
         else:
-            write_weights(work, draw_tensors(cfg, seed, marked=True), DTYPES[dtype])
+            write_weights(work, draw_tensors(cfg, seed, marked=True), weights_dtype)
         if out.exists():
             out.rmdir()
         work.rename(out)

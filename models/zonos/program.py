@@ -46,6 +46,7 @@ from ..base import (
 )
 from ..checkpoint import checkpoint_entries, fill_module
 from ..device_memory import pool_zeros
+from ..dtypes import dtype_name
 from ..layers import PagedBatch
 from ..locate import cached_snapshot, offline_note, read_json, resolve
 from .config import CODEBOOKS, ZonosConfig, parse_config
@@ -56,10 +57,9 @@ from .sampling import RowSampling, choose, guide, penalize
 from .sampling import resolve as resolve_sampling
 from .speaker_features import check_clip
 from .speaker_model import SpeakerClips
-from .spec import DEFAULT_MAX_FRAMES, MAX_CONTEXT, model_spec, speaker_files
+from .spec import DEFAULT_MAX_FRAMES, DTYPE_POLICY, MAX_CONTEXT, model_spec, speaker_files
 from .text import language_id, phoneme_ids, warm_up_text
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 DEFAULT_GUIDANCE = 2.0  # the reference's generate(cfg_scale=2.0)
 SPEAKER_DIM = 128
 DAC_HUB_ID = "descript/dac_44khz"
@@ -123,15 +123,14 @@ class ZonosProgram(ModelProgram):
     # --- loading ---------------------------------------------------------------------------------
     @classmethod
     def load(cls, source: str, device: str = "cpu", dtype: str = "float32") -> ZonosProgram:
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        lm_dtype = DTYPE_POLICY.torch_dtype("lm", dtype)
         root = resolve(source)
         cfg = parse_config(read_json(root / "config.json"), str(root / "config.json"))
         with torch.device("meta"):
             weights = ZonosWeights(cfg)
-        fill_module(weights, checkpoint_entries(root), root, torch.device(device), DTYPES[dtype])
+        fill_module(weights, checkpoint_entries(root), root, torch.device(device), lm_dtype)
         name = source if not Path(source).exists() else root.name
-        program = cls(root, cfg, weights.eval(), torch.device(device), DTYPES[dtype], name)
+        program = cls(root, cfg, weights.eval(), torch.device(device), lm_dtype, name)
         warm_up_text()
         return program
 
@@ -140,7 +139,7 @@ class ZonosProgram(ModelProgram):
         if self._codec is None:
             from ..codecs.dac.codec import DacCodec
 
-            dtype = next(k for k, v in DTYPES.items() if v == self.dtype)
+            dtype = DTYPE_POLICY.name("codec", dtype_name(self.dtype))
             self._codec = DacCodec.load(resolve_codec(self.root), device=str(self.device), dtype=dtype)
         return self._codec
 

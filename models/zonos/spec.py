@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..base import ChunkSchedule, ModelSpec
 from ..codecs.dac.config import decoder_lookahead_frames
+from ..dtypes import FOLLOWS, DtypePolicy, Fixed, Part
 from .text import LANGUAGES
 
 SAMPLE_RATE = 44100
@@ -17,6 +18,14 @@ DEFAULT_MAX_FRAMES = 86 * 30  # the reference's generate(max_new_tokens=86 * 30)
 # 2.7 frames and the chunks then grow with the buffered audio (recipes/zonos-v0.1.toml).
 DEFAULT_CHUNKS = ChunkSchedule(first=12, ramp=(4, 6, 10, 16, 24, 40), steady=48)
 DAC_RATIOS = (8, 8, 4, 2)
+
+# The backbone, its conditioners and the DAC codec follow --dtype; the speaker embedder (read on the
+# first clone) runs in float32, as the reference's.
+DTYPE_POLICY = DtypePolicy(parts={
+    "lm": Part(FOLLOWS, ("weights",)),
+    "codec": Part(FOLLOWS, ("codec_model.net",)),
+    "speaker_encoder": Part(Fixed("float32"), ()),
+})
 
 
 def speaker_files(root: Path) -> dict[str, Path]:

@@ -33,13 +33,12 @@ from safetensors import SafetensorError, safe_open
 
 from ...base import CheckpointError, CodecItem, InputError, check_codec_batch
 from ...device_memory import pool_zeros
-from ...weights import fold_weight_norm, source_keys
+from ...dtypes import torch_dtype
+from ...weights import assign_weights, read_source, refuse_extra, source_keys
 from .config import DacCodecConfig
 from .layers import END_UNKNOWN, DacNet, Stream
 
 DAC_HUB_ID = "descript/dac_44khz"
-DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
-           "float16": torch.float16}
 
 
 class DacCodec:
@@ -67,18 +66,14 @@ class DacCodec:
     @classmethod
     def load(cls, root: Path, device: str = "cpu", dtype: str = "float32") -> DacCodec:
         root = Path(root)
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        dt = torch_dtype(dtype)  # the family's codec part (its spec's DTYPE_POLICY)
         if not root.is_dir():
             raise CheckpointError(f"DAC codec folder {root} does not exist")
         cfg = DacCodecConfig.read(root / "config.json")
         with torch.device("meta"):
             net = DacNet(cfg)
         state = read_dac_weights(net, root / "model.safetensors")
-        net.load_state_dict(
-            {k: v.to(device=device, dtype=DTYPES[dtype]) for k, v in state.items()}, strict=True, assign=True
-        )
-        return cls(net)
+        return cls(assign_weights(net, state, device, dt))
 
     @property
     def device(self) -> torch.device:
@@ -235,19 +230,8 @@ def read_dac_weights(net: DacNet, file: Path) -> dict[str, torch.Tensor]:
                 plan[k] = source_keys(k, shape, shapes, file)
             used = {s for srcs in plan.values() for s in srcs}
             extra = sorted(set(shapes) - used)
-            if extra:
-                raise CheckpointError(
-                    f"checkpoint {file} has unexpected tensor {extra[0]!r}"
-                    + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else "")
-                    + "; its config.json does not describe these weights"
-                )
-            out: dict[str, torch.Tensor] = {}
-            for k, srcs in plan.items():
-                ts = [f.get_tensor(s) for s in srcs]
-                for s, t in zip(srcs, ts, strict=True):
-                    if t.is_floating_point() and not torch.isfinite(t).all():
-                        raise CheckpointError(f"tensor {s!r} in {file} holds NaN or inf values")
-                out[k] = ts[0] if len(ts) == 1 else fold_weight_norm(ts[0], ts[1])
+            refuse_extra(extra, file)
+            out = {k: read_source(f.get_tensor, srcs, file) for k, srcs in plan.items()}
     except SafetensorError as e:
         raise CheckpointError(f"cannot read {file} (corrupt or truncated safetensors file?): {e}") from e
     return out

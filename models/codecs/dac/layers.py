@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -112,18 +112,21 @@ class Conv(nn.Module):
 
 
 class ConvTranspose(nn.Module):
-    """ConvTranspose1d(kernel 2s, stride s, padding s/2): output block i (s samples) reads inputs i-1, i."""
+    """ConvTranspose1d(kernel 2s, stride s, padding s/2): output block i (s samples) reads inputs i-1, i.
+    `odd_stride_padding` (X-Codec's and Higgs' decoders): output_padding s % 2, so an odd stride gives s
+    samples per input too; streaming is the same (the extra sample only lengthens the offline output)."""
 
-    def __init__(self, cin: int, cout: int, stride: int) -> None:
+    def __init__(self, cin: int, cout: int, stride: int, odd_stride_padding: bool = False) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.empty(cin, cout, 2 * stride))
         self.bias = nn.Parameter(torch.empty(cout))
         self.stride = stride
         self.padding = math.ceil(stride / 2)
+        self.output_padding = stride % 2 if odd_stride_padding else 0
         self.state_key = ""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.conv_transpose1d(x, self.weight, self.bias, self.stride, self.padding)
+        return F.conv_transpose1d(x, self.weight, self.bias, self.stride, self.padding, self.output_padding)
 
     def state_shapes(self) -> dict[str, tuple[int, ...]]:
         return {self.state_key: (self.weight.shape[0], 1)}
@@ -166,10 +169,10 @@ class ResidualUnit(nn.Module):
 
 
 class DecoderBlock(nn.Module):
-    def __init__(self, cin: int, cout: int, stride: int) -> None:
+    def __init__(self, cin: int, cout: int, stride: int, odd_stride_padding: bool = False) -> None:
         super().__init__()
         self.snake1 = Snake1d(cin)
-        self.conv_t1 = ConvTranspose(cin, cout, stride)
+        self.conv_t1 = ConvTranspose(cin, cout, stride, odd_stride_padding)
         self.res_unit1 = ResidualUnit(cout, 1)
         self.res_unit2 = ResidualUnit(cout, 3)
         self.res_unit3 = ResidualUnit(cout, 9)
@@ -185,25 +188,38 @@ class DecoderBlock(nn.Module):
         return x, pos
 
 
-class Decoder(nn.Module):
-    """conv1 (k7) -> upsampling blocks -> Snake -> conv2 (k7, to 1 channel) -> tanh."""
+class DecoderSizes(Protocol):
+    """What the decoder reads of a codec's config (DAC's, Higgs', X-Codec's)."""
 
-    def __init__(self, cfg: DacCodecConfig) -> None:
+    decoder_hidden_size: int
+    upsampling_ratios: tuple[int, ...]
+
+
+class Decoder(nn.Module):
+    """conv1 (k7) -> upsampling blocks -> Snake -> conv2 (k7, to 1 channel) -> tanh: DAC's decoder, and
+    with `odd_stride_padding` and no tanh (`tanh=False`) the acoustic decoder of X-Codec and Higgs'
+    tokenizer. `in_channels`: the latent width (DAC's `hidden_size`)."""
+
+    def __init__(self, cfg: DecoderSizes, in_channels: int, odd_stride_padding: bool = False,
+                 tanh: bool = True) -> None:
         super().__init__()
         ch = cfg.decoder_hidden_size
-        self.conv1 = Conv(cfg.hidden_size, ch, 7)
+        self.conv1 = Conv(in_channels, ch, 7)
         self.block = nn.ModuleList(
-            [DecoderBlock(ch // 2**i, ch // 2 ** (i + 1), s) for i, s in enumerate(cfg.upsampling_ratios)]
+            [DecoderBlock(ch // 2**i, ch // 2 ** (i + 1), s, odd_stride_padding)
+             for i, s in enumerate(cfg.upsampling_ratios)]
         )
         out = ch // 2 ** len(cfg.upsampling_ratios)
         self.snake1 = Snake1d(out)
         self.conv2 = Conv(out, 1, 7)
+        self.tanh = tanh
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.conv1(x)
         for blk in self.block:
             x = blk(x)
-        return torch.tanh(self.conv2(self.snake1(x)))
+        x = self.conv2(self.snake1(x))
+        return torch.tanh(x) if self.tanh else x
 
     def stream(self, x: torch.Tensor, st: Stream) -> tuple[torch.Tensor, Pos]:
         """Latents [B, hidden, L] at frame rate -> wav stream [B, 1, L * hop] and its (rate, delay)."""
@@ -211,7 +227,7 @@ class Decoder(nn.Module):
         for blk in self.block:
             x, pos = blk.stream(x, st, pos)
         x, pos = self.conv2.stream(self.snake1(x), st, pos)
-        return torch.tanh(x), pos
+        return (torch.tanh(x) if self.tanh else x), pos
 
     def lookahead_samples(self) -> int:
         """Output samples each streamed sample waits for: the decoder's total right context."""
@@ -312,7 +328,7 @@ class DacNet(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.encoder = Encoder(cfg)
-        self.decoder = Decoder(cfg)
+        self.decoder = Decoder(cfg, cfg.hidden_size)
         self.quantizer = ResidualVQ(cfg)
         for name, m in self.decoder.named_modules():
             if isinstance(m, Conv | ConvTranspose | ResidualUnit):

@@ -5,7 +5,7 @@ upsampling stack to the iSTFT. Names follow upstream's hift.pt."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import torch
@@ -13,16 +13,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import HiFTConfig
-
-# The vocoder runs in float32 whatever lower precision the LM and flow run in (upstream halves only those
-# two; the source signal is float32 and the CPU has no bfloat16 istft); float64, asked for by the
-# exactness checks, it keeps. The loaders and the codecs apply it through `hift_dtype`.
-HIFT_DTYPE = torch.float32
-
-
-def hift_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The vocoder's dtype when the LM and flow run in `dtype`."""
-    return torch.float64 if dtype == torch.float64 else HIFT_DTYPE
 
 # (channels in, channels out, kernel, dilation) -> a convolution that keeps the length
 ConvFactory = Callable[[int, int, int, int], nn.Module]
@@ -68,11 +58,12 @@ WEIGHT_NORM_V = ".parametrizations.weight.original1"
 
 
 def fold_weight_norm(
-    sd: dict[str, torch.Tensor], dtype: torch.dtype, float64_prefixes: tuple[str, ...] = ()
+    sd: dict[str, torch.Tensor], dtype: torch.dtype, prefix_dtypes: Mapping[str, torch.dtype] | None = None
 ) -> dict[str, torch.Tensor]:
     """`X.parametrizations.weight.original0/1` -> `X.weight` = torch._weight_norm(v, g, 0), the value
-    torch's parametrization gives when the module runs in `dtype` (float64 for modules upstream runs in
-    float64): computed in that dtype, as the parametrization recomputes it on every call."""
+    torch's parametrization gives when the module runs in `dtype` (or, under a prefix of `prefix_dtypes`,
+    in that prefix's dtype: float64 for modules upstream runs in float64): computed in that dtype, as the
+    parametrization recomputes it on every call."""
     out: dict[str, torch.Tensor] = {}
     for k, v in sd.items():
         if k.endswith(WEIGHT_NORM_V):
@@ -83,7 +74,7 @@ def fold_weight_norm(
             if vv is None:
                 out[k] = v  # reported as unexpected by the key check
                 continue
-            dt = torch.float64 if base.startswith(float64_prefixes) else dtype
+            dt = next((d for p, d in (prefix_dtypes or {}).items() if base.startswith(p)), dtype)
             g, vv = v.to(dt), vv.to(dt)
             out[base + ".weight"] = torch._weight_norm(vv, g, 0)
         else:

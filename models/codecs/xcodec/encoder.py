@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -58,28 +59,44 @@ class HiggsEncoderConfig:
         return int(max(1, math.floor(self.bandwidth / per_q)))
 
     @classmethod
-    def read(cls, path: Path) -> HiggsEncoderConfig:
-        d = read_json(path)
+    def from_dict(cls, d: dict[str, Any], where: str, sample_rate: int, semantic_sample_rate: int,
+                  codebook_dim: int | None, bandwidth: float, downsample_factor: int | None
+                  ) -> HiggsEncoderConfig:
+        """The sizes both configs write alike, from config.json `d`; the arguments are what the two
+        read differently (a codebook_dim or downsample_factor of None: the design's own, the fc width
+        and the hop). TypeError / ValueError / IndexError for a value of the wrong kind."""
         ac = d.get("acoustic_model_config") or {}
-        sem = d.get("semantic_model_config") or {}
+        semantic = HubertConfig.from_dict(d.get("semantic_model_config") or {}, where)
+        acoustic = int(ac.get("hidden_size", 256))
+        ratios = tuple(int(x) for x in ac.get("downsampling_ratios", [8, 5, 4, 2]))
+        return cls(
+            sample_rate=sample_rate,
+            semantic_sample_rate=semantic_sample_rate,
+            downsampling_ratios=ratios,
+            encoder_hidden_size=int(ac.get("encoder_hidden_size", 64)),
+            acoustic_hidden=acoustic,
+            semantic=semantic,
+            kernel_size=int(d.get("kernel_size", 3)),
+            channel_ratios=tuple(float(x) for x in d.get("channel_ratios", [1, 1])),
+            strides=tuple(int(x) for x in d.get("strides", [1, 1])),
+            block_dilations=tuple(int(x) for x in d.get("block_dilations", [1, 1])),
+            unit_kernel_size=int(d.get("unit_kernel_size", 3)),
+            codebook_size=int(d.get("codebook_size", 1024)),
+            codebook_dim=acoustic + semantic.hidden_size if codebook_dim is None else int(codebook_dim),
+            bandwidth=bandwidth,
+            downsample_factor=math.prod(ratios) if downsample_factor is None else downsample_factor,
+        )
+
+    @classmethod
+    def read(cls, path: Path) -> HiggsEncoderConfig:
+        """The Higgs audio tokenizer's config.json (24 kHz; HuBERT at 16 kHz)."""
+        d = read_json(path)
         try:
-            semantic = HubertConfig.from_dict(sem, str(path))
-            acoustic = int(ac.get("hidden_size", 256))
-            dim = d.get("codebook_dim", 64)
-            cfg = cls(
+            cfg = cls.from_dict(
+                d, str(path),
                 sample_rate=int(d.get("sample_rate", 24000)),
                 semantic_sample_rate=int(d.get("semantic_sample_rate", 16000)),
-                downsampling_ratios=tuple(int(x) for x in ac.get("downsampling_ratios", [8, 5, 4, 2])),
-                encoder_hidden_size=int(ac.get("encoder_hidden_size", 64)),
-                acoustic_hidden=acoustic,
-                semantic=semantic,
-                kernel_size=int(d.get("kernel_size", 3)),
-                channel_ratios=tuple(float(x) for x in d.get("channel_ratios", [1, 1])),
-                strides=tuple(int(x) for x in d.get("strides", [1, 1])),
-                block_dilations=tuple(int(x) for x in d.get("block_dilations", [1, 1])),
-                unit_kernel_size=int(d.get("unit_kernel_size", 3)),
-                codebook_size=int(d.get("codebook_size", 1024)),
-                codebook_dim=acoustic + semantic.hidden_size if dim is None else int(dim),
+                codebook_dim=d.get("codebook_dim", 64),
                 bandwidth=float(list(d.get("target_bandwidths", [0.5, 1, 1.5, 2, 4]))[-1]),
                 downsample_factor=int(d.get("downsample_factor", 320)),
             )
