@@ -27,7 +27,8 @@ ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Hub id, loc
                                               "'demo' (tiny, offline). Default: the recipe's model "
                                               "(Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice).")]
 VoiceOpt = Annotated[str | None, typer.Option("--voice", "-v", rich_help_panel=VOICE,
-                                              help="Speaker name (see vox voices).")]
+                                              help="A voice name from vox voices -m MODEL, or a voice "
+                                              "file (Kyutai *.safetensors, Zonos *.npy).")]
 LangOpt = Annotated[str | None, typer.Option("--lang", rich_help_panel=VOICE,
                                              help="Language (see vox voices); default auto.")]
 InstrOpt = Annotated[str | None, typer.Option("--instructions", rich_help_panel=VOICE,
@@ -128,7 +129,8 @@ def request_template(voice: str | None, lang: str | None, instructions: str | No
     sampling = sampling_params(greedy, temperature, top_k, top_p, repetition_penalty, prefix="--")
     return RequestTemplate(voice=voice, language=lang, instructions=instructions, seed=seed,
                            sampling=sampling,
-                           max_frames=max_frames, cfg_scale=cfg_scale)
+                           max_frames=max_frames, cfg_scale=cfg_scale,
+                           voice_paths=True)  # the command line's user owns the files it names
 
 
 def check_output_file(output: str | None, mkdir: bool = False) -> None:

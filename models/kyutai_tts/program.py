@@ -58,7 +58,6 @@ from .spec import MAX_STEPS, model_spec
 
 __all__ = ["KyutaiProgram", "TextFeed"]
 from .step import depformer_frame, main_step
-from .voices import resolve_voice
 
 DTYPES = {
     "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64
@@ -137,12 +136,9 @@ class KyutaiProgram(ModelProgram):
         if voice is None:
             raise InputError(f"model {self.spec.name} needs a voice: a voice file "
                              f"(*{self.cfg.voice_suffix}) or a name from `vox voices`")
-        path = resolve_voice(self.root, voice, self.cfg.voice_suffix)
-        if path is None:
-            raise InputError(f"no Kyutai voice {voice!r}: give a voice file (*{self.cfg.voice_suffix}) or "
-                             f"one "
-                             f"of {', '.join(self.spec.voices) or 'none found'} (see vox voices)")
-        return path
+        resolved = self.spec.resolve_voice(voice, request.voice_paths)
+        assert resolved.path is not None  # Kyutai's catalog holds files alone
+        return resolved.path
 
     def _cfg_index(self, request: SynthesisRequest) -> int | None:
         w = DEFAULT_CFG if request.cfg_scale is None else float(request.cfg_scale)
