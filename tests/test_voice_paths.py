@@ -1,7 +1,7 @@
 """A voice is a file path only from a local front end (models/voices.py): `vox say --voice FILE` works for a
 Kyutai checkpoint without a voices folder (the released kyutai/tts-1.6b-en_fr ships none), while over HTTP
 the same field naming a `.safetensors` file on the server, or a name climbing out of the voices folder, is
-a 400 and the engine is never asked (the demo-kyutai checkpoint, offline)."""
+a 400 and the engine is never asked, and so is a WebSocket start (the demo-kyutai checkpoint, offline)."""
 
 from __future__ import annotations
 
@@ -103,3 +103,15 @@ def test_over_http_a_listed_name_still_speaks(served):
     assert r.status_code == 200, r.text
     assert len(r.content) > 0 and asked and asked[-1].voice == "tiny-other.wav"
     assert asked[-1].voice_paths is False  # the flag travels with the request to the engine
+
+
+def test_the_websocket_start_refuses_a_server_file_as_its_voice(served):
+    import json
+
+    client, outside, asked = served
+    before = len(asked)
+    with client.websocket_connect("/v1/audio/speech/live") as ws:
+        ws.send_text(json.dumps({"type": "start", "voice": str(outside)}))
+        reply = json.loads(ws.receive_text())
+    assert reply["type"] == "error" and reply["code"] == 400 and "never a file" in reply["message"], reply
+    assert len(asked) == before
