@@ -62,10 +62,6 @@ class Validated:
     options: QwenOptions
 
 
-def _names(xs) -> str:
-    return ", ".join(sorted(xs))
-
-
 def validate_request(
     cfg: Qwen3TTSConfig, req: SynthesisRequest, has_injected_clone: bool = False, model: str = "this model"
 ) -> Validated:
