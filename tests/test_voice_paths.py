@@ -54,6 +54,9 @@ def test_vox_say_takes_a_voice_file_for_a_checkpoint_without_a_voices_folder(kyu
     res = CliRunner().invoke(app, [*args, "--voice", "tiny-default.wav"])  # no folder: no names
     assert res.exit_code == 2 and "no voice 'tiny-default.wav'" in res.output, res.output
     assert "voice file (*.safetensors)" in res.output
+    listed = CliRunner().invoke(app, ["voices", "-m", str(bare)])  # through the same catalog
+    assert listed.exit_code == 0 and "kinds:     embedding, file (a *.safetensors path" in listed.output
+    assert "folder:" not in listed.output, listed.output
 
 
 @pytest.fixture(scope="module")
