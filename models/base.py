@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from .bounds import INT32_MAX, NUMERIC_BOUNDS, SEED_MAX, NumberRange  # noqa: F401 - re-exported
 from .errors import CheckpointError, InputError, ModelError  # noqa: F401 - re-exported
 from .options import NO_OPTIONS, OptionSchema, validate_options
+from .voices import ResolvedVoice, VoiceCatalog, resolve_voice
 
 if TYPE_CHECKING:  # annotations only: `vox models` / `vox voices` import this seam without numpy
     import numpy as np
@@ -91,7 +92,7 @@ class ModelSpec:
     codebooks: int  # codes per frame
     chunk: ChunkSchedule  # default chunk schedule (a recipe may override it)
     max_context: int  # longest prompt + generation the backbone supports
-    voices: tuple[str, ...] = ()
+    voices: tuple[str, ...] = ()  # every name `voice_catalog` resolves (what `vox voices` lists)
     languages: tuple[str, ...] = ()
     modes: tuple[str, ...] = ()  # e.g. ("custom_voice",), ("voice_design",), ("clone_xvec", "clone_icl")
     # False: the model reads a whole text at once (Dia's [S1]/[S2] dialogue spans sentences), so the CLI
@@ -102,6 +103,17 @@ class ModelSpec:
     # a middle chunk its own frames, the last chunk its frames + h. The engine's playback deadlines and
     # its per-chunk audio accounting read it; a causal codec leaves it 0.
     codec_lookahead_frames: float = 0.0
+    # Where the voices come from (models/voices.py): a family with voice files sets it; None means the
+    # names in `voices` are the checkpoint's speakers.
+    voice_catalog: VoiceCatalog | None = None
+
+    @property
+    def catalog(self) -> VoiceCatalog:
+        return self.voice_catalog if self.voice_catalog is not None else VoiceCatalog(speakers=self.voices)
+
+    def resolve_voice(self, voice: str, allow_paths: bool) -> ResolvedVoice:
+        """The one way a family turns a request's voice into a speaker or a file (models/voices.py)."""
+        return resolve_voice(voice, self.catalog, allow_paths=allow_paths, model=self.name)
 
     @property
     def clones(self) -> bool:
@@ -136,7 +148,10 @@ class SynthesisRequest:
     """What a user asks for. Model-neutral; a program rejects what it cannot do with InputError."""
 
     text: str
-    voice: str | None = None  # a speaker name (CustomVoice)
+    voice: str | None = None  # a name from the model's voices (models/voices.py), or a file path if below
+    # The voice may be a file path on this machine: only a local front end (the CLI, the Python API) sets
+    # it; a request from the network (HTTP, WebSocket, Ray) names a voice and never a file.
+    voice_paths: bool = False
     language: str | None = None  # None/"auto" = let the model decide
     instructions: str | None = None  # VoiceDesign / instructable models
     ref_audio: np.ndarray | None = None  # voice clone: mono float32 PCM
@@ -328,16 +343,14 @@ def check_numbers(request: SynthesisRequest) -> None:
 
 
 def check_voice_and_language(spec: ModelSpec, request: SynthesisRequest) -> None:
-    """A voice among `spec.voices` (none allowed when it has none) and a language among
+    """A voice the spec's catalog resolves (none allowed when it has none) and a language among
     `spec.languages` ("auto" always allowed), case-insensitively."""
     name = spec.name
     if request.voice is not None:
-        if not spec.voices:
+        if not spec.catalog.kinds:
             modes = ", ".join(spec.modes) or "none"
             raise InputError(f"model {name} has no named voices (its modes: {modes}); drop the voice")
-        if request.voice.lower() not in {v.lower() for v in spec.voices}:
-            raise InputError(f"model {name} has no voice {request.voice!r}; choose one of "
-                             f"{', '.join(spec.voices)} (see vox voices -m {name})")
+        spec.resolve_voice(request.voice, request.voice_paths)
     lang = request.language
     if lang is not None and lang.lower() != "auto" and spec.languages:
         if lang.lower() not in {x.lower() for x in spec.languages}:

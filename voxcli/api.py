@@ -263,7 +263,8 @@ def _template(fields: Mapping[str, Any]) -> RequestTemplate:
                            sampling=_sampling(fields.get("sampling")),
                            max_frames=fields.get("max_frames"),
                            cfg_scale=None if cfg_scale is None else float(cfg_scale),
-                           options=fields.get("options"))
+                           options=fields.get("options"),
+                           voice_paths=True)  # the Python caller owns the files it names
 
 
 def _ref_audio(value: object) -> tuple[np.ndarray | None, int | None]:

@@ -102,13 +102,14 @@ def voices(model: ModelOpt = None, device: DeviceOpt = None) -> None:
         # from config.json alone where the family can (no torch): `vox voices` answers at once
         spec = describe_model(source, device if device not in (None, "auto") else "cpu", "float32")
         typer.echo(f"model:     {source}")
-        typer.echo(f"voices:    {', '.join(spec.voices) or '(none: ' + ', '.join(spec.modes) + ')'}")
+        from voxcli.models_cmd import option_lines, voice_lines
+
+        for line in voice_lines(spec):  # through the one resolver's catalog (models/voices.py)
+            typer.echo(line)
         languages = ["auto", *(x for x in spec.languages if x.lower() != "auto")]
         typer.echo(f"languages: {', '.join(languages)}")
         typer.echo(f"modes:     {', '.join(spec.modes)}")
         typer.echo(f"audio:     {spec.sample_rate} Hz, {spec.frame_rate:g} frames/s")
-        from voxcli.models_cmd import option_lines
-
         lines = option_lines(source)  # from the family's schema (models/<family>/options.py)
         typer.echo(f"options:   {lines[0] if lines else '(none)'}")
         for line in lines[1:]:

@@ -33,7 +33,8 @@ def flag(name: str, panel: str | None, help: str, *short: str) -> Any:
 ModelOpt = Annotated[str | None, flag("--model", None, "Hub id, local checkpoint folder, or 'demo' (tiny, "
                                       "offline). Default: the recipe's model "
                                       "(Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice).", "-m")]
-VoiceOpt = Annotated[str | None, flag("--voice", VOICE, "Speaker name (see vox voices).", "-v")]
+VoiceOpt = Annotated[str | None, flag("--voice", VOICE, "A voice name from vox voices -m MODEL, or a voice "
+                                      "file (Kyutai *.safetensors, Zonos *.npy).", "-v")]
 LangOpt = Annotated[str | None, flag("--lang", VOICE, "Language (see vox voices); default auto.")]
 InstrOpt = Annotated[str | None, flag("--instructions", VOICE, "Style / voice description for instructable "
                                       "models.")]
@@ -114,7 +115,8 @@ def request_template(voice: str | None, lang: str | None, instructions: str | No
     sampling = sampling_params(greedy, temperature, top_k, top_p, repetition_penalty, prefix="--")
     return RequestTemplate(voice=voice, language=lang, instructions=instructions, seed=seed,
                            sampling=sampling,
-                           max_frames=max_frames, cfg_scale=cfg_scale)
+                           max_frames=max_frames, cfg_scale=cfg_scale,
+                           voice_paths=True)  # the command line's user owns the files it names
 
 
 def check_output_file(output: str | None, mkdir: bool = False) -> None:

@@ -68,18 +68,33 @@ def check_voice_and_language(spec: Any, voice: str | None, language: str | None)
     """`voice` among the checkpoint's named voices and `language` among its languages (case-insensitive,
     "auto" always), each refused with the closest name and the list."""
     name = spec.name
-    if voice is not None and not spec.voices:  # every family refuses a voice it does not have
+    if voice is not None and not spec.catalog.kinds:  # every family refuses a voice it does not have
         raise VoxError(f"model {name} has no named voices (its modes: {', '.join(spec.modes) or 'none'}); "
                        "drop --voice.", 2)
-    if voice is not None and spec.voices and voice.lower() not in {v.lower() for v in spec.voices}:
-        raise VoxError(f"model {name} has no voice {voice!r}{did_you_mean(voice, spec.voices)}; choose one "
-                       f"of {', '.join(spec.voices)} (see vox voices -m {name}).", 2)
+    if voice is not None:
+        check_voice(spec, voice)
     if language is not None and language.lower() != "auto" and spec.languages:
         known = {x.lower() for x in spec.languages}
         if language.lower() not in known:
             choices = ["auto", *(x for x in spec.languages if x.lower() != "auto")]
             raise VoxError(f"model {name} does not speak language {language!r}"
                            f"{did_you_mean(language, choices)}; choose one of {', '.join(choices)}.", 2)
+
+
+def check_voice(spec: Any, voice: str) -> None:
+    """The voice as the model will resolve it (models/voices.py): a name it lists or, from the command
+    line, a voice file for a family that takes files (a released Kyutai checkpoint has no voices folder)."""
+    from voxcli.models.voices import UnknownVoice, VoiceError
+
+    try:
+        spec.resolve_voice(voice, allow_paths=True)
+    except UnknownVoice as e:
+        if not voice.strip():
+            raise VoxError(f"{e}.", 2) from None
+        raise VoxError(f"model {e.model} has no voice {voice!r}{did_you_mean(voice, e.available)}; "
+                       f"{e.choices}.", 2) from None
+    except VoiceError as e:
+        raise VoxError(f"{str(e).rstrip('.')}.", 2) from None
 
 
 def check_clone(spec: Any) -> None:

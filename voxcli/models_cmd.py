@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from voxcli.errors import VoxError
+
+if TYPE_CHECKING:
+    from voxcli.models.base import ModelSpec
 
 
 @dataclass
@@ -138,3 +142,19 @@ def option_lines(model: str) -> list[str]:
 
     family = family_of(model)
     return [] if family is None else family.options.describe()
+
+
+def voice_lines(spec: ModelSpec) -> list[str]:
+    """`vox voices`' lines about voices, from the spec's catalog (models/voices.py): the names a request
+    may give, the kinds they are and where embedding files were looked for."""
+    catalog = spec.catalog
+    names = catalog.names()
+    lines = [f"voices:    {', '.join(names) or '(none: ' + ', '.join(spec.modes) + ')'}"]
+    if catalog.kinds:
+        kinds = [str(k) for k in catalog.kinds]
+        if catalog.path_suffix:
+            kinds[-1] = f"file (a *{catalog.path_suffix} path, from the command line or Python only)"
+        lines.append(f"kinds:     {', '.join(kinds)}")
+    for folder in catalog.folders:
+        lines.append(f"folder:    {folder.path} ({folder.origin})")
+    return lines

@@ -48,13 +48,17 @@ class RequestTemplate:
     max_frames: int | None = None
     cfg_scale: float | None = None
     options: dict[str, Any] | None = None  # the model family's own options (SynthesisRequest.options)
+    # The voice may be a file path: True only from a local front end (the CLI, the Python API); a template
+    # built from a network request (HTTP, WebSocket, Ray) keeps False (models/voices.py).
+    voice_paths: bool = False
 
     def request(self, text: str, request_id: str | None = None) -> SynthesisRequest:
         return SynthesisRequest(text=text, voice=self.voice, language=self.language,
                                 instructions=self.instructions, ref_audio=self.ref_audio,
                                 ref_sample_rate=self.ref_sample_rate, ref_text=self.ref_text, seed=self.seed,
                                 sampling=self.sampling, max_frames=self.max_frames, cfg_scale=self.cfg_scale,
-                                options=dict(self.options or {}), request_id=request_id)
+                                options=dict(self.options or {}), request_id=request_id,
+                                voice_paths=self.voice_paths)
 
     def with_fields(self, **fields: Any) -> RequestTemplate:
         return replace(self, **{k: v for k, v in fields.items() if v is not None})

@@ -187,7 +187,8 @@ class CsmProgram(ModelProgram):
         """Text (+ a voice clone's context turn: `ref_audio` with `ref_text`, or its codes `ref_codes`)."""
         self.check(request, has_codes=ref_codes is not None)
         c = self.cfg
-        speaker = request.voice if request.voice is not None else DEFAULT_VOICE
+        speaker = (DEFAULT_VOICE if request.voice is None
+                   else self.spec.resolve_voice(request.voice, request.voice_paths).name)
         if ref_codes is None and request.ref_audio is not None:
             # a clip at another rate is resampled to Mimi's (models/audio/clip.py)
             rate = c.codec.sampling_rate

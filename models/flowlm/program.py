@@ -135,13 +135,7 @@ class FlowLMProgram(ModelProgram):
                     "reference clip with --ref-audio and --ref-text"
                 )
             return next(iter(self.speakers.values()))
-        for k, v in self.speakers.items():
-            if k.lower() == request.voice.lower():
-                return v
-        raise InputError(
-            f"model {self.spec.name} has no voice {request.voice!r}; choose one of "
-            f"{', '.join(self.speakers) or '(none saved)'} (see vox voices -m {self.spec.name})"
-        )
+        return self.speakers[self.spec.resolve_voice(request.voice, request.voice_paths).name]
 
     def _mode(self, request: SynthesisRequest) -> str:
         return str(self.options_of(request)["codec_mode"])

@@ -59,7 +59,6 @@ from .spec import DTYPE_POLICY, MAX_STEPS, model_spec
 
 __all__ = ["KyutaiProgram", "TextFeed"]
 from .step import depformer_frame, main_step
-from .voices import resolve_voice
 
 MAX_SPEAKERS = 5  # moshi TTSModel.max_speakers: the cross-attention source holds 5 voice slots
 DEFAULT_CFG = 2.0  # delayed-streams-modeling tts_pytorch.py's cfg_coef
@@ -136,12 +135,9 @@ class KyutaiProgram(ModelProgram):
         if voice is None:
             raise InputError(f"model {self.spec.name} needs a voice: a voice file "
                              f"(*{self.cfg.voice_suffix}) or a name from `vox voices`")
-        path = resolve_voice(self.root, voice, self.cfg.voice_suffix)
-        if path is None:
-            raise InputError(f"no Kyutai voice {voice!r}: give a voice file (*{self.cfg.voice_suffix}) or "
-                             f"one "
-                             f"of {', '.join(self.spec.voices) or 'none found'} (see vox voices)")
-        return path
+        resolved = self.spec.resolve_voice(voice, request.voice_paths)
+        assert resolved.path is not None  # Kyutai's catalog holds files alone
+        return resolved.path
 
     def _cfg_index(self, request: SynthesisRequest) -> int | None:
         w = DEFAULT_CFG if request.cfg_scale is None else float(request.cfg_scale)

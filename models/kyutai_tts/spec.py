@@ -9,7 +9,7 @@ from ..base import TEXT_STREAM, ChunkSchedule, ModelSpec
 from ..dtypes import DTYPE_NAMES, FOLLOWS, DtypePolicy, Part
 from ..locate import read_json
 from .config import KyutaiConfig, parse_config
-from .voices import list_voices
+from .voices import voice_catalog
 
 # Mimi is causal: a 1-frame first chunk gives the earliest audio, then growing chunks.
 DEFAULT_CHUNKS = ChunkSchedule(first=1, ramp=(2, 4, 8), steady=10)
@@ -27,6 +27,7 @@ DTYPE_POLICY = DtypePolicy(parts={
 
 def model_spec(cfg: KyutaiConfig, root: Path, name: str) -> ModelSpec:
     m = cfg.mimi
+    voices = voice_catalog(root, cfg.voice_suffix)
     return ModelSpec(
         name=name,
         sample_rate=m.sampling_rate,
@@ -35,7 +36,8 @@ def model_spec(cfg: KyutaiConfig, root: Path, name: str) -> ModelSpec:
         codebooks=cfg.n_q,
         chunk=DEFAULT_CHUNKS,
         max_context=MAX_STEPS,
-        voices=list_voices(root, cfg.voice_suffix),
+        voices=voices.names(),
+        voice_catalog=voices,
         languages=("en", "fr"),
         modes=("tts", TEXT_STREAM),  # reads text as it arrives (prepare(request, feed=...))
     )

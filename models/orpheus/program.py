@@ -217,7 +217,7 @@ class OrpheusProgram(ModelProgram):
     def voice_of(self, request: SynthesisRequest) -> str:
         if request.voice is None:
             return DEFAULT_VOICE
-        return next(v for v in self.spec.voices if v.lower() == request.voice.lower())
+        return self.spec.resolve_voice(request.voice, request.voice_paths).name
 
     def prepare(self, request: SynthesisRequest) -> Prompt:
         self.check(request)

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..base import InputError, SynthesisRequest, check_numbers
 from ..options import validate_options
+from ..voices import VoiceCatalog, resolve_voice
 from .config import Qwen3TTSConfig
 from .options import OPTIONS
 
@@ -61,10 +62,6 @@ class Validated:
     options: QwenOptions
 
 
-def _names(xs) -> str:
-    return ", ".join(sorted(xs))
-
-
 def validate_request(
     cfg: Qwen3TTSConfig, req: SynthesisRequest, has_injected_clone: bool = False, model: str = "this model"
 ) -> Validated:
@@ -79,15 +76,10 @@ def validate_request(
 
     speaker: str | None = None
     if kind == "custom_voice":
-        voice = (req.voice or "").strip().lower()
-        if not voice:
-            voice = sorted(tc.speaker_ids)[0]
-        if voice not in tc.speaker_ids:
-            raise InputError(
-                f"model {model} has no voice {req.voice!r}; choose one of {_names(tc.speaker_ids)} "
-                f"(see vox voices -m {model})"
-            )
-        speaker = voice
+        voice = (req.voice or "").strip()
+        speakers = VoiceCatalog(speakers=tuple(sorted(tc.speaker_ids)))
+        speaker = (resolve_voice(voice, speakers, allow_paths=req.voice_paths, model=model).name if voice
+                   else speakers.speakers[0])
     elif req.voice:
         what = "voice cloning from reference audio" if kind == "base" else "voice design from instructions"
         raise InputError(

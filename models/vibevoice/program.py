@@ -156,7 +156,9 @@ class VibeVoiceProgram(ModelProgram):
     def prepare(self, request: SynthesisRequest) -> Prompt:
         self.check(request)
         c = self.cfg
-        ids = self.tok.prompt(request.text, request.voice or DEFAULT_VOICE, c.audio_bos_token_id)
+        speaker = (DEFAULT_VOICE if request.voice is None
+                   else self.spec.resolve_voice(request.voice, request.voice_paths).name)
+        ids = self.tok.prompt(request.text, speaker, c.audio_bos_token_id)
         room = c.text.max_position_embeddings - len(ids)
         if room < 2:
             raise InputError(f"the prompt is {len(ids)} tokens long, which leaves no room in the model's "

@@ -57,7 +57,7 @@ from .sampling import RowSampling, choose, guide, penalize
 from .sampling import resolve as resolve_sampling
 from .speaker_features import check_clip
 from .speaker_model import SpeakerClips
-from .spec import DEFAULT_MAX_FRAMES, DTYPE_POLICY, MAX_CONTEXT, model_spec, speaker_files
+from .spec import DEFAULT_MAX_FRAMES, DTYPE_POLICY, MAX_CONTEXT, model_spec
 from .text import language_id, phoneme_ids, warm_up_text
 
 DEFAULT_GUIDANCE = 2.0  # the reference's generate(cfg_scale=2.0)
@@ -112,7 +112,6 @@ class ZonosProgram(ModelProgram):
         self.root, self.cfg, self.weights = root, cfg, weights
         self.device, self.dtype = device, dtype
         self.spec = model_spec(root, name)
-        self.speakers = speaker_files(root)
         self.speaker_clips = SpeakerClips(root, device)  # --ref-audio: loaded on the first clip
         self.k_pool: torch.Tensor | None = None
         self.v_pool: torch.Tensor | None = None
@@ -182,12 +181,9 @@ class ZonosProgram(ModelProgram):
             raise InputError("the emotion_* options must not all be 0 (they are normalised to sum 1)")
         speaker = None
         if request.voice is not None:
-            if request.voice not in self.speakers:
-                known = ", ".join(self.speakers) or "none: it takes only the default speaker"
-                raise InputError(
-                    f"model {self.spec.name} has no voice {request.voice!r}; its voices: {known}"
-                )
-            speaker = self._speaker(request.voice)
+            resolved = self.spec.resolve_voice(request.voice, request.voice_paths)
+            assert resolved.path is not None  # Zonos' catalog holds files alone
+            speaker = self._speaker(resolved.path)
         values: dict[str, np.ndarray | None] = {
             "speaker": speaker,
             "emotion": emotion,
@@ -199,12 +195,13 @@ class ZonosProgram(ModelProgram):
         sampling = resolve_sampling(request.sampling, opts["min_p"], opts["repetition_window"])
         return lang, values, sampling, guidance
 
-    def _speaker(self, voice: str) -> np.ndarray:
-        emb = np.load(self.speakers[voice]).astype(np.float32).reshape(-1)
+    def _speaker(self, path: Path) -> np.ndarray:
+        try:  # a voice file from the command line may be any .npy: no pickles, one sentence if it is not
+            emb = np.load(path, allow_pickle=False).astype(np.float32).reshape(-1)
+        except (OSError, ValueError) as e:
+            raise InputError(f"speaker embedding {path} is not a numpy array file: {e}") from None
         if emb.shape != (SPEAKER_DIM,) or not np.isfinite(emb).all():
-            raise InputError(
-                f"speaker embedding {self.speakers[voice]} must hold {SPEAKER_DIM} finite numbers"
-            )
+            raise InputError(f"speaker embedding {path} must hold {SPEAKER_DIM} finite numbers")
         return emb
 
     def prepare(self, request: SynthesisRequest) -> Prompt:

@@ -8,6 +8,7 @@ from pathlib import Path
 from ..base import ChunkSchedule, ModelSpec
 from ..codecs.dac.config import decoder_lookahead_frames
 from ..dtypes import FOLLOWS, DtypePolicy, Fixed, Part
+from ..voices import VoiceCatalog, voice_folders
 from .text import LANGUAGES
 
 SAMPLE_RATE = 44100
@@ -28,14 +29,14 @@ DTYPE_POLICY = DtypePolicy(parts={
 })
 
 
-def speaker_files(root: Path) -> dict[str, Path]:
-    """Saved speaker embeddings shipped beside the checkpoint (`speakers/<voice>.npy`, 128 floats each, as
-    the reference's speaker model + LDA make them): the checkpoint's named voices."""
-    folder = Path(root) / "speakers"
-    return {p.stem: p for p in sorted(folder.glob("*.npy"))} if folder.is_dir() else {}
+def speaker_catalog(root: Path) -> VoiceCatalog:
+    """Saved speaker embeddings (`<voice>.npy`, 128 floats each, as the reference's speaker model + LDA make
+    them) in the checkpoint's `speakers/` folder or `$VOX_VOICES_DIR`, by name; by path from the CLI."""
+    return VoiceCatalog(folders=voice_folders(Path(root) / "speakers"), suffix=".npy", path_suffix=".npy")
 
 
 def model_spec(root: Path, name: str) -> ModelSpec:
+    voices = speaker_catalog(root)
     return ModelSpec(
         name=name,
         sample_rate=SAMPLE_RATE,
@@ -44,7 +45,8 @@ def model_spec(root: Path, name: str) -> ModelSpec:
         codebooks=9,
         chunk=DEFAULT_CHUNKS,
         max_context=MAX_CONTEXT,
-        voices=tuple(speaker_files(root)),
+        voices=voices.names(),
+        voice_catalog=voices,
         languages=LANGUAGES,
         modes=("tts", "clone"),  # clone: a speaker embedding from --ref-audio (speaker_model.py)
         codec_lookahead_frames=decoder_lookahead_frames(DAC_RATIOS),

@@ -78,7 +78,8 @@ def template_from(body: Any, service: SpeechService) -> RequestTemplate:
     voice = map_voice(body.voice, table_for(service), service.spec.voices)  # OpenAI names (voices.py)
     template = RequestTemplate(voice=voice, language=body.language, instructions=body.instructions,
                                seed=body.seed, sampling=sampling, max_frames=body.max_frames,
-                               cfg_scale=getattr(body, "cfg_scale", None), options=body.options)
+                               cfg_scale=getattr(body, "cfg_scale", None), options=body.options,
+                               voice_paths=False)  # from the network a voice is a name, never a file
     try:
         service.check(template.request("(flags check)"))
     except InputError as e:
