@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..layers import PagedBatch, paged_attention
-from .layers import KyutaiLM, rope_interleaved
+from ..layers import PagedBatch, apply_rope_moshi, paged_attention
+from .layers import KyutaiLM
 
 
 def main_step(
@@ -39,8 +39,8 @@ def main_step(
     for i, layer in enumerate(lm.transformer.layers):
         h = layer.norm1(x)
         qkv = layer.self_attn.in_projs[0](h).view(B, 1, 3, H, D).permute(2, 0, 3, 1, 4)
-        q = rope_interleaved(qkv[0], pos, c.max_period)
-        k = rope_interleaved(qkv[1], pos, c.max_period)
+        q = apply_rope_moshi(qkv[0], pos, c.max_period)
+        k = apply_rope_moshi(qkv[1], pos, c.max_period)
         # the library's paged attention takes [B, T, heads, hd]: moshi's layout is [B, heads, T, hd]
         v = qkv[2]
         a = paged_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), k_pool[i], v_pool[i], pb,
