@@ -25,7 +25,8 @@ _WHERE = {
     "sin_embedding": "positions",
     "Rotary": "rope", "apply_rope": "rope", "apply_rope_interleaved": "rope", "apply_rope_moshi": "rope",
     "inv_frequencies": "rope", "interleaved_tables": "rope",
-    "DecoderStack": "stack", "run_layers_paged": "stack",
+    "DecoderStack": "stack", "run_layers_dense": "stack", "run_layers_paged": "stack",
+    "DenseCache": "dense_cache",
 }
 __all__ = sorted(_WHERE)
 
