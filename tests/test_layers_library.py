@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from voxcli.models.layers import (
     Attention,
+    DenseCache,
     PagedBatch,
     Rope,
     Rotary,
@@ -68,12 +69,12 @@ def test_dense_cache_continues_the_causal_pass():
     rotary = Rotary(4, Rope(theta=10000.0))
     x = torch.randn(2, 5, 16)
     cos, sin = rotary(torch.arange(5), x.dtype)
-    whole, _ = attn.forward_dense(x, cos, sin, None)
-    first, cache = attn.forward_dense(x[:, :3], cos[:3], sin[:3], None)
-    rest = [first]
+    whole = attn.forward_dense(x, cos, sin, DenseCache(1), 0)
+    cache = DenseCache(1)
+    rest = [attn.forward_dense(x[:, :3], cos[:3], sin[:3], cache, 0)]
     for t in (3, 4):
-        o, cache = attn.forward_dense(x[:, t:t + 1], cos[t:t + 1], sin[t:t + 1], cache)
-        rest.append(o)
+        assert cache.length == t
+        rest.append(attn.forward_dense(x[:, t:t + 1], cos[t:t + 1], sin[t:t + 1], cache, 0))
     torch.testing.assert_close(torch.cat(rest, dim=1), whole)
 
 

@@ -17,7 +17,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..layers import BlockConfig, DecoderLayer, PagedBatch, RMSNorm, Rotary, run_layers_paged
+from ..layers import (
+    BlockConfig,
+    DecoderLayer,
+    DenseCache,
+    PagedBatch,
+    RMSNorm,
+    Rotary,
+    run_layers_dense,
+    run_layers_paged,
+)
 from .config import Block, CsmConfig
 
 
@@ -108,16 +117,11 @@ class CsmWeights(nn.Module):
         bm = self.backbone_model
         return bm.norm(run_layers_paged(bm.layers, x, self.rotary, pb, k_pools, v_pools))
 
-    def _depth_run(self, x: torch.Tensor, start: int, caches: list | None) -> tuple[torch.Tensor, list]:
-        pos = torch.arange(start, start + x.shape[1], device=x.device)
-        cos, sin = self.depth_rotary(pos, x.dtype)
+    def _depth_run(self, x: torch.Tensor, cache: DenseCache) -> torch.Tensor:
+        """Depth-decoder inputs [B, T, H] after the cache's positions -> final-norm hidden [B, T, Hd]."""
         dm = self.depth_decoder.model
         x = dm.inputs_embeds_projector(x)
-        new = []
-        for i, layer in enumerate(dm.layers):
-            x, c = layer.forward_dense(x, cos, sin, None if caches is None else caches[i])
-            new.append(c)
-        return dm.norm(x), new
+        return dm.norm(run_layers_dense(dm.layers, x, self.depth_rotary, cache))
 
     def depth_logits(self, hid: torch.Tensor, g: int) -> torch.Tensor:
         """Head g over the depth decoder's hidden [B, Hd] -> logits [B, V] of codebook g + 1."""
@@ -128,10 +132,10 @@ class CsmWeights(nn.Module):
         `pick(g, logits [B, V])`
         chooses codebook g + 1 (greedy or sampled per row)."""
         V, table = self.cfg.vocab_size, self.depth_decoder.model.embed_tokens
-        x = torch.stack([h, table(c0)], dim=1)
-        hid, caches = self._depth_run(x, 0, None)
+        cache = DenseCache(len(self.depth_decoder.model.layers))  # this frame's positions only
+        hid = self._depth_run(torch.stack([h, table(c0)], dim=1), cache)
         codes = [pick(0, self.depth_logits(hid[:, -1], 0))]
         for g in range(1, self.cfg.num_codebooks - 1):
-            hid, caches = self._depth_run(table(codes[-1] + g * V)[:, None], g + 1, caches)
+            hid = self._depth_run(table(codes[-1] + g * V)[:, None], cache)
             codes.append(pick(g, self.depth_logits(hid[:, -1], g)))
         return torch.stack(codes, dim=1)

@@ -5,7 +5,8 @@ Facts taken from the reference implementation: attention is UNscaled (softmax(q 
 the encoder, the decoder self-attention and the cross-attention; RoPE (half-split rotate_half, fp32
 tables) on encoder and decoder self-attention only; the MLP is one fused `gate_up_proj` (gate first);
 the decoder embeds the 9 channels with one table offset by channel * vocab and sums them. The
-self-attention (projections, RoPE, the paged forward) is the layer library's; the cross-attention is Dia's.
+self-attention (projections, RoPE, the paged forward) and the fused MLP are the layer library's; the
+cross-attention is Dia's.
 
 Decoder self-attention K/V and the cross-attention K/V both live in the engine's paged pool (see
 program.py for the layout); `PagedKV` says where each row's positions and cross keys are.
@@ -16,25 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from ..layers import Attention, RMSNorm, Rope, Rotary
+from ..layers import Attention, FusedSwiGLU, RMSNorm, Rope, Rotary
 from ..layers import attend as library_attend
 from .config import DecoderConfig, DiaConfig, EncoderConfig
 
 DIA_SCALE = 1.0  # softmax(q k^T): no 1/sqrt(head_dim) anywhere in Dia
-
-
-class MLP(nn.Module):
-    def __init__(self, hidden: int, inner: int) -> None:
-        super().__init__()
-        self.gate_up_proj = nn.Linear(hidden, 2 * inner, bias=False)
-        self.down_proj = nn.Linear(inner, hidden, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
-        return self.down_proj(up * F.silu(gate))
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -73,7 +62,7 @@ class EncoderLayer(nn.Module):
         self.pre_sa_norm = RMSNorm(c.hidden_size, c.norm_eps)
         self.self_attention = self_attention(c)
         self.post_sa_norm = RMSNorm(c.hidden_size, c.norm_eps)
-        self.mlp = MLP(c.hidden_size, c.intermediate_size)
+        self.mlp = FusedSwiGLU(c.hidden_size, c.intermediate_size)
 
     def forward(self, x, cos, sin, mask):
         a = self.self_attention
@@ -186,7 +175,7 @@ class DecoderLayer(nn.Module):
         self.pre_sa_norm = RMSNorm(c.hidden_size, c.norm_eps)
         self.pre_ca_norm = RMSNorm(c.hidden_size, c.norm_eps)
         self.pre_mlp_norm = RMSNorm(c.hidden_size, c.norm_eps)
-        self.mlp = MLP(c.hidden_size, c.intermediate_size)
+        self.mlp = FusedSwiGLU(c.hidden_size, c.intermediate_size)
 
     def cross_kv(self, enc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         a = self.cross_attention

@@ -17,25 +17,12 @@ stacked `in_proj_weight` / `out_proj.weight` of the release split per weight set
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..layers import apply_rope_interleaved
+from ..layers import RMSNormF32, sin_embedding
 from .config import KyutaiConfig
-
-
-class RMSNormF32(nn.Module):
-    def __init__(self, dim: int) -> None:
-        super().__init__()
-        self.alpha = nn.Parameter(torch.ones(1, 1, dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        xf = x.float()
-        var = 1e-8 + torch.mean(xf**2, dim=-1, keepdim=True)
-        return (xf * (self.alpha.float() * torch.rsqrt(var))).to(x.dtype)
 
 
 class Gating(nn.Module):
@@ -83,24 +70,6 @@ class Embedding(nn.Module):
         y = F.embedding(ids, self.weight)
         y = torch.where(zero, torch.zeros_like(y), y)
         return self.low_rank(y) if self.low_rank is not None else y
-
-
-def rope_interleaved(x: torch.Tensor, pos: torch.Tensor, max_period: float) -> torch.Tensor:
-    """moshi's apply_rope (interleave=True) on x [B, H, T, D] at positions pos [B, T], in float32."""
-    d = x.shape[-1]
-    ds = torch.arange(d // 2, device=x.device, dtype=torch.float32)
-    freqs = torch.exp(ds * (-math.log(max_period) * 2 / d))  # moshi's table, not transformers'
-    ang = freqs * pos.float()[:, None, :, None]
-    return apply_rope_interleaved(x, torch.cos(ang), torch.sin(ang))
-
-
-def sin_embedding(n: int, dim: int, max_period: float = 10000.0) -> torch.Tensor:
-    """moshi's create_sin_embedding for positions 0..n-1: [1, n, dim] float32."""
-    half = dim // 2
-    pos = torch.arange(n, dtype=torch.float32).view(1, -1, 1)
-    adim = torch.arange(half, dtype=torch.float32).view(1, 1, -1)
-    phase = pos / (torch.tensor(max_period, dtype=torch.float32) ** (adim / (half - 1)))
-    return torch.cat([torch.cos(phase), torch.sin(phase)], dim=-1)
 
 
 class MainLayer(nn.Module):

@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..layers import PagedBatch, paged_attention
-from .layers import KyutaiLM, rope_interleaved
+from ..layers import DenseCache, PagedBatch, apply_rope_moshi, paged_attention
+from .layers import KyutaiLM
 
 
 def main_step(
@@ -39,8 +39,8 @@ def main_step(
     for i, layer in enumerate(lm.transformer.layers):
         h = layer.norm1(x)
         qkv = layer.self_attn.in_projs[0](h).view(B, 1, 3, H, D).permute(2, 0, 3, 1, 4)
-        q = rope_interleaved(qkv[0], pos, c.max_period)
-        k = rope_interleaved(qkv[1], pos, c.max_period)
+        q = apply_rope_moshi(qkv[0], pos, c.max_period)
+        k = apply_rope_moshi(qkv[1], pos, c.max_period)
         # the library's paged attention takes [B, T, heads, hd]: moshi's layout is [B, heads, T, hd]
         v = qkv[2]
         a = paged_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), k_pool[i], v_pool[i], pb,
@@ -62,19 +62,18 @@ def depformer_frame(lm: KyutaiLM, hidden: torch.Tensor, text: torch.Tensor, pick
     c = lm.cfg
     B = hidden.shape[0]
     H, D = c.dep_heads, c.dep_dim // c.dep_heads
-    caches: list[tuple[list[torch.Tensor], list[torch.Tensor]]] = [([], []) for _ in lm.depformer.layers]
+    cache = DenseCache(len(lm.depformer.layers), time_dim=2)  # moshi's [B, heads, T, hd], this frame only
     prev = text
     out = []
     for q in range(c.n_q):
         s = c.schedule[q]
         emb = lm.depformer_text_emb(prev) if q == 0 else lm.depformer_emb[q - 1](prev)
         x = (lm.depformer_in[s](hidden) + emb)[:, None]
-        for layer, (ks, vs) in zip(lm.depformer.layers, caches, strict=True):
+        for i, layer in enumerate(lm.depformer.layers):
             h = layer.norm1(x)
             qkv = layer.self_attn.in_projs[s](h).view(B, 1, 3, H, D).permute(2, 0, 3, 1, 4)
-            ks.append(qkv[1])
-            vs.append(qkv[2])
-            a = F.scaled_dot_product_attention(qkv[0], torch.cat(ks, dim=2), torch.cat(vs, dim=2))
+            k, v = cache.extend(i, qkv[1], qkv[2])
+            a = F.scaled_dot_product_attention(qkv[0], k, v)
             x = x + layer.self_attn.out_projs[s](a.transpose(1, 2).reshape(B, 1, -1))
             x = x + layer.gating[s](layer.norm2(x))
         token = pick(q, lm.linears[q](x[:, 0]).float())

@@ -1,6 +1,6 @@
 """The LM layer library every family stands on: the paged-KV batch and the one paged-attention forward,
-rotary position variants, the SwiGLU MLP, RMSNorm, a configurable attention module and the pre-norm
-decoder block (paged for the backbone, dense per frame for a depth decoder).
+rotary position variants, sinusoidal positions, the SwiGLU MLPs, the RMSNorms, a configurable attention
+module and the pre-norm decoder block (paged for the backbone, dense per frame for a depth decoder).
 
 Family-neutral: nothing here imports a family, so a family imports only this and its own modules.
 
@@ -19,11 +19,14 @@ _WHERE = {
     "BlockConfig": "config", "Rope": "config", "parse_rope": "config",
     "DecoderLayer": "block", "LlamaDims": "block", "Qwen2Dims": "block", "llama_block": "block",
     "qwen2_block": "block",
-    "SwiGLU": "mlp",
-    "RMSNorm": "norms",
+    "FusedSwiGLU": "mlp", "SwiGLU": "mlp",
+    "RMSNorm": "norms", "RMSNormF32": "norms",
     "PagedBatch": "paged", "PageSlots": "paged", "attend": "paged", "paged_attention": "paged",
-    "Rotary": "rope", "apply_rope": "rope", "apply_rope_interleaved": "rope", "inv_frequencies": "rope",
-    "DecoderStack": "stack", "run_layers_paged": "stack",
+    "sin_embedding": "positions",
+    "Rotary": "rope", "apply_rope": "rope", "apply_rope_interleaved": "rope", "apply_rope_moshi": "rope",
+    "inv_frequencies": "rope", "interleaved_tables": "rope",
+    "DecoderStack": "stack", "run_layers_dense": "stack", "run_layers_paged": "stack",
+    "DenseCache": "dense_cache",
 }
 __all__ = sorted(_WHERE)
 

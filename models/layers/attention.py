@@ -4,8 +4,8 @@ optional per-head `q_norm` / `k_norm`), so Llama, Qwen2 and Qwen3 state dicts lo
 Two entry points share one module:
   * `forward_paged` - a backbone: K/V live in the paged pool (`paged_attention`); every row of the batch
     has its own pages, length and positions.
-  * `forward_dense` - a depth decoder: a tiny per-frame cache [B, <=frame positions, kv_heads, head_dim]
-    where all rows sit at the same position, so no mask beyond plain causality is needed.
+  * `forward_dense` - a depth decoder: its per-frame `DenseCache` [B, <=frame positions, kv_heads,
+    head_dim] where all rows sit at the same position, so no mask beyond plain causality is needed.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .dense_cache import DenseCache
 from .norms import RMSNorm
 from .paged import PageSlots, attend, paged_attention
 from .rope import apply_rope
@@ -51,10 +52,9 @@ class Attention(nn.Module):
         q, k, v = self.project(x, cos, sin)
         return self.o_proj(paged_attention(q, k, v, k_pool, v_pool, pb, mask, scale=self.scale))
 
-    def forward_dense(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                      cache: list[torch.Tensor] | None) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """x [B, T, hidden] after the `cache` positions -> (output, the cache grown by T positions)."""
+    def forward_dense(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: DenseCache,
+                      layer: int) -> torch.Tensor:
+        """x [B, T, hidden] after the cache's positions -> output; layer `layer` of `cache` grows by T."""
         q, k, v = self.project(x, cos, sin)
-        if cache is not None:
-            k, v = torch.cat([cache[0], k], dim=1), torch.cat([cache[1], v], dim=1)
-        return self.o_proj(attend(q, k, v, None, causal=q.shape[1] > 1, scale=self.scale)), [k, v]
+        k, v = cache.extend(layer, k, v)
+        return self.o_proj(attend(q, k, v, None, causal=q.shape[1] > 1, scale=self.scale))

@@ -10,6 +10,7 @@ from torch import nn
 
 from .attention import Attention
 from .config import BlockConfig
+from .dense_cache import DenseCache
 from .mlp import SwiGLU
 from .norms import RMSNorm
 from .paged import PagedBatch
@@ -35,11 +36,10 @@ class DecoderLayer(nn.Module):
         h = x + self.self_attn.forward_paged(self.input_layernorm(x), cos, sin, k_pool, v_pool, pb, mask)
         return self._mlp(h)
 
-    def forward_dense(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                      cache: list[torch.Tensor] | None) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """The block over a depth decoder's dense per-frame cache."""
-        a, cache = self.self_attn.forward_dense(self.input_layernorm(x), cos, sin, cache)
-        return self._mlp(x + a), cache
+    def forward_dense(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: DenseCache,
+                      layer: int) -> torch.Tensor:
+        """The block as layer `layer` of a depth decoder, over its dense per-frame cache."""
+        return self._mlp(x + self.self_attn.forward_dense(self.input_layernorm(x), cos, sin, cache, layer))
 
 
 class LlamaDims(Protocol):

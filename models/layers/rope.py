@@ -4,7 +4,9 @@ the references do) and the two ways of rotating a head vector by them:
 * half-split (`apply_rope`): dimension i pairs with i + head_dim/2 (transformers' rotate_half), tables
   [..., T, head_dim] in the activation dtype;
 * interleaved (`apply_rope_interleaved`): dimension 2i pairs with 2i + 1 (Zonos, Kyutai's moshi), rotated
-  in float32 whatever the activation dtype, tables [..., head_dim/2] in float32.
+  in float32 whatever the activation dtype, tables [..., head_dim/2] in float32: transformers' frequencies
+  (`interleaved_tables`, Zonos) or moshi's exp-of-log ones (`apply_rope_moshi`, Kyutai), which differ in the
+  last bits, so each family keeps the table its reference computes.
 """
 
 from __future__ import annotations
@@ -61,3 +63,22 @@ def apply_rope_interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
     head axis where its layout has it). Rotated in float32, returned in x's dtype."""
     a, b = x.float().unflatten(-1, (-1, 2)).unbind(-1)
     return torch.stack([a * cos - b * sin, b * cos + a * sin], dim=-1).flatten(-2).to(x.dtype)
+
+
+def interleaved_tables(
+    positions: torch.Tensor, head_dim: int, rope: Rope = Rope()
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin [..., head_dim/2] in float32 for integer positions: transformers' frequencies, the tables
+    `apply_rope_interleaved` takes."""
+    angle = positions.float()[..., None] * inv_frequencies(head_dim, rope).to(positions.device)
+    return angle.cos(), angle.sin()
+
+
+def apply_rope_moshi(x: torch.Tensor, positions: torch.Tensor, max_period: float) -> torch.Tensor:
+    """moshi's apply_rope (interleave=True) on x [B, H, T, D] at positions [B, T], in float32: its frequency
+    table exp(-2i ln(max_period) / D), not transformers' max_period^(-2i / D)."""
+    d = x.shape[-1]
+    ds = torch.arange(d // 2, device=x.device, dtype=torch.float32)
+    freqs = torch.exp(ds * (-math.log(max_period) * 2 / d))
+    ang = freqs * positions.float()[:, None, :, None]
+    return apply_rope_interleaved(x, torch.cos(ang), torch.sin(ang))

@@ -1,5 +1,6 @@
 """A backbone over the paged pool: the pass (one rotary table and one mask for the batch, then every
-layer) and the embedding / layers / final norm module most causal LMs name `model`."""
+layer) and the embedding / layers / final norm module most causal LMs name `model`; and a depth decoder's
+pass over its per-frame dense cache."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import torch
 from torch import nn
 
 from .block import BlockConfig, DecoderLayer
+from .dense_cache import DenseCache
 from .norms import RMSNorm
 from .paged import PagedBatch
 
@@ -23,6 +25,17 @@ def run_layers_paged(layers: Iterable[nn.Module], x: torch.Tensor, rotary: Rotar
     mask = pb.mask()
     for i, layer in enumerate(layers):
         x = layer(x, cos, sin, k_pools[i], v_pools[i], pb, mask)
+    return x
+
+
+def run_layers_dense(layers: Iterable[DecoderLayer], x: torch.Tensor, rotary: RotaryTables,
+                     cache: DenseCache) -> torch.Tensor:
+    """x [B, T, H], the positions after the cache's, through a depth decoder's `layers` (layer i on the
+    cache's layer i) -> [B, T, H] (before the final norm); the cache grows by T."""
+    start = cache.length
+    cos, sin = rotary(torch.arange(start, start + x.shape[1], device=x.device), x.dtype)
+    for i, layer in enumerate(layers):
+        x = layer.forward_dense(x, cos, sin, cache, i)
     return x
 
 

@@ -5,9 +5,10 @@ on its own. Two streaming modes, chosen per request (options.py `snac_stream`) a
 
 * "whole" (the default): exact to the whole-utterance decode (`SNAC.decode` of every frame at once, as the
   Orpheus model card's notebook decodes). A sample depends on `context_samples()` = 5,636 samples (2.75
-  frames) of input either side (snac.py), so each chunk holds back its last HOLD = 3 frames (256 ms) and
-  re-decodes 3 frames of left context from the slot's history: chunk 0 of n frames plays n - 3 frames, a
-  middle chunk n, the last chunk n + 3; the request's total is frames * 2048 samples. Noise: `PositionNoise`.
+  frames) of input either side (models/codecs/snac/config.py), so each chunk holds back its last HOLD = 3
+  frames (256 ms) and re-decodes 3 frames of left context from the slot's history: chunk 0 of n frames
+  plays n - 3 frames, a middle chunk n, the last chunk n + 3; the request's total is frames * 2048
+  samples. Noise: `PositionNoise`.
 * "canopy": canopyai/Orpheus-TTS's streaming rule: whenever a frame completes and at least four are there,
   decode the last four frames (28 tokens) and keep samples [2048:4096], i.e. frame f's audio comes from the
   window f-1..f+2. The first frame and the last two are never played (a request plays frames - 3 frames), and
@@ -29,8 +30,9 @@ import numpy as np
 import torch
 
 from ..base import CodecItem, check_codec_batch
-from .noise import PositionNoise, SequentialNoise
-from .snac import SnacDecoder, load_snac
+from ..codecs.snac.model import SnacDecoder
+from ..codecs.snac.noise import PositionNoise, SequentialNoise
+from ..codecs.snac.weights import load_snac
 from .tokens import CODES, FRAME_TOKENS, levels
 
 MODES = ("whole", "canopy")

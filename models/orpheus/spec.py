@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 from ..base import ChunkSchedule, ModelSpec
+from ..codecs.snac.config import context_samples
 from ..dtypes import FOLLOWS, DtypePolicy, Part
 from ..locate import read_json
 from .config import parse_config
@@ -36,24 +37,6 @@ def codec_rates(codec_config: Path | None) -> tuple[int, int, float]:
     spf = hop * d.get("vq_strides", [4, 2, 1])[0]
     hold = math.ceil(context_samples(hop, d.get("decoder_rates", [8, 8, 4, 2])) / spf)
     return int(d.get("sampling_rate", SAMPLE_RATE)), spf, float(hold)
-
-
-KERNEL = 7
-RESIDUAL_DILATIONS = (1, 3, 9)
-
-
-def context_samples(hop: int, decoder_rates: list[int] | tuple[int, ...]) -> int:
-    """How far (in output samples) a sample of SNAC's decoder may depend on its input, either side: each
-    convolution's half kernel (dilated) at its own rate, each transposed convolution's two input steps.
-    A bound (5,636 samples = 2.75 frames for snac_24khz); the "whole" mode holds back this much, rounded up
-    to frames, and re-decodes as much left context."""
-    rate = hop  # output samples per step at the current layer
-    r = (KERNEL // 2) * rate  # the input convolution
-    for s in decoder_rates:
-        out = rate // s
-        r += 2 * rate + sum((KERNEL // 2) * d for d in RESIDUAL_DILATIONS) * out
-        rate = out
-    return r + KERNEL // 2  # the output convolution
 
 
 def model_spec(

@@ -26,12 +26,13 @@ from typing import Any
 
 import torch
 
+from ..codecs.snac.config import SnacConfig
+from ..codecs.snac.model import SnacDecoder
 from ..layers import PagedBatch
 from ..text_tokenizer import bytes_to_unicode
 from ..weights import save_weights
 from .config import OrpheusConfig, parse_config
 from .layers import OrpheusWeights
-from .snac import SnacConfig, SnacDecoder
 from .tokens import (
     AUDIO_BASE,
     BOS,

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from ..layers import DecoderLayer, RMSNorm, Rope, Rotary
+from ..layers import DecoderLayer, DenseCache, RMSNorm, Rope, Rotary, run_layers_dense
 from .config import PredictorConfig
 
 # pick(group_index, logits [B, V]) -> codes [B]; the sampler decides greedy vs sampling per row.
@@ -51,23 +51,21 @@ class CodePredictor(nn.Module):
     def groups(self) -> int:
         return self.cfg.num_code_groups - 1
 
-    def _run(self, x: torch.Tensor, start: int, caches: list | None) -> tuple[torch.Tensor, list]:
-        pos = torch.arange(start, start + x.shape[1], device=x.device)
-        cos, sin = self.rotary(pos, x.dtype)
-        new = []
-        for i, layer in enumerate(self.model.layers):
-            x, c = layer.forward_dense(x, cos, sin, None if caches is None else caches[i])
-            new.append(c)
-        return self.model.norm(x), new
+    def _run(self, x: torch.Tensor, cache: DenseCache) -> torch.Tensor:
+        return self.model.norm(run_layers_dense(self.model.layers, x, self.rotary, cache))
+
+    def _cache(self) -> DenseCache:
+        return DenseCache(len(self.model.layers))
 
     def generate(self, h: torch.Tensor, c0_embed: torch.Tensor, pick: Picker) -> torch.Tensor:
         """h, c0_embed: [B, H_talker] -> residual codes [B, 15] (int64)."""
         x = self.small_to_mtp_projection(torch.stack([h, c0_embed], dim=1))
-        hid, caches = self._run(x, 0, None)
+        cache = self._cache()
+        hid = self._run(x, cache)
         codes = [pick(0, self.lm_head[0](hid[:, -1]))]
         for g in range(1, self.groups):
             x = self.small_to_mtp_projection(self.model.codec_embedding[g - 1](codes[-1])[:, None])
-            hid, caches = self._run(x, g + 1, caches)
+            hid = self._run(x, cache)
             codes.append(pick(g, self.lm_head[g](hid[:, -1])))
         return torch.stack(codes, dim=1)
 
@@ -77,7 +75,7 @@ class CodePredictor(nn.Module):
         """Logits of every group given the true codes [B, 15]: [B, 15, V] (one full causal pass)."""
         rest = [self.model.codec_embedding[g](codes[:, g]) for g in range(self.groups - 1)]
         x = self.small_to_mtp_projection(torch.stack([h, c0_embed, *rest], dim=1))
-        hid, _ = self._run(x, 0, None)
+        hid = self._run(x, self._cache())
         return torch.stack([self.lm_head[g](hid[:, g + 1]) for g in range(self.groups)], dim=1)
 
     def embed_frame_sum(self, c0_embed: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:

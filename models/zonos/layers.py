@@ -11,7 +11,7 @@ reference pads them on load (the pad column is never chosen).
 
 Attention reads and writes the engine's paged KV pool `[layers, pages, page_size, kv_heads, head_dim]`
 through the layer library's `paged_attention` (`PagedBatch` says where each sequence's positions live); the
-fused projection, the interleaved rotary table and the LayerNorm blocks stay Zonos' own.
+fused projection and the LayerNorm blocks stay Zonos' own; the interleaved rotary is the library's.
 """
 
 from __future__ import annotations
@@ -20,20 +20,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..layers import PagedBatch, apply_rope_interleaved, paged_attention
+from ..layers import PagedBatch, apply_rope_interleaved, interleaved_tables, paged_attention
 from .conditioning import PrefixConditioner
 from .config import CODE_VOCAB, CODEBOOKS, HEAD_VOCAB, Backbone, ZonosConfig
-
-ROPE_BASE = 10000.0
-
-
-def rope_tables(pos: torch.Tensor, head_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos, sin [S, T, head_dim / 2] in float32 for integer positions."""
-    inv = 1.0 / (
-        ROPE_BASE ** (torch.arange(0, head_dim, 2, device=pos.device)[: head_dim // 2].float() / head_dim)
-    )
-    angle = pos.float()[..., None] * inv
-    return angle.cos(), angle.sin()
 
 
 class Attention(nn.Module):
@@ -93,7 +82,7 @@ class TransformerBackbone(nn.Module):
     def forward(
         self, x: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, pb: PagedBatch
     ) -> torch.Tensor:
-        cos, sin = rope_tables(pb.q_pos, self.cfg.head_dim)
+        cos, sin = interleaved_tables(pb.q_pos, self.cfg.head_dim)  # base 10000, fp32
         mask = pb.mask()
         for i, layer in enumerate(self.layers):
             x = x + layer.mixer(layer.norm(x), cos, sin, k_pool[i], v_pool[i], pb, mask)

@@ -2,7 +2,7 @@
 
 SNAC itself draws it from the process-wide RNG inside every forward, so its output depends on whatever else
 drew from that RNG before: not reproducible, and not streamable (a chunk's noise would depend on how the
-utterance was cut). Two seeded draws replace it, one per streaming mode (codec.py):
+utterance was cut). Two seeded draws replace it, one per streaming mode of models/orpheus/codec.py:
 
 * `PositionNoise` (the "whole" mode): the value at time step p of noise block i depends only on (seed, i, p):
   block i's timeline is cut into pages of PAGE steps and page k is `randn(PAGE)` from a generator seeded with
