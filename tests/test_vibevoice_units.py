@@ -38,7 +38,8 @@ def test_unsupported_scheduler_settings_are_refused_by_name():
 def test_sim_profile_prices_the_solver_and_the_guidance_rows():
     from voxcli.models.vibevoice import sim
 
-    pess, opt = sim.terms("h100", "pessimistic"), sim.terms("h100", "optimistic")
+    pess, opt = sim.COST.terms("h100", "pessimistic"), sim.COST.terms("h100", "optimistic")
     assert 5 < pess["floor_ms"] < 7 and pess["floor_ms"] == opt["floor_ms"]
     assert pess["row_ms"] > opt["row_ms"] > 0
-    assert sim.head_params() * sim.SOLVER_STEPS > 0.8 * sim.lm_params()  # the solver's reads rival the LM's
+    q = sim.COST.quantities()
+    assert q["params_head"] * sim.SOLVER_STEPS > 0.8 * q["params_lm"]  # the solver's reads rival the LM's
